@@ -1,0 +1,31 @@
+# fairsched: `make run` starts everything on an embedded default; `make test` runs the whole suite.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# Tests use their own Redis database so that they never feed a running development worker.
+TEST_REDIS_URL ?= redis://127.0.0.1:6379/9
+
+.PHONY: run test lint bench report venv migrate
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+run: venv
+	$(PY) -m fairsched.launcher
+
+test: venv
+	REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} $(PY) -m pytest $(PYTEST_ARGS)
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy .
+	$(VENV)/bin/lint-imports
+	$(PY) manage.py makemigrations --check --dry-run
+
+bench: venv
+	$(PY) bench/bench_core.py

@@ -1,0 +1,122 @@
+"""Charts in the admin: filters, search, the read-only event history, and actions through the services."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.forms import ModelForm
+from django.http import HttpRequest
+
+from charts import services
+from charts.models import Chart, ChartEvent
+from fairsched.actors import actor_for
+from fairsched.admin_utils import apply_each
+from fairsched.errors import ServiceError
+
+
+class ChartEventInline(admin.TabularInline[ChartEvent, Chart]):
+    model = ChartEvent
+    extra = 0
+    can_delete = False
+    fields = ["at", "from_state", "to_state", "actor", "reason"]
+    readonly_fields = fields
+    verbose_name_plural = "event history"
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class ChartForm(ModelForm[Chart]):
+    class Meta:
+        model = Chart
+        fields = ["org", "workflow", "external_id", "payload", "high_priority", "priority"]
+
+
+@admin.register(Chart)
+class ChartAdmin(admin.ModelAdmin[Chart]):
+    list_display = [
+        "id", "external_id", "org", "workflow", "state", "high_priority", "priority",
+        "position", "predicted_start", "eta", "attempt",
+    ]  # fmt: skip
+    list_filter = ["state", "org", "workflow", "high_priority"]
+    search_fields = ["external_id"]
+    list_select_related = ["org", "workflow"]
+    ordering = ["position", "created_at", "id"]
+    show_full_result_count = False
+    inlines = [ChartEventInline]
+    actions = ["pause", "resume", "make_high_priority", "move_to_top", "cancel"]
+    readonly_fields = [
+        "state", "attempt", "available_at", "cost", "last_error", "temporal_workflow_id", "temporal_run_id",
+        "claimed_at", "started_at", "finished_at", "position", "predicted_start", "eta", "eta_low", "eta_high",
+        "created_at", "updated_at",
+    ]  # fmt: skip
+
+    def get_form(self, request: HttpRequest, obj: Chart | None = None, change: bool = False, **kwargs: Any) -> Any:
+        if obj is None:
+            kwargs["form"] = ChartForm
+        return super().get_form(request, obj, change, **kwargs)
+
+    def get_fields(self, request: HttpRequest, obj: Chart | None = None) -> Any:
+        if obj is None:
+            return ChartForm.Meta.fields
+        return ["org", "workflow", "external_id", "payload", "high_priority", "priority", *self.readonly_fields]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Chart | None = None) -> Any:
+        if obj is None:
+            return []
+        return ["org", "workflow", "external_id", "payload", "high_priority", "priority", *self.readonly_fields]
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def save_model(self, request: HttpRequest, obj: Chart, form: ModelForm[Chart], change: bool) -> None:
+        try:
+            chart, _ = services.chart_submit(
+                org=obj.org,
+                workflow=obj.workflow.name,
+                external_id=obj.external_id,
+                payload=obj.payload,
+                high_priority=obj.high_priority,
+                priority=obj.priority,
+                actor=actor_for(request.user),
+            )
+        except ServiceError as error:
+            self.message_user(request, error.message, messages.ERROR)
+            return
+        obj.pk = chart.pk
+
+    @admin.action(description="Pause the selected charts")
+    def pause(self, request: HttpRequest, queryset: QuerySet[Chart]) -> None:
+        actor = actor_for(request.user)
+        apply_each(self, request, queryset, lambda c: services.chart_pause(chart=c, actor=actor), "Paused")
+
+    @admin.action(description="Resume the selected charts")
+    def resume(self, request: HttpRequest, queryset: QuerySet[Chart]) -> None:
+        actor = actor_for(request.user)
+        apply_each(self, request, queryset, lambda c: services.chart_resume(chart=c, actor=actor), "Resumed")
+
+    @admin.action(description="Give the selected charts high priority")
+    def make_high_priority(self, request: HttpRequest, queryset: QuerySet[Chart]) -> None:
+        actor = actor_for(request.user)
+        apply_each(
+            self,
+            request,
+            queryset,
+            lambda c: services.chart_prioritize(chart=c, high_priority=True, actor=actor),
+            "Prioritized",
+        )
+
+    @admin.action(description="Move the selected charts to the top of their org's queue")
+    def move_to_top(self, request: HttpRequest, queryset: QuerySet[Chart]) -> None:
+        actor = actor_for(request.user)
+        apply_each(self, request, queryset, lambda c: services.chart_move_to_top(chart=c, actor=actor), "Moved")
+
+    @admin.action(description="Cancel the selected charts")
+    def cancel(self, request: HttpRequest, queryset: QuerySet[Chart]) -> None:
+        actor = actor_for(request.user)
+        apply_each(self, request, queryset, lambda c: services.chart_cancel(chart=c, actor=actor), "Cancelled")

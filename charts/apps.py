@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class ChartsConfig(AppConfig):
+    name = "charts"
+    verbose_name = "Charts"

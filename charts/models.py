@@ -1,0 +1,134 @@
+"""Charts (jobs), their event log and the duration statistics the ETAs learn from."""
+
+from __future__ import annotations
+
+import math
+
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from orgs.models import Org, Workflow
+
+
+class ChartState(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    PAUSED = "paused", "Paused"
+    DISPATCHING = "dispatching", "Dispatching"
+    RUNNING = "running", "Running"
+    RETRY_WAIT = "retry_wait", "Waiting to retry"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+WAITING_STATES = (ChartState.QUEUED, ChartState.RETRY_WAIT)
+IN_FLIGHT_STATES = (ChartState.DISPATCHING, ChartState.RUNNING)
+TERMINAL_STATES = (ChartState.SUCCEEDED, ChartState.FAILED, ChartState.CANCELLED)
+# Charts that count against an org's queue limit: everything not yet finished.
+ACTIVE_STATES = (ChartState.QUEUED, ChartState.PAUSED, ChartState.RETRY_WAIT, *IN_FLIGHT_STATES)
+
+
+class Chart(models.Model):
+    """One job of one org. `state` changes only through `charts.states.transition` and friends."""
+
+    org = models.ForeignKey(Org, on_delete=models.PROTECT, related_name="charts")
+    workflow = models.ForeignKey(Workflow, on_delete=models.PROTECT, related_name="charts")
+    external_id = models.CharField(max_length=200, help_text="The submitter's id, unique within the org.")
+    payload = models.JSONField(default=dict, blank=True)
+    state = models.CharField(max_length=16, choices=ChartState.choices, default=ChartState.QUEUED, editable=False)
+    high_priority = models.BooleanField(default=False)
+    priority = models.IntegerField(default=0, help_text="Tenant priority inside the org; higher goes first.")
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    available_at = models.DateTimeField(null=True, blank=True, help_text="Not dispatched before (retry backoff).")
+    attempt = models.PositiveIntegerField(default=0, help_text="Runs started so far.")
+    last_error = models.TextField(blank=True)
+    cost = models.PositiveIntegerField(null=True, blank=True, help_text="Budget units held while in flight.")
+    temporal_workflow_id = models.CharField(max_length=200, blank=True)
+    temporal_run_id = models.CharField(max_length=200, blank=True)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    # The materialized plan, written in bulk by the replan pass.
+    position = models.PositiveIntegerField(null=True, blank=True, help_text="0-based place in the fair order.")
+    predicted_start = models.DateTimeField(null=True, blank=True)
+    eta = models.DateTimeField(null=True, blank=True)
+    eta_low = models.DateTimeField(null=True, blank=True, help_text="p10 of the predicted finish.")
+    eta_high = models.DateTimeField(null=True, blank=True, help_text="p90 of the predicted finish.")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["org", "external_id"], name="chart_org_external_id_unique"),
+            models.CheckConstraint(condition=Q(state__in=ChartState.values), name="chart_state_valid"),
+            models.CheckConstraint(condition=Q(cost__isnull=True) | Q(cost__gte=1), name="chart_cost_gte_1"),
+        ]
+        indexes = [
+            models.Index(fields=["state", "position"], name="chart_state_position_idx"),
+            models.Index(fields=["org", "state", "position"], name="chart_org_state_position_idx"),
+            models.Index(fields=["position"], name="chart_position_idx"),
+            models.Index(
+                fields=["org", "state"],
+                name="chart_active_org_state_idx",
+                condition=Q(state__in=[s.value for s in ACTIVE_STATES]),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.org.slug}/{self.external_id}"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state in TERMINAL_STATES
+
+
+class ChartEvent(models.Model):
+    """One transition of a chart, written in the same transaction as the transition itself."""
+
+    chart = models.ForeignKey(Chart, on_delete=models.CASCADE, related_name="events")
+    from_state = models.CharField(max_length=16, blank=True)
+    to_state = models.CharField(max_length=16)
+    actor = models.CharField(max_length=200)
+    reason = models.CharField(max_length=1000, blank=True)
+    at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["at", "id"]
+        indexes = [
+            models.Index(fields=["chart", "at"], name="chart_event_chart_at_idx"),
+            models.Index(fields=["-at"], name="chart_event_at_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.chart_id}: {self.from_state or '-'} -> {self.to_state} by {self.actor}"
+
+
+class DurationStat(models.Model):
+    """Running sums of finished run durations for one (org, workflow): mean and lognormal spread."""
+
+    org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="duration_stats")
+    workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="duration_stats")
+    count = models.PositiveIntegerField(default=0)
+    total_seconds = models.FloatField(default=0.0)
+    sum_log = models.FloatField(default=0.0)
+    sum_log_sq = models.FloatField(default=0.0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["org", "workflow"], name="duration_stat_org_workflow_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.org} {self.workflow}: {self.count} runs"
+
+    @property
+    def mean(self) -> float | None:
+        return self.total_seconds / self.count if self.count else None
+
+    @property
+    def log_sigma(self) -> float | None:
+        """Standard deviation of log(duration): the spread that the ETA bands use."""
+        if self.count < 2:
+            return None
+        mean_log = self.sum_log / self.count
+        return math.sqrt(max(0.0, self.sum_log_sq / self.count - mean_log * mean_log))

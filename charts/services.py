@@ -1,0 +1,258 @@
+"""Writes on charts: submit (one or in bulk), pause, resume, prioritize, move to top, cancel.
+
+Submission is idempotent on (org, external id) and guarded by admission: the org's row is locked for
+the check and the insert, so two concurrent submissions cannot both slip under the queue limit.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Max, Min
+from django.utils import timezone
+
+from charts.models import Chart, ChartState
+from charts.states import record_created, transition, transition_if
+from fairsched.errors import BulkInvalid, Conflict, InvalidInput, QueueFull, ServiceError
+from fairsched.events import changed
+from orgs.models import Org, Workflow
+
+MAX_EXTERNAL_ID = 200
+MAX_PAYLOAD_BYTES = 64 * 1024
+MAX_BULK_ITEMS = 10_000
+PRIORITY_RANGE = (-1000, 1000)
+# Charts that count against the queue limit: waiting, whether eligible or not.
+QUEUE_STATES = (ChartState.QUEUED, ChartState.PAUSED, ChartState.RETRY_WAIT)
+
+
+@dataclass(frozen=True)
+class Submission:
+    """One chart to submit, as parsed by an interface."""
+
+    workflow: str
+    external_id: str
+    payload: Mapping[str, Any] | None = None
+    high_priority: bool = False
+    priority: int = 0
+
+
+def chart_submit(
+    *,
+    org: Org,
+    workflow: str,
+    external_id: str,
+    payload: Mapping[str, Any] | None = None,
+    high_priority: bool = False,
+    priority: int = 0,
+    actor: str,
+) -> tuple[Chart, bool]:
+    """Submit one chart. Returns (chart, created); a repeat of the same submission returns the same chart."""
+    item = Submission(workflow, external_id, payload, high_priority, priority)
+    try:
+        ((chart, created),) = chart_submit_bulk(org=org, items=[item], actor=actor)
+    except BulkInvalid as bulk:
+        raise _single_error(bulk) from None
+    return chart, created
+
+
+def chart_submit_bulk(*, org: Org, items: Sequence[Submission], actor: str) -> list[tuple[Chart, bool]]:
+    """Submit many charts of one org, all or nothing.
+
+    1. Validate every item (bad items are reported together, by index; nothing is written).
+    2. Lock the org row, so admission and insert are one step for this org.
+    3. Charts whose external id exists already are returned as they are (idempotency); a repeat that
+       names another workflow is a conflict.
+    4. Admission: the org's waiting charts plus the new ones must stay within its queue limit.
+    5. Insert the new charts and their events in bulk; after commit, ask for a replan.
+    """
+    if len(items) > MAX_BULK_ITEMS:
+        raise InvalidInput(f"at most {MAX_BULK_ITEMS} charts per request, got {len(items)}", field="items")
+    workflows = {w.name: w for w in Workflow.objects.filter(name__in={i.workflow for i in items})}
+    errors: dict[int, dict[str, list[str]]] = {}
+    seen: dict[str, int] = {}
+    for index, item in enumerate(items):
+        try:
+            _validate(item, workflows)
+        except ServiceError as error:
+            errors[index] = error.as_dict()
+            continue
+        if item.external_id in seen:
+            errors[index] = {"external_id": [f"repeats item {seen[item.external_id]} of this request"]}
+        seen.setdefault(item.external_id, index)
+    if errors:
+        raise BulkInvalid(errors)
+
+    with transaction.atomic():
+        org = Org.objects.select_for_update().get(pk=org.pk)
+        existing = {c.external_id: c for c in Chart.objects.filter(org=org, external_id__in=list(seen))}
+        for index, item in enumerate(items):
+            prior = existing.get(item.external_id)
+            if prior is not None and prior.workflow_id != workflows[item.workflow].pk:
+                errors[index] = {"external_id": ["already submitted with another workflow"]}
+        if errors:
+            if len(items) == 1:
+                raise Conflict(errors[0]["external_id"][0], field="external_id")
+            raise BulkInvalid(errors)
+
+        fresh = [item for item in items if item.external_id not in existing]
+        _admit(org, len(fresh))
+        now = timezone.now()
+        created = Chart.objects.bulk_create(
+            Chart(
+                org=org,
+                workflow=workflows[item.workflow],
+                external_id=item.external_id,
+                payload=dict(item.payload or {}),
+                high_priority=item.high_priority,
+                priority=item.priority,
+                created_at=now,
+            )
+            for item in fresh
+        )
+        record_created(created, actor=actor)
+        if created:
+            changed(kind="charts", org_id=org.pk, submitted=len(created))
+    by_external_id = {**existing, **{c.external_id: c for c in created}}
+    return [(by_external_id[i.external_id], i.external_id not in existing) for i in items]
+
+
+def _validate(item: Submission, workflows: Mapping[str, Workflow]) -> None:
+    if not isinstance(item.external_id, str) or not item.external_id.strip():
+        raise InvalidInput("external_id must be a non-empty string", field="external_id")
+    if len(item.external_id) > MAX_EXTERNAL_ID:
+        raise InvalidInput(f"external_id is longer than {MAX_EXTERNAL_ID} characters", field="external_id")
+    if item.workflow not in workflows:
+        raise InvalidInput(f"unknown workflow {item.workflow!r}", field="workflow")
+    if item.payload is not None:
+        if not isinstance(item.payload, Mapping):
+            raise InvalidInput("payload must be a JSON object", field="payload")
+        if len(json.dumps(item.payload, default=str)) > MAX_PAYLOAD_BYTES:
+            raise InvalidInput(f"payload is larger than {MAX_PAYLOAD_BYTES} bytes", field="payload")
+    if not isinstance(item.high_priority, bool):
+        raise InvalidInput("high_priority must be true or false", field="high_priority")
+    _check_priority(item.priority)
+
+
+def _check_priority(priority: object) -> None:
+    low, high = PRIORITY_RANGE
+    if isinstance(priority, bool) or not isinstance(priority, int) or not low <= priority <= high:
+        raise InvalidInput(f"priority must be a whole number from {low} to {high}", field="priority")
+
+
+def _single_error(bulk: BulkInvalid) -> ServiceError:
+    ((field, messages),) = list(bulk.errors[0].items())[:1]
+    return InvalidInput(messages[0], field=field)
+
+
+def _admit(org: Org, incoming: int) -> None:
+    """Refuse the submission if it would take the org past its queue limit (the org row is locked)."""
+    if org.queue_limit is None or incoming == 0:
+        return
+    waiting = Chart.objects.filter(org=org, state__in=QUEUE_STATES).count()
+    if waiting + incoming > org.queue_limit:
+        raise QueueFull(
+            f"org {org.slug} has {waiting} waiting charts; its queue limit is {org.queue_limit}",
+            retry_after=_retry_after(org),
+        )
+
+
+def _retry_after(org: Org) -> int:
+    """Seconds until the org's queue is likely to shrink: its next predicted start, within [1 s, 1 h]."""
+    next_start = (
+        Chart.objects.filter(org=org, state__in=QUEUE_STATES, predicted_start__isnull=False)
+        .aggregate(first=Min("predicted_start"))["first"]
+    )
+    if next_start is None:
+        return 60
+    return int(min(3600, max(1, (next_start - timezone.now()).total_seconds())))
+
+
+def chart_pause(*, chart: Chart, actor: str, reason: str = "") -> Chart:
+    """Pause a waiting chart: it keeps its place among its org's charts but is not dispatched."""
+    chart = transition(chart, ChartState.PAUSED, actor=actor, reason=reason or "paused", position=None)
+    changed(kind="chart", org_id=chart.org_id, chart=chart.pk)
+    return chart
+
+
+def chart_resume(*, chart: Chart, actor: str, reason: str = "") -> Chart:
+    """Resume a paused chart; a retry keeps its backoff through `available_at`."""
+    chart = transition(chart, ChartState.QUEUED, actor=actor, reason=reason or "resumed")
+    changed(kind="chart", org_id=chart.org_id, chart=chart.pk)
+    return chart
+
+
+def chart_prioritize(
+    *, chart: Chart, high_priority: bool | None = None, priority: int | None = None, actor: str
+) -> Chart:
+    """Set the high-priority flag and/or the tenant priority of a chart that has not started."""
+    if high_priority is None and priority is None:
+        raise InvalidInput("give high_priority or priority", field="high_priority")
+    if high_priority is not None and not isinstance(high_priority, bool):
+        raise InvalidInput("high_priority must be true or false", field="high_priority")
+    if priority is not None:
+        _check_priority(priority)
+    with transaction.atomic():
+        locked = Chart.objects.select_for_update().get(pk=chart.pk)
+        if locked.state not in QUEUE_STATES:
+            raise Conflict(f"chart {chart.pk} is {locked.state}; only waiting charts can be reprioritized")
+        fields: dict[str, Any] = {}
+        if high_priority is not None:
+            fields["high_priority"] = high_priority
+        if priority is not None:
+            fields["priority"] = priority
+        Chart.objects.filter(pk=chart.pk).update(**fields)
+        for name, value in fields.items():
+            setattr(chart, name, value)
+        changed(kind="chart", org_id=chart.org_id, chart=chart.pk)
+    return chart
+
+
+def chart_move_to_top(*, chart: Chart, actor: str) -> Chart:
+    """Put a chart first among its org's waiting charts by raising its priority above theirs
+    (including the largest waiting bonus aging could give them)."""
+    from scheduling.models import SchedulerConfig
+
+    with transaction.atomic():
+        Org.objects.select_for_update().get(pk=chart.org_id)
+        top = (
+            Chart.objects.filter(org_id=chart.org_id, state__in=QUEUE_STATES)
+            .exclude(pk=chart.pk)
+            .aggregate(top=Max("priority"))["top"]
+        )
+        bonus = SchedulerConfig.load().aging_cap
+        priority = min(PRIORITY_RANGE[1], (top if top is not None else 0) + bonus + 1)
+        return chart_prioritize(chart=chart, priority=max(priority, chart.priority), actor=actor)
+
+
+def chart_cancel(*, chart: Chart, actor: str, reason: str = "") -> Chart:
+    """Cancel a chart that has not finished; a running workflow is asked to cancel after commit."""
+    with transaction.atomic():
+        won = transition_if(
+            chart.pk,
+            [ChartState.QUEUED, ChartState.PAUSED, ChartState.RETRY_WAIT, ChartState.DISPATCHING, ChartState.RUNNING],
+            ChartState.CANCELLED,
+            actor=actor,
+            reason=reason or "cancelled",
+            finished_at=timezone.now(),
+            position=None,
+        )
+        if not won:
+            chart.refresh_from_db()
+            raise Conflict(f"chart {chart.pk} is {chart.state} and cannot be cancelled", field="state")
+        chart.refresh_from_db()
+        if chart.temporal_workflow_id:
+            workflow_id = chart.temporal_workflow_id
+            transaction.on_commit(lambda: _cancel_workflow(workflow_id))
+        changed(kind="chart", org_id=chart.org_id, chart=chart.pk)
+    return chart
+
+
+def _cancel_workflow(workflow_id: str) -> None:
+    from scheduling.temporal.client import cancel_workflow
+
+    cancel_workflow(workflow_id)
+

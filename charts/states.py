@@ -1,0 +1,103 @@
+"""The chart state machine: the allowed transitions are data, and this module is the only writer of
+`Chart.state`. Every transition writes a `ChartEvent` in the same transaction.
+
+Two ways to move a chart:
+- `transition(chart, ...)` for a chart the caller holds (ideally locked with `select_for_update`);
+- `transition_if(chart_id, from_states, ...)`, a compare-and-swap for passes that race (the dispatcher's
+  claim, the reconciler's outcome): it counts only if it changed the row, otherwise someone else won.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from charts.models import Chart, ChartEvent, ChartState
+from fairsched.errors import Conflict
+
+S = ChartState
+
+TRANSITIONS: dict[str, frozenset[str]] = {
+    S.QUEUED: frozenset({S.PAUSED, S.DISPATCHING, S.CANCELLED}),
+    S.PAUSED: frozenset({S.QUEUED, S.CANCELLED}),
+    # A claimed chart starts running; or the reconciler finds it never started (back to queued), or that
+    # it already finished before the dispatcher could mark it running.
+    S.DISPATCHING: frozenset({S.RUNNING, S.QUEUED, S.SUCCEEDED, S.RETRY_WAIT, S.FAILED, S.CANCELLED}),
+    S.RUNNING: frozenset({S.SUCCEEDED, S.RETRY_WAIT, S.FAILED, S.CANCELLED}),
+    S.RETRY_WAIT: frozenset({S.DISPATCHING, S.PAUSED, S.CANCELLED}),
+    S.SUCCEEDED: frozenset(),
+    S.FAILED: frozenset(),
+    S.CANCELLED: frozenset(),
+}
+
+
+class IllegalTransition(Conflict):
+    def __init__(self, chart: Chart | int, from_state: str, to_state: str) -> None:
+        chart_label = chart if isinstance(chart, int) else chart.pk
+        super().__init__(f"chart {chart_label} cannot go from {from_state} to {to_state}", field="state")
+        self.from_state = from_state
+        self.to_state = to_state
+
+
+def can_transition(from_state: str, to_state: str) -> bool:
+    return to_state in TRANSITIONS.get(from_state, frozenset())
+
+
+def transition(chart: Chart, to_state: str, *, actor: str, reason: str = "", **fields: Any) -> Chart:
+    """Move a chart the caller holds to `to_state`, setting `fields` too, and log it.
+
+    1. Refuse a transition the table does not allow (`IllegalTransition`, HTTP 409).
+    2. Update the row, guarded by its current state so that a concurrent change is not overwritten.
+    3. Write the event in the same transaction.
+    """
+    from_state = chart.state
+    if not can_transition(from_state, to_state):
+        raise IllegalTransition(chart, from_state, to_state)
+    with transaction.atomic():
+        if not transition_if(chart.pk, [from_state], to_state, actor=actor, reason=reason, **fields):
+            chart.refresh_from_db(fields=["state"])
+            raise IllegalTransition(chart, chart.state, to_state)
+    chart.state = to_state
+    for name, value in fields.items():
+        setattr(chart, name, value)
+    return chart
+
+
+def transition_if(
+    chart_id: int, from_states: Iterable[str], to_state: str, *, actor: str, reason: str = "", **fields: Any
+) -> bool:
+    """Compare-and-swap: move the chart to `to_state` only if it is in one of `from_states`.
+
+    Returns whether this call won. The update and the event share one transaction; the event records
+    the state the row really had, read back from the same statement.
+    """
+    allowed = [state for state in from_states if can_transition(state, to_state)]
+    if not allowed:
+        raise IllegalTransition(chart_id, "/".join(from_states), to_state)
+    now = timezone.now()
+    with transaction.atomic():
+        previous = (
+            Chart.objects.select_for_update(skip_locked=False)
+            .filter(pk=chart_id, state__in=allowed)
+            .values_list("state", flat=True)
+            .first()
+        )
+        if previous is None:
+            return False
+        Chart.objects.filter(pk=chart_id).update(state=to_state, updated_at=now, **fields)
+        ChartEvent.objects.create(
+            chart_id=chart_id, from_state=previous, to_state=to_state, actor=actor, reason=reason[:1000], at=now
+        )
+    return True
+
+
+def record_created(charts: Iterable[Chart], *, actor: str, reason: str = "submitted") -> None:
+    """Log the birth of newly inserted charts (the '' -> initial state event), in bulk."""
+    now = timezone.now()
+    ChartEvent.objects.bulk_create(
+        ChartEvent(chart_id=chart.pk, from_state="", to_state=chart.state, actor=actor, reason=reason, at=now)
+        for chart in charts
+    )

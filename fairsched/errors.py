@@ -1,0 +1,54 @@
+"""Domain errors raised by services; each interface (API, admin, CLI) maps them to its own form."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ServiceError(Exception):
+    """A request the scheduler refuses. `field` names the input at fault when there is one."""
+
+    status = 400
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+    def as_dict(self) -> dict[str, Any]:
+        return {self.field or "detail": [self.message]}
+
+
+class InvalidInput(ServiceError):
+    """Bad input: a value out of range, an unknown org or workflow."""
+
+
+class BulkInvalid(InvalidInput):
+    """Some items of a bulk request are bad; nothing of the request was written."""
+
+    def __init__(self, errors: dict[int, dict[str, list[str]]]) -> None:
+        super().__init__(f"{len(errors)} item(s) are invalid; nothing was submitted", field="items")
+        self.errors = errors
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"items": {str(i): e for i, e in sorted(self.errors.items())}}
+
+
+class NotFound(ServiceError):
+    status = 404
+
+
+class Conflict(ServiceError):
+    """The request clashes with the current state (an illegal transition, a reused external id)."""
+
+    status = 409
+
+
+class QueueFull(ServiceError):
+    """The org is at its queue limit: admission refused (HTTP 429 with Retry-After)."""
+
+    status = 429
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(message, field="org")
+        self.retry_after = retry_after

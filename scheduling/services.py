@@ -1,0 +1,94 @@
+"""Writes on the scheduler's configuration: budget, policy, aging, pass intervals, retry policy."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from django.db import transaction
+
+from fairsched.errors import InvalidInput
+from fairsched.events import changed
+from scheduling.models import ConfigChange, SchedulerConfig
+
+MAX_BUDGET = 1_000_000
+
+
+def budget_set(*, budget: int, actor: str) -> SchedulerConfig:
+    """Set the total budget. Lowering it below what runs preempts nothing: dispatch waits for the drain."""
+    return scheduler_config_set(actor=actor, budget=budget)
+
+
+def policy_set(*, policy: str, actor: str, quantum: float | None = None) -> SchedulerConfig:
+    values: dict[str, Any] = {"policy": policy}
+    if quantum is not None:
+        values["quantum"] = quantum
+    return scheduler_config_set(actor=actor, **values)
+
+
+def _number(value: object, *, field: str, minimum: float, strict: bool = False, maximum: float | None = None) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvalidInput(f"{field} must be a number, got {value!r}", field=field)
+    if value < minimum or (strict and value == minimum) or (maximum is not None and value > maximum):
+        bound = f"> {minimum}" if strict else f">= {minimum}"
+        if maximum is not None:
+            bound += f" and <= {maximum}"
+        raise InvalidInput(f"{field} must be {bound}, got {value}", field=field)
+    return float(value)
+
+
+def _whole(value: object, *, field: str, minimum: int, maximum: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInput(f"{field} must be a whole number, got {value!r}", field=field)
+    if value < minimum or (maximum is not None and value > maximum):
+        raise InvalidInput(f"{field} must be >= {minimum}" + (f" and <= {maximum}" if maximum else ""), field=field)
+    return value
+
+
+VALIDATORS: dict[str, Any] = {
+    "budget": lambda v: _whole(v, field="budget", minimum=1, maximum=MAX_BUDGET),
+    "quantum": lambda v: _number(v, field="quantum", minimum=0, strict=True),
+    "aging_step": lambda v: None if v is None else _number(v, field="aging_step", minimum=0, strict=True),
+    "aging_cap": lambda v: _whole(v, field="aging_cap", minimum=0, maximum=1000),
+    "replan_interval": lambda v: _number(v, field="replan_interval", minimum=0.5, maximum=3600),
+    "reconcile_interval": lambda v: _number(v, field="reconcile_interval", minimum=0.5, maximum=3600),
+    "dispatch_stale_after": lambda v: _number(v, field="dispatch_stale_after", minimum=1, maximum=86400),
+    "max_attempts": lambda v: _whole(v, field="max_attempts", minimum=1, maximum=100),
+    "backoff_base": lambda v: _number(v, field="backoff_base", minimum=0, maximum=86400),
+    "backoff_ceiling": lambda v: _number(v, field="backoff_ceiling", minimum=0, maximum=7 * 86400),
+    "retry_budget_share": lambda v: _number(v, field="retry_budget_share", minimum=0, maximum=1),
+}
+
+
+def scheduler_config_set(*, actor: str, **values: Any) -> SchedulerConfig:
+    """Change any of the configuration's fields at once; all are validated before anything is written."""
+    cleaned: dict[str, Any] = {}
+    for name, value in values.items():
+        if name == "policy":
+            if value not in SchedulerConfig.Policy.values:
+                raise InvalidInput(
+                    f"policy must be one of {', '.join(SchedulerConfig.Policy.values)}, got {value!r}", field="policy"
+                )
+            cleaned[name] = value
+        elif name in VALIDATORS:
+            cleaned[name] = VALIDATORS[name](value)
+        else:
+            raise InvalidInput(f"unknown setting {name!r}", field=name)
+    with transaction.atomic():
+        SchedulerConfig.objects.get_or_create(id=1)
+        config = SchedulerConfig.objects.select_for_update().get(id=1)
+        changes = [
+            ConfigChange(actor=actor, field=name, old_value=str(getattr(config, name)), new_value=str(value))
+            for name, value in cleaned.items()
+            if getattr(config, name) != value
+        ]
+        for name, value in cleaned.items():
+            setattr(config, name, value)
+        if config.backoff_ceiling < config.backoff_base:
+            raise InvalidInput("backoff_ceiling must be >= backoff_base", field="backoff_ceiling")
+        if not changes:
+            return config
+        config.save()
+        ConfigChange.objects.bulk_create(changes)
+        changed(kind="config", actor=actor, fields=sorted(cleaned))
+    return config

@@ -1,0 +1,69 @@
+"""Factories that build rows for tests; services are still the way tests change state."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import factory
+from django.contrib.auth import get_user_model
+
+from charts.models import Chart
+from orgs.models import Membership, Org, Provider, Workflow
+
+
+class UserFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = get_user_model()
+        django_get_or_create = ("username",)
+
+    username = factory.Sequence(lambda n: f"user{n}")
+    email = factory.LazyAttribute(lambda u: f"{u.username}@example.com")
+    password = factory.PostGenerationMethodCall("set_password", "pw-for-tests-1")
+
+
+class OrgFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Org
+
+    name = factory.Sequence(lambda n: f"Org {n}")
+    slug = factory.Sequence(lambda n: f"org-{n}")
+    weight = 1
+
+
+class MembershipFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Membership
+
+    user = factory.SubFactory(UserFactory)
+    org = factory.SubFactory(OrgFactory)
+    role = Membership.Role.MEMBER
+
+
+class ProviderFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Provider
+        django_get_or_create = ("slug",)
+
+    slug = factory.Sequence(lambda n: f"provider-{n}")
+    name = factory.LazyAttribute(lambda p: p.slug)
+
+
+class WorkflowFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Workflow
+        django_get_or_create = ("name",)
+
+    name = factory.Sequence(lambda n: f"workflow-{n}")
+    workflow_type = "fairsched.demo"
+    task_queue = "fairsched-test"
+    default_cost = 1
+    params: Any = factory.LazyFunction(lambda: {"duration": 0.2})
+
+
+class ChartFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Chart
+
+    org = factory.SubFactory(OrgFactory)
+    workflow = factory.SubFactory(WorkflowFactory)
+    external_id = factory.Sequence(lambda n: f"ext-{n}")
