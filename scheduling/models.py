@@ -84,3 +84,21 @@ class ConfigChange(models.Model):
 
     def __str__(self) -> str:
         return f"{self.field}: {self.old_value} -> {self.new_value} by {self.actor}"
+
+
+class QueueSample(models.Model):
+    """What the queue looked like at one replan: the history behind the dashboard's plots."""
+
+    at = models.DateTimeField(db_index=True)
+    queued = models.PositiveIntegerField()
+    running = models.PositiveIntegerField()
+    budget = models.PositiveIntegerField()
+    cost_in_use = models.PositiveIntegerField()
+    global_clear = models.DateTimeField(null=True, blank=True)
+    per_org = models.JSONField(default=dict, help_text="org slug -> {queued, running, cost_in_use, clear_at}")
+
+    class Meta:
+        ordering = ["-at"]
+
+    def __str__(self) -> str:
+        return f"{self.at:%H:%M:%S}: {self.queued} queued, {self.cost_in_use}/{self.budget} in use"
