@@ -67,9 +67,17 @@ def transition(chart: Chart, to_state: str, *, actor: str, reason: str = "", **f
 
 
 def transition_if(
-    chart_id: int, from_states: Iterable[str], to_state: str, *, actor: str, reason: str = "", **fields: Any
+    chart_id: int,
+    from_states: Iterable[str],
+    to_state: str,
+    *,
+    actor: str,
+    reason: str = "",
+    where: dict[str, Any] | None = None,
+    **fields: Any,
 ) -> bool:
-    """Compare-and-swap: move the chart to `to_state` only if it is in one of `from_states`.
+    """Compare-and-swap: move the chart to `to_state` only if it is in one of `from_states` (and its
+    row also matches `where`, e.g. the attempt the caller read).
 
     Returns whether this call won. The update and the event share one transaction; the event records
     the state the row really had, read back from the same statement.
@@ -81,7 +89,7 @@ def transition_if(
     with transaction.atomic():
         previous = (
             Chart.objects.select_for_update(skip_locked=False)
-            .filter(pk=chart_id, state__in=allowed)
+            .filter(pk=chart_id, state__in=allowed, **(where or {}))
             .values_list("state", flat=True)
             .first()
         )

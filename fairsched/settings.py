@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "channels",
     "orgs",
     "charts",
@@ -123,6 +124,8 @@ TEMPORAL_TASK_QUEUE = os.environ.get("TEMPORAL_TASK_QUEUE", "fairsched-demo")
 
 # Fallback expected duration of a chart (seconds) when no run of its org or workflow has finished yet.
 FAIRSCHED_DEFAULT_DURATION = env_float("FAIRSCHED_DEFAULT_DURATION", 60.0)
+# Bearer token a Prometheus scraper presents to /metrics (staff sessions need none).
+METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
 # Largest request body the API accepts (bytes); Django refuses larger bodies with 400.
 DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("FAIRSCHED_MAX_BODY_BYTES", 5 * 1024 * 1024))
 
@@ -151,19 +154,24 @@ LOGIN_REDIRECT_URL = "/portal/"
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "fairsched.api.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.CursorPagination",
     "PAGE_SIZE": 100,
+    "EXCEPTION_HANDLER": "fairsched.api.api_exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "fairsched API",
     "DESCRIPTION": "Submit and follow charts; steer the fair scheduler.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 from django.db import transaction
@@ -92,3 +93,82 @@ def scheduler_config_set(*, actor: str, **values: Any) -> SchedulerConfig:
         ConfigChange.objects.bulk_create(changes)
         changed(kind="config", actor=actor, fields=sorted(cleaned))
     return config
+
+
+
+def plan_preview(*, changes: dict[str, Any]) -> dict[str, Any]:
+    """What-if: every org's clear-time now and after the proposed changes, on the current snapshot.
+
+    `changes` may hold `weights` ({org slug: weight}), `budget`, `costs` ([{org, workflow, cost}]),
+    `hold` and `release` (lists of org slugs). Nothing is written; bad values and unknown orgs or
+    workflows are refused as the real levers refuse them.
+    1. Load the snapshot the replan pass would load.
+    2. Apply the changes to a copy of its scenario.
+    3. Plan both with the core and pair up the clear-times.
+    """
+    from orgs.models import Org, Workflow
+    from scheduling import core
+    from scheduling.snapshot import load_snapshot, to_datetime
+
+    if not isinstance(changes, dict):
+        raise InvalidInput("changes must be an object", field="changes")
+    for name in changes:
+        if name not in {"weights", "budget", "costs", "hold", "release"}:
+            raise InvalidInput(f"unknown change {name!r}", field=name)
+    snapshot = load_snapshot()
+    scenario = snapshot.scenario
+    key_of = {slug: key for key, slug in snapshot.org_slugs.items()}
+
+    def org_key(slug: object, field: str) -> str:
+        if not isinstance(slug, str) or slug not in key_of:
+            raise InvalidInput(f"unknown org {slug!r}", field=field)
+        return key_of[slug]
+
+    orgs = dict(scenario.orgs)
+    for slug, weight in dict(changes.get("weights") or {}).items():
+        key = org_key(slug, "weights")
+        orgs[key] = replace(orgs[key], weight=_whole(weight, field="weights", minimum=0, maximum=10_000))
+    for slug in changes.get("hold") or []:
+        key = org_key(slug, "hold")
+        orgs[key] = replace(orgs[key], weight=0)
+    restore = dict(Org.objects.filter(weight=0).values_list("id", "weight_before_hold"))
+    for slug in changes.get("release") or []:
+        key = org_key(slug, "release")
+        if orgs[key].weight == 0:
+            orgs[key] = replace(orgs[key], weight=restore.get(int(key)) or 1)
+    budget = scenario.budget
+    if "budget" in changes:
+        budget = _whole(changes["budget"], field="budget", minimum=1, maximum=MAX_BUDGET)
+    queued = core.QueueColumns.of(scenario.queued)
+    if changes.get("costs"):
+        workflow_ids = dict(Workflow.objects.values_list("name", "id"))
+        cost = list(queued.cost)
+        for entry in changes["costs"]:
+            if not isinstance(entry, dict):
+                raise InvalidInput("each cost change must be an object", field="costs")
+            key = org_key(entry.get("org"), "costs")
+            workflow_id = workflow_ids.get(str(entry.get("workflow")))
+            if workflow_id is None:
+                raise InvalidInput(f"unknown workflow {entry.get('workflow')!r}", field="costs")
+            new_cost = _whole(entry.get("cost"), field="costs", minimum=1)
+            for index, org in enumerate(queued.org):
+                if org == key and snapshot.queued_workflow[index] == workflow_id:
+                    cost[index] = new_cost
+        queued = replace(queued, cost=cost)
+    before = core.plan(scenario)
+    after = core.plan(replace(scenario, orgs=orgs, budget=budget, queued=queued))
+
+    def stamp(seconds: float | None) -> str | None:
+        moment = to_datetime(seconds)
+        return moment.isoformat() if moment else None
+
+    return {
+        "orgs": {
+            snapshot.org_slugs.get(key, key): {
+                "before": stamp(before.org_clear.get(key)),
+                "after": stamp(after.org_clear.get(key)),
+            }
+            for key in sorted(before.org_clear.keys() | after.org_clear.keys())
+        },
+        "global": {"before": stamp(before.global_clear), "after": stamp(after.global_clear)},
+    }

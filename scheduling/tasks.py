@@ -1,15 +1,83 @@
-"""Celery tasks: thin wrappers that call the scheduling services."""
+"""Celery tasks: thin wrappers that run the scheduler's passes.
+
+Beat fires `tick` every second; `tick` runs replan and reconcile when their intervals (read from the
+live configuration, so operators can change them without a restart) have passed. A change of a lever
+asks for a replan at once (`replan_soon`); bursts of changes are coalesced by a short-lived Redis flag.
+Every replan is followed by a dispatch, and so is every reconcile that finished a run.
+"""
 
 from __future__ import annotations
 
+import logging
+import time
+
 from celery import shared_task
+from django.core.cache import cache
+
+from scheduling.dispatch import dispatch_run
+from scheduling.models import SchedulerConfig
+from scheduling.reconcile import reconcile_chart as reconcile_one
+from scheduling.reconcile import reconcile_run
+from scheduling.replan import plan_refresh
+
+logger = logging.getLogger(__name__)
+
+PENDING_KEY = "fairsched:replan-pending"
+LAST_RUN_KEY = "fairsched:last-run:{}"
+HINT_RETRIES = 5
 
 
 def replan_soon() -> None:
-    """Queue a replan at once; bursts of changes are coalesced by the replan task's own lock."""
-    replan.apply_async()
+    """Ask for a replan now; if one is already queued and has not begun, this one rides along."""
+    if cache.add(PENDING_KEY, 1, timeout=10):
+        replan.apply_async()
 
 
-@shared_task(name="scheduling.tasks.replan")
+@shared_task(name="scheduling.tasks.replan", ignore_result=True)
 def replan() -> None:
-    """Placeholder until the live loop lands."""
+    """Replan, then dispatch against the new order."""
+    cache.delete(PENDING_KEY)
+    plan_refresh()
+    dispatch_run()
+
+
+@shared_task(name="scheduling.tasks.dispatch", ignore_result=True)
+def dispatch() -> None:
+    dispatch_run()
+
+
+@shared_task(name="scheduling.tasks.reconcile", ignore_result=True)
+def reconcile() -> None:
+    """Reconcile with Temporal; a finished run frees budget, so replan and dispatch right after."""
+    result = reconcile_run()
+    if result.finished or result.marked_running:
+        replan()
+
+
+@shared_task(name="scheduling.tasks.reconcile_chart", bind=True, ignore_result=True, max_retries=HINT_RETRIES)
+def reconcile_chart(self: object, chart_id: int) -> None:
+    """A workflow's completion hint: settle its chart now (it may still be closing; look again soon)."""
+    if reconcile_one(chart_id):
+        raise self.retry(countdown=1)  # type: ignore[attr-defined]
+    replan()
+
+
+@shared_task(name="scheduling.tasks.tick", ignore_result=True)
+def tick() -> None:
+    """Run each periodic pass whose interval has passed since it last ran (in any worker)."""
+    config = SchedulerConfig.load()
+    if _due("reconcile", config.reconcile_interval):
+        reconcile.delay()
+    if _due("replan", config.replan_interval):
+        replan_soon()
+
+
+def _due(name: str, interval: float) -> bool:
+    """Claim the pass's slot for this interval; only the first caller in the interval gets True."""
+    now = time.time()
+    key = LAST_RUN_KEY.format(name)
+    last = cache.get(key)
+    if last is not None and now - float(last) < interval:
+        return False
+    cache.set(key, now, timeout=None)
+    return True

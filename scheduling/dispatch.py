@@ -1,0 +1,239 @@
+"""The dispatch pass: start what the budget allows, in the persisted fair order, exactly once.
+
+Only one dispatcher acts at a time: a PostgreSQL session advisory lock, taken without waiting (a second
+dispatcher skips; the one that holds the lock will see whatever made the second one run, because it
+re-reads the queue after taking it). The lock lives as long as the database connection, so a
+dispatcher that dies releases it with its connection.
+
+Starting a chart has two phases, so that a crash can never run a chart twice:
+1. claim it (`queued`/`retry_wait` -> `dispatching`, compare-and-swap) and commit;
+2. start its Temporal workflow under a deterministic id (one per chart attempt: Temporal refuses a
+   second run of one id), then mark it `running` with the run id.
+A crash between the phases leaves a `dispatching` chart that the reconciler repairs by describing the
+workflow: started (mark it running) or never started (back to `queued` at its old place).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from django.db import connection
+from django.db.models import F
+from django.utils import timezone
+
+from charts.models import Chart, ChartState
+from charts.states import transition_if
+from fairsched.actors import DISPATCHER
+from fairsched.events import changed
+from orgs.models import Org
+from scheduling import metrics
+from scheduling.core.replay import SKIP_CAPPED, SKIP_RETRY, SKIP_UNAVAILABLE, STOP, Dispatcher
+from scheduling.snapshot import load_config, load_costs, load_provider_pauses, retry_budget_of, to_seconds
+from scheduling.temporal.client import start_chart_workflow
+
+logger = logging.getLogger(__name__)
+
+DISPATCH_LOCK = 0x66616972  # "fair": the advisory lock key of the one dispatcher
+PAGE_SIZE = 256
+SKIP_REASONS = {SKIP_UNAVAILABLE: "backoff", SKIP_CAPPED: "cap", SKIP_RETRY: "retry_budget", STOP: "budget"}
+
+
+@dataclass
+class DispatchResult:
+    locked: bool = True
+    started: list[int] = field(default_factory=list)
+    failed_to_start: list[int] = field(default_factory=list)
+    skips: dict[str, int] = field(default_factory=dict)
+
+
+@contextmanager
+def advisory_lock(key: int) -> Iterator[bool]:
+    """Hold a session-level advisory lock for the block if it is free; yield whether we got it."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s)", [key])
+        got = bool(cursor.fetchone()[0])
+    try:
+        yield got
+    finally:
+        if got:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_unlock(%s)", [key])
+
+
+def workflow_id_for(chart: Chart | int, attempt: int, created_at: float) -> str:
+    """One id per chart attempt; the creation time keeps ids apart across databases on one Temporal."""
+    chart_id = chart if isinstance(chart, int) else chart.pk
+    return f"chart-{chart_id}-{int(created_at * 1_000_000)}-a{attempt}"
+
+
+def dispatch_run() -> DispatchResult:
+    """Start every chart the budget allows now. Steps:
+
+    1. Take the dispatcher lock, or return at once if another dispatcher holds it.
+    2. Count what is in flight (dispatching and running): budget units, per-org slots, retry units.
+    3. Walk the waiting charts in their persisted fair order, a page at a time, through the core's
+       dispatch rule (`Dispatcher.walk`): skip charts in backoff or behind a paused provider, skip
+       capped orgs and retries past the retry budget, stop at the first chart the free budget cannot
+       hold (head of line). Held orgs and paused charts have no position and are never visited.
+    4. Claim each chosen chart by compare-and-swap and commit (phase 1).
+    5. Start each claimed chart's workflow and mark it running (phase 2).
+    """
+    result = DispatchResult()
+    begun = time.perf_counter()
+    with advisory_lock(DISPATCH_LOCK) as locked:
+        if not locked:
+            result.locked = False
+            return result
+        chosen = _choose(result)
+        claimed = [chart for chart in chosen if _claim(chart)]
+        for chart in claimed:
+            if _start(chart):
+                result.started.append(chart.pk)
+            else:
+                result.failed_to_start.append(chart.pk)
+    metrics.observe_dispatch(latency=time.perf_counter() - begun, started=len(result.started), skips=result.skips)
+    if result.started:
+        changed(kind="dispatch", replan=False, started=len(result.started))
+    return result
+
+
+def _choose(result: DispatchResult) -> list[Chart]:
+    now = timezone.now()
+    instant = to_seconds(now)
+    config = load_config()
+    overrides, default_costs, providers = load_costs()
+    pauses = load_provider_pauses(now)
+    budget = config.budget
+
+    org_rows = list(Org.objects.values_list("id", "weight", "max_concurrency"))
+    code = {org_id: index for index, (org_id, _, _) in enumerate(org_rows)}
+    held = {org_id for org_id, weight, _ in org_rows if weight == 0}
+    units: list[int] = []
+    org_of: list[int] = []
+    available_at: list[float | None] = []
+    retry: list[bool] = []
+    dispatcher = Dispatcher(
+        budget=budget,
+        caps=[cap for _, _, cap in org_rows],
+        org=org_of,
+        units=units,
+        available_at=available_at,
+        retry=retry,
+        retry_budget=retry_budget_of(config),
+    )
+    for org_id, workflow_id, cost, attempt in Chart.objects.filter(
+        state__in=[ChartState.DISPATCHING, ChartState.RUNNING]
+    ).values_list("org_id", "workflow_id", "cost", "attempt"):
+        held_units = cost or overrides.get((org_id, workflow_id)) or default_costs[workflow_id]
+        dispatcher.occupy(code[org_id], min(held_units, budget), attempt > 1)
+
+    chosen: list[Chart] = []
+    last_position = -1
+    while dispatcher.free_budget > 0:
+        page = list(
+            Chart.objects.filter(
+                state__in=[ChartState.QUEUED, ChartState.RETRY_WAIT], position__gt=last_position
+            )
+            .exclude(org_id__in=held)
+            .order_by("position")
+            .only("id", "org_id", "workflow_id", "position", "available_at", "attempt", "created_at", "state")[
+                :PAGE_SIZE
+            ]
+        )
+        if not page:
+            break
+        for chart in page:
+            last_position = chart.position
+            cost = overrides.get((chart.org_id, chart.workflow_id)) or default_costs[chart.workflow_id]
+            ready = to_seconds(chart.available_at) if chart.available_at else None
+            provider_id = providers.get(chart.workflow_id)
+            if provider_id is not None:
+                for key in ((provider_id, None), (provider_id, chart.org_id)):
+                    if key in pauses:
+                        ready = max(ready or 0.0, pauses[key])
+            index = len(units)
+            units.append(min(cost, budget))
+            org_of.append(code[chart.org_id])
+            available_at.append(ready)
+            retry.append(chart.attempt > 0)
+            if dispatcher.walk([index], instant):
+                chart.cost = cost
+                chosen.append(chart)
+                continue
+            reason = SKIP_REASONS[dispatcher.last_verdict]
+            if reason == "backoff" and ready is not None and chart.available_at is None:
+                reason = "provider"
+            result.skips[reason] = result.skips.get(reason, 0) + 1
+            if dispatcher.last_verdict == STOP:
+                return chosen
+    return chosen
+
+
+def _claim(chart: Chart) -> bool:
+    """Phase 1: queued or retry_wait -> dispatching, only if nobody moved the chart meanwhile."""
+    attempt = chart.attempt + 1
+    workflow_id = workflow_id_for(chart, attempt, to_seconds(chart.created_at))
+    won = transition_if(
+        chart.pk,
+        [chart.state],
+        ChartState.DISPATCHING,
+        actor=DISPATCHER,
+        reason=f"attempt {attempt}",
+        where={"attempt": chart.attempt},
+        attempt=F("attempt") + 1,
+        cost=chart.cost,
+        claimed_at=timezone.now(),
+        temporal_workflow_id=workflow_id,
+        temporal_run_id="",
+    )
+    if won:
+        chart.attempt, chart.temporal_workflow_id = attempt, workflow_id
+    return won
+
+
+def _start(chart: Chart) -> bool:
+    """Phase 2: start the workflow (a repeat of the same id is harmless), then mark the chart running.
+
+    If Temporal cannot be reached the chart stays `dispatching`; the reconciler describes it later and
+    either marks it running or puts it back in the queue.
+    """
+    chart = Chart.objects.select_related("org", "workflow").get(pk=chart.pk)
+    payload = {
+        "chart_id": chart.pk,
+        "org": chart.org.slug,
+        "external_id": chart.external_id,
+        "attempt": chart.attempt,
+        "params": chart.workflow.params,
+        "payload": chart.payload,
+    }
+    try:
+        run_id = start_chart_workflow(
+            workflow_type=chart.workflow.workflow_type,
+            task_queue=chart.workflow.task_queue,
+            workflow_id=chart.temporal_workflow_id,
+            payload=payload,
+        )
+    except Exception:
+        logger.warning("could not start %s; the reconciler will settle it", chart.temporal_workflow_id, exc_info=True)
+        return False
+    marked = transition_if(
+        chart.pk,
+        [ChartState.DISPATCHING],
+        ChartState.RUNNING,
+        actor=DISPATCHER,
+        reason=f"workflow {chart.temporal_workflow_id}",
+        where={"temporal_workflow_id": chart.temporal_workflow_id},
+        temporal_run_id=run_id,
+        started_at=timezone.now(),
+    )
+    if marked:
+        metrics.observe_start(
+            org=chart.org.slug,
+            waited=(timezone.now() - chart.created_at).total_seconds(),
+            first=chart.attempt == 1,
+        )
+    return marked

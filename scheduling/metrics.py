@@ -1,0 +1,205 @@
+"""Tenant-aware Prometheus metrics on `/metrics`.
+
+The passes run in Celery workers and the page is served by the web processes, so what the passes
+observe (starts, finishes, skips, pass durations) is counted in Redis, shared by every process; what
+describes the present (queued, running, cost in use, oldest eligible age) is read from the database
+when Prometheus scrapes. Counting never fails a pass: a Redis blip loses a few increments, no more.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from collections.abc import Iterator
+from functools import cache
+
+import redis
+from django.conf import settings
+from django.db.models import Count, Min, Q, Sum
+from django.utils import timezone
+from django.http import HttpRequest, HttpResponse
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.registry import Collector
+
+logger = logging.getLogger(__name__)
+
+PREFIX = "fairsched:metrics:"
+WAIT_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400)
+PASS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+
+
+@cache
+def _redis() -> redis.Redis:
+    return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=1, socket_connect_timeout=1)
+
+
+def _bucket(value: float, buckets: tuple[float, ...]) -> str:
+    for bound in buckets:
+        if value <= bound:
+            return str(bound)
+    return "+Inf"
+
+
+def _observe(name: str, label: str, value: float, buckets: tuple[float, ...]) -> None:
+    key = f"{PREFIX}hist:{name}"
+    pipe = _redis().pipeline(transaction=False)
+    pipe.hincrby(key, f"{label}|{_bucket(value, buckets)}", 1)
+    pipe.hincrbyfloat(key, f"{label}|sum", value)
+    pipe.hincrby(key, f"{label}|count", 1)
+    pipe.execute()
+
+
+def _safely(action: str, fn: object) -> None:
+    try:
+        fn()  # type: ignore[operator]
+    except redis.RedisError:
+        logger.debug("metrics: could not record %s", action, exc_info=True)
+
+
+def observe_start(*, org: str, waited: float, first: bool = True) -> None:
+    """A chart started after waiting `waited` seconds since it was submitted."""
+
+    def record() -> None:
+        _observe("queue_age_at_start", org, waited, WAIT_BUCKETS)
+        if first:
+            _observe("time_to_first_start", org, waited, WAIT_BUCKETS)
+
+    _safely("start", record)
+
+
+def observe_finish(*, org: str, cost: int, retry: bool) -> None:
+    """A run finished successfully holding `cost` units; retries are counted apart for the retry share."""
+
+    def record() -> None:
+        pipe = _redis().pipeline(transaction=False)
+        pipe.hincrby(f"{PREFIX}completed_cost", org, cost)
+        pipe.hincrby(f"{PREFIX}finished_runs", f"{org}|{'retry' if retry else 'first'}", 1)
+        pipe.execute()
+
+    _safely("finish", record)
+
+
+def observe_dispatch(*, latency: float, started: int, skips: dict[str, int]) -> None:
+    def record() -> None:
+        _observe("dispatch_latency", "all", latency, PASS_BUCKETS)
+        if skips:
+            pipe = _redis().pipeline(transaction=False)
+            for reason, count in skips.items():
+                pipe.hincrby(f"{PREFIX}skips", reason, count)
+            pipe.execute()
+
+    _safely("dispatch", record)
+
+
+def observe_replan(seconds: float) -> None:
+    _safely("replan", lambda: _observe("replan_duration", "all", seconds, PASS_BUCKETS))
+
+
+class FairschedCollector(Collector):
+    """Reads the counters from Redis and the present state from PostgreSQL at scrape time."""
+
+    def collect(self) -> Iterator[object]:
+        yield from self._from_database()
+        try:
+            yield from self._from_redis()
+        except redis.RedisError:
+            logger.warning("metrics: Redis unavailable; pass counters omitted", exc_info=True)
+
+    def _from_database(self) -> Iterator[object]:
+        from charts.models import Chart, ChartState
+        from orgs.models import Org
+        from scheduling.models import SchedulerConfig
+
+        config = SchedulerConfig.load()
+        now = timezone.now()
+        orgs = Org.objects.annotate(
+            queued=Count("charts", filter=Q(charts__state__in=[ChartState.QUEUED, ChartState.RETRY_WAIT])),
+            running=Count("charts", filter=Q(charts__state__in=[ChartState.DISPATCHING, ChartState.RUNNING])),
+            cost_in_use=Sum("charts__cost", filter=Q(charts__state__in=[ChartState.DISPATCHING, ChartState.RUNNING])),
+            oldest=Min(
+                "charts__created_at",
+                filter=Q(charts__state=ChartState.QUEUED, charts__position__isnull=False),
+            ),
+        ).values_list("slug", "queued", "running", "cost_in_use", "oldest", "weight")
+        queued = GaugeMetricFamily("fairsched_queued_charts", "Charts waiting (queued or retry_wait)", labels=["org"])
+        running = GaugeMetricFamily("fairsched_running_charts", "Charts dispatching or running", labels=["org"])
+        in_use = GaugeMetricFamily("fairsched_cost_units_in_use", "Budget units held by the org's runs", labels=["org"])
+        oldest = GaugeMetricFamily(
+            "fairsched_oldest_eligible_age_seconds", "Age of the org's oldest eligible chart", labels=["org"]
+        )
+        weight = GaugeMetricFamily("fairsched_org_weight", "The org's weight (0: held)", labels=["org"])
+        used_total = 0
+        for slug, n_queued, n_running, cost, oldest_at, org_weight in orgs:
+            queued.add_metric([slug], n_queued)
+            running.add_metric([slug], n_running)
+            in_use.add_metric([slug], cost or 0)
+            oldest.add_metric([slug], (now - oldest_at).total_seconds() if oldest_at else 0)
+            weight.add_metric([slug], org_weight)
+            used_total += cost or 0
+        yield from (queued, running, in_use, oldest, weight)
+        yield GaugeMetricFamily("fairsched_budget_total", "Total budget in cost units", value=config.budget)
+        yield GaugeMetricFamily("fairsched_budget_used", "Cost units in use", value=used_total)
+        waiting_total = Chart.objects.filter(state=ChartState.QUEUED).count()
+        yield GaugeMetricFamily("fairsched_queue_depth", "Queued charts in all orgs", value=waiting_total)
+
+    def _from_redis(self) -> Iterator[object]:
+        client = _redis()
+        completed = CounterMetricFamily(
+            "fairsched_completed_cost_units", "Cost units of successfully finished runs", labels=["org"]
+        )
+        for org, value in client.hgetall(f"{PREFIX}completed_cost").items():
+            completed.add_metric([org.decode()], float(value))
+        yield completed
+        finished = CounterMetricFamily(
+            "fairsched_finished_runs", "Successfully finished runs, first attempts and retries", labels=["org", "kind"]
+        )
+        for key, value in client.hgetall(f"{PREFIX}finished_runs").items():
+            org, kind = key.decode().rsplit("|", 1)
+            finished.add_metric([org, kind], float(value))
+        yield finished
+        skips = CounterMetricFamily(
+            "fairsched_dispatch_skips", "Charts the dispatcher passed over, by reason", labels=["reason"]
+        )
+        for reason, value in client.hgetall(f"{PREFIX}skips").items():
+            skips.add_metric([reason.decode()], float(value))
+        yield skips
+        for name, doc, buckets, label in (
+            ("queue_age_at_start", "Seconds from submission to start", WAIT_BUCKETS, "org"),
+            ("time_to_first_start", "Seconds from submission to the first start", WAIT_BUCKETS, "org"),
+            ("replan_duration", "Seconds per replan pass", PASS_BUCKETS, None),
+            ("dispatch_latency", "Seconds per dispatch pass", PASS_BUCKETS, None),
+        ):
+            yield _histogram(client, name, doc, buckets, label)
+
+
+def _histogram(
+    client: redis.Redis, name: str, doc: str, buckets: tuple[float, ...], label: str | None
+) -> HistogramMetricFamily:
+    family = HistogramMetricFamily(f"fairsched_{name}_seconds", doc, labels=[label] if label else [])
+    raw = client.hgetall(f"{PREFIX}hist:{name}")
+    by_label: dict[str, dict[str, float]] = {}
+    for key, value in raw.items():
+        series, field = key.decode().rsplit("|", 1)
+        by_label.setdefault(series, {})[field] = float(value)
+    for series, fields in sorted(by_label.items()):
+        cumulative = 0.0
+        points = []
+        for bound in (*buckets, "+Inf"):
+            cumulative += fields.get(str(bound), 0.0)
+            points.append((str(bound), cumulative))
+        family.add_metric([series] if label else [], points, fields.get("sum", 0.0))
+    return family
+
+
+def metrics_view(request: HttpRequest) -> HttpResponse:
+    """Prometheus exposition: for staff sessions, or for a scraper with `Authorization: Bearer
+    <METRICS_TOKEN>` when that setting is set. Org slugs are tenant data, so the page is never public."""
+    token = settings.METRICS_TOKEN
+    bearer = request.headers.get("Authorization", "")
+    allowed = bool(token) and hmac.compare_digest(bearer, f"Bearer {token}")
+    if not allowed and not (request.user.is_authenticated and request.user.is_staff):
+        return HttpResponse("metrics need a staff session or the metrics token\n", status=403, content_type="text/plain")
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(FairschedCollector())
+    return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)

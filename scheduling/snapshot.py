@@ -1,0 +1,268 @@
+"""The one place where database rows become the core's input (`scheduling.core.Scenario`).
+
+A snapshot is read in a handful of queries, whatever the size of the backlog: the configuration, the
+orgs, costs, duration statistics, provider pauses, then the waiting and the in-flight charts as plain
+columns. Times become seconds since the Unix epoch, the core's clock.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+
+from django.conf import settings
+from django.db.models import F, FloatField, Func
+from django.utils import timezone
+
+from charts.models import Chart, ChartState, DurationStat
+from orgs.models import Org, ProviderPause, Workflow, WorkflowCost
+from scheduling import core
+from scheduling.models import SchedulerConfig
+
+# z-score of the 10th and 90th percentiles of a normal distribution: the ETA band's edges.
+Z90 = 1.2815515655446004
+
+
+class Epoch(Func):
+    """Seconds since the Unix epoch of a timestamp column, as a float (the core's clock)."""
+
+    template = "EXTRACT(EPOCH FROM %(expressions)s)::double precision"
+    output_field = FloatField()
+
+
+def to_seconds(moment: datetime) -> float:
+    return moment.timestamp()
+
+
+def to_datetime(seconds: float | None) -> datetime | None:
+    return None if seconds is None else datetime.fromtimestamp(seconds, tz=UTC)
+
+
+@dataclass(frozen=True)
+class Durations:
+    """Expected run time of a chart by (org, workflow), with the learned spread of log(duration).
+
+    The mean falls back from the (org, workflow) to the org's runs, then the workflow's, then the
+    configured default; the spread (log sigma) follows the same chain and is 0 where nothing is known.
+    """
+
+    pair: dict[tuple[int, int], tuple[float, float]]
+    by_org: dict[int, tuple[float, float]]
+    by_workflow: dict[int, tuple[float, float]]
+    default: float
+
+    def of(self, org_id: int, workflow_id: int) -> tuple[float, float]:
+        """(mean seconds, log sigma) for a chart of this org and workflow."""
+        return (
+            self.pair.get((org_id, workflow_id))
+            or self.by_org.get(org_id)
+            or self.by_workflow.get(workflow_id)
+            or (self.default, 0.0)
+        )
+
+    @classmethod
+    def load(cls) -> Durations:
+        pair: dict[tuple[int, int], tuple[float, float]] = {}
+        by_org: dict[int, _Sums] = defaultdict(_Sums)
+        by_workflow: dict[int, _Sums] = defaultdict(_Sums)
+        for stat in DurationStat.objects.filter(count__gt=0):
+            pair[(stat.org_id, stat.workflow_id)] = (stat.total_seconds / stat.count, stat.log_sigma or 0.0)
+            by_org[stat.org_id].add(stat)
+            by_workflow[stat.workflow_id].add(stat)
+        return cls(
+            pair=pair,
+            by_org={key: sums.mean_sigma() for key, sums in by_org.items()},
+            by_workflow={key: sums.mean_sigma() for key, sums in by_workflow.items()},
+            default=float(settings.FAIRSCHED_DEFAULT_DURATION),
+        )
+
+
+@dataclass
+class _Sums:
+    """Pooled duration sums of several (org, workflow) statistics."""
+
+    count: int = 0
+    total: float = 0.0
+    sum_log: float = 0.0
+    sum_log_sq: float = 0.0
+
+    def add(self, stat: DurationStat) -> None:
+        self.count += stat.count
+        self.total += stat.total_seconds
+        self.sum_log += stat.sum_log
+        self.sum_log_sq += stat.sum_log_sq
+
+    def mean_sigma(self) -> tuple[float, float]:
+        mean_log = self.sum_log / self.count
+        variance = self.sum_log_sq / self.count - mean_log * mean_log
+        return self.total / self.count, math.sqrt(max(0.0, variance)) if self.count >= 2 else 0.0
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The core's scenario plus what the shell needs to map the plan back to rows."""
+
+    now: datetime
+    scenario: core.Scenario
+    config: SchedulerConfig
+    org_slugs: dict[str, str]
+    # The workflow of each queued chart, aligned with `scenario.queued` (for what-if cost changes).
+    queued_workflow: list[int] = field(default_factory=list)
+    # log sigma of each chart's duration, by core id: the spread behind its ETA band.
+    sigma: dict[str, float] = field(default_factory=dict)
+
+    def with_avg_scaled(self, z: float) -> core.Scenario:
+        """The scenario with every duration moved to its lognormal quantile at z (z < 0: shorter)."""
+        queued = core.QueueColumns.of(self.scenario.queued)
+        scaled = replace(
+            queued, avg=[avg * math.exp(z * self.sigma.get(i, 0.0)) for i, avg in zip(queued.id, queued.avg, strict=True)]
+        )
+        running = [replace(r, avg=r.avg * math.exp(z * self.sigma.get(r.id, 0.0))) for r in self.scenario.running]
+        return replace(self.scenario, queued=scaled, running=running)
+
+
+def org_key(org_id: int) -> str:
+    return str(org_id)
+
+
+def chart_key(chart_id: int) -> str:
+    return str(chart_id)
+
+
+def load_config() -> SchedulerConfig:
+    return SchedulerConfig.load()
+
+
+def load_orgs() -> tuple[dict[str, core.OrgPolicy], dict[str, str]]:
+    """Every org's policy (weight, cap) by core key, and its slug."""
+    policies: dict[str, core.OrgPolicy] = {}
+    slugs: dict[str, str] = {}
+    for org_id, slug, weight, cap in Org.objects.values_list("id", "slug", "weight", "max_concurrency"):
+        policies[org_key(org_id)] = core.OrgPolicy(weight=weight, max_concurrency=cap)
+        slugs[org_key(org_id)] = slug
+    return policies, slugs
+
+
+def load_costs() -> tuple[dict[tuple[int, int], int], dict[int, int], dict[int, int | None]]:
+    """(org, workflow) cost overrides, each workflow's default cost, and each workflow's provider."""
+    overrides = {(o, w): c for o, w, c in WorkflowCost.objects.values_list("org_id", "workflow_id", "cost")}
+    defaults: dict[int, int] = {}
+    providers: dict[int, int | None] = {}
+    for workflow_id, cost, provider_id in Workflow.objects.values_list("id", "default_cost", "provider_id"):
+        defaults[workflow_id] = cost
+        providers[workflow_id] = provider_id
+    return overrides, defaults, providers
+
+
+def load_provider_pauses(now: datetime) -> dict[tuple[int, int | None], float]:
+    """Active pauses: (provider, org or None for everyone) -> until, in seconds."""
+    pauses: dict[tuple[int, int | None], float] = {}
+    for provider_id, org_id, until in ProviderPause.objects.filter(until__gt=now).values_list(
+        "provider_id", "org_id", Epoch("until")
+    ):
+        key = (provider_id, org_id)
+        pauses[key] = max(until, pauses.get(key, until))
+    return pauses
+
+
+def aging_of(config: SchedulerConfig) -> core.Aging | None:
+    return core.Aging(step=config.aging_step, cap=config.aging_cap) if config.aging_step else None
+
+
+def retry_budget_of(config: SchedulerConfig) -> int | None:
+    return None if config.retry_budget_share >= 1 else config.retry_budget
+
+
+def load_snapshot(*, now: datetime | None = None) -> Snapshot:
+    """Read the whole queue and what runs into one `Snapshot`.
+
+    1. The configuration, the orgs' policies, costs, providers, durations and active provider pauses.
+    2. The waiting charts (queued, paused, retry_wait) as columns: cost from the (org, workflow)
+       override or the workflow's default; `available_at` is the later of the retry backoff and any
+       pause of the chart's provider (for everyone or for its org); a chart that ran before is a retry.
+    3. The in-flight charts (dispatching, running) with the cost they hold; a claimed chart that has
+       not started yet counts as started when it was claimed.
+    """
+    now = now or timezone.now()
+    config = load_config()
+    orgs, slugs = load_orgs()
+    overrides, default_costs, providers = load_costs()
+    pauses = load_provider_pauses(now)
+    durations = Durations.load()
+    sigma: dict[str, float] = {}
+    queued_workflow: list[int] = []
+
+    queued = core.QueueColumns(
+        id=[], org=[], created=[], avg=[], cost=[], high_priority=[], paused=[], priority=[], available_at=[], retry=[]
+    )
+    rows = Chart.objects.filter(state__in=[ChartState.QUEUED, ChartState.PAUSED, ChartState.RETRY_WAIT]).values_list(
+        "id", "org_id", "workflow_id", Epoch("created_at"), Epoch("available_at"), "high_priority", "priority",
+        "state", "attempt",
+    )  # fmt: skip
+    for chart_id, org_id, workflow_id, created, available, high, priority, state, attempt in rows.iterator(
+        chunk_size=10_000
+    ):
+        key = chart_key(chart_id)
+        provider_id = providers.get(workflow_id)
+        if provider_id is not None and pauses:
+            for pause_key in ((provider_id, None), (provider_id, org_id)):
+                if pause_key in pauses:
+                    available = max(available or 0.0, pauses[pause_key])
+        mean, spread = durations.of(org_id, workflow_id)
+        queued.id.append(key)
+        queued.org.append(org_key(org_id))
+        queued.created.append(created)
+        queued.avg.append(mean)
+        queued.cost.append(overrides.get((org_id, workflow_id)) or default_costs[workflow_id])
+        queued.high_priority.append(high)
+        queued.paused.append(state == ChartState.PAUSED)
+        queued.priority.append(priority)
+        queued.available_at.append(available)
+        queued.retry.append(attempt > 0)
+        queued_workflow.append(workflow_id)
+        if spread:
+            sigma[key] = spread
+
+    running: list[core.RunningChart] = []
+    for chart_id, org_id, workflow_id, cost, started, attempt in Chart.objects.filter(
+        state__in=[ChartState.DISPATCHING, ChartState.RUNNING]
+    ).values_list("id", "org_id", "workflow_id", "cost", Epoch(_started()), "attempt"):
+        mean, spread = durations.of(org_id, workflow_id)
+        key = chart_key(chart_id)
+        running.append(
+            core.RunningChart(
+                id=key,
+                org=org_key(org_id),
+                started=started if started is not None else to_seconds(now),
+                avg=mean,
+                cost=cost or overrides.get((org_id, workflow_id)) or default_costs[workflow_id],
+                retry=attempt > 1,
+            )
+        )
+        if spread:
+            sigma[key] = spread
+
+    for org in {*queued.org, *(r.org for r in running)} - orgs.keys():
+        orgs[org] = core.OrgPolicy()
+    scenario = core.Scenario(
+        now=to_seconds(now),
+        budget=config.budget,
+        policy=config.policy,  # type: ignore[arg-type]
+        quantum=config.quantum,
+        aging=aging_of(config),
+        orgs=orgs,
+        queued=queued,
+        running=running,
+        retry_budget=retry_budget_of(config),
+    )
+    return Snapshot(
+        now=now, scenario=scenario, config=config, org_slugs=slugs, queued_workflow=queued_workflow, sigma=sigma
+    )
+
+
+def _started() -> Func:
+    """When an in-flight chart started: its run's start, or its claim while it is being dispatched."""
+    return Func(F("started_at"), F("claimed_at"), function="COALESCE")
+
