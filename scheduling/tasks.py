@@ -24,7 +24,8 @@ logger = logging.getLogger(__name__)
 
 PENDING_KEY = "fairsched:replan-pending"
 LAST_RUN_KEY = "fairsched:last-run:{}"
-HINT_RETRIES = 5
+HINT_RETRIES = 12
+HINT_RETRY_SECONDS = 0.25
 
 
 def replan_soon() -> None:
@@ -58,7 +59,7 @@ def reconcile() -> None:
 def reconcile_chart(self: object, chart_id: int) -> None:
     """A workflow's completion hint: settle its chart now (it may still be closing; look again soon)."""
     if reconcile_one(chart_id):
-        raise self.retry(countdown=1)  # type: ignore[attr-defined]
+        raise self.retry(countdown=HINT_RETRY_SECONDS)  # type: ignore[attr-defined]
     replan()
 
 
