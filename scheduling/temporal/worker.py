@@ -1,0 +1,88 @@
+"""The Temporal worker for fairsched's demo workflows.
+
+`run_worker` polls one or more task queues until its stop event is set. It connects its own client
+on its own event loop (not the sync bridge of `scheduling.temporal.client`): a worker lives in an
+async process of its own, the `temporal_worker` management command, or in a test's thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from contextlib import AsyncExitStack
+from datetime import timedelta
+
+from django.conf import settings
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from scheduling.temporal.activities import CompletionHook, DemoActivities, no_completion_hook
+from scheduling.temporal.client import DEFAULT_ADDRESS, DEFAULT_NAMESPACE
+from scheduling.temporal.workflows import ChartWorkflow
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_TASK_QUEUE = "fairsched-demo"
+GRACEFUL_SHUTDOWN_TIMEOUT = timedelta(seconds=5)
+"""How long running activities may finish after a stop before the worker cancels them.
+
+A cancelled demo activity fails its run (no Temporal retries), which fairsched then retries, so a
+worker restart costs an attempt, not a chart.
+"""
+RECONCILE_HINT_TASK = "scheduling.tasks.reconcile_chart"
+RECONCILE_HINT_COUNTDOWN_SECONDS = 1
+
+
+def enqueue_reconcile_hint(chart_id: int, outcome: str) -> None:
+    """Completion hook of the real worker: ask Celery to reconcile the chart soon.
+
+    The task is sent by name, so the worker does not import the tasks module. It is delayed by
+    `RECONCILE_HINT_COUNTDOWN_SECONDS` because the hint activity runs before its workflow closes; a
+    reconcile that still finds the run open leaves the chart alone and the next beat catches it.
+    The Celery app is imported here, not at module import, so the worker starts without a broker
+    configured and tests can run the worker with another hook.
+    """
+    from fairsched.celery import app
+
+    app.send_task(RECONCILE_HINT_TASK, args=[chart_id], countdown=RECONCILE_HINT_COUNTDOWN_SECONDS)
+    logger.info("chart %s %s: reconcile hinted", chart_id, outcome)
+
+
+async def run_worker(
+    *,
+    task_queues: list[str],
+    stop_event: asyncio.Event | None = None,
+    completion_hook: CompletionHook = no_completion_hook,
+) -> None:
+    """Run the demo workflow and its activities on `task_queues` until `stop_event` is set.
+
+    Steps:
+    1. Connect a client to `TEMPORAL_ADDRESS` / `TEMPORAL_NAMESPACE`.
+    2. Start one `Worker` per task queue (a Temporal worker polls one queue), all sharing one
+       `DemoActivities` bound to `completion_hook`.
+    3. Wait for `stop_event` (forever without one: cancel the task to stop).
+    4. Shut the workers down, letting running activities finish for `GRACEFUL_SHUTDOWN_TIMEOUT`.
+       A worker that fails fatally cancels this coroutine and its error is raised from here.
+    """
+    if not task_queues:
+        raise ValueError("run_worker needs at least one task queue")
+    client = await Client.connect(
+        getattr(settings, "TEMPORAL_ADDRESS", DEFAULT_ADDRESS),
+        namespace=getattr(settings, "TEMPORAL_NAMESPACE", DEFAULT_NAMESPACE),
+    )
+    activities = DemoActivities(completion_hook)
+    stop = stop_event or asyncio.Event()
+    async with AsyncExitStack() as workers:
+        for queue in task_queues:
+            await workers.enter_async_context(
+                Worker(
+                    client,
+                    task_queue=queue,
+                    workflows=[ChartWorkflow],
+                    activities=[activities.demo_work, activities.completion_hint],
+                    graceful_shutdown_timeout=GRACEFUL_SHUTDOWN_TIMEOUT,
+                )
+            )
+        logger.info("temporal worker polling %s", ", ".join(task_queues))
+        await stop.wait()
+    logger.info("temporal worker stopped")

@@ -1,0 +1,318 @@
+"""The Temporal integration on a real dev server: start, describe, list, cancel, fork safety, the
+demo workflow's outcomes and the worker command."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+import redis
+from temporalio.client import Client
+
+from fairsched.launcher import REPO_ROOT, start_redis
+from scheduling.temporal import client as temporal_client
+from scheduling.temporal.activities import run_fails
+from scheduling.temporal.client import (
+    WorkflowOutcome,
+    cancel_workflow,
+    describe_workflow,
+    list_open_workflow_ids,
+    start_chart_workflow,
+    temporal_call,
+)
+from scheduling.temporal.worker import RECONCILE_HINT_TASK
+from scheduling.temporal.workflows import DEMO_WORKFLOW_TYPE
+
+T = TypeVar("T")
+
+WAIT_SECONDS = 30.0
+
+
+def eventually(probe: Callable[[], T | None], *, timeout: float = WAIT_SECONDS) -> T:
+    """Poll `probe` until it returns something other than None (or False); return that."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still {value!r} after {timeout} s")
+        time.sleep(0.1)
+
+
+def closed_outcome(workflow_id: str) -> WorkflowOutcome:
+    """Describe `workflow_id` until its run has closed."""
+
+    def probe() -> WorkflowOutcome | None:
+        outcome = describe_workflow(workflow_id)
+        return outcome if outcome is not None and outcome.status != "running" else None
+
+    return eventually(probe)
+
+
+def start_demo(
+    task_queue: str,
+    *,
+    chart_id: int,
+    payload: dict[str, Any],
+    params: dict[str, Any] | None = None,
+    attempt: int = 1,
+    prefix: str = "chart-",
+) -> tuple[str, str]:
+    """Start the demo workflow for a chart attempt; return (workflow id, run id)."""
+    workflow_id = f"{prefix}{chart_id}-{uuid.uuid4().hex[:8]}-attempt-{attempt}"
+    run_id = start_chart_workflow(
+        workflow_type=DEMO_WORKFLOW_TYPE,
+        task_queue=task_queue,
+        workflow_id=workflow_id,
+        payload={
+            "chart_id": chart_id,
+            "org": "acme",
+            "external_id": f"ext-{chart_id}",
+            "attempt": attempt,
+            "params": params or {},
+            "payload": payload,
+        },
+    )
+    return workflow_id, run_id
+
+
+def count_executions(workflow_id: str) -> int:
+    """How many runs (open or closed) of `workflow_id` the visibility store holds."""
+
+    async def count(client: Client) -> int:
+        return (await client.count_workflows(f'WorkflowId = "{workflow_id}"')).count
+
+    return temporal_call(count)
+
+
+def test_run_fails_is_deterministic_per_chart_attempt() -> None:
+    assert not any(run_fails(chart, 1, 0.0) for chart in range(500))
+    assert all(run_fails(chart, 1, 1.0) for chart in range(500))
+    assert [run_fails(chart, 2, 0.5) for chart in range(50)] == [run_fails(chart, 2, 0.5) for chart in range(50)]
+    share = sum(run_fails(chart, 1, 0.3) for chart in range(2000)) / 2000
+    assert 0.25 < share < 0.35
+
+
+def test_workflow_code_imports_no_django() -> None:
+    """The workflow sandbox re-imports the workflow module: it must not pull Django in."""
+    probe = (
+        "import sys, scheduling.temporal.workflows; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in {'django', 'orgs', 'charts', 'fairsched'}))"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True, check=True)
+
+    assert result.stdout.strip() == "[]"
+
+
+@pytest.mark.temporal
+def test_demo_workflow_completes(temporal_worker: str, temporal_hints: list[tuple[int, str]]) -> None:
+    started = time.monotonic()
+    workflow_id, run_id = start_demo(temporal_worker, chart_id=101, payload={"duration": 0.5})
+
+    outcome = closed_outcome(workflow_id)
+
+    assert outcome.status == "completed"
+    assert outcome.run_id == run_id
+    assert outcome.close_time is not None
+    assert (outcome.close_time - outcome.start_time).total_seconds() >= 0.5
+    assert time.monotonic() - started < 10
+    assert outcome.failure_message is None
+    assert outcome.retry_after_seconds is None
+    assert temporal_hints == [(101, "completed")]
+
+
+@pytest.mark.temporal
+def test_payload_overrides_params(temporal_worker: str) -> None:
+    workflow_id, _ = start_demo(
+        temporal_worker,
+        chart_id=102,
+        params={"duration": 60, "fail_probability": 1.0},
+        payload={"duration": 0.1, "fail_probability": 0.0},
+    )
+
+    assert closed_outcome(workflow_id).status == "completed"
+
+
+@pytest.mark.temporal
+def test_repeated_start_never_runs_twice(temporal_worker: str) -> None:
+    workflow_id, run_id = start_demo(temporal_worker, chart_id=103, payload={"duration": 1.0})
+
+    def repeat() -> str:
+        return start_chart_workflow(
+            workflow_type=DEMO_WORKFLOW_TYPE,
+            task_queue=temporal_worker,
+            workflow_id=workflow_id,
+            payload={"chart_id": 103, "org": "acme", "external_id": "ext-103", "attempt": 1},
+        )
+
+    assert repeat() == run_id  # still running: the conflict policy
+    assert closed_outcome(workflow_id).status == "completed"
+    assert repeat() == run_id  # closed: the reuse policy
+
+    outcome = describe_workflow(workflow_id)
+    assert outcome is not None
+    assert outcome.run_id == run_id
+    assert outcome.status == "completed"
+    assert eventually(lambda: count_executions(workflow_id)) == 1
+
+
+@pytest.mark.temporal
+def test_failing_workflow_reports_its_failure(temporal_worker: str, temporal_hints: list[tuple[int, str]]) -> None:
+    workflow_id, _ = start_demo(temporal_worker, chart_id=104, payload={"duration": 0.1, "fail_probability": 1.0})
+
+    outcome = closed_outcome(workflow_id)
+
+    assert outcome.status == "failed"
+    assert outcome.failure_message == "DemoFailure: chart 104 attempt 1 failed"
+    assert outcome.retry_after_seconds is None
+    assert outcome.provider is None
+    assert temporal_hints == [(104, "failed")]
+
+
+@pytest.mark.temporal
+def test_throttled_failure_carries_retry_after_and_provider(temporal_worker: str) -> None:
+    workflow_id, _ = start_demo(
+        temporal_worker,
+        chart_id=105,
+        params={"provider": "gpu-east", "throttle_retry_after": 42},
+        payload={"duration": 0.1, "fail_probability": 1.0},
+    )
+
+    outcome = closed_outcome(workflow_id)
+
+    assert outcome.status == "failed"
+    assert outcome.retry_after_seconds == 42.0
+    assert outcome.provider == "gpu-east"
+    assert outcome.failure_message is not None
+    assert outcome.failure_message.startswith("ProviderThrottled: ")
+
+
+@pytest.mark.temporal
+def test_bad_input_fails_the_workflow(temporal_worker: str) -> None:
+    workflow_id, _ = start_demo(temporal_worker, chart_id=106, payload={"duration": "soon"})
+
+    outcome = closed_outcome(workflow_id)
+
+    assert outcome.status == "failed"
+    assert outcome.failure_message is not None
+    assert outcome.failure_message.startswith("BadChartInput: ")
+
+
+@pytest.mark.temporal
+def test_list_open_then_cancel(temporal_worker: str) -> None:
+    prefix = f"chart-{uuid.uuid4().hex[:8]}-"
+    workflow_id, _ = start_demo(temporal_worker, chart_id=107, payload={"duration": 60}, prefix=prefix)
+    other_id, _ = start_demo(temporal_worker, chart_id=108, payload={"duration": 60}, prefix="other-")
+
+    open_ids = eventually(lambda: list_open_workflow_ids(prefix))
+    assert open_ids == {workflow_id}
+    assert other_id in eventually(lambda: list_open_workflow_ids("other-"))
+
+    cancel_workflow(workflow_id)
+    cancel_workflow(other_id)
+
+    assert closed_outcome(workflow_id).status == "canceled"
+    assert closed_outcome(other_id).status == "canceled"
+    eventually(lambda: not list_open_workflow_ids(prefix))
+    cancel_workflow(workflow_id)  # closed: ignored
+
+
+@pytest.mark.temporal
+def test_unknown_workflow(temporal_settings: Any) -> None:
+    assert describe_workflow("chart-does-not-exist") is None
+    cancel_workflow("chart-does-not-exist")
+
+
+def _forked_child(workflow_id: str, answers: Any) -> None:
+    """In a forked child: describe with the inherited module state and report what happened."""
+    try:
+        outcome = describe_workflow(workflow_id)
+        inherited = temporal_client._INHERITED_BRIDGES
+        bridge = temporal_client._BRIDGE
+        assert bridge is not None
+        answers.put(
+            {
+                "run_id": outcome.run_id if outcome else None,
+                "bridge_pid_is_child": bridge.pid == os.getpid(),
+                "inherited_pids": [b.pid for b in inherited],
+                "fresh_client": all(
+                    client is not old
+                    for client in bridge.clients.values()
+                    for b in inherited
+                    for old in b.clients.values()
+                ),
+            }
+        )
+    except BaseException as err:
+        answers.put({"error": repr(err)})
+
+
+@pytest.mark.temporal
+def test_forked_child_connects_afresh(temporal_worker: str) -> None:
+    workflow_id, run_id = start_demo(temporal_worker, chart_id=109, payload={"duration": 0.1})
+    assert closed_outcome(workflow_id).run_id == run_id  # the parent has a connected client
+
+    context = multiprocessing.get_context("fork")
+    answers = context.Queue()
+    child = context.Process(target=_forked_child, args=(workflow_id, answers))
+    child.start()
+    answer = answers.get(timeout=WAIT_SECONDS)
+    child.join(WAIT_SECONDS)
+
+    assert answer == {
+        "run_id": run_id,
+        "bridge_pid_is_child": True,
+        "inherited_pids": [os.getpid()],
+        "fresh_client": True,
+    }
+    assert child.exitcode == 0
+    outcome = describe_workflow(workflow_id)  # the parent's client still works
+    assert outcome is not None
+    assert outcome.run_id == run_id
+
+
+@pytest.mark.temporal
+def test_worker_command_hints_celery_and_stops_on_sigterm(temporal_settings: Any, tmp_path: Path) -> None:
+    broker = start_redis(tmp_path)
+    queue = f"fairsched-command-{uuid.uuid4().hex[:8]}"
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "fairsched.settings",
+        "TEMPORAL_ADDRESS": temporal_settings.TEMPORAL_ADDRESS,
+        "REDIS_URL": broker.value,
+        "CELERY_BROKER_URL": broker.value,
+        "PYTHONUNBUFFERED": "1",
+    }
+    command = subprocess.Popen(
+        [sys.executable, "manage.py", "temporal_worker", "--task-queue", queue],
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        workflow_id, _ = start_demo(queue, chart_id=110, payload={"duration": 0.2})
+        assert closed_outcome(workflow_id).status == "completed"
+        messages: list[bytes] = redis.Redis.from_url(broker.value).lrange("celery", 0, -1)  # type: ignore[assignment]
+        headers = [json.loads(message)["headers"] for message in messages]
+        assert [(h["task"], h["argsrepr"]) for h in headers] == [(RECONCILE_HINT_TASK, "[110]")]
+        assert headers[0]["eta"] is not None
+    finally:
+        command.send_signal(signal.SIGTERM)
+        output, _ = command.communicate(timeout=WAIT_SECONDS)
+        broker.stop()
+        print(output.decode())  # pytest shows it when the test fails
+
+    assert command.returncode == 0, output.decode()
+    assert b"temporal worker stopped" in output
