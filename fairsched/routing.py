@@ -1,5 +1,9 @@
 """WebSocket routes; each consumer checks who may join which group."""
 
-from django.urls import URLPattern
+from django.urls import URLPattern, path
 
-websocket_urlpatterns: list[URLPattern] = []
+from scheduling.consumers import DashboardConsumer
+
+websocket_urlpatterns: list[URLPattern] = [
+    path("ws/dashboard/", DashboardConsumer.as_asgi()),
+]

@@ -1,8 +1,9 @@
 """URL map: admin, portal, dashboard, REST API, metrics."""
 
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("dashboard/", include("scheduling.urls")),
 ]

@@ -1,0 +1,325 @@
+"""Reads for the operators' dashboard. Every function here runs a fixed number of queries, whatever
+the size of the queue: lists are paged in the database, and per-row extras (a chart's cost, its
+expected duration) are correlated subqueries of the same statement, never one query per row.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Count, F, FloatField, IntegerField, OuterRef, Q, Subquery, Sum
+from django.db.models.functions import Cast, Coalesce
+from django.utils import timezone
+
+from charts.models import ACTIVE_STATES, IN_FLIGHT_STATES, WAITING_STATES, Chart, ChartEvent, ChartState, DurationStat
+from orgs.models import Org, OrgChange, Provider, ProviderPause, Workflow, WorkflowCost
+from scheduling.models import ConfigChange, QueueSample, SchedulerConfig
+
+QUEUE_PAGE_MAX = 500
+IN_FLIGHT_MAX = 500
+EVENTS_MAX = 200
+SAMPLES_MAX = 720
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def _cost_expression() -> Coalesce:
+    """What one run of the chart costs: its org's override for the workflow, or the workflow's default."""
+    override = WorkflowCost.objects.filter(org_id=OuterRef("org_id"), workflow_id=OuterRef("workflow_id")).values(
+        "cost"
+    )[:1]
+    return Coalesce(Subquery(override), F("workflow__default_cost"), output_field=IntegerField())
+
+
+def summary() -> dict[str, Any]:
+    """Budget in use and total, policy, how many charts wait and run, the latest replan. Three queries."""
+    config = SchedulerConfig.load()
+    by_state: dict[str, tuple[int, int]] = {
+        state: (n, cost or 0)
+        for state, n, cost in Chart.objects.filter(state__in=ACTIVE_STATES)
+        .values("state")
+        .annotate(n=Count("id"), cost=Coalesce(Sum("cost"), 0, output_field=IntegerField()))
+        .values_list("state", "n", "cost")
+    }
+
+    def count(*states: str) -> int:
+        return sum(by_state.get(state, (0, 0))[0] for state in states)
+
+    latest = QueueSample.objects.order_by("-at").values("at", "global_clear").first()
+    return {
+        "now": timezone.now().isoformat(),
+        "budget": config.budget,
+        "cost_in_use": sum(by_state.get(state, (0, 0))[1] for state in IN_FLIGHT_STATES),
+        "policy": config.policy,
+        "policies": [{"value": value, "label": label} for value, label in SchedulerConfig.Policy.choices],
+        "quantum": config.quantum,
+        "queued": count(ChartState.QUEUED),
+        "retry_wait": count(ChartState.RETRY_WAIT),
+        "paused": count(ChartState.PAUSED),
+        "running": count(*IN_FLIGHT_STATES),
+        "planned_at": _iso(latest["at"]) if latest else None,
+        "global_clear": _iso(latest["global_clear"]) if latest else None,
+    }
+
+
+def queue_page(*, start: int = 0, org: Org | None = None, offset: int = 0, limit: int = 100) -> dict[str, Any]:
+    """One page of the queue in fair order. Two queries.
+
+    Without an org the page is every waiting chart from plan position `start` on: positions are the
+    dense 0-based fair order, so the page is a range scan of `chart_state_position_idx` and a client
+    can jump to any row of a 100k queue at once. With an org the page is its waiting charts in fair
+    order from `offset` on (`chart_org_state_position_idx`). `total` sizes the client's scroller.
+    """
+    limit = max(1, min(limit, QUEUE_PAGE_MAX))
+    planned = Chart.objects.filter(state__in=WAITING_STATES, position__isnull=False)
+    if org is not None:
+        planned = planned.filter(org=org)
+        rows = planned.order_by("position")[max(0, offset) : max(0, offset) + limit]
+    else:
+        rows = planned.filter(position__gte=max(0, start)).order_by("position")[:limit]
+    values = rows.annotate(
+        org_slug=F("org__slug"), workflow_name=F("workflow__name"), run_cost=_cost_expression()
+    ).values(
+        "id",
+        "external_id",
+        "position",
+        "state",
+        "org_slug",
+        "workflow_name",
+        "run_cost",
+        "high_priority",
+        "priority",
+        "available_at",
+        "predicted_start",
+        "eta",
+        "eta_low",
+        "eta_high",
+    )
+    return {
+        "total": planned.count(),
+        "start": start,
+        "offset": offset,
+        "rows": [
+            {
+                "id": row["id"],
+                "external_id": row["external_id"],
+                "position": row["position"],
+                "state": row["state"],
+                "org": row["org_slug"],
+                "workflow": row["workflow_name"],
+                "cost": row["run_cost"],
+                "high_priority": row["high_priority"],
+                "priority": row["priority"],
+                "available_at": _iso(row["available_at"]),
+                "predicted_start": _iso(row["predicted_start"]),
+                "eta": _iso(row["eta"]),
+                "eta_low": _iso(row["eta_low"]),
+                "eta_high": _iso(row["eta_high"]),
+            }
+            for row in values
+        ],
+    }
+
+
+def outside_plan(*, limit: int = 100) -> dict[str, Any]:
+    """Waiting charts the plan leaves out: paused ones and those of held orgs, oldest first. Two queries."""
+    waiting = Chart.objects.filter(Q(state=ChartState.PAUSED) | Q(state__in=WAITING_STATES, org__weight=0))
+    values = (
+        waiting.order_by("created_at", "id")[: max(1, min(limit, QUEUE_PAGE_MAX))]
+        .annotate(org_slug=F("org__slug"), workflow_name=F("workflow__name"), run_cost=_cost_expression())
+        .values("id", "external_id", "state", "org_slug", "workflow_name", "run_cost", "high_priority", "created_at")
+    )
+    return {
+        "total": waiting.count(),
+        "rows": [
+            {
+                "id": row["id"],
+                "external_id": row["external_id"],
+                "state": row["state"],
+                "held": row["state"] != ChartState.PAUSED,
+                "org": row["org_slug"],
+                "workflow": row["workflow_name"],
+                "cost": row["run_cost"],
+                "high_priority": row["high_priority"],
+                "created_at": _iso(row["created_at"]),
+            }
+            for row in values
+        ],
+    }
+
+
+def in_flight(*, now: datetime | None = None) -> dict[str, Any]:
+    """Charts being dispatched or running, longest-running first, with elapsed and expected seconds.
+
+    Expected is the plan's finish minus the start when the replan has written one, else the mean run
+    of the chart's (org, workflow), else the default duration. Two queries.
+    """
+    now = now or timezone.now()
+    mean = DurationStat.objects.filter(org_id=OuterRef("org_id"), workflow_id=OuterRef("workflow_id"), count__gt=0)
+    mean_seconds = mean.annotate(mean_run=F("total_seconds") / Cast(F("count"), FloatField())).values("mean_run")[:1]
+    charts = Chart.objects.filter(state__in=IN_FLIGHT_STATES)
+    values = (
+        charts.order_by(F("started_at").asc(nulls_last=True), "id")[:IN_FLIGHT_MAX]
+        .annotate(
+            org_slug=F("org__slug"),
+            workflow_name=F("workflow__name"),
+            run_cost=Coalesce(F("cost"), _cost_expression(), output_field=IntegerField()),
+            mean_seconds=Subquery(mean_seconds, output_field=FloatField()),
+        )
+        .values(
+            "id",
+            "external_id",
+            "state",
+            "org_slug",
+            "workflow_name",
+            "run_cost",
+            "attempt",
+            "claimed_at",
+            "started_at",
+            "eta",
+            "mean_seconds",
+        )
+    )
+    rows = []
+    for row in values:
+        began = row["started_at"] or row["claimed_at"]
+        if began is not None and row["eta"] is not None:
+            expected = max(0.0, (row["eta"] - began).total_seconds())
+        else:
+            expected = row["mean_seconds"] or settings.FAIRSCHED_DEFAULT_DURATION
+        rows.append(
+            {
+                "id": row["id"],
+                "external_id": row["external_id"],
+                "state": row["state"],
+                "org": row["org_slug"],
+                "workflow": row["workflow_name"],
+                "cost": row["run_cost"],
+                "attempt": row["attempt"],
+                "started_at": _iso(began),
+                "elapsed": (now - began).total_seconds() if began is not None else 0.0,
+                "expected": expected,
+                "eta": _iso(row["eta"]),
+            }
+        )
+    return {"total": charts.count(), "rows": rows}
+
+
+def org_rows() -> list[dict[str, Any]]:
+    """A row per org: its levers (weight, hold, cap, queue limit, cost overrides) and its load. Three queries."""
+    load: dict[int, dict[str, int]] = {}
+    for org_id, state, n, cost in (
+        Chart.objects.filter(state__in=ACTIVE_STATES)
+        .values("org_id", "state")
+        .annotate(n=Count("id"), cost=Coalesce(Sum("cost"), 0, output_field=IntegerField()))
+        .values_list("org_id", "state", "n", "cost")
+    ):
+        entry = load.setdefault(org_id, {"queued": 0, "paused": 0, "running": 0, "cost_in_use": 0})
+        if state in IN_FLIGHT_STATES:
+            entry["running"] += n
+            entry["cost_in_use"] += cost or 0
+        elif state == ChartState.PAUSED:
+            entry["paused"] += n
+        else:
+            entry["queued"] += n
+    costs: dict[int, dict[str, int]] = {}
+    for org_id, workflow_name, cost in WorkflowCost.objects.values_list("org_id", "workflow__name", "cost"):
+        costs.setdefault(org_id, {})[workflow_name] = cost
+    empty = {"queued": 0, "paused": 0, "running": 0, "cost_in_use": 0}
+    return [
+        {
+            "id": org.pk,
+            "slug": org.slug,
+            "name": org.name,
+            "weight": org.weight,
+            "held": org.is_held,
+            "weight_before_hold": org.weight_before_hold,
+            "max_concurrency": org.max_concurrency,
+            "queue_limit": org.queue_limit,
+            "clear_at": _iso(org.clear_at),
+            "costs": costs.get(org.pk, {}),
+            **load.get(org.pk, empty),
+        }
+        for org in Org.objects.all()
+    ]
+
+
+def workflows_and_providers(*, now: datetime | None = None) -> dict[str, Any]:
+    """The workflows (for cost levers) and the providers with their current pauses. Three queries."""
+    now = now or timezone.now()
+    pauses: dict[int, list[dict[str, Any]]] = {}
+    for pause in ProviderPause.objects.filter(until__gt=now).select_related("org").order_by("until"):
+        pauses.setdefault(pause.provider_id, []).append(
+            {
+                "org": pause.org.slug if pause.org is not None else None,
+                "until": _iso(pause.until),
+                "reason": pause.reason,
+                "by": pause.created_by,
+            }
+        )
+    return {
+        "workflows": list(Workflow.objects.values("name", "default_cost")),
+        "providers": [
+            {"slug": provider.slug, "name": provider.name, "pauses": pauses.get(provider.pk, [])}
+            for provider in Provider.objects.all()
+        ],
+    }
+
+
+def recent_events(*, limit: int = 50) -> list[dict[str, Any]]:
+    """The newest chart transitions, org changes and configuration changes, merged, newest first.
+    Three queries."""
+    limit = max(1, min(limit, EVENTS_MAX))
+    events: list[dict[str, Any]] = [
+        {
+            "at": event.at,
+            "kind": "chart",
+            "actor": event.actor,
+            "org": event.chart.org.slug,
+            "text": f"{event.chart.external_id}: {event.from_state or 'new'} → {event.to_state}",
+            "reason": event.reason,
+        }
+        for event in ChartEvent.objects.select_related("chart__org").order_by("-at", "-id")[:limit]
+    ]
+    events += [
+        {
+            "at": change.at,
+            "kind": "org",
+            "actor": change.actor,
+            "org": change.org.slug,
+            "text": f"{change.field}: {change.old_value or '—'} → {change.new_value or '—'}",
+            "reason": change.reason,
+        }
+        for change in OrgChange.objects.select_related("org").order_by("-at", "-id")[:limit]
+    ]
+    events += [
+        {
+            "at": change.at,
+            "kind": "config",
+            "actor": change.actor,
+            "org": None,
+            "text": f"{change.field}: {change.old_value} → {change.new_value}",
+            "reason": "",
+        }
+        for change in ConfigChange.objects.order_by("-at", "-id")[:limit]
+    ]
+    events.sort(key=lambda event: event["at"], reverse=True)
+    return [{**event, "at": _iso(event["at"])} for event in events[:limit]]
+
+
+def queue_samples(*, window: timedelta = timedelta(hours=1), now: datetime | None = None) -> list[dict[str, Any]]:
+    """The queue's history over the last `window`, oldest first, at most SAMPLES_MAX points. One query."""
+    now = now or timezone.now()
+    newest = (
+        QueueSample.objects.filter(at__gte=now - window)
+        .order_by("-at")
+        .values("at", "queued", "running", "budget", "cost_in_use", "global_clear")[:SAMPLES_MAX]
+    )
+    return [
+        {**sample, "at": _iso(sample["at"]), "global_clear": _iso(sample["global_clear"])}
+        for sample in reversed(list(newest))
+    ]

@@ -1,0 +1,101 @@
+"""A live ASGI server (daphne) and headless Chromium for browser tests and the dashboard benchmark."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+    "--disable-quic",
+]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait_for_port(port: int, proc: subprocess.Popen[bytes], log: Path, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"daphne exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"daphne did not listen on {port} within {timeout}s:\n{log.read_text()[-3000:]}")
+
+
+@contextmanager
+def daphne(env: Mapping[str, str], *, port: int | None = None) -> Iterator[str]:
+    """Collect the static files, start daphne on a free port with `env`, yield its base URL, stop it."""
+    port = port or free_port()
+    with tempfile.TemporaryDirectory(prefix="fairsched-live-") as tmp:
+        full_env = {**os.environ, **env, "STATIC_ROOT": str(Path(tmp) / "static"), "PYTHONUNBUFFERED": "1"}
+        subprocess.run(
+            [sys.executable, "manage.py", "collectstatic", "--noinput", "-v", "0"],
+            cwd=ROOT,
+            env=full_env,
+            check=True,
+        )
+        log = Path(tmp) / "daphne.log"
+        with log.open("wb") as out:
+            proc = subprocess.Popen(
+                [
+                    str(Path(sys.executable).parent / "daphne"),
+                    "-b",
+                    "127.0.0.1",
+                    "-p",
+                    str(port),
+                    "fairsched.asgi:application",
+                ],
+                cwd=ROOT,
+                env=full_env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+            try:
+                _wait_for_port(port, proc, log)
+                yield f"http://127.0.0.1:{port}"
+            finally:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+
+
+def launch_chromium(playwright: Any) -> Any:
+    return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+
+
+def session_cookie(user: Any, base_url: str) -> dict[str, Any]:
+    """Log `user` in through Django's test client and return its session cookie for the browser."""
+    from django.conf import settings
+    from django.test import Client
+
+    client = Client()
+    client.force_login(user)
+    name = settings.SESSION_COOKIE_NAME
+    return {"name": name, "value": client.cookies[name].value, "url": base_url}

@@ -1,0 +1,140 @@
+"""The dashboard in real headless Chromium against a live daphne with the Redis channel layer."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+
+from orgs import services as org_services
+from orgs.models import Org
+from tests.conftest import Tenants
+from tests.dashboard.conftest import plan_queue
+from tests.dashboard.live import CHROMIUM, daphne, free_port, launch_chromium, session_cookie
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM}"),
+    pytest.mark.django_db(transaction=True),
+]
+# Playwright's sync API drives its own event loop on this thread; the ORM calls between its calls
+# are still plain synchronous code.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+
+
+def _database_url() -> str:
+    db = settings.DATABASES["default"]
+    auth = db["USER"] + (f":{db['PASSWORD']}" if db.get("PASSWORD") else "")
+    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+@pytest.fixture(scope="module")
+def live_url(django_db_setup: None) -> Iterator[str]:
+    """daphne serving the test database (the one pytest-django created) and the real Redis layer."""
+    with daphne({"DATABASE_URL": _database_url()}) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Module-scoped: Playwright's loop must be gone before async tests of other modules run."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = launch_chromium(playwright)
+        yield chromium
+        chromium.close()
+
+
+def _open(browser: Any, base_url: str, user: Any) -> Any:
+    context = browser.new_context(viewport={"width": 1500, "height": 1000})
+    context.add_cookies([session_cookie(user, base_url)])
+    page = context.new_page()
+    page.goto(base_url + "/dashboard/")
+    page.wait_for_selector("body[data-live=live]", timeout=10_000)
+    return page
+
+
+def _shot(page: Any, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def test_a_lever_pulled_in_one_browser_shows_in_another(live_url: str, browser: Any, tenants: Tenants) -> None:
+    plan_queue([tenants.org_a, tenants.org_b], tenants.workflow, 50)
+    operator = _open(browser, live_url, tenants.staff)
+    watcher = _open(browser, live_url, tenants.staff)
+    hold_seen = watcher.locator('tr[data-org="acme"] [data-hold]')
+    assert hold_seen.text_content() == "Hold"
+
+    started = time.monotonic()
+    operator.locator('tr[data-org="acme"] [data-hold]').click()
+    watcher.wait_for_function(
+        "() => document.querySelector('tr[data-org=\"acme\"] [data-hold]').textContent === 'Release'", timeout=3000
+    )
+    lag = time.monotonic() - started
+    assert lag < 2.0
+    assert Org.objects.get(slug="acme").weight == 0
+    _shot(watcher, "dashboard-after-hold")
+
+    operator.fill('tr[data-org="beta"] input[name=weight]', "-3")
+    operator.locator('tr[data-org="beta"] form[data-lever=weight] button[type=submit]').click()
+    operator.wait_for_selector('tr[data-org="beta"] [data-err]:has-text("weight must be")', timeout=3000)
+    assert Org.objects.get(slug="beta").weight == 1
+    _shot(operator, "dashboard-bad-value")
+
+
+def test_ten_thousand_queued_charts_load_and_scroll(live_url: str, browser: Any, tenants: Tenants) -> None:
+    count = 12_000
+    plan_queue([tenants.org_a, tenants.org_b], tenants.workflow, count)
+    context = browser.new_context(viewport={"width": 1500, "height": 1000})
+    context.add_cookies([session_cookie(tenants.staff, live_url)])
+    page = context.new_page()
+    started = time.monotonic()
+    page.goto(live_url + "/dashboard/")
+    page.wait_for_selector("#queue-rows .vt-row[data-chart]")
+    first_paint = time.monotonic() - started
+    assert first_paint < 2.0
+    assert page.locator("#queue-total").text_content() == f"{count:,}"
+    assert page.locator("#queue-rows .vt-row[data-chart] .pos").first.text_content() == "0"
+    # Only the visible rows are in the DOM, whatever the queue's length.
+    assert page.locator("#queue-rows .vt-row").count() < 60
+
+    page.evaluate("() => { const s = document.querySelector('#queue-scroll'); s.scrollTop = s.scrollHeight; }")
+    page.wait_for_selector(f"#queue-rows .vt-row[data-chart] .pos:text-is('{count - 1}')", timeout=5000)
+    page.fill("#queue-jump", "5000")
+    page.press("#queue-jump", "Enter")
+    page.wait_for_selector("#queue-rows .vt-row[data-chart] .pos:text-is('5000')", timeout=5000)
+    _shot(page, "dashboard-12k-queue")
+    context.close()
+
+
+def test_the_page_reconnects_and_resyncs_after_a_server_restart(
+    django_db_setup: None, browser: Any, tenants: Tenants
+) -> None:
+    port = free_port()
+    env = {"DATABASE_URL": _database_url()}
+    context = browser.new_context()
+    with daphne(env, port=port) as url:
+        context.add_cookies([session_cookie(tenants.staff, url)])
+        page = context.new_page()
+        page.goto(url + "/dashboard/")
+        page.wait_for_selector("body[data-live=live]", timeout=10_000)
+    page.wait_for_selector("body[data-live=reconnecting]", timeout=5000)
+    # Changed while no server could tell the page: only the resync after the reconnect shows it.
+    org_services.org_hold(org=tenants.org_b, actor="user:test")
+    with daphne(env, port=port):
+        page.wait_for_selector("body[data-live=live]", timeout=20_000)
+        page.wait_for_function(
+            "() => document.querySelector('tr[data-org=\"beta\"] [data-hold]').textContent === 'Release'",
+            timeout=5000,
+        )
+        _shot(page, "dashboard-after-reconnect")
+    context.close()
