@@ -30,15 +30,15 @@ A cancelled demo activity fails its run (no Temporal retries), which fairsched t
 worker restart costs an attempt, not a chart.
 """
 RECONCILE_HINT_TASK = "scheduling.tasks.reconcile_chart"
-RECONCILE_HINT_COUNTDOWN_SECONDS = 1
+RECONCILE_HINT_COUNTDOWN_SECONDS = 0.25
 
 
 def enqueue_reconcile_hint(chart_id: int, outcome: str) -> None:
     """Completion hook of the real worker: ask Celery to reconcile the chart soon.
 
     The task is sent by name, so the worker does not import the tasks module. It is delayed by
-    `RECONCILE_HINT_COUNTDOWN_SECONDS` because the hint activity runs before its workflow closes; a
-    reconcile that still finds the run open leaves the chart alone and the next beat catches it.
+    `RECONCILE_HINT_COUNTDOWN_SECONDS` because the hint activity runs just before its workflow closes;
+    a reconcile that still finds the run open looks again a moment later (`reconcile_chart` retries).
     The Celery app is imported here, not at module import, so the worker starts without a broker
     configured and tests can run the worker with another hook.
     """
