@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.db.models import QuerySet
 from django.forms import ModelForm
 from django.http import HttpRequest
@@ -12,16 +12,14 @@ from django.http import HttpRequest
 from charts import services
 from charts.models import Chart, ChartEvent
 from fairsched.actors import actor_for
-from fairsched.admin_utils import apply_each
-from fairsched.errors import ServiceError
+from fairsched.admin_utils import ServiceModelAdmin, apply_each
 
 
 class ChartEventInline(admin.TabularInline[ChartEvent, Chart]):
     model = ChartEvent
     extra = 0
     can_delete = False
-    fields = ["at", "from_state", "to_state", "actor", "reason"]
-    readonly_fields = fields
+    fields = readonly_fields = ("at", "from_state", "to_state", "actor", "reason")
     verbose_name_plural = "event history"
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
@@ -38,7 +36,7 @@ class ChartForm(ModelForm[Chart]):
 
 
 @admin.register(Chart)
-class ChartAdmin(admin.ModelAdmin[Chart]):
+class ChartAdmin(ServiceModelAdmin[Chart]):
     list_display = [
         "id", "external_id", "org", "workflow", "state", "high_priority", "priority",
         "position", "predicted_start", "eta", "attempt",
@@ -75,19 +73,17 @@ class ChartAdmin(admin.ModelAdmin[Chart]):
         return False
 
     def save_model(self, request: HttpRequest, obj: Chart, form: ModelForm[Chart], change: bool) -> None:
-        try:
-            chart, _ = services.chart_submit(
-                org=obj.org,
-                workflow=obj.workflow.name,
-                external_id=obj.external_id,
-                payload=obj.payload,
-                high_priority=obj.high_priority,
-                priority=obj.priority,
-                actor=actor_for(request.user),
-            )
-        except ServiceError as error:
-            self.message_user(request, error.message, messages.ERROR)
+        if change:  # every field of a saved chart is read-only: its levers are the actions
             return
+        chart, _ = services.chart_submit(
+            org=obj.org,
+            workflow=obj.workflow.name,
+            external_id=obj.external_id,
+            payload=obj.payload,
+            high_priority=obj.high_priority,
+            priority=obj.priority,
+            actor=actor_for(request.user),
+        )
         obj.pk = chart.pk
 
     @admin.action(description="Pause the selected charts")

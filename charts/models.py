@@ -25,7 +25,7 @@ class ChartState(models.TextChoices):
 WAITING_STATES = (ChartState.QUEUED, ChartState.RETRY_WAIT)
 IN_FLIGHT_STATES = (ChartState.DISPATCHING, ChartState.RUNNING)
 TERMINAL_STATES = (ChartState.SUCCEEDED, ChartState.FAILED, ChartState.CANCELLED)
-# Charts that count against an org's queue limit: everything not yet finished.
+# Charts not yet finished (the queue limit counts only the waiting ones: charts.services.QUEUE_STATES).
 ACTIVE_STATES = (ChartState.QUEUED, ChartState.PAUSED, ChartState.RETRY_WAIT, *IN_FLIGHT_STATES)
 
 

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from charts.models import Chart, ChartState
 from charts.states import record_created, transition, transition_if
-from fairsched.errors import BulkInvalid, Conflict, InvalidInput, QueueFull, ServiceError
+from fairsched.errors import BulkInvalid, Conflict, InvalidInput, NotFound, QueueFull, ServiceError
 from fairsched.events import changed
 from orgs.models import Org, Workflow
 
@@ -87,7 +87,10 @@ def chart_submit_bulk(*, org: Org, items: Sequence[Submission], actor: str) -> l
         raise BulkInvalid(errors)
 
     with transaction.atomic():
-        org = Org.objects.select_for_update().get(pk=org.pk)
+        try:
+            org = Org.objects.select_for_update().get(pk=org.pk)
+        except Org.DoesNotExist:
+            raise NotFound("org not found", field="org") from None
         existing = {c.external_id: c for c in Chart.objects.filter(org=org, external_id__in=list(seen))}
         for index, item in enumerate(items):
             prior = existing.get(item.external_id)
@@ -162,10 +165,9 @@ def _admit(org: Org, incoming: int) -> None:
 
 def _retry_after(org: Org) -> int:
     """Seconds until the org's queue is likely to shrink: its next predicted start, within [1 s, 1 h]."""
-    next_start = (
-        Chart.objects.filter(org=org, state__in=QUEUE_STATES, predicted_start__isnull=False)
-        .aggregate(first=Min("predicted_start"))["first"]
-    )
+    next_start = Chart.objects.filter(org=org, state__in=QUEUE_STATES, predicted_start__isnull=False).aggregate(
+        first=Min("predicted_start")
+    )["first"]
     if next_start is None:
         return 60
     return int(min(3600, max(1, (next_start - timezone.now()).total_seconds())))
@@ -179,9 +181,17 @@ def chart_pause(*, chart: Chart, actor: str, reason: str = "") -> Chart:
 
 
 def chart_resume(*, chart: Chart, actor: str, reason: str = "") -> Chart:
-    """Resume a paused chart; a retry keeps its backoff through `available_at`."""
-    chart = transition(chart, ChartState.QUEUED, actor=actor, reason=reason or "resumed")
-    changed(kind="chart", org_id=chart.org_id, chart=chart.pk)
+    """Resume a paused chart; a retry keeps its backoff through `available_at`.
+
+    Only from `paused`: the table also lets a claimed (`dispatching`) chart go back to `queued`, but
+    that is the reconciler's repair, never a user's resume.
+    """
+    with transaction.atomic():
+        if not transition_if(chart.pk, [ChartState.PAUSED], ChartState.QUEUED, actor=actor, reason=reason or "resumed"):
+            chart.refresh_from_db(fields=["state"])
+            raise Conflict(f"chart {chart.pk} is {chart.state}; only paused charts can be resumed", field="state")
+        chart.state = ChartState.QUEUED
+        changed(kind="chart", org_id=chart.org_id, chart=chart.pk)
     return chart
 
 
@@ -255,4 +265,3 @@ def _cancel_workflow(workflow_id: str) -> None:
     from scheduling.temporal.client import cancel_workflow
 
     cancel_workflow(workflow_id)
-

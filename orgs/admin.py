@@ -8,17 +8,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.core.exceptions import ValidationError
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, Field, Q, QuerySet
 from django.forms import BaseInlineFormSet, ModelForm
 from django.http import HttpRequest
 from django.utils import timezone
 
 from charts.models import ChartState
 from fairsched.actors import actor_for
-from fairsched.admin_utils import apply_each
-from fairsched.errors import ServiceError
+from fairsched.admin_utils import ServiceModelAdmin, apply_each
 from fairsched.events import changed
 from orgs import services
 from orgs.models import Membership, Org, OrgChange, Provider, ProviderPause, Workflow, WorkflowCost
@@ -40,8 +39,7 @@ class OrgChangeInline(admin.TabularInline[OrgChange, Org]):
     model = OrgChange
     extra = 0
     can_delete = False
-    fields = ["at", "actor", "field", "old_value", "new_value", "reason"]
-    readonly_fields = fields
+    fields = readonly_fields = ("at", "actor", "field", "old_value", "new_value", "reason")
     ordering = ["-at", "-id"]
     verbose_name_plural = "change history"
 
@@ -53,7 +51,7 @@ class OrgChangeInline(admin.TabularInline[OrgChange, Org]):
 
 
 @admin.register(Org)
-class OrgAdmin(admin.ModelAdmin[Org]):
+class OrgAdmin(ServiceModelAdmin[Org]):
     list_display = ["name", "slug", "weight", "held", "max_concurrency", "queue_limit", "queued", "running", "clear_at"]
     list_editable = ["weight"]
     search_fields = ["name", "slug"]
@@ -85,50 +83,68 @@ class OrgAdmin(admin.ModelAdmin[Org]):
     def running(self, org: Any) -> int:
         return int(org.running_count)
 
+    def formfield_for_dbfield(self, db_field: Field[Any, Any], request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name == "weight":  # the service's bound, shown on the field (list and form)
+            kwargs["max_value"] = services.MAX_WEIGHT
+        return super().formfield_for_dbfield(db_field, request, **kwargs)
+
     def save_model(self, request: HttpRequest, obj: Org, form: ModelForm[Org], change: bool) -> None:
         actor = actor_for(request.user)
-        try:
-            if not change:
-                created = services.org_create(
-                    name=obj.name,
-                    slug=obj.slug,
-                    weight=obj.weight,
-                    max_concurrency=obj.max_concurrency,
-                    queue_limit=obj.queue_limit,
-                    actor=actor,
-                )
-                obj.pk = created.pk
-                return
-            setters = {
-                "weight": lambda: services.org_weight_set(org=obj, weight=obj.weight, actor=actor),
-                "max_concurrency": lambda: services.org_cap_set(
-                    org=obj, max_concurrency=obj.max_concurrency, actor=actor
-                ),
-                "queue_limit": lambda: services.org_queue_limit_set(org=obj, queue_limit=obj.queue_limit, actor=actor),
-            }
-            for field in form.changed_data:
-                if field in setters:
-                    setters[field]()
-            if {"name", "slug"} & set(form.changed_data):
-                Org.objects.filter(pk=obj.pk).update(name=obj.name, slug=obj.slug)
-        except ServiceError as error:
-            self.message_user(request, f"{obj}: {error.message}", messages.ERROR)
+        if not change:
+            created = services.org_create(
+                name=obj.name,
+                slug=obj.slug,
+                weight=obj.weight,
+                max_concurrency=obj.max_concurrency,
+                queue_limit=obj.queue_limit,
+                actor=actor,
+            )
+            obj.pk = created.pk
+            return
+        setters = {
+            "weight": lambda: services.org_weight_set(org=obj, weight=obj.weight, actor=actor),
+            "max_concurrency": lambda: services.org_cap_set(org=obj, max_concurrency=obj.max_concurrency, actor=actor),
+            "queue_limit": lambda: services.org_queue_limit_set(org=obj, queue_limit=obj.queue_limit, actor=actor),
+        }
+        for field in form.changed_data:
+            if field in setters:
+                setters[field]()
+        if {"name", "slug"} & set(form.changed_data):
+            Org.objects.filter(pk=obj.pk).update(name=obj.name, slug=obj.slug)
 
-    def save_formset(self, request: HttpRequest, form: Any, formset: BaseInlineFormSet[Any, Any, Any], change: bool) -> None:
+    def save_formset(
+        self, request: HttpRequest, form: Any, formset: BaseInlineFormSet[Any, Any, Any], change: bool
+    ) -> None:
+        """Per-workflow costs go through `workflow_cost_set`, so each is validated and logged.
+
+        1. Remove the overrides of deleted rows, and of rows moved to another workflow (first, so that
+           two rows swapping workflows do not undo each other).
+        2. Set the cost of every other added or changed row.
+        3. Fill in what the admin's change message reads from a saved formset.
+        """
         if formset.model is not WorkflowCost:
             super().save_formset(request, form, formset, change)
             return
         actor = actor_for(request.user)
         org = form.instance
-        for inline_form in formset.forms:
-            if not inline_form.has_changed() or "workflow" not in inline_form.cleaned_data:
-                continue
+        formset.new_objects, formset.changed_objects, formset.deleted_objects = [], [], []
+        edited = [f for f in formset.forms if f.has_changed() and "workflow" in f.cleaned_data]
+        for inline_form in edited:
+            previous = inline_form.initial.get("workflow")  # the row's workflow before the edit (a pk)
             deleted = inline_form.cleaned_data.get("DELETE", False)
-            cost = None if deleted else inline_form.cleaned_data["cost"]
-            try:
-                services.workflow_cost_set(org=org, workflow=inline_form.cleaned_data["workflow"], cost=cost, actor=actor)
-            except ServiceError as error:
-                self.message_user(request, f"{org}: {error.message}", messages.ERROR)
+            if previous is not None and (deleted or previous != inline_form.cleaned_data["workflow"].pk):
+                services.workflow_cost_set(org=org, workflow=Workflow.objects.get(pk=previous), cost=None, actor=actor)
+            if deleted:
+                formset.deleted_objects.append(inline_form.instance)
+        for inline_form in edited:
+            if inline_form.cleaned_data.get("DELETE", False):
+                continue
+            workflow, cost = inline_form.cleaned_data["workflow"], inline_form.cleaned_data["cost"]
+            services.workflow_cost_set(org=org, workflow=workflow, cost=cost, actor=actor)
+            if inline_form.instance.pk is None:
+                formset.new_objects.append(inline_form.instance)
+            else:
+                formset.changed_objects.append((inline_form.instance, inline_form.changed_data))
 
     @admin.action(description="Hold the selected orgs (nothing of theirs dispatches)")
     def hold(self, request: HttpRequest, queryset: QuerySet[Org]) -> None:
@@ -173,7 +189,7 @@ class ProviderPauseForm(ModelForm[ProviderPause]):
 
 
 @admin.register(ProviderPause)
-class ProviderPauseAdmin(admin.ModelAdmin[ProviderPause]):
+class ProviderPauseAdmin(ServiceModelAdmin[ProviderPause]):
     """Pause a provider for everyone (org empty) or for one org until a time."""
 
     form = ProviderPauseForm
@@ -186,14 +202,13 @@ class ProviderPauseAdmin(admin.ModelAdmin[ProviderPause]):
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return obj is None and super().has_change_permission(request, obj)
 
-    def save_model(self, request: HttpRequest, obj: ProviderPause, form: ModelForm[ProviderPause], change: bool) -> None:
-        try:
-            pause = services.provider_pause(
-                provider=obj.provider, org=obj.org, until=obj.until, reason=obj.reason, actor=actor_for(request.user)
-            )
-            obj.pk = pause.pk
-        except ServiceError as error:
-            self.message_user(request, error.message, messages.ERROR)
+    def save_model(
+        self, request: HttpRequest, obj: ProviderPause, form: ModelForm[ProviderPause], change: bool
+    ) -> None:
+        pause = services.provider_pause(
+            provider=obj.provider, org=obj.org, until=obj.until, reason=obj.reason, actor=actor_for(request.user)
+        )
+        obj.pk = pause.pk
 
     @admin.action(description="End the selected pauses now")
     def end_now(self, request: HttpRequest, queryset: QuerySet[ProviderPause]) -> None:

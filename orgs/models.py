@@ -131,7 +131,7 @@ class ProviderPause(models.Model):
         indexes = [models.Index(fields=["until"], name="provider_pause_until_idx")]
 
     def __str__(self) -> str:
-        scope = self.org.slug if self.org_id else "everyone"
+        scope = self.org.slug if self.org is not None else "everyone"
         return f"{self.provider} paused for {scope} until {self.until:%Y-%m-%d %H:%M:%S}"
 
 

@@ -81,7 +81,7 @@ def org_create(
 
 
 def org_weight_set(*, org: Org, weight: int, actor: str, reason: str = "") -> Org:
-    """Set the org's weight; 0 holds it (and remembers nothing to restore: use org_hold for that)."""
+    """Set the org's weight; 0 holds it like `org_hold`, remembering the weight a release restores."""
     weight = _require_int(weight, field="weight", minimum=0, maximum=MAX_WEIGHT)
     with transaction.atomic():
         org = _locked(org)
@@ -132,14 +132,10 @@ def org_cap_set(*, org: Org, max_concurrency: int | None, actor: str, reason: st
 def org_queue_limit_set(*, org: Org, queue_limit: int | None, actor: str, reason: str = "") -> Org:
     queue_limit = _optional_int(queue_limit, field="queue_limit", minimum=1)
     # A queue limit does not move the plan: no replan needed.
-    return _org_field_set(
-        org=org, field="queue_limit", value=queue_limit, actor=actor, reason=reason, replan=False
-    )
+    return _org_field_set(org=org, field="queue_limit", value=queue_limit, actor=actor, reason=reason, replan=False)
 
 
-def _org_field_set(
-    *, org: Org, field: str, value: int | None, actor: str, reason: str, replan: bool = True
-) -> Org:
+def _org_field_set(*, org: Org, field: str, value: int | None, actor: str, reason: str, replan: bool = True) -> Org:
     with transaction.atomic():
         org = _locked(org)
         old = getattr(org, field)
@@ -189,7 +185,9 @@ def provider_pause(
             provider=provider, org=org, until=until, reason=reason[:500], created_by=actor
         )
         if org is not None:
-            _log(org, actor=actor, field=f"provider:{provider.slug}", old="", new=f"paused until {until}", reason=reason)
+            _log(
+                org, actor=actor, field=f"provider:{provider.slug}", old="", new=f"paused until {until}", reason=reason
+            )
         changed(kind="provider", org_id=org.pk if org else None, provider=provider.slug)
     return pause
 

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.forms import ModelForm
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 
 from fairsched.actors import actor_for
-from fairsched.errors import ServiceError
+from fairsched.admin_utils import ServiceModelAdmin
 from scheduling.models import ConfigChange, SchedulerConfig
 from scheduling.services import scheduler_config_set
 
 
 @admin.register(SchedulerConfig)
-class SchedulerConfigAdmin(admin.ModelAdmin[SchedulerConfig]):
+class SchedulerConfigAdmin(ServiceModelAdmin[SchedulerConfig]):
     list_display = ["__str__", "budget", "policy", "max_attempts", "updated_at"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -29,12 +29,11 @@ class SchedulerConfigAdmin(admin.ModelAdmin[SchedulerConfig]):
         config = SchedulerConfig.load()
         return HttpResponseRedirect(reverse("admin:scheduling_schedulerconfig_change", args=[config.pk]))
 
-    def save_model(self, request: HttpRequest, obj: SchedulerConfig, form: ModelForm[SchedulerConfig], change: bool) -> None:
+    def save_model(
+        self, request: HttpRequest, obj: SchedulerConfig, form: ModelForm[SchedulerConfig], change: bool
+    ) -> None:
         values = {field: form.cleaned_data[field] for field in form.changed_data}
-        try:
-            scheduler_config_set(actor=actor_for(request.user), **values)
-        except ServiceError as error:
-            self.message_user(request, error.message, messages.ERROR)
+        scheduler_config_set(actor=actor_for(request.user), **values)
 
 
 @admin.register(ConfigChange)

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import AbstractUser
+from django.db import transaction
 
+from fairsched import events
 from orgs.models import Membership, Org, Workflow
 from tests.factories import MembershipFactory, OrgFactory, UserFactory, WorkflowFactory
+
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings: Any) -> None:
+    """Hashing a test user's password with the production hasher costs most of a second."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 @dataclass
@@ -36,3 +45,35 @@ def tenants(db: None) -> Tenants:
     staff = UserFactory(username="stella", is_staff=True, is_superuser=True)
     workflow = WorkflowFactory(name="render", default_cost=1)
     return Tenants(org_a, org_b, member_a, member_b, outsider, staff, workflow)
+
+
+@dataclass
+class Announcements:
+    """What left the process after commit: broadcasts as (group, message), and replan requests."""
+
+    broadcasts: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    replans: int = 0
+
+
+@pytest.fixture
+def announced(monkeypatch: pytest.MonkeyPatch) -> Announcements:
+    """Record `fairsched.events` broadcasts and replan requests instead of sending them."""
+    record = Announcements()
+
+    def request_replan() -> None:
+        record.replans += 1
+
+    monkeypatch.setattr(events, "broadcast", lambda group, message: record.broadcasts.append((group, message)))
+    monkeypatch.setattr(events, "request_replan", request_replan)
+    return record
+
+
+class CallerFailed(Exception):
+    """Raised by `fail_after` after the action, to roll the caller's transaction back."""
+
+
+def fail_after(action: Callable[[], object]) -> None:
+    """Run `action` inside a transaction that then fails, as a caller failing after a service would."""
+    with transaction.atomic():
+        action()
+        raise CallerFailed

@@ -1,0 +1,485 @@
+"""Writes on charts: idempotent, all-or-nothing submission with admission, and the operators' levers."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from charts import services
+from charts.models import Chart, ChartEvent, ChartState
+from charts.services import Submission
+from fairsched.errors import BulkInvalid, Conflict, InvalidInput, NotFound, QueueFull
+from fairsched.events import STAFF_GROUP, org_group
+from orgs.models import Org
+from scheduling.services import scheduler_config_set
+from tests.conftest import Announcements, CallerFailed, Tenants, fail_after
+from tests.factories import ChartFactory, OrgFactory, WorkflowFactory
+
+pytestmark = pytest.mark.django_db
+
+ACTOR = "user:alice"
+
+
+def submit(org: Org, external_id: str, workflow: str = "render", **kwargs: Any) -> tuple[Chart, bool]:
+    return services.chart_submit(org=org, workflow=workflow, external_id=external_id, actor=ACTOR, **kwargs)
+
+
+def chart_in(tenants: Tenants, state: str, **fields: Any) -> Chart:
+    return ChartFactory(org=tenants.org_a, workflow=tenants.workflow, state=state, **fields)
+
+
+# chart_submit
+
+
+def test_submit_creates_a_queued_chart_and_logs_its_birth(tenants: Tenants) -> None:
+    chart, created = submit(tenants.org_a, "job-1", payload={"size": 3}, high_priority=True, priority=5)
+    assert created
+    stored = Chart.objects.get(pk=chart.pk)
+    assert (stored.org, stored.workflow, stored.external_id, stored.state) == (
+        tenants.org_a,
+        tenants.workflow,
+        "job-1",
+        ChartState.QUEUED,
+    )
+    assert (stored.payload, stored.high_priority, stored.priority, stored.attempt) == ({"size": 3}, True, 5, 0)
+    event = ChartEvent.objects.get(chart=chart)
+    assert (event.from_state, event.to_state, event.actor, event.reason) == ("", "queued", ACTOR, "submitted")
+
+
+def test_the_same_submission_twice_gives_the_same_chart(tenants: Tenants) -> None:
+    first, created = submit(tenants.org_a, "job-1")
+    again, created_again = submit(tenants.org_a, "job-1", payload={"ignored": True})
+    assert (created, created_again) == (True, False)
+    assert again.pk == first.pk
+    assert Chart.objects.count() == 1
+    assert ChartEvent.objects.count() == 1
+    # The same external id in another org is another chart.
+    other, created_other = submit(tenants.org_b, "job-1")
+    assert created_other
+    assert other.pk != first.pk
+
+
+def test_the_same_external_id_with_another_workflow_is_a_conflict(tenants: Tenants) -> None:
+    WorkflowFactory(name="simulate")
+    submit(tenants.org_a, "job-1")
+    with pytest.raises(Conflict) as error:
+        submit(tenants.org_a, "job-1", workflow="simulate")
+    assert (error.value.field, error.value.status) == ("external_id", 409)
+    assert Chart.objects.count() == 1
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"external_id": ""}, "external_id"),
+        ({"external_id": "   "}, "external_id"),
+        ({"external_id": "x" * 201}, "external_id"),
+        ({"external_id": 17}, "external_id"),
+        ({"workflow": "no-such-workflow"}, "workflow"),
+        ({"payload": ["not", "an", "object"]}, "payload"),
+        ({"payload": "text"}, "payload"),
+        ({"payload": {"blob": "x" * (64 * 1024)}}, "payload"),
+        ({"high_priority": "yes"}, "high_priority"),
+        ({"priority": 1001}, "priority"),
+        ({"priority": -1001}, "priority"),
+        ({"priority": "1"}, "priority"),
+        ({"priority": True}, "priority"),
+        ({"priority": 1.5}, "priority"),
+    ],
+)
+def test_submit_refuses_bad_input_and_writes_nothing(tenants: Tenants, kwargs: dict[str, Any], field: str) -> None:
+    arguments: dict[str, Any] = {"workflow": "render", "external_id": "job-1", **kwargs}
+    with pytest.raises(InvalidInput) as error:
+        services.chart_submit(org=tenants.org_a, actor=ACTOR, **arguments)
+    assert not isinstance(error.value, BulkInvalid)
+    assert error.value.field == field
+    assert error.value.status == 400
+    assert not Chart.objects.exists()
+    assert not ChartEvent.objects.exists()
+
+
+def test_the_longest_external_id_and_payload_and_the_priority_bounds_are_accepted(tenants: Tenants) -> None:
+    submit(tenants.org_a, "x" * 200, payload={"blob": "x" * (64 * 1024 - 20)}, priority=1000)
+    submit(tenants.org_a, "low", priority=-1000)
+    assert Chart.objects.count() == 2
+
+
+def test_submit_to_an_unknown_org_is_not_found(tenants: Tenants) -> None:
+    org = OrgFactory()
+    Org.objects.filter(pk=org.pk).delete()
+    with pytest.raises(NotFound) as error:
+        submit(org, "job-1")
+    assert error.value.field == "org"
+
+
+def test_submitting_to_a_held_org_gives_a_queued_chart_that_is_held(tenants: Tenants) -> None:
+    held = OrgFactory(weight=0)
+    chart, created = submit(held, "job-1")
+    assert created
+    assert chart.state == ChartState.QUEUED
+    assert Chart.objects.get(pk=chart.pk).org.is_held
+
+
+# admission
+
+
+def test_an_org_at_its_queue_limit_is_refused_with_a_retry_after(tenants: Tenants) -> None:
+    org = OrgFactory(queue_limit=2)
+    submit(org, "job-1")
+    submit(org, "job-2")
+    with pytest.raises(QueueFull) as error:
+        submit(org, "job-3")
+    assert (error.value.status, error.value.field, error.value.retry_after) == (429, "org", 60)
+    assert "queue limit is 2" in error.value.message
+    assert Chart.objects.filter(org=org).count() == 2
+    # A repeat of an admitted submission is still answered: it adds nothing.
+    chart, created = submit(org, "job-1")
+    assert not created
+    assert chart.external_id == "job-1"
+
+
+def test_retry_after_is_the_next_predicted_start(tenants: Tenants) -> None:
+    org = OrgFactory(queue_limit=1)
+    chart, _ = submit(org, "job-1")
+    Chart.objects.filter(pk=chart.pk).update(predicted_start=timezone.now() + timedelta(seconds=120))
+    with pytest.raises(QueueFull) as error:
+        submit(org, "job-2")
+    assert 110 <= error.value.retry_after <= 120
+    Chart.objects.filter(pk=chart.pk).update(predicted_start=timezone.now() + timedelta(days=1))
+    with pytest.raises(QueueFull) as error:
+        submit(org, "job-2")
+    assert error.value.retry_after == 3600
+
+
+@pytest.mark.parametrize(
+    ("state", "counts"),
+    [
+        (ChartState.QUEUED, True),
+        (ChartState.PAUSED, True),
+        (ChartState.RETRY_WAIT, True),
+        (ChartState.DISPATCHING, False),
+        (ChartState.RUNNING, False),
+        (ChartState.SUCCEEDED, False),
+        (ChartState.CANCELLED, False),
+    ],
+)
+def test_only_waiting_charts_count_against_the_queue_limit(tenants: Tenants, state: str, counts: bool) -> None:
+    org = OrgFactory(queue_limit=1)
+    ChartFactory(org=org, workflow=tenants.workflow, state=state)
+    if counts:
+        with pytest.raises(QueueFull):
+            submit(org, "job-1")
+    else:
+        assert submit(org, "job-1")[1]
+
+
+# chart_submit_bulk
+
+
+def test_bulk_submits_all_in_order_and_answers_repeats(tenants: Tenants) -> None:
+    WorkflowFactory(name="simulate")
+    existing, _ = submit(tenants.org_a, "job-2", workflow="simulate")
+    items = [Submission("render", "job-1"), Submission("simulate", "job-2"), Submission("render", "job-3", {"a": 1})]
+    results = services.chart_submit_bulk(org=tenants.org_a, items=items, actor=ACTOR)
+    assert [(c.external_id, created) for c, created in results] == [("job-1", True), ("job-2", False), ("job-3", True)]
+    assert results[1][0].pk == existing.pk
+    assert ChartEvent.objects.count() == 3
+
+
+def test_bulk_reports_every_bad_item_by_index_and_writes_nothing(tenants: Tenants) -> None:
+    WorkflowFactory(name="simulate")
+    submit(tenants.org_a, "old", workflow="simulate")
+    items = [
+        Submission("render", "ok-1"),
+        Submission("nope", "ok-2"),
+        Submission("render", ""),
+        Submission("render", "ok-1"),
+        Submission("render", "ok-4", priority=5000),
+    ]
+    with pytest.raises(BulkInvalid) as error:
+        services.chart_submit_bulk(org=tenants.org_a, items=items, actor=ACTOR)
+    assert error.value.errors == {
+        1: {"workflow": ["unknown workflow 'nope'"]},
+        2: {"external_id": ["external_id must be a non-empty string"]},
+        3: {"external_id": ["repeats item 0 of this request"]},
+        4: {"priority": ["priority must be a whole number from -1000 to 1000"]},
+    }
+    assert error.value.as_dict()["items"]["3"] == {"external_id": ["repeats item 0 of this request"]}
+    assert Chart.objects.count() == 1
+    # A repeat that names another workflow is reported by index too.
+    with pytest.raises(BulkInvalid) as error:
+        services.chart_submit_bulk(
+            org=tenants.org_a, items=[Submission("render", "new"), Submission("render", "old")], actor=ACTOR
+        )
+    assert error.value.errors == {1: {"external_id": ["already submitted with another workflow"]}}
+    assert Chart.objects.count() == 1
+
+
+def test_bulk_over_the_queue_limit_is_refused_whole(tenants: Tenants) -> None:
+    org = OrgFactory(queue_limit=3)
+    submit(org, "job-0")
+    items = [Submission("render", f"job-{i}") for i in range(4)]  # job-0 exists: 3 new ones, 1 + 3 > 3
+    with pytest.raises(QueueFull):
+        services.chart_submit_bulk(org=org, items=items, actor=ACTOR)
+    assert Chart.objects.filter(org=org).count() == 1
+    assert len(services.chart_submit_bulk(org=org, items=items[:3], actor=ACTOR)) == 3
+    assert Chart.objects.filter(org=org).count() == 3
+
+
+def test_bulk_limits_the_request_size(tenants: Tenants, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(services, "MAX_BULK_ITEMS", 2)
+    with pytest.raises(InvalidInput) as error:
+        services.chart_submit_bulk(
+            org=tenants.org_a, items=[Submission("render", str(i)) for i in range(3)], actor=ACTOR
+        )
+    assert error.value.field == "items"
+    assert services.chart_submit_bulk(org=tenants.org_a, items=[], actor=ACTOR) == []
+
+
+def test_submission_is_announced_after_commit(
+    tenants: Tenants, announced: Announcements, django_capture_on_commit_callbacks: Any
+) -> None:
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        services.chart_submit_bulk(
+            org=tenants.org_a, items=[Submission("render", "a"), Submission("render", "b")], actor=ACTOR
+        )
+        assert announced.broadcasts == []
+    assert len(callbacks) == 1
+    message = {"kind": "charts", "org": tenants.org_a.pk, "submitted": 2}
+    assert announced.broadcasts == [(STAFF_GROUP, message), (org_group(tenants.org_a.pk), message)]
+    assert announced.replans == 1
+    with django_capture_on_commit_callbacks() as callbacks:
+        submit(tenants.org_a, "a")  # a repeat changes nothing and announces nothing
+    assert callbacks == []
+
+
+def test_a_refused_submission_announces_nothing(
+    tenants: Tenants, announced: Announcements, django_capture_on_commit_callbacks: Any
+) -> None:
+    org = OrgFactory(queue_limit=1)
+    submit(org, "job-1")
+    with django_capture_on_commit_callbacks() as callbacks, pytest.raises(QueueFull):
+        submit(org, "job-2")
+    assert callbacks == []
+
+
+# pause, resume, prioritize, move to top, cancel
+
+
+@pytest.mark.parametrize("state", [ChartState.QUEUED, ChartState.RETRY_WAIT])
+def test_pause_and_resume(tenants: Tenants, state: str) -> None:
+    chart = chart_in(tenants, state, position=4)
+    services.chart_pause(chart=chart, actor=ACTOR)
+    stored = Chart.objects.get(pk=chart.pk)
+    assert (stored.state, stored.position) == (ChartState.PAUSED, None)
+    services.chart_resume(chart=chart, actor=ACTOR, reason="go on")
+    assert Chart.objects.get(pk=chart.pk).state == ChartState.QUEUED
+    events = list(ChartEvent.objects.values_list("from_state", "to_state", "actor", "reason"))
+    assert events == [(state, "paused", ACTOR, "paused"), ("paused", "queued", ACTOR, "go on")]
+
+
+@pytest.mark.parametrize("state", [ChartState.DISPATCHING, ChartState.RUNNING, ChartState.SUCCEEDED])
+def test_only_waiting_charts_can_be_paused(tenants: Tenants, state: str) -> None:
+    chart = chart_in(tenants, state)
+    with pytest.raises(Conflict):
+        services.chart_pause(chart=chart, actor=ACTOR)
+    with pytest.raises(Conflict):
+        services.chart_resume(chart=chart, actor=ACTOR)
+    assert Chart.objects.get(pk=chart.pk).state == state
+    assert not ChartEvent.objects.exists()
+
+
+def test_pause_and_resume_are_announced_after_commit(
+    tenants: Tenants, announced: Announcements, django_capture_on_commit_callbacks: Any
+) -> None:
+    chart = chart_in(tenants, ChartState.QUEUED)
+    with django_capture_on_commit_callbacks(execute=True):
+        services.chart_pause(chart=chart, actor=ACTOR)
+        assert announced.replans == 0
+    assert announced.replans == 1
+    assert announced.broadcasts[0] == (STAFF_GROUP, {"kind": "chart", "org": tenants.org_a.pk, "chart": chart.pk})
+
+
+@pytest.mark.parametrize("state", [ChartState.QUEUED, ChartState.PAUSED, ChartState.RETRY_WAIT])
+def test_prioritize_a_waiting_chart(tenants: Tenants, state: str) -> None:
+    chart = chart_in(tenants, state)
+    services.chart_prioritize(chart=chart, high_priority=True, actor=ACTOR)
+    services.chart_prioritize(chart=chart, priority=-7, actor=ACTOR)
+    stored = Chart.objects.get(pk=chart.pk)
+    assert (stored.high_priority, stored.priority, stored.state) == (True, -7, state)
+    assert (chart.high_priority, chart.priority) == (True, -7)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [({}, "high_priority"), ({"high_priority": 1}, "high_priority"), ({"priority": 1001}, "priority")],
+)
+def test_prioritize_refuses_bad_input(tenants: Tenants, kwargs: dict[str, Any], field: str) -> None:
+    chart = chart_in(tenants, ChartState.QUEUED)
+    with pytest.raises(InvalidInput) as error:
+        services.chart_prioritize(chart=chart, actor=ACTOR, **kwargs)
+    assert error.value.field == field
+    stored = Chart.objects.get(pk=chart.pk)
+    assert (stored.high_priority, stored.priority) == (False, 0)
+
+
+@pytest.mark.parametrize("state", [ChartState.DISPATCHING, ChartState.RUNNING, ChartState.FAILED])
+def test_a_chart_that_started_cannot_be_reprioritized(tenants: Tenants, state: str) -> None:
+    chart = chart_in(tenants, state)
+    with pytest.raises(Conflict):
+        services.chart_prioritize(chart=chart, high_priority=True, actor=ACTOR)
+    assert not Chart.objects.get(pk=chart.pk).high_priority
+
+
+def test_move_to_top_outranks_every_waiting_chart_of_the_org_with_aging(tenants: Tenants) -> None:
+    scheduler_config_set(actor=ACTOR, aging_cap=10)
+    chart = chart_in(tenants, ChartState.QUEUED, priority=1)
+    chart_in(tenants, ChartState.QUEUED, priority=3)
+    chart_in(tenants, ChartState.RETRY_WAIT, priority=7)
+    chart_in(tenants, ChartState.RUNNING, priority=500)  # started: not in the queue
+    ChartFactory(org=tenants.org_b, workflow=tenants.workflow, priority=900)  # another org's queue
+    services.chart_move_to_top(chart=chart, actor=ACTOR)
+    assert Chart.objects.get(pk=chart.pk).priority == 7 + 10 + 1
+
+
+def test_move_to_top_stays_within_the_priority_range_and_never_lowers(tenants: Tenants) -> None:
+    chart = chart_in(tenants, ChartState.QUEUED, priority=0)
+    chart_in(tenants, ChartState.QUEUED, priority=1000)
+    services.chart_move_to_top(chart=chart, actor=ACTOR)
+    assert Chart.objects.get(pk=chart.pk).priority == 1000
+    alone = ChartFactory(org=tenants.org_b, workflow=tenants.workflow, priority=50)
+    services.chart_move_to_top(chart=alone, actor=ACTOR)
+    assert Chart.objects.get(pk=alone.pk).priority == 50
+
+
+def test_move_to_top_of_a_running_chart_is_a_conflict(tenants: Tenants) -> None:
+    with pytest.raises(Conflict):
+        services.chart_move_to_top(chart=chart_in(tenants, ChartState.RUNNING), actor=ACTOR)
+
+
+@pytest.mark.parametrize(
+    "state",
+    [ChartState.QUEUED, ChartState.PAUSED, ChartState.RETRY_WAIT, ChartState.DISPATCHING, ChartState.RUNNING],
+)
+def test_cancel_an_unfinished_chart(tenants: Tenants, state: str) -> None:
+    chart = chart_in(tenants, state, position=3)
+    cancelled = services.chart_cancel(chart=chart, actor=ACTOR, reason="customer asked")
+    assert cancelled.state == ChartState.CANCELLED
+    stored = Chart.objects.get(pk=chart.pk)
+    assert (stored.state, stored.position) == (ChartState.CANCELLED, None)
+    assert stored.finished_at is not None
+    event = ChartEvent.objects.get()
+    assert (event.from_state, event.to_state, event.reason) == (state, "cancelled", "customer asked")
+    assert event.actor == ACTOR
+
+
+@pytest.mark.parametrize("state", [ChartState.SUCCEEDED, ChartState.FAILED, ChartState.CANCELLED])
+def test_a_finished_chart_cannot_be_cancelled(tenants: Tenants, state: str) -> None:
+    chart = chart_in(tenants, state)
+    with pytest.raises(Conflict) as error:
+        services.chart_cancel(chart=chart, actor=ACTOR)
+    assert error.value.field == "state"
+    assert not ChartEvent.objects.exists()
+
+
+def test_cancelling_a_running_chart_cancels_its_workflow_after_commit(
+    tenants: Tenants, announced: Announcements, monkeypatch: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    cancelled: list[str] = []
+    monkeypatch.setattr(services, "_cancel_workflow", cancelled.append)
+    chart = chart_in(tenants, ChartState.RUNNING, temporal_workflow_id="chart-1-1")
+    queued = chart_in(tenants, ChartState.QUEUED)
+    with django_capture_on_commit_callbacks(execute=True):
+        services.chart_cancel(chart=chart, actor=ACTOR)
+        services.chart_cancel(chart=queued, actor=ACTOR)
+        assert cancelled == []
+    assert cancelled == ["chart-1-1"]
+    running = chart_in(tenants, ChartState.RUNNING, temporal_workflow_id="x")
+    with django_capture_on_commit_callbacks(execute=True), pytest.raises(CallerFailed):
+        fail_after(lambda: services.chart_cancel(chart=running, actor=ACTOR))
+    assert cancelled == ["chart-1-1"]
+
+
+# concurrency: the org's row lock makes admission and insert one step
+
+
+def _race(submitters: list[Any]) -> list[BaseException]:
+    barrier = threading.Barrier(len(submitters))
+    failures: list[BaseException] = []
+
+    def run(submitter: Any) -> None:
+        try:
+            barrier.wait()
+            submitter()
+        except BaseException as error:  # collected and checked by the test
+            failures.append(error)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=(s,)) for s in submitters]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return failures
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_submissions_never_exceed_the_queue_limit(tenants: Tenants, announced: Announcements) -> None:
+    org = OrgFactory(queue_limit=5)
+
+    def submitter(name: str) -> Any:
+        def submit_many() -> None:
+            for i in range(5):
+                with contextlib.suppress(QueueFull):
+                    submit(org, f"{name}-{i}")
+
+        return submit_many
+
+    failures = _race([submitter("left"), submitter("right"), submitter("middle")])
+    assert failures == []
+    assert Chart.objects.filter(org=org).count() == 5
+    assert ChartEvent.objects.filter(chart__org=org).count() == 5
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_bulk_submissions_are_admitted_whole_or_not_at_all(
+    tenants: Tenants, announced: Announcements
+) -> None:
+    org = OrgFactory(queue_limit=4)
+    outcomes: list[str] = []
+
+    def submitter(name: str) -> Any:
+        def submit_bulk() -> None:
+            items = [Submission("render", f"{name}-{i}") for i in range(3)]
+            try:
+                services.chart_submit_bulk(org=org, items=items, actor=ACTOR)
+                outcomes.append("admitted")
+            except QueueFull:
+                outcomes.append("refused")
+
+        return submit_bulk
+
+    assert _race([submitter("left"), submitter("right")]) == []
+    assert sorted(outcomes) == ["admitted", "refused"]
+    assert Chart.objects.filter(org=org).count() == 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_same_submission_at_once_creates_one_chart(tenants: Tenants, announced: Announcements) -> None:
+    results: list[tuple[int, bool]] = []
+
+    def submitter() -> None:
+        chart, created = submit(tenants.org_a, "job-1")
+        results.append((chart.pk, created))
+
+    assert _race([submitter, submitter, submitter]) == []
+    assert Chart.objects.count() == 1
+    assert sorted(created for _, created in results) == [False, False, True]
+    assert len({pk for pk, _ in results}) == 1
