@@ -15,7 +15,7 @@ from django.db import transaction
 from django.db.models import Max, Min
 from django.utils import timezone
 
-from charts.models import Chart, ChartState
+from charts.models import Chart, ChartEvent, ChartState
 from charts.states import record_created, transition, transition_if
 from fairsched.errors import BulkInvalid, Conflict, InvalidInput, NotFound, QueueFull, ServiceError
 from fairsched.events import changed
@@ -217,6 +217,14 @@ def chart_prioritize(
         Chart.objects.filter(pk=chart.pk).update(**fields)
         for name, value in fields.items():
             setattr(chart, name, value)
+        # Not a transition: the event keeps the state and says what changed, so the history is whole.
+        ChartEvent.objects.create(
+            chart=chart,
+            from_state=locked.state,
+            to_state=locked.state,
+            actor=actor,
+            reason=", ".join(f"{name} set to {value}" for name, value in fields.items()),
+        )
         changed(kind="chart", org_id=chart.org_id, chart=chart.pk)
     return chart
 

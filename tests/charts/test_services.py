@@ -483,3 +483,14 @@ def test_the_same_submission_at_once_creates_one_chart(tenants: Tenants, announc
     assert Chart.objects.count() == 1
     assert sorted(created for _, created in results) == [False, False, True]
     assert len({pk for pk, _ in results}) == 1
+
+
+def test_prioritize_records_who_changed_what(tenants) -> None:  # type: ignore[no-untyped-def]
+    from charts.models import ChartEvent
+    from charts.services import chart_prioritize, chart_submit
+
+    chart, _ = chart_submit(org=tenants.org_a, workflow="render", external_id="p1", actor="user:alice")
+    chart_prioritize(chart=chart, high_priority=True, priority=5, actor="user:stella")
+    event = ChartEvent.objects.filter(chart=chart).latest("id")
+    assert (event.from_state, event.to_state, event.actor) == ("queued", "queued", "user:stella")
+    assert event.reason == "high_priority set to True, priority set to 5"
