@@ -152,3 +152,37 @@ class OrgChange(models.Model):
 
     def __str__(self) -> str:
         return f"{self.org}: {self.field} {self.old_value} -> {self.new_value} by {self.actor}"
+
+
+class ApiToken(models.Model):
+    """A credential for the REST API, scoped to one org (acts only within it) or to staff.
+
+    Only a SHA-256 digest of the secret is stored; the secret itself is shown once, when issued.
+    """
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    org = models.ForeignKey(
+        Org, null=True, blank=True, on_delete=models.CASCADE, related_name="api_tokens", help_text="Empty: staff."
+    )
+    is_staff = models.BooleanField(default=False, help_text="Acts as staff; the user must be staff too.")
+    name = models.CharField(max_length=200, blank=True)
+    key_hash = models.CharField(max_length=64, unique=True, editable=False, help_text="SHA-256 of the secret.")
+    prefix = models.CharField(
+        max_length=8, editable=False, help_text="The secret's first characters, to tell tokens apart."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            # Exactly one scope: an org, or staff.
+            models.CheckConstraint(
+                condition=(Q(org__isnull=False) & Q(is_staff=False)) | (Q(org__isnull=True) & Q(is_staff=True)),
+                name="api_token_one_scope",
+            )
+        ]
+
+    def __str__(self) -> str:
+        scope = "staff" if self.is_staff or self.org is None else self.org.slug
+        return f"{self.prefix}… of {self.user} ({scope})"

@@ -1,0 +1,176 @@
+"""Chart endpoints: submit (one or in bulk), list, retrieve, and the customer's levers on a chart."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import status, viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from charts import services
+from charts.models import Chart
+from charts.selectors import chart_get, charts_visible
+from charts.serializers import (
+    BulkResultSerializer,
+    BulkSubmitSerializer,
+    ChartDetailSerializer,
+    ChartFilterSerializer,
+    ChartSerializer,
+    ChartSubmitSerializer,
+    PrioritizeSerializer,
+    ReasonSerializer,
+    parse_bulk_items,
+)
+from fairsched.actors import actor_for
+from fairsched.api import CursorPagination, FairschedAPIView, require_write, visible_org_ids
+from fairsched.errors import InvalidInput
+from orgs.selectors import org_for_input
+
+
+class ChartCursorPagination(CursorPagination):
+    # The id is unique and never changes: a stable cursor even while the plan reorders charts.
+    ordering = "-id"
+
+
+class ChartViewSet(FairschedAPIView, viewsets.GenericViewSet[Chart]):
+    """Charts of the caller's orgs. Another org's chart is 404 on every route."""
+
+    serializer_class = ChartSerializer
+    pagination_class = ChartCursorPagination
+    lookup_value_regex = "[0-9]+"
+
+    @extend_schema(parameters=[ChartFilterSerializer])
+    def list(self, request: Request) -> Response:
+        filters = ChartFilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        wanted = filters.validated_data
+        charts = charts_visible(
+            org_ids=visible_org_ids(request),
+            org_slug=wanted.get("org"),
+            state=wanted.get("state"),
+            workflow=wanted.get("workflow"),
+            external_id=wanted.get("external_id"),
+        )
+        page = self.paginate_queryset(charts)
+        return self.get_paginated_response(ChartSerializer(page, many=True).data)
+
+    @extend_schema(responses=ChartDetailSerializer)
+    def retrieve(self, request: Request, pk: str) -> Response:
+        return Response(ChartDetailSerializer(self._chart(pk)).data)
+
+    @extend_schema(
+        request=ChartSubmitSerializer,
+        responses={
+            201: ChartDetailSerializer,
+            200: OpenApiResponse(ChartDetailSerializer, description="A repeat: the chart submitted before."),
+        },
+    )
+    def create(self, request: Request) -> Response:
+        """Submit one chart; idempotent on (org, external id): a repeat returns the same chart with 200."""
+        submission = ChartSubmitSerializer(data=request.data)
+        submission.is_valid(raise_exception=True)
+        data = submission.validated_data
+        org = org_for_input(org_ids=visible_org_ids(request), slug=data.get("org"))
+        require_write(request, org.pk)
+        chart, created = services.chart_submit(
+            org=org,
+            workflow=data["workflow"],
+            external_id=data["external_id"],
+            payload=data.get("payload"),
+            high_priority=data["high_priority"],
+            priority=data["priority"],
+            actor=actor_for(request.user),
+        )
+        chart = chart_get(org_ids=None, chart_id=chart.pk)
+        return Response(
+            ChartDetailSerializer(chart).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK
+        )
+
+    @extend_schema(
+        request=BulkSubmitSerializer,
+        responses={
+            201: BulkResultSerializer,
+            200: OpenApiResponse(BulkResultSerializer, description="Every item was a repeat."),
+        },
+    )
+    @action(detail=False, methods=["post"])
+    def bulk(self, request: Request) -> Response:
+        """Submit up to 10,000 charts of one org, all or nothing; a bad item is reported by its index
+        (`{"items": {"3": {"workflow": ["..."]}}}`) and nothing is written."""
+        body = request.data
+        if not isinstance(body, dict):
+            raise InvalidInput("the body must be a JSON object with items", field="items")
+        slug = body.get("org")
+        if slug is not None and not isinstance(slug, str):
+            raise InvalidInput("org must be an org's slug", field="org")
+        org = org_for_input(org_ids=visible_org_ids(request), slug=slug)
+        require_write(request, org.pk)
+        items = parse_bulk_items(body.get("items"))
+        results = services.chart_submit_bulk(org=org, items=items, actor=actor_for(request.user))
+        created = sum(1 for _, is_new in results if is_new)
+        result = {
+            "created": created,
+            "existing": len(results) - created,
+            "charts": [{"id": c.pk, "external_id": c.external_id, "created": is_new} for c, is_new in results],
+        }
+        return Response(result, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+
+    @extend_schema(request=ReasonSerializer, responses=ChartDetailSerializer)
+    @action(detail=True, methods=["post"])
+    def pause(self, request: Request, pk: str) -> Response:
+        chart, reason = self._writable(request, pk), self._reason(request)
+        services.chart_pause(chart=chart, actor=actor_for(request.user), reason=reason)
+        return self._fresh(chart)
+
+    @extend_schema(request=ReasonSerializer, responses=ChartDetailSerializer)
+    @action(detail=True, methods=["post"])
+    def resume(self, request: Request, pk: str) -> Response:
+        chart, reason = self._writable(request, pk), self._reason(request)
+        services.chart_resume(chart=chart, actor=actor_for(request.user), reason=reason)
+        return self._fresh(chart)
+
+    @extend_schema(request=PrioritizeSerializer, responses=ChartDetailSerializer)
+    @action(detail=True, methods=["post"])
+    def prioritize(self, request: Request, pk: str) -> Response:
+        chart = self._writable(request, pk)
+        levers = PrioritizeSerializer(data=request.data)
+        levers.is_valid(raise_exception=True)
+        services.chart_prioritize(
+            chart=chart,
+            high_priority=levers.validated_data["high_priority"],
+            priority=levers.validated_data["priority"],
+            actor=actor_for(request.user),
+        )
+        return self._fresh(chart)
+
+    @extend_schema(request=None, responses=ChartDetailSerializer)
+    @action(detail=True, methods=["post"], url_path="move-to-top")
+    def move_to_top(self, request: Request, pk: str) -> Response:
+        chart = self._writable(request, pk)
+        services.chart_move_to_top(chart=chart, actor=actor_for(request.user))
+        return self._fresh(chart)
+
+    @extend_schema(request=ReasonSerializer, responses=ChartDetailSerializer)
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, pk: str) -> Response:
+        chart, reason = self._writable(request, pk), self._reason(request)
+        services.chart_cancel(chart=chart, actor=actor_for(request.user), reason=reason)
+        return self._fresh(chart)
+
+    def _chart(self, pk: str) -> Chart:
+        return chart_get(org_ids=visible_org_ids(self.request), chart_id=int(pk))
+
+    def _writable(self, request: Request, pk: str) -> Chart:
+        chart = self._chart(pk)
+        require_write(request, chart.org_id)
+        return chart
+
+    def _reason(self, request: Request) -> str:
+        body = ReasonSerializer(data=request.data if isinstance(request.data, dict) else {})
+        body.is_valid(raise_exception=True)
+        reason: str = body.validated_data["reason"]
+        return reason
+
+    def _fresh(self, chart: Chart) -> Response:
+        return Response(ChartDetailSerializer(chart_get(org_ids=None, chart_id=chart.pk)).data)

@@ -1,0 +1,60 @@
+"""The portal's WebSocket: one org's members only, joined to that org's group, forwarding hints.
+
+The origin is checked by the ASGI stack and the user comes from the session. A refusal closes before
+the handshake completes, the same whether the org does not exist or the user is not in it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from fairsched.events import org_group
+from orgs.models import Membership
+
+# Close code for a refused socket (the client does not retry it at once).
+FORBIDDEN = 4403
+# Keys of an event worth forwarding: hints of what to refetch, never another org's data.
+FORWARDED_KEYS = ("kind", "chart", "submitted", "at")
+
+
+@database_sync_to_async
+def _member_org_id(user_id: int, slug: str) -> int | None:
+    return Membership.objects.filter(user_id=user_id, org__slug=slug).values_list("org_id", flat=True).first()
+
+
+class OrgConsumer(AsyncJsonWebsocketConsumer):
+    """1. Refuse anyone but an active member of the org in the URL. 2. Join that org's group.
+    3. Forward each event's hint; the page refetches its table.
+
+    The client pings; each ping renews the group membership (channels-redis expires groups)."""
+
+    group: str | None = None
+
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        slug = self.scope["url_route"]["kwargs"]["org_slug"]
+        org_id = None
+        if user is not None and user.is_authenticated and user.is_active:
+            org_id = await _member_org_id(user.pk, slug)
+        if org_id is None:
+            await self.close(code=FORBIDDEN)
+            return
+        self.group = org_group(org_id)
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.accept()
+
+    async def disconnect(self, code: int) -> None:
+        if self.group is not None:
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        if self.group is not None and isinstance(content, dict) and content.get("type") == "ping":
+            await self.channel_layer.group_add(self.group, self.channel_name)
+            await self.send_json({"type": "pong"})
+
+    async def fairsched_event(self, event: dict[str, Any]) -> None:
+        message = event.get("message") or {}
+        await self.send_json({"type": "event", **{key: message[key] for key in FORWARDED_KEYS if key in message}})

@@ -1,0 +1,159 @@
+"""How charts look in the API, and the shapes of the requests that change them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from charts.models import Chart, ChartState
+from charts.selectors import last_error_summary
+from charts.services import MAX_BULK_ITEMS, MAX_EXTERNAL_ID, PRIORITY_RANGE, Submission
+from fairsched.errors import BulkInvalid, InvalidInput
+
+
+class ChartSerializer(serializers.ModelSerializer[Chart]):
+    """A chart with its place in the plan: position, predicted start, ETA and its p10-p90 band."""
+
+    org = serializers.CharField(source="org.slug", read_only=True)
+    workflow = serializers.CharField(source="workflow.name", read_only=True)
+    last_error = serializers.SerializerMethodField(help_text="First line of the last error, shortened.")
+
+    class Meta:
+        model = Chart
+        fields = [
+            "id",
+            "org",
+            "workflow",
+            "external_id",
+            "state",
+            "high_priority",
+            "priority",
+            "position",
+            "predicted_start",
+            "eta",
+            "eta_low",
+            "eta_high",
+            "attempt",
+            "last_error",
+            "created_at",
+            "started_at",
+            "finished_at",
+        ]
+        read_only_fields = fields
+
+    def get_last_error(self, chart: Chart) -> str:
+        return last_error_summary(chart.last_error)
+
+
+class ChartDetailSerializer(ChartSerializer):
+    class Meta(ChartSerializer.Meta):
+        fields = [*ChartSerializer.Meta.fields, "payload"]
+        read_only_fields = fields
+
+
+class ChartFilterSerializer(serializers.Serializer[Any]):
+    state = serializers.ChoiceField(choices=ChartState.choices, required=False)
+    workflow = serializers.CharField(required=False, max_length=200)
+    external_id = serializers.CharField(required=False, max_length=MAX_EXTERNAL_ID)
+    org = serializers.SlugField(
+        required=False, max_length=100, help_text="An org's slug (staff, or a member of several)."
+    )
+
+
+class ChartSubmitSerializer(serializers.Serializer[Any]):
+    org = serializers.SlugField(
+        required=False, max_length=100, help_text="The org's slug; implied for org tokens and members of one org."
+    )
+    workflow = serializers.CharField(max_length=200)
+    external_id = serializers.CharField(max_length=MAX_EXTERNAL_ID, help_text="Your id; unique within the org.")
+    payload = serializers.DictField(required=False, allow_null=True, help_text="Passed to the workflow (JSON object).")
+    high_priority = serializers.BooleanField(required=False, default=False)
+    priority = serializers.IntegerField(
+        required=False, default=0, min_value=PRIORITY_RANGE[0], max_value=PRIORITY_RANGE[1]
+    )
+
+
+class BulkItemSerializer(serializers.Serializer[Any]):
+    """One item of a bulk submission (the schema; `parse_bulk_items` reads them fast)."""
+
+    workflow = serializers.CharField(max_length=200)
+    external_id = serializers.CharField(max_length=MAX_EXTERNAL_ID)
+    payload = serializers.DictField(required=False, allow_null=True)
+    high_priority = serializers.BooleanField(required=False, default=False)
+    priority = serializers.IntegerField(
+        required=False, default=0, min_value=PRIORITY_RANGE[0], max_value=PRIORITY_RANGE[1]
+    )
+
+
+class BulkSubmitSerializer(serializers.Serializer[Any]):
+    org = serializers.SlugField(required=False, max_length=100)
+    items = serializers.ListField(
+        child=BulkItemSerializer(), min_length=1, max_length=MAX_BULK_ITEMS, help_text=f"1 to {MAX_BULK_ITEMS} charts."
+    )
+
+
+class BulkResultItemSerializer(serializers.Serializer[Any]):
+    id = serializers.IntegerField()
+    external_id = serializers.CharField()
+    created = serializers.BooleanField(help_text="False when the chart existed already (idempotent repeat).")
+
+
+class BulkResultSerializer(serializers.Serializer[Any]):
+    created = serializers.IntegerField()
+    existing = serializers.IntegerField()
+    charts = BulkResultItemSerializer(many=True)
+
+
+class PrioritizeSerializer(serializers.Serializer[Any]):
+    high_priority = serializers.BooleanField(required=False, allow_null=True, default=None)
+    priority = serializers.IntegerField(
+        required=False, allow_null=True, default=None, min_value=PRIORITY_RANGE[0], max_value=PRIORITY_RANGE[1]
+    )
+
+
+class ReasonSerializer(serializers.Serializer[Any]):
+    reason = serializers.CharField(required=False, allow_blank=True, max_length=500, default="")
+
+
+ITEM_KEYS = frozenset(BulkItemSerializer().fields)
+
+
+def parse_bulk_items(items: object) -> list[Submission]:
+    """Read bulk items without a serializer per item (10,000 of them must parse in milliseconds).
+
+    Only the shape is checked here (an object with string `workflow` and `external_id`, no unknown
+    keys); `chart_submit_bulk` validates the values. Errors are collected per item, by index."""
+    if not isinstance(items, list):
+        raise InvalidInput("items must be a list of charts", field="items")
+    if not items:
+        raise InvalidInput("items must not be empty", field="items")
+    if len(items) > MAX_BULK_ITEMS:
+        raise InvalidInput(f"at most {MAX_BULK_ITEMS} charts per request, got {len(items)}", field="items")
+    errors: dict[int, dict[str, list[str]]] = {}
+    parsed: list[Submission] = []
+    for index, item in enumerate(items):
+        if not isinstance(item, dict):
+            errors[index] = {"detail": ["each item must be a JSON object"]}
+            continue
+        problems: dict[str, list[str]] = {}
+        for key in item.keys() - ITEM_KEYS:
+            problems[str(key)] = ["unknown field"]
+        for key in ("workflow", "external_id"):
+            if not isinstance(item.get(key), str):
+                problems[key] = ["this field is required and must be a string"]
+        if problems:
+            errors[index] = problems
+            continue
+        parsed.append(
+            Submission(
+                workflow=item["workflow"],
+                external_id=item["external_id"],
+                payload=item.get("payload"),
+                high_priority=item.get("high_priority", False),
+                priority=item.get("priority", 0),
+            )
+        )
+    if errors:
+        raise BulkInvalid(errors)
+    return parsed

@@ -1,0 +1,264 @@
+"""The REST API's shell: token authentication, the caller's scope, permissions and error mapping.
+
+Every API view asks `scope_of(request)` which orgs the caller may see and write; selectors filter by it,
+so another org's rows are simply not there (404, never 403). Services raise `ServiceError`s; the
+exception handler turns them into `{"field": ["message"]}` bodies with their HTTP status.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.core.exceptions import RequestDataTooBig
+from django.db import transaction
+from django.db.models import OuterRef, Subquery
+from django.utils import timezone
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from rest_framework import exceptions, pagination, permissions, status
+from rest_framework.authentication import BaseAuthentication, get_authorization_header
+from rest_framework.parsers import BaseParser, JSONParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from fairsched.errors import QueueFull, ServiceError
+from orgs.models import ApiToken, Membership, Org
+
+if TYPE_CHECKING:
+    from rest_framework.views import APIView
+
+TOKEN_KEYWORDS = (b"token", b"bearer")
+# last_used_at is refreshed at most this often, so that reads stay free of writes.
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+def _digest(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def api_token_issue(*, user: User, org: Org | None = None, staff: bool = False, name: str = "") -> str:
+    """Create a token scoped to `org` or to staff and return its secret (shown once, stored as a digest)."""
+    if (org is None) == (not staff):
+        raise ValueError("a token is scoped to an org or to staff, not both and not neither")
+    secret = secrets.token_hex(20)
+    with transaction.atomic():
+        ApiToken.objects.create(
+            user=user, org=org, is_staff=staff, name=name[:200], key_hash=_digest(secret), prefix=secret[:8]
+        )
+    return secret
+
+
+class ApiTokenAuthentication(BaseAuthentication):
+    """`Authorization: Token <secret>` (or `Bearer`). Sets `request.auth` to the `ApiToken`.
+
+    An org token stops working when its user leaves the org; a staff token when its user stops being
+    staff. Either stops when the user is deactivated.
+    """
+
+    def authenticate(self, request: Request) -> tuple[Any, ApiToken] | None:
+        words = get_authorization_header(request).split()
+        if not words or words[0].lower() not in TOKEN_KEYWORDS:
+            return None
+        if len(words) != 2:
+            raise exceptions.AuthenticationFailed("Authorization header must be 'Token <secret>'.")
+        try:
+            secret = words[1].decode()
+        except UnicodeDecodeError:
+            raise exceptions.AuthenticationFailed("Invalid token.") from None
+        # The user's role in the token's org comes along, so the scope needs no query of its own.
+        membership = Membership.objects.filter(user_id=OuterRef("user_id"), org_id=OuterRef("org_id"))
+        token = (
+            ApiToken.objects.select_related("user", "org")
+            .annotate(member_role=Subquery(membership.values("role")[:1]))
+            .filter(key_hash=_digest(secret))
+            .first()
+        )
+        if token is None or not token.user.is_active:
+            raise exceptions.AuthenticationFailed("Invalid token.")
+        if (token.is_staff and not token.user.is_staff) or (token.org_id is not None and token.member_role is None):
+            raise exceptions.AuthenticationFailed("Invalid token.")
+        now = timezone.now()
+        if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
+            ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        return token.user, token
+
+    def authenticate_header(self, request: Request) -> str:
+        return "Token"
+
+
+class ApiTokenScheme(OpenApiAuthenticationExtension):
+    target_class = ApiTokenAuthentication
+    name = "tokenAuth"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
+        return {
+            "type": "apiKey",
+            "in": "header",
+            "name": "Authorization",
+            "description": "`Token <secret>`; issue one with `manage.py issue_token`.",
+        }
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What a caller may reach: every org (staff) or the listed orgs, and which of those it may write."""
+
+    staff: bool
+    org_ids: frozenset[int]
+    writable_org_ids: frozenset[int]
+
+    def sees(self, org_id: int) -> bool:
+        return self.staff or org_id in self.org_ids
+
+    def writes(self, org_id: int) -> bool:
+        return self.staff or org_id in self.writable_org_ids
+
+
+def scope_of(request: Request) -> Scope:
+    """The caller's scope, computed once per request.
+
+    1. An org token acts only within its org, even for a staff user or a member of several orgs.
+    2. A staff token, or a staff user's browser session, acts as staff: every org.
+    3. Anyone else acts within their memberships; viewers read but do not write.
+    """
+    cached = getattr(request, "_fairsched_scope", None)
+    if cached is not None:
+        return cached
+    token = request.auth if isinstance(request.auth, ApiToken) else None
+    user = request.user
+    if (token is not None and token.is_staff) or (token is None and user.is_staff):
+        scope = Scope(staff=True, org_ids=frozenset(), writable_org_ids=frozenset())
+    else:
+        memberships = Membership.objects.filter(user_id=user.pk or 0)
+        if token is not None and token.org_id is not None:
+            # The authentication brought the role along (`member_role`); look it up only if it did not.
+            role = getattr(token, "member_role", None)
+            pairs = (
+                [(token.org_id, role)]
+                if role
+                else list(memberships.filter(org_id=token.org_id).values_list("org_id", "role"))
+            )
+        else:
+            pairs = list(memberships.values_list("org_id", "role"))
+        scope = Scope(
+            staff=False,
+            org_ids=frozenset(org_id for org_id, _ in pairs),
+            writable_org_ids=frozenset(org_id for org_id, role in pairs if role != Membership.Role.VIEWER),
+        )
+    request._fairsched_scope = scope  # type: ignore[attr-defined]
+    return scope
+
+
+def visible_org_ids(request: Request) -> frozenset[int] | None:
+    """The orgs the caller may see, as selectors take them: None for staff (every org)."""
+    scope = scope_of(request)
+    return None if scope.staff else scope.org_ids
+
+
+def contains_nul(value: object) -> bool:
+    """Whether a JSON value holds a NUL character anywhere: PostgreSQL refuses those in text and jsonb."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(contains_nul(k) or contains_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(contains_nul(v) for v in value)
+    return False
+
+
+def nul_field(data: object) -> str | None:
+    """The top-level field of a parsed body that holds a NUL character, if any."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            if contains_nul(key) or contains_nul(value):
+                return str(key).replace("\x00", "")
+        return None
+    return "detail" if contains_nul(data) else None
+
+
+class IsStaffScope(permissions.BasePermission):
+    """Staff-only operations. Refused with 403 whatever the object, so a refusal confirms nothing."""
+
+    message = "Only staff may do this."
+
+    def has_permission(self, request: Request, view: APIView) -> bool:
+        return bool(request.user and request.user.is_authenticated) and scope_of(request).staff
+
+
+def require_write(request: Request, org_id: int) -> None:
+    """Refuse a write in an org the caller can see but not change (a viewer membership)."""
+    if not scope_of(request).writes(org_id):
+        raise exceptions.PermissionDenied("Your membership in this org is read-only.")
+
+
+class PayloadTooLarge(exceptions.APIException):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_detail = "The request body is too large."
+    default_code = "payload_too_large"
+
+
+class LimitedJSONParser(JSONParser):
+    """JSON bodies up to DATA_UPLOAD_MAX_MEMORY_SIZE. DRF reads the body as a stream, past Django's own
+    check, so the limit is enforced here: by the declared length first, then by what is really read."""
+
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        request = (parser_context or {}).get("request")
+        declared = request.META.get("CONTENT_LENGTH") if request is not None else None
+        if limit is not None and declared and declared.isdigit() and int(declared) > limit:
+            raise PayloadTooLarge()
+        raw = stream.read(limit + 1) if limit is not None else stream.read()
+        if limit is not None and len(raw) > limit:
+            raise PayloadTooLarge()
+        data = super().parse(io.BytesIO(raw), media_type, parser_context)
+        field = nul_field(data)
+        if field is not None:
+            raise exceptions.ValidationError({field: ["must not contain NUL characters"]})
+        return data
+
+
+class CursorPagination(pagination.CursorPagination):
+    """DRF's cursor pagination, refusing a forged cursor whose position the database would choke on."""
+
+    page_size = 100
+    page_size_query_param = "page_size"
+    max_page_size = 1000
+
+    def decode_cursor(self, request: Request) -> pagination.Cursor | None:
+        cursor = super().decode_cursor(request)
+        if cursor is None or cursor.position is None:
+            return cursor
+        position = str(cursor.position)
+        numeric = self.ordering in ("id", "-id")
+        if "\x00" in position or (numeric and not position.isdigit()):
+            raise exceptions.NotFound(self.invalid_cursor_message)
+        return cursor
+
+
+class FairschedAPIView:
+    """Mixed into every API view: JSON bodies only, with the size limit."""
+
+    parser_classes: Sequence[type[BaseParser]] = [LimitedJSONParser]
+
+
+def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """Map domain errors to HTTP: `ServiceError` -> its status with `{"field": ["message"]}`,
+    `QueueFull` -> 429 with Retry-After, an oversized body -> 413; the rest as DRF does."""
+    if isinstance(exc, ServiceError):
+        response = Response(exc.as_dict(), status=exc.status)
+        if isinstance(exc, QueueFull):
+            response["Retry-After"] = str(exc.retry_after)
+        return response
+    # Imported here: this module is loaded while DRF's settings (and so its views module) still load.
+    from rest_framework.views import exception_handler
+
+    if isinstance(exc, RequestDataTooBig):
+        exc = PayloadTooLarge()
+    return exception_handler(exc, context)

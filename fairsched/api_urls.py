@@ -1,0 +1,19 @@
+"""The REST API's routes, mounted under /api/v1/."""
+
+from django.urls import path
+from rest_framework.routers import DefaultRouter
+
+from charts.api import ChartViewSet
+from orgs.api import OrgViewSet
+from scheduling.api import PlanPreviewView, ProviderPauseViewSet, SchedulerConfigView
+
+router = DefaultRouter()
+router.register("charts", ChartViewSet, basename="chart")
+router.register("orgs", OrgViewSet, basename="org")
+router.register("provider-pauses", ProviderPauseViewSet, basename="provider-pause")
+
+urlpatterns = [
+    path("scheduler/config/", SchedulerConfigView.as_view(), name="scheduler-config"),
+    path("scheduler/plan-preview/", PlanPreviewView.as_view(), name="plan-preview"),
+    *router.urls,
+]

@@ -1,0 +1,95 @@
+"""Reads on orgs shared by the portal and the API, always within a caller's orgs.
+
+`org_ids` is the set of orgs a caller may see; None means every org (staff). Rows outside it are
+reported as missing, never as forbidden, so a refusal does not confirm that they exist.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db.models import Count, QuerySet
+
+from charts.models import Chart, ChartState
+from fairsched.errors import InvalidInput, NotFound
+from orgs.models import Membership, Org, ProviderPause, WorkflowCost
+
+OrgIds = Collection[int] | None
+
+
+def orgs_visible(*, org_ids: OrgIds) -> QuerySet[Org]:
+    orgs = Org.objects.all()
+    return orgs if org_ids is None else orgs.filter(pk__in=list(org_ids))
+
+
+def org_get(*, org_ids: OrgIds, slug: str) -> Org:
+    """One org by slug, or NotFound if it does not exist or lies outside the caller's orgs."""
+    org = orgs_visible(org_ids=org_ids).filter(slug=slug).first()
+    if org is None:
+        raise NotFound("org not found", field="org")
+    return org
+
+
+def org_for_input(*, org_ids: OrgIds, slug: str | None) -> Org:
+    """The org a write names in its body; unknown and foreign slugs get the same 400.
+
+    With no slug, the caller's only org is implied (an org token, a member of one org)."""
+    if slug:
+        org = orgs_visible(org_ids=org_ids).filter(slug=slug).first()
+        if org is None:
+            raise InvalidInput(f"unknown org {slug!r}", field="org")
+        return org
+    if org_ids is None or len(org_ids) != 1:
+        raise InvalidInput("org is required: name the org's slug", field="org")
+    (only,) = org_ids
+    return Org.objects.get(pk=only)
+
+
+def member_org(*, user_id: int, slug: str) -> Org:
+    """One org the user belongs to, by slug; NotFound for any other (existing or not)."""
+    org = Org.objects.filter(slug=slug, memberships__user_id=user_id).first()
+    if org is None:
+        raise NotFound("org not found", field="org")
+    return org
+
+
+def member_orgs(*, user_id: int) -> list[Org]:
+    """The orgs a user belongs to, by name: the portal's org switcher."""
+    return list(Org.objects.filter(memberships__user_id=user_id).order_by("name", "id").only("id", "slug", "name"))
+
+
+def member_org_ids(*, user_id: int) -> frozenset[int]:
+    return frozenset(Membership.objects.filter(user_id=user_id).values_list("org_id", flat=True))
+
+
+@dataclass(frozen=True)
+class OrgSummary:
+    """An org as its members see it: counts of its charts per state and its predicted clear-time."""
+
+    org: Org
+    counts: dict[str, int]
+    clear_at: datetime | None
+
+    @property
+    def waiting(self) -> int:
+        return self.counts[ChartState.QUEUED] + self.counts[ChartState.RETRY_WAIT] + self.counts[ChartState.PAUSED]
+
+
+def org_summary(*, org: Org) -> OrgSummary:
+    """One grouped query over the org's charts; every state is present, zero when it has none."""
+    counts = dict.fromkeys(ChartState.values, 0)
+    rows = Chart.objects.filter(org=org).order_by().values_list("state").annotate(n=Count("id"))
+    for state, n in rows:
+        counts[state] = n
+    return OrgSummary(org=org, counts=counts, clear_at=org.clear_at)
+
+
+def workflow_costs(*, org: Org) -> QuerySet[WorkflowCost]:
+    return WorkflowCost.objects.filter(org=org).select_related("workflow").order_by("workflow__name")
+
+
+def provider_pauses(*, active_only: bool, now: datetime) -> QuerySet[ProviderPause]:
+    pauses = ProviderPause.objects.select_related("provider", "org")
+    return pauses.filter(until__gt=now) if active_only else pauses

@@ -1,0 +1,61 @@
+"""How orgs look in the API, and the staff's requests that change them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from charts.models import ChartState
+from orgs.models import Org, WorkflowCost
+from orgs.services import MAX_WEIGHT
+
+
+class OrgSerializer(serializers.ModelSerializer[Org]):
+    held = serializers.BooleanField(source="is_held", read_only=True, help_text="Weight 0: nothing dispatches.")
+
+    class Meta:
+        model = Org
+        fields = ["slug", "name", "weight", "held", "max_concurrency", "queue_limit", "clear_at"]
+        read_only_fields = fields
+
+
+class StateCountsSerializer(serializers.Serializer[Any]):
+    """The org's charts per state."""
+
+    def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
+        return {state: serializers.IntegerField() for state in ChartState.values}
+
+
+class OrgDetailSerializer(serializers.Serializer[Any]):
+    """An org with its charts counted per state and its predicted clear-time."""
+
+    slug = serializers.CharField(source="org.slug")
+    name = serializers.CharField(source="org.name")
+    weight = serializers.IntegerField(source="org.weight")
+    held = serializers.BooleanField(source="org.is_held")
+    max_concurrency = serializers.IntegerField(source="org.max_concurrency", allow_null=True)
+    queue_limit = serializers.IntegerField(source="org.queue_limit", allow_null=True)
+    clear_at = serializers.DateTimeField(allow_null=True, help_text="When its backlog is predicted to be done.")
+    counts = StateCountsSerializer()
+
+
+class OrgUpdateSerializer(serializers.Serializer[Any]):
+    weight = serializers.IntegerField(required=False, min_value=0, max_value=MAX_WEIGHT)
+    max_concurrency = serializers.IntegerField(required=False, allow_null=True, min_value=1)
+    queue_limit = serializers.IntegerField(required=False, allow_null=True, min_value=1)
+    reason = serializers.CharField(required=False, allow_blank=True, max_length=500, default="")
+
+
+class WorkflowCostSerializer(serializers.ModelSerializer[WorkflowCost]):
+    workflow = serializers.CharField(source="workflow.name", read_only=True)
+
+    class Meta:
+        model = WorkflowCost
+        fields = ["workflow", "cost"]
+        read_only_fields = fields
+
+
+class WorkflowCostSetSerializer(serializers.Serializer[Any]):
+    cost = serializers.IntegerField(min_value=1, max_value=1_000_000)
+    reason = serializers.CharField(required=False, allow_blank=True, max_length=500, default="")

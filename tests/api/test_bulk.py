@@ -1,0 +1,126 @@
+"""Bulk submission: up to 10,000 charts of one org, all or nothing, errors per item."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from rest_framework.test import APIClient
+
+from charts.models import Chart, ChartEvent
+from charts.services import MAX_BULK_ITEMS
+from tests.conftest import Tenants
+
+Client = Callable[[Any], APIClient]
+
+
+def items(count: int, prefix: str = "b") -> list[dict[str, Any]]:
+    return [{"workflow": "render", "external_id": f"{prefix}-{i}"} for i in range(count)]
+
+
+@pytest.mark.slow
+def test_ten_thousand_charts_in_one_request(tenants: Tenants, client_for: Client) -> None:
+    client = client_for(tenants.member_a)
+    body = {"items": items(MAX_BULK_ITEMS)}
+
+    first = client.post("/api/v1/charts/bulk/", body, format="json")
+    repeat = client.post("/api/v1/charts/bulk/", body, format="json")
+
+    assert first.status_code == 201
+    assert (first.json()["created"], first.json()["existing"]) == (MAX_BULK_ITEMS, 0)
+    assert Chart.objects.filter(org=tenants.org_a).count() == MAX_BULK_ITEMS
+    assert ChartEvent.objects.count() == MAX_BULK_ITEMS
+    assert repeat.status_code == 200
+    assert (repeat.json()["created"], repeat.json()["existing"]) == (0, MAX_BULK_ITEMS)
+    assert [c["id"] for c in repeat.json()["charts"]] == [c["id"] for c in first.json()["charts"]]
+
+
+@pytest.mark.slow
+def test_one_bad_item_of_ten_thousand_writes_nothing(tenants: Tenants, client_for: Client) -> None:
+    body = {"items": items(MAX_BULK_ITEMS)}
+    body["items"][7345]["workflow"] = "no-such-workflow"
+
+    response = client_for(tenants.member_a).post("/api/v1/charts/bulk/", body, format="json")
+
+    assert response.status_code == 400
+    assert response.json() == {"items": {"7345": {"workflow": ["unknown workflow 'no-such-workflow'"]}}}
+    assert not Chart.objects.exists()
+
+
+def test_more_than_the_limit_is_refused(tenants: Tenants, client_for: Client) -> None:
+    response = client_for(tenants.member_a).post(
+        "/api/v1/charts/bulk/", {"items": items(MAX_BULK_ITEMS + 1)}, format="json"
+    )
+
+    assert response.status_code == 400
+    assert "items" in response.json()
+    assert not Chart.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("item", "field"),
+    [
+        ("not an object", "detail"),
+        ({"external_id": "x"}, "workflow"),
+        ({"workflow": "render"}, "external_id"),
+        ({"workflow": "render", "external_id": 5}, "external_id"),
+        ({"workflow": "render", "external_id": "x", "colour": "red"}, "colour"),
+        ({"workflow": "render", "external_id": "x", "priority": 1001}, "priority"),
+        ({"workflow": "render", "external_id": "x", "payload": "text"}, "payload"),
+        ({"workflow": "render", "external_id": "b-0"}, "external_id"),  # repeats item 0
+    ],
+)
+def test_bad_items_are_reported_by_index(tenants: Tenants, client_for: Client, item: Any, field: str) -> None:
+    body = {"items": [*items(2), item]}
+
+    response = client_for(tenants.member_a).post("/api/v1/charts/bulk/", body, format="json")
+
+    assert response.status_code == 400
+    assert field in response.json()["items"]["2"]
+    assert not Chart.objects.exists()
+
+
+@pytest.mark.parametrize("body", [[], {"items": []}, {"items": "x"}, {}, {"org": 5, "items": items(1)}])
+def test_malformed_bodies_are_400(tenants: Tenants, client_for: Client, body: Any) -> None:
+    response = client_for(tenants.member_a).post("/api/v1/charts/bulk/", body, format="json")
+
+    assert response.status_code == 400
+    assert not Chart.objects.exists()
+
+
+def test_nul_characters_are_refused_before_the_database(tenants: Tenants, client_for: Client) -> None:
+    body = {"items": [{"workflow": "render", "external_id": "x\x00"}]}
+
+    response = client_for(tenants.member_a).post("/api/v1/charts/bulk/", body, format="json")
+
+    assert response.status_code == 400
+    assert response.json() == {"items": ["must not contain NUL characters"]}
+
+
+def test_bulk_into_another_org_is_refused(tenants: Tenants, client_for: Client) -> None:
+    response = client_for(tenants.member_a).post(
+        "/api/v1/charts/bulk/", {"org": "beta", "items": items(3)}, format="json"
+    )
+
+    assert response.status_code == 400
+    assert response.json() == {"org": ["unknown org 'beta'"]}
+    assert not Chart.objects.exists()
+
+
+def test_bulk_over_the_queue_limit_is_429_and_writes_nothing(tenants: Tenants, client_for: Client) -> None:
+    tenants.org_a.queue_limit = 5
+    tenants.org_a.save()
+
+    response = client_for(tenants.member_a).post("/api/v1/charts/bulk/", {"items": items(6)}, format="json")
+
+    assert response.status_code == 429
+    assert "Retry-After" in response
+    assert not Chart.objects.exists()
+
+
+def test_staff_bulk_names_the_org(tenants: Tenants, client_for: Client) -> None:
+    response = client_for(tenants.staff).post("/api/v1/charts/bulk/", {"org": "beta", "items": items(3)}, format="json")
+
+    assert response.status_code == 201
+    assert Chart.objects.filter(org=tenants.org_b).count() == 3
