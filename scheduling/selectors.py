@@ -35,16 +35,29 @@ def _cost_expression() -> Coalesce:
     return Coalesce(Subquery(override), F("workflow__default_cost"), output_field=IntegerField())
 
 
-def summary() -> dict[str, Any]:
-    """Budget in use and total, policy, how many charts wait and run, the latest replan. Three queries."""
-    config = SchedulerConfig.load()
-    by_state: dict[str, tuple[int, int]] = {
-        state: (n, cost or 0)
-        for state, n, cost in Chart.objects.filter(state__in=ACTIVE_STATES)
-        .values("state")
+Load = dict[tuple[int, str], tuple[int, int]]
+
+
+def active_load() -> Load:
+    """(org id, state) -> (charts, cost held) over every unfinished chart: one aggregate that both
+    the summary and the org rows are made of, so a page that shows both scans the charts once."""
+    return {
+        (org_id, state): (n, cost or 0)
+        for org_id, state, n, cost in Chart.objects.filter(state__in=ACTIVE_STATES)
+        .values("org_id", "state")
         .annotate(n=Count("id"), cost=Coalesce(Sum("cost"), 0, output_field=IntegerField()))
-        .values_list("state", "n", "cost")
+        .values_list("org_id", "state", "n", "cost")
     }
+
+
+def summary(*, load: Load | None = None) -> dict[str, Any]:
+    """Budget in use and total, policy, how many charts wait and run, the latest replan.
+    Three queries (two with `load`)."""
+    config = SchedulerConfig.load()
+    by_state: dict[str, tuple[int, int]] = {}
+    for (_, state), (n, cost) in (active_load() if load is None else load).items():
+        charts, held = by_state.get(state, (0, 0))
+        by_state[state] = (charts + n, held + cost)
 
     def count(*states: str) -> int:
         return sum(by_state.get(state, (0, 0))[0] for state in states)
@@ -79,8 +92,12 @@ def queue_page(*, start: int = 0, org: Org | None = None, offset: int = 0, limit
     if org is not None:
         planned = planned.filter(org=org)
         rows = planned.order_by("position")[max(0, offset) : max(0, offset) + limit]
+        total = planned.count()
     else:
         rows = planned.filter(position__gte=max(0, start)).order_by("position")[:limit]
+        # Positions are dense, so the last one sizes the scroller: one index probe, not a 100k count.
+        last = planned.order_by("-position").values_list("position", flat=True).first()
+        total = 0 if last is None else last + 1
     values = rows.annotate(
         org_slug=F("org__slug"), workflow_name=F("workflow__name"), run_cost=_cost_expression()
     ).values(
@@ -100,7 +117,7 @@ def queue_page(*, start: int = 0, org: Org | None = None, offset: int = 0, limit
         "eta_high",
     )
     return {
-        "total": planned.count(),
+        "total": total,
         "start": start,
         "offset": offset,
         "rows": [
@@ -126,8 +143,13 @@ def queue_page(*, start: int = 0, org: Org | None = None, offset: int = 0, limit
 
 
 def outside_plan(*, limit: int = 100) -> dict[str, Any]:
-    """Waiting charts the plan leaves out: paused ones and those of held orgs, oldest first. Two queries."""
-    waiting = Chart.objects.filter(Q(state=ChartState.PAUSED) | Q(state__in=WAITING_STATES, org__weight=0))
+    """Waiting charts the plan leaves out: paused ones and those of held orgs, oldest first.
+
+    Three queries. The held orgs are looked up first so that the charts are found through the
+    (state, position) and (org, state, position) indexes rather than by joining every chart to its org.
+    """
+    held = list(Org.objects.filter(weight=0).values_list("id", flat=True))
+    waiting = Chart.objects.filter(Q(state=ChartState.PAUSED) | Q(state__in=WAITING_STATES, org_id__in=held))
     values = (
         waiting.order_by("created_at", "id")[: max(1, min(limit, QUEUE_PAGE_MAX))]
         .annotate(org_slug=F("org__slug"), workflow_name=F("workflow__name"), run_cost=_cost_expression())
@@ -209,19 +231,15 @@ def in_flight(*, now: datetime | None = None) -> dict[str, Any]:
     return {"total": charts.count(), "rows": rows}
 
 
-def org_rows() -> list[dict[str, Any]]:
-    """A row per org: its levers (weight, hold, cap, queue limit, cost overrides) and its load. Three queries."""
-    load: dict[int, dict[str, int]] = {}
-    for org_id, state, n, cost in (
-        Chart.objects.filter(state__in=ACTIVE_STATES)
-        .values("org_id", "state")
-        .annotate(n=Count("id"), cost=Coalesce(Sum("cost"), 0, output_field=IntegerField()))
-        .values_list("org_id", "state", "n", "cost")
-    ):
-        entry = load.setdefault(org_id, {"queued": 0, "paused": 0, "running": 0, "cost_in_use": 0})
+def org_rows(*, load: Load | None = None) -> list[dict[str, Any]]:
+    """A row per org: its levers (weight, hold, cap, queue limit, cost overrides) and its load.
+    Three queries (two with `load`)."""
+    per_org: dict[int, dict[str, int]] = {}
+    for (org_id, state), (n, cost) in (active_load() if load is None else load).items():
+        entry = per_org.setdefault(org_id, {"queued": 0, "paused": 0, "running": 0, "cost_in_use": 0})
         if state in IN_FLIGHT_STATES:
             entry["running"] += n
-            entry["cost_in_use"] += cost or 0
+            entry["cost_in_use"] += cost
         elif state == ChartState.PAUSED:
             entry["paused"] += n
         else:
@@ -242,7 +260,7 @@ def org_rows() -> list[dict[str, Any]]:
             "queue_limit": org.queue_limit,
             "clear_at": _iso(org.clear_at),
             "costs": costs.get(org.pk, {}),
-            **load.get(org.pk, empty),
+            **per_org.get(org.pk, empty),
         }
         for org in Org.objects.all()
     ]

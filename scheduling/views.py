@@ -29,7 +29,7 @@ from orgs.models import Org, Provider, Workflow
 from scheduling import selectors
 from scheduling import services as scheduling_services
 
-PARTS: dict[str, Callable[[], Any]] = {
+PARTS: dict[str, Callable[..., Any]] = {
     "summary": selectors.summary,
     "orgs": selectors.org_rows,
     "inflight": selectors.in_flight,
@@ -38,6 +38,8 @@ PARTS: dict[str, Callable[[], Any]] = {
     "samples": selectors.queue_samples,
     "meta": selectors.workflows_and_providers,
 }
+# Parts made of the per-(org, state) aggregate, which is computed once for all of them.
+LOAD_PARTS = {"summary", "orgs"}
 QUEUE_PAGE = 100
 
 
@@ -72,7 +74,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         return redirect_to_login(request.get_full_path(), login_url=reverse("admin:login"))
     if not _is_staff(request):
         return HttpResponse("The dashboard is for staff.", status=403, content_type="text/plain")
-    initial = {name: part() for name, part in PARTS.items()}
+    initial = _parts(list(PARTS))
     initial["queue"] = selectors.queue_page(limit=QUEUE_PAGE)
     return render(request, "dashboard/index.html", {"initial": initial})
 
@@ -85,7 +87,12 @@ def state(request: HttpRequest) -> JsonResponse:
     unknown = sorted(set(wanted) - set(PARTS))
     if unknown:
         return JsonResponse({"parts": [f"unknown part(s): {', '.join(unknown)}"]}, status=400)
-    return JsonResponse({name: PARTS[name]() for name in wanted})
+    return JsonResponse(_parts(wanted))
+
+
+def _parts(names: list[str]) -> dict[str, Any]:
+    load = selectors.active_load() if len(LOAD_PARTS.intersection(names)) > 1 else None
+    return {name: PARTS[name](load=load) if name in LOAD_PARTS and load else PARTS[name]() for name in names}
 
 
 @require_GET

@@ -6,12 +6,13 @@
 
 (function () {
   const ROW_H = 28;
+  const TIMELINE_ROWS = 40;
   const BLOCK = 100;
   const OVERSCAN = 10;
   const ALL_PARTS = ["summary", "orgs", "inflight", "outside", "events", "samples", "meta"];
   // Which parts each hint's kind can have moved (the queue is refetched for its visible rows only).
   const REFETCH = {
-    org: ["summary", "orgs", "outside", "events", "queue"],
+    org: ["summary", "orgs", "outside", "events"],
     config: ["summary", "events"],
     provider: ["meta", "events", "orgs"],
     chart: ["summary", "orgs", "inflight", "outside", "events", "queue"],
@@ -188,53 +189,49 @@
     const rowsEl = $("#queue-rows");
     let org = "";
     let total = 0;
-    let blocks = new Map(); // block index -> rows (null while loading)
+    let rows = new Map(); // row index -> row: plan position for the whole queue, offset within one org
+    let requested = new Set(); // blocks fetched or being fetched since the last reload
     let generation = 0;
 
-    function accept(page, blockIndex, gen) {
-      if (gen !== generation) return;
+    function url(from, limit) {
+      return org
+        ? `/dashboard/queue/?org=${encodeURIComponent(org)}&offset=${from}&limit=${limit}`
+        : `/dashboard/queue/?start=${from}&limit=${limit}`;
+    }
+
+    function accept(page, from, into) {
       total = page.total;
-      blocks.set(blockIndex, page.rows);
+      page.rows.forEach((row, i) => into.set(org ? from + i : row.position, row));
       $("#queue-total").textContent = total.toLocaleString();
       spacer.style.height = total * ROW_H + "px";
       $("#queue-empty").hidden = total > 0;
     }
 
-    function url(blockIndex) {
-      return org
-        ? `/dashboard/queue/?org=${encodeURIComponent(org)}&offset=${blockIndex * BLOCK}&limit=${BLOCK}`
-        : `/dashboard/queue/?start=${blockIndex * BLOCK}&limit=${BLOCK}`;
-    }
-
-    function load(blockIndex, gen) {
-      blocks.set(blockIndex, null);
-      return getJSON(url(blockIndex)).then((page) => accept(page, blockIndex, gen)).catch(() => blocks.delete(blockIndex));
-    }
-
-    function visibleBlocks() {
+    function visible() {
       const first = Math.max(0, Math.floor(scroller.scrollTop / ROW_H) - OVERSCAN);
-      const last = Math.floor((scroller.scrollTop + scroller.clientHeight) / ROW_H) + OVERSCAN;
-      const out = [];
-      for (let b = Math.floor(first / BLOCK); b <= Math.floor(last / BLOCK); b++) out.push(b);
-      return { first, last, blocks: out };
+      const last = Math.floor((scroller.scrollTop + (scroller.clientHeight || 460)) / ROW_H) + OVERSCAN;
+      return { first, last };
     }
 
-    // The row at index i: by plan position for the whole queue, by offset within one org.
-    function rowAt(i) {
-      const block = blocks.get(Math.floor(i / BLOCK));
-      if (!block) return block;
-      if (org) return block[i % BLOCK];
-      return block.find((r) => r.position === i) || block[i % BLOCK];
+    // Fetch the blocks of the visible rows that nobody has asked for yet (scrolling).
+    function fill(view) {
+      const gen = generation;
+      for (let b = Math.floor(view.first / BLOCK); b <= Math.floor(view.last / BLOCK); b++) {
+        if (requested.has(b) || b * BLOCK >= Math.max(total, 1)) continue;
+        requested.add(b);
+        getJSON(url(b * BLOCK, BLOCK))
+          .then((page) => { if (gen === generation) { accept(page, b * BLOCK, rows); paint(); } })
+          .catch(() => requested.delete(b));
+      }
     }
 
     function paint() {
-      const view = visibleBlocks();
-      const missing = view.blocks.filter((b) => !blocks.has(b) && b * BLOCK < Math.max(total, 1));
-      if (missing.length) Promise.all(missing.map((b) => load(b, generation))).then(paint);
+      const view = visible();
+      fill(view);
       const last = Math.min(view.last, total - 1);
       const html = [];
       for (let i = view.first; i <= last; i++) {
-        const row = rowAt(i);
+        const row = rows.get(i);
         html.push(row ? queueRow(row, i) : `<div class="vt-row loading" role="row"><span class="pos">${i}</span><span>…</span></div>`);
       }
       rowsEl.style.transform = `translateY(${view.first * ROW_H}px)`;
@@ -265,23 +262,22 @@
     });
 
     return {
-      seed(page) { generation++; blocks = new Map(); accept(page, 0, generation); paint(); },
-      // Drop the cache and refetch only what is on screen; keeps the scroll position.
+      seed(page) { generation++; rows = new Map(); requested = new Set([0]); accept(page, 0, rows); paint(); },
+      // The plan moved: refetch just the rows on screen in one request, keeping the scroll position.
       reload() {
-        generation++;
-        const gen = generation;
-        const view = visibleBlocks();
-        const jobs = view.blocks.map((b) => getJSON(url(b)).then((page) => ({ b, page })));
-        return Promise.all(jobs).then((pages) => {
+        const gen = ++generation;
+        const view = visible();
+        const limit = Math.min(500, view.last - view.first + 1);
+        return getJSON(url(view.first, limit)).then((page) => {
           if (gen !== generation) return;
-          blocks = new Map();
-          pages.forEach(({ b, page }) => accept(page, b, gen));
+          rows = new Map();
+          requested = new Set();
+          accept(page, view.first, rows);
           paint();
         });
       },
       setOrg(slug) { org = slug; scroller.scrollTop = 0; return this.reload(); },
       jump(position) { scroller.scrollTop = position * ROW_H; paint(); },
-      paint,
     };
   })();
 
@@ -352,6 +348,8 @@
       <td class="err" data-err></td></tr>`;
   }
 
+  const orgSignatures = new Map(); // slug -> the row's data when last drawn: unchanged rows are skipped
+
   function renderOrgs() {
     const body = $("#org-rows");
     const slugs = state.orgs.map((o) => o.slug).join(",");
@@ -360,9 +358,13 @@
       body.innerHTML = state.orgs.map(orgRow).join("");
       body.dataset.slugs = slugs;
       body.dataset.wf = wfKey;
+      orgSignatures.clear();
     }
-    for (const o of state.orgs) {
-      const tr = body.querySelector(`tr[data-org="${CSS.escape(o.slug)}"]`);
+    state.orgs.forEach((o, index) => {
+      const signature = JSON.stringify(o);
+      if (orgSignatures.get(o.slug) === signature) return;
+      orgSignatures.set(o.slug, signature);
+      const tr = body.rows[index];
       tr.classList.toggle("is-held", o.held);
       setInput(tr.querySelector("[name=weight]"), o.weight);
       setInput(tr.querySelector("[name=max_concurrency]"), o.max_concurrency);
@@ -375,7 +377,7 @@
       for (const k of ["queued", "paused", "running", "cost_in_use"]) tr.querySelector(`[data-k=${k}]`).textContent = o[k].toLocaleString();
       tr.querySelector("[data-k=clear_at]").innerHTML = o.held ? '<span class="badge held">held</span>' : timeCell(o.clear_at);
       tr.querySelector("[data-k=costs]").innerHTML = Object.entries(o.costs).map(([w, c]) => `<span class="tag">${esc(w)}=${c}</span>`).join(" ");
-    }
+    });
   }
 
   $("#org-rows").addEventListener("submit", async (e) => {
@@ -572,7 +574,13 @@
     for (const ch of slug) h = (h * 31 + ch.charCodeAt(0)) >>> 0;
     return PALETTE[h % PALETTE.length];
   }
-  const widthOf = (svg) => Math.max(200, svg.clientWidth || svg.parentNode.clientWidth || 400);
+  // Widths are read once and on resize only: reading layout after the org table changed would force
+  // a layout of the whole page on every redraw.
+  const widths = new Map();
+  function widthOf(svg) {
+    if (!widths.has(svg.id)) widths.set(svg.id, Math.max(200, svg.parentNode.clientWidth || 400));
+    return widths.get(svg.id);
+  }
 
   function axisTicks(max, count) {
     if (max <= 0) return [0];
@@ -594,11 +602,16 @@
       .map((o) => ({ slug: o.slug, held: o.held, end: o.clear_at ? Date.parse(o.clear_at) : null,
         after: preview && preview.orgs && preview.orgs[o.slug] && preview.orgs[o.slug].after ? Date.parse(preview.orgs[o.slug].after) : null }))
       .sort((a, b) => (a.held - b.held) || ((b.end || 0) - (a.end || 0)) || a.slug.localeCompare(b.slug));
+    // The longest backlogs (and a few held orgs) are what an operator reads here; the rest is counted.
+    const shown = rows.filter((r) => !r.held).slice(0, TIMELINE_ROWS).concat(rows.filter((r) => r.held).slice(0, 10));
+    const hidden = rows.length - shown.length;
+    rows.length = 0;
+    rows.push(...shown);
     const globalEnd = state.summary.global_clear ? Date.parse(state.summary.global_clear) : null;
     const ends = rows.flatMap((r) => [r.end, r.after]).concat([globalEnd]).filter((x) => x != null);
     const span = Math.max(60000, ...ends.map((e) => e - t0)) * 1.05;
     const left = 90, right = 10, top = 18, rowH = 16;
-    const H = top + Math.max(1, rows.length) * rowH + 6;
+    const H = top + Math.max(1, rows.length) * rowH + (hidden ? 18 : 6);
     const x = (t) => left + ((Math.max(t0, t) - t0) / span) * (W - left - right);
     const parts = [`<defs><pattern id="hatch" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="6" height="6" fill="#20272f"/><line x1="0" y1="0" x2="0" y2="6" stroke="#4a5562" stroke-width="2"/></pattern></defs>`];
     for (const s of axisTicks(span / 1000, 5)) {
@@ -615,6 +628,7 @@
     });
     if (globalEnd) parts.push(`<line class="clear-line" x1="${x(globalEnd)}" x2="${x(globalEnd)}" y1="${top - 4}" y2="${H}"/>`);
     if (!rows.length) parts.push(`<text x="${left}" y="${top + 10}">no backlog</text>`);
+    if (hidden) parts.push(`<text x="${left}" y="${H - 4}">… and ${hidden} more orgs clearing sooner (see the org table)</text>`);
     svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
     svg.setAttribute("height", H);
     svg.innerHTML = parts.join("");
@@ -712,20 +726,24 @@
   })();
 
   // --- start ----------------------------------------------------------------------------------
+  // The queue and the header first; the org table and the plots (hundreds of rows) right after.
   renderSummary();
-  renderSelects();
-  renderOrgs();
-  renderSelects();
-  renderInflight();
-  renderOutside();
-  renderEvents();
-  renderProviders();
   queueView.seed(state.queue);
-  drawTimeline();
-  drawDepth();
-  drawBudget();
-  document.body.dataset.ready = "1";
-  live.connect();
+  performance.mark("queue-painted");
+  setTimeout(() => {
+    renderSelects();
+    renderOrgs();
+    renderInflight();
+    renderOutside();
+    renderEvents();
+    renderProviders();
+    drawTimeline();
+    drawDepth();
+    drawBudget();
+    document.body.dataset.ready = "1";
+    performance.mark("dashboard-painted");
+    live.connect();
+  }, 0);
 
   // Relative times and elapsed clocks move every second without a refetch.
   setInterval(() => {
@@ -734,5 +752,5 @@
       el.innerHTML = progress(el.dataset.started || null, Number(el.dataset.expected), el.dataset.state);
     });
   }, 1000);
-  window.addEventListener("resize", () => { drawTimeline(); drawDepth(); drawBudget(); });
+  window.addEventListener("resize", () => { widths.clear(); drawTimeline(); drawDepth(); drawBudget(); });
 })();

@@ -11,8 +11,10 @@ from typing import Any
 import pytest
 from django.conf import settings
 
+from charts.models import Chart
 from orgs import services as org_services
 from orgs.models import Org
+from scheduling.models import SchedulerConfig
 from tests.conftest import Tenants
 from tests.dashboard.conftest import plan_queue
 from tests.dashboard.live import CHROMIUM, daphne, free_port, launch_chromium, session_cookie
@@ -138,3 +140,30 @@ def test_the_page_reconnects_and_resyncs_after_a_server_restart(
         )
         _shot(page, "dashboard-after-reconnect")
     context.close()
+
+
+def test_queue_row_levers_and_the_what_if_preview(live_url: str, browser: Any, tenants: Tenants) -> None:
+    from scheduling.replan import plan_refresh
+
+    plan_queue([tenants.org_a, tenants.org_b], tenants.workflow, 30)
+    plan_refresh()
+    page = _open(browser, live_url, tenants.staff)
+    first = page.locator("#queue-rows .vt-row[data-chart]").first
+    chart_id = int(first.get_attribute("data-chart") or 0)
+    first.locator("button[data-act=priority]").click()
+    page.wait_for_function(
+        f"() => !!document.querySelector('#queue-rows .vt-row[data-chart=\"{chart_id}\"] .badge.hp')", timeout=5000
+    )
+    assert Chart.objects.get(pk=chart_id).high_priority
+
+    page.fill("#form-budget [name=budget]", "40")
+    page.click("#form-budget [data-preview]")
+    page.wait_for_selector("#whatif-result:not([hidden]) tbody tr", timeout=5000)
+    assert "budget → 40" in (page.text_content("#whatif-changes") or "")
+    rows = page.locator("#whatif-result tbody tr")
+    assert rows.count() == 3  # all, acme, beta
+    assert rows.nth(0).locator(".earlier").count() == 1  # a bigger budget clears everything sooner
+    _shot(page, "dashboard-what-if")
+    page.click("#whatif-apply")
+    page.wait_for_function("() => document.querySelector('#whatif-changes').children.length === 0", timeout=5000)
+    assert SchedulerConfig.load().budget == 40

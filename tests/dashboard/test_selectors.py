@@ -62,7 +62,7 @@ def busy(tenants: Tenants) -> dict[str, Any]:
     [
         ("summary", lambda: selectors.summary(), 3),
         ("queue", lambda: selectors.queue_page(start=50, limit=100), 2),
-        ("outside", lambda: selectors.outside_plan(), 2),
+        ("outside", lambda: selectors.outside_plan(), 3),
         ("inflight", lambda: selectors.in_flight(), 2),
         ("orgs", lambda: selectors.org_rows(), 3),
         ("meta", lambda: selectors.workflows_and_providers(), 3),
@@ -76,6 +76,15 @@ def test_every_read_runs_a_fixed_number_of_queries(
     with django_assert_max_num_queries(queries):
         result = call()
     assert result
+
+
+def test_summary_and_org_rows_share_one_aggregate(busy: dict[str, Any], django_assert_max_num_queries: Any) -> None:
+    with django_assert_max_num_queries(5):
+        load = selectors.active_load()
+        summary = selectors.summary(load=load)
+        rows = selectors.org_rows(load=load)
+    assert summary["queued"] == sum(row["queued"] for row in rows)
+    assert summary["cost_in_use"] == sum(row["cost_in_use"] for row in rows)
 
 
 def test_queue_page_by_org_runs_two_queries(busy: dict[str, Any], django_assert_max_num_queries: Any) -> None:

@@ -1,0 +1,216 @@
+"""The operators' dashboard in headless Chromium against a live daphne: first paint and update lag.
+
+Run: `.venv/bin/python bench/bench_dashboard.py [--size 100000] [--runs 5] [--levers 10]`.
+It uses its own database (`fairsched_bench_dashboard` on the server of DATABASE_URL, created and
+dropped here) and REDIS_URL's Redis for the channel layer (prefix `bench-dashboard`).
+
+1. Seed `size` queued charts over 500 orgs (COPY) and run one real replan, which writes every
+   position, predicted start and ETA, the orgs' clear-times and a queue sample.
+2. First paint: open /dashboard/ in a fresh browser context `runs` times; report, from navigation
+   start, the server's time to first byte, the queue table holding its rows (the page's
+   `queue-painted` mark) and the rest drawn (`dashboard-painted`: 500 org rows, plots, events),
+   and a jump to row size-10 of the virtualized queue (scroll -> rows fetched and drawn).
+3. Update lag: two browsers on the dashboard; one pulls a lever (hold, then release, alternately)
+   with the page's own fetch; the other observes its org row flip. Lag = lever POST sent -> the
+   other page shows it (one clock: both pages run in one Chromium on this machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+BASE_URL = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/fairsched")
+BENCH_DB = "fairsched_bench_dashboard"
+os.environ["DATABASE_URL"] = BASE_URL.rsplit("/", 1)[0] + "/" + BENCH_DB
+os.environ["CHANNELS_PREFIX"] = "bench-dashboard"
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "fairsched.settings")
+# Playwright's sync API runs its own loop on this thread; the ORM calls in between are plain sync code.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+
+def recreate_database() -> None:
+    import psycopg
+
+    with psycopg.connect(BASE_URL.rsplit("/", 1)[0] + "/postgres", autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {BENCH_DB}")
+
+
+def drop_database() -> None:
+    import psycopg
+
+    with psycopg.connect(BASE_URL.rsplit("/", 1)[0] + "/postgres", autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
+
+
+def seed(size: int, orgs: int = 500) -> Any:
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+    from django.utils import timezone
+
+    from orgs.models import Org, Workflow
+    from scheduling.services import scheduler_config_set
+
+    rng = random.Random(7)
+    org_rows = Org.objects.bulk_create(
+        Org(name=f"Org {i}", slug=f"org-{i}", weight=rng.choice([1, 1, 2, 3]), max_concurrency=rng.choice([None, 5]))
+        for i in range(orgs)
+    )
+    workflows = Workflow.objects.bulk_create(
+        Workflow(name=f"wf-{i}", workflow_type="fairsched.demo", task_queue="bench", default_cost=cost)
+        for i, cost in enumerate([1, 1, 2, 4])
+    )
+    scheduler_config_set(actor="bench", budget=200)
+    now = timezone.now()
+    buffer = io.StringIO()
+    for i in range(size):
+        org = org_rows[min(int(rng.paretovariate(1.2)) - 1, orgs - 1) if i % 2 else rng.randrange(orgs)]
+        created = now.timestamp() - rng.uniform(0, 86400)
+        buffer.write(
+            f"{org.pk}\t{rng.choice(workflows).pk}\tb{i}\t{{}}\tqueued\tf\t0\t"
+            f"{time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(created))}+00\t0\t\t\t\t{now.isoformat()}\n"
+        )
+    with connection.cursor() as cursor:
+        with cursor.connection.cursor().copy(
+            "COPY charts_chart (org_id, workflow_id, external_id, payload, state, high_priority, priority,"
+            " created_at, attempt, last_error, temporal_workflow_id, temporal_run_id, updated_at) FROM STDIN"
+        ) as copy:
+            copy.write(buffer.getvalue())
+        cursor.execute("ANALYZE charts_chart")
+    return get_user_model().objects.create_user("operator", is_staff=True)
+
+
+def open_dashboard(browser: Any, base_url: str, user: Any) -> tuple[Any, Any]:
+    from tests.dashboard.live import session_cookie
+
+    context = browser.new_context(viewport={"width": 1500, "height": 1000})
+    context.add_cookies([session_cookie(user, base_url)])
+    page = context.new_page()
+    return context, page
+
+
+def first_paint(browser: Any, base_url: str, user: Any, size: int) -> dict[str, float]:
+    context, page = open_dashboard(browser, base_url, user)
+    page.goto(base_url + "/dashboard/")
+    page.wait_for_selector("body[data-ready='1']")
+    timing = page.evaluate(
+        """() => {
+            const nav = performance.getEntriesByType("navigation")[0];
+            const queue = performance.getEntriesByName("queue-painted")[0];
+            const all = performance.getEntriesByName("dashboard-painted")[0];
+            return {ttfb: nav.responseStart, queue: queue.startTime, all: all.startTime};
+        }"""
+    )
+    page.wait_for_selector("body[data-live=live]")
+    started = time.perf_counter()
+    target = size - 10
+    page.evaluate(f"() => {{ document.querySelector('#queue-scroll').scrollTop = {target} * 28; }}")
+    page.wait_for_selector(f"#queue-rows .vt-row[data-chart] .pos:text-is('{target}')")
+    timing["jump"] = (time.perf_counter() - started) * 1000
+    context.close()
+    return timing
+
+
+def update_lag(browser: Any, base_url: str, user: Any, levers: int) -> list[float]:
+    _, operator = open_dashboard(browser, base_url, user)
+    _, watcher = open_dashboard(browser, base_url, user)
+    for page in (operator, watcher):
+        page.goto(base_url + "/dashboard/")
+        page.wait_for_selector("body[data-live=live]")
+    lags = []
+    for i in range(levers):
+        action, shows = ("hold", "Release") if i % 2 == 0 else ("release", "Hold")
+        watcher.evaluate(
+            """(shows) => {
+                const button = document.querySelector('tr[data-org="org-0"] [data-hold]');
+                window.__seen = new Promise((resolve) => {
+                    const check = () => { if (button.textContent === shows) { resolve(Date.now()); return true; } };
+                    if (check()) return;
+                    new MutationObserver((_, observer) => { if (check()) observer.disconnect(); })
+                        .observe(button, {childList: true, characterData: true, subtree: true});
+                });
+            }""",
+            shows,
+        )
+        sent = operator.evaluate(
+            """async (action) => {
+                const sent = Date.now();
+                const csrf = document.querySelector('meta[name="csrf-token"]').content;
+                const response = await fetch(`/dashboard/levers/orgs/org-0/${action}/`, {
+                    method: "POST", headers: {"Content-Type": "application/json", "X-CSRFToken": csrf}, body: "{}"});
+                if (!response.ok) throw new Error("lever failed: " + response.status);
+                return sent;
+            }""",
+            action,
+        )
+        seen = watcher.evaluate("() => window.__seen")
+        lags.append(float(seen - sent))
+    return lags
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--size", type=int, default=100_000)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--levers", type=int, default=10)
+    parser.add_argument("--keep", action="store_true", help="keep the bench database afterwards")
+    args = parser.parse_args()
+
+    recreate_database()
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django.db import connections
+    from playwright.sync_api import sync_playwright
+
+    from scheduling.replan import plan_refresh
+    from tests.dashboard.live import daphne, launch_chromium
+
+    call_command("migrate", verbosity=0)
+    started = time.perf_counter()
+    user = seed(args.size)
+    seeded = time.perf_counter() - started
+    started = time.perf_counter()
+    result = plan_refresh()
+    print(
+        f"seeded {args.size:,} queued charts in {seeded:.1f}s; replan wrote {result.ordered:,} positions"
+        f" in {time.perf_counter() - started:.1f}s"
+    )
+    connections.close_all()
+
+    try:
+        with daphne({"DATABASE_URL": os.environ["DATABASE_URL"]}) as base_url, sync_playwright() as playwright:
+            browser = launch_chromium(playwright)
+            first_paint(browser, base_url, user, args.size)  # warm: Python imports, connections, caches
+            paints = [first_paint(browser, base_url, user, args.size) for _ in range(args.runs)]
+            lags = update_lag(browser, base_url, user, args.levers)
+            browser.close()
+    finally:
+        connections.close_all()
+        if not args.keep:
+            drop_database()
+
+    def line(name: str, values: list[float]) -> str:
+        return f"{name:<34} median {statistics.median(values):7.0f} ms   max {max(values):7.0f} ms"
+
+    print(f"\nDashboard with {args.size:,} queued charts, 500 orgs (Chromium {args.runs} runs after a warm-up)")
+    print(line("time to first byte of /dashboard/", [p["ttfb"] for p in paints]))
+    print(line("first paint (queue table filled)", [p["queue"] for p in paints]))
+    print(line("whole page drawn (orgs, plots)", [p["all"] for p in paints]))
+    print(line(f"jump to row {args.size - 10:,} (virtualized)", [p["jump"] for p in paints]))
+    print(line(f"update lag, {args.levers} levers", lags))
+
+
+if __name__ == "__main__":
+    main()
