@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status, viewsets
 from rest_framework.decorators import action
@@ -39,6 +40,9 @@ class ChartViewSet(FairschedAPIView, viewsets.GenericViewSet[Chart]):
     serializer_class = ChartSerializer
     pagination_class = ChartCursorPagination
     lookup_value_regex = "[0-9]+"
+
+    def get_queryset(self) -> QuerySet[Chart]:
+        return charts_visible(org_ids=visible_org_ids(self.request))
 
     @extend_schema(parameters=[ChartFilterSerializer])
     def list(self, request: Request) -> Response:
@@ -97,7 +101,8 @@ class ChartViewSet(FairschedAPIView, viewsets.GenericViewSet[Chart]):
     @action(detail=False, methods=["post"])
     def bulk(self, request: Request) -> Response:
         """Submit up to 10,000 charts of one org, all or nothing; a bad item is reported by its index
-        (`{"items": {"3": {"workflow": ["..."]}}}`) and nothing is written."""
+        (`{"items": {"3": {"workflow": ["..."]}}}`) and nothing is written. The whole body is limited to
+        DATA_UPLOAD_MAX_MEMORY_SIZE (5 MiB by default; larger is 413): keep payloads small in bulk."""
         body = request.data
         if not isinstance(body, dict):
             raise InvalidInput("the body must be a JSON object with items", field="items")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.db import transaction
+from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema
 from rest_framework import status, viewsets
 from rest_framework.decorators import action
@@ -44,6 +45,9 @@ class OrgViewSet(FairschedAPIView, viewsets.GenericViewSet[Org]):
         if self.action in STAFF_ACTIONS:
             return [IsAuthenticated(), IsStaffScope()]
         return [IsAuthenticated()]
+
+    def get_queryset(self) -> QuerySet[Org]:
+        return orgs_visible(org_ids=visible_org_ids(self.request))
 
     def list(self, request: Request) -> Response:
         page = self.paginate_queryset(orgs_visible(org_ids=visible_org_ids(request)))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import QuerySet
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status, viewsets
@@ -111,6 +112,9 @@ class ProviderPauseViewSet(FairschedAPIView, viewsets.GenericViewSet[ProviderPau
     serializer_class = ProviderPauseSerializer
     pagination_class = PauseCursorPagination
     lookup_value_regex = "[0-9]+"
+
+    def get_queryset(self) -> QuerySet[ProviderPause]:
+        return provider_pauses(active_only=False, now=timezone.now())
 
     @extend_schema(
         parameters=[OpenApiParameter("active", bool, description="Only pauses still in force (default true).")]

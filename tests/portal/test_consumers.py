@@ -3,12 +3,14 @@ members join its group, and they hear their own org's events only."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
+from django.db import connections
 from django.test import Client
 
 from fairsched.asgi import application
@@ -16,6 +18,14 @@ from fairsched.events import STAFF_GROUP, org_group
 from tests.conftest import Tenants
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+async def close_consumer_connections() -> AsyncIterator[None]:
+    """The consumer reads the database from Channels' worker thread; close that thread's connection
+    after each test so the test database can be dropped at the end."""
+    yield
+    await sync_to_async(connections.close_all)()
 
 
 def session_headers(user: Any) -> list[tuple[bytes, bytes]]:
