@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +30,7 @@ pytestmark = [
 # are still plain synchronous code.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
+REDIS_SERVER = "/usr/bin/redis-server"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
 
@@ -167,3 +170,65 @@ def test_queue_row_levers_and_the_what_if_preview(live_url: str, browser: Any, t
     page.click("#whatif-apply")
     page.wait_for_function("() => document.querySelector('#whatif-changes').children.length === 0", timeout=5000)
     assert SchedulerConfig.load().budget == 40
+
+
+def _start_redis(port: int) -> subprocess.Popen[bytes]:
+    """A private, memory-only Redis for the channel layer, so that a test can take it down."""
+    proc = subprocess.Popen(
+        [REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return proc
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"redis-server did not listen on {port}")
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.mark.skipif(not Path(REDIS_SERVER).exists(), reason=f"no redis-server at {REDIS_SERVER}")
+def test_the_page_reconnects_and_resyncs_after_a_redis_blip(
+    django_db_setup: None, browser: Any, tenants: Tenants
+) -> None:
+    redis_port = free_port()
+    redis = _start_redis(redis_port)
+    redis_url = f"redis://127.0.0.1:{redis_port}/0"
+    env = {"DATABASE_URL": _database_url(), "REDIS_URL": redis_url, "CELERY_BROKER_URL": redis_url}
+    try:
+        with daphne(env) as url:
+            context = browser.new_context()
+            context.add_cookies([session_cookie(tenants.staff, url)])
+            page = context.new_page()
+            page.goto(url + "/dashboard/")
+            page.wait_for_selector("body[data-live=live]", timeout=10_000)
+            _stop(redis)
+            page.wait_for_selector("body[data-live=reconnecting]", timeout=10_000)
+            # Changed while the channel layer was down: only the resync after the reconnect shows it.
+            org_services.org_hold(org=tenants.org_b, actor="user:test")
+            redis = _start_redis(redis_port)
+            page.wait_for_selector("body[data-live=live]", timeout=20_000)
+            page.wait_for_function(
+                "() => document.querySelector('tr[data-org=\"beta\"] [data-hold]').textContent === 'Release'",
+                timeout=5000,
+            )
+            # The new Redis knows no groups: the reconnect joined again, so hints flow once more.
+            other = context.new_page()
+            other.goto(url + "/dashboard/")
+            other.wait_for_selector("body[data-live=live]", timeout=10_000)
+            other.locator('tr[data-org="beta"] [data-hold]').click()
+            page.wait_for_function(
+                "() => document.querySelector('tr[data-org=\"beta\"] [data-hold]').textContent === 'Hold'",
+                timeout=3000,
+            )
+            _shot(page, "dashboard-after-redis-blip")
+            context.close()
+    finally:
+        _stop(redis)

@@ -149,3 +149,18 @@ def test_samples_oldest_first_within_the_window(busy: dict[str, Any]) -> None:
 def test_providers_show_their_pauses(busy: dict[str, Any]) -> None:
     (provider,) = selectors.workflows_and_providers()["providers"]
     assert [pause["org"] for pause in provider["pauses"]] == [None, "held"]
+
+
+def test_a_deep_queue_page_is_an_index_range_scan(tenants: Tenants) -> None:
+    from django.db import connection
+
+    plan_queue([tenants.org_a, tenants.org_b], tenants.workflow, 20_000)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE charts_chart")
+    planned = Chart.objects.filter(state__in=[ChartState.QUEUED, ChartState.RETRY_WAIT], position__isnull=False)
+    plan = planned.filter(position__gte=15_000).order_by("position")[:100].explain()
+    assert "Index" in plan
+    assert "Seq Scan" not in plan
+    assert "Sort" not in plan.split("->")[0]
+    assert [row["position"] for row in selectors.queue_page(start=15_000, limit=3)["rows"]] == [15_000, 15_001, 15_002]
+    assert selectors.queue_page(start=0, limit=1)["total"] == 20_000

@@ -337,3 +337,16 @@ def test_what_if_names_a_bad_change(staff_client: Client, tenants: Tenants) -> N
     assert "budget" in response.json()
     assert post(staff_client, "what-if/", {}).json() == {"changes": ["changes is required"]}
     assert post(Client(), "what-if/", {"changes": {}}).status_code == 403
+
+
+def test_the_page_and_its_refetch_run_a_fixed_number_of_queries(
+    staff_client: Client, tenants: Tenants, django_assert_max_num_queries: Any
+) -> None:
+    plan_queue([tenants.org_a, tenants.org_b], tenants.workflow, 300)
+    SchedulerConfig.load()
+    with django_assert_max_num_queries(22):
+        assert staff_client.get("/dashboard/").status_code == 200
+    with django_assert_max_num_queries(10):
+        assert staff_client.get("/dashboard/state/?parts=summary,orgs,outside").status_code == 200
+    with django_assert_max_num_queries(4):
+        assert staff_client.get("/dashboard/queue/?start=120").status_code == 200
