@@ -459,7 +459,9 @@ def run(environ: Mapping[str, str]) -> int:
         _manage(env, "migrate", "--noinput")
         demo_output = _manage(env, "demo")
         for name, args in app_commands(port=port, data_dir=data_dir).items():
-            child = ChildProcess.spawn(name, args, env=env)
+            # The web server pools its database connections; forked Celery children must not.
+            child_env = {**env, "FAIRSCHED_DB_POOL": "1"} if name == "web" else env
+            child = ChildProcess.spawn(name, args, env=child_env)
             relay_output(child, sys.stdout)
             children.append(child)
         web = children[0]

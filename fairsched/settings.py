@@ -90,9 +90,17 @@ TEMPLATES = [
 ]
 
 DATABASE_URL = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/fairsched")
-DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)}
+# Under ASGI each request runs in a thread of its own, so persistent connections would pile up until
+# PostgreSQL refuses clients: connections close after each request, or come from a pool (psycopg-pool)
+# when FAIRSCHED_DB_POOL is on. The pool is for the web server; forked Celery children must not share one.
+DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
 if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
     raise ImproperlyConfigured("DATABASE_URL must point at PostgreSQL")
+if env_bool("FAIRSCHED_DB_POOL", False):
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": 2,
+        "max_size": int(os.environ.get("FAIRSCHED_DB_POOL_SIZE", 16)),
+    }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
