@@ -20,7 +20,7 @@ from fairsched.actors import actor_for
 from fairsched.admin_utils import ServiceModelAdmin, apply_each
 from fairsched.events import changed
 from orgs import services
-from orgs.models import Membership, Org, OrgChange, Provider, ProviderPause, Workflow, WorkflowCost
+from orgs.models import ApiToken, Membership, Org, OrgChange, Provider, ProviderPause, Workflow, WorkflowCost
 
 
 class WorkflowCostInline(admin.TabularInline[WorkflowCost, Org]):
@@ -220,3 +220,21 @@ class ProviderPauseAdmin(ServiceModelAdmin[ProviderPause]):
             lambda pause: services.provider_resume(provider=pause.provider, org=pause.org, actor=actor),
             "Ended",
         )
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin[ApiToken]):
+    """Tokens are issued by `manage.py issue_token` (the secret is shown once); here they are listed and
+    revoked (deleted)."""
+
+    list_display = ["prefix", "user", "org", "is_staff", "name", "created_at", "last_used_at"]
+    list_filter = ["is_staff", "org"]
+    search_fields = ["prefix", "user__username", "name"]
+    list_select_related = ["user", "org"]
+    readonly_fields = ["prefix", "user", "org", "is_staff", "name", "created_at", "last_used_at"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

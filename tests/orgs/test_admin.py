@@ -290,3 +290,16 @@ def test_provider_pause_in_the_past_is_a_form_error(staff_client: Client, tenant
     assert response.status_code == 200
     assert "The pause must end in the future." in response.content.decode()
     assert not ProviderPause.objects.exists()
+
+
+def test_api_tokens_are_listed_and_revoked_in_the_admin(tenants, client) -> None:  # type: ignore[no-untyped-def]
+    from orgs.models import ApiToken
+
+    token = ApiToken.objects.create(user=tenants.member_a, org=tenants.org_a, key_hash="a" * 64, prefix="abcd1234")
+    client.force_login(tenants.staff)
+    page = client.get("/admin/orgs/apitoken/")
+    assert page.status_code == 200
+    assert b"abcd1234" in page.content
+    assert client.get("/admin/orgs/apitoken/add/").status_code == 403
+    client.post(f"/admin/orgs/apitoken/{token.pk}/delete/", {"post": "yes"})
+    assert not ApiToken.objects.filter(pk=token.pk).exists()
