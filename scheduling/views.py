@@ -18,6 +18,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils.dateparse import parse_datetime
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from charts import services as chart_services
@@ -67,6 +68,7 @@ def staff_json(view: Callable[..., JsonResponse]) -> Callable[..., JsonResponse]
     return wrapper
 
 
+@never_cache
 @require_GET
 def dashboard(request: HttpRequest) -> HttpResponse:
     """The page, with its whole first state inlined so that the first paint needs no second request."""
@@ -79,6 +81,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     return render(request, "dashboard/index.html", {"initial": initial})
 
 
+@never_cache
 @require_GET
 @staff_json
 def state(request: HttpRequest) -> JsonResponse:
@@ -95,6 +98,7 @@ def _parts(names: list[str]) -> dict[str, Any]:
     return {name: PARTS[name](load=load) if name in LOAD_PARTS and load else PARTS[name]() for name in names}
 
 
+@never_cache
 @require_GET
 @staff_json
 def queue(request: HttpRequest) -> JsonResponse:

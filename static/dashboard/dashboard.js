@@ -109,14 +109,18 @@
   let flushTimer = null;
   let flushing = false;
 
+  let lastFlush = 0;
+  // Hints are coalesced: wait 40 ms for more, and refetch at most five times a second per page, so a
+  // burst of submissions costs the server a few refetches, not one per chart.
   function want(parts) {
     parts.forEach((p) => pending.add(p));
-    if (!flushTimer) flushTimer = setTimeout(flush, 40);
+    if (!flushTimer) flushTimer = setTimeout(flush, Math.max(40, lastFlush + 200 - Date.now()));
   }
 
   async function flush() {
     flushTimer = null;
     if (flushing) { flushTimer = setTimeout(flush, 60); return; }
+    lastFlush = Date.now();
     const parts = [...pending];
     pending.clear();
     if (!parts.length) return;
