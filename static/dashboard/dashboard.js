@@ -417,7 +417,7 @@
       const current = select.value;
       select.innerHTML = html;
       select.dataset.html = html;
-      select.value = current;
+      if ([...select.options].some((option) => option.value === current)) select.value = current;
     };
     fill($("#queue-org"), '<option value="">all orgs</option>' + orgOptions);
     fill($("#form-whatif [name=org]"), orgOptions);
@@ -453,6 +453,12 @@
       ${p.pauses.map((x) => `<div>paused for ${esc(x.org || "everyone")} until ${esc(clock(x.until))} <small>(${esc(rel(x.until))}, ${esc(x.by)}${x.reason ? ": " + esc(x.reason) : ""})</small>
         <button type="button" data-resume="${esc(p.slug)}" data-org="${esc(x.org || "")}">Resume</button></div>`).join("")}</li>`).join("") || "<li><small>no providers</small></li>";
   }
+  // A pause is usually for a few minutes: offer a quarter of an hour from now, in local time.
+  (function () {
+    const soon = new Date(Date.now() + 15 * 60000);
+    soon.setSeconds(0, 0);
+    $("#form-provider [name=until]").value = new Date(soon - soon.getTimezoneOffset() * 60000).toISOString().slice(0, 16);
+  })();
   $("#form-provider").addEventListener("submit", async (e) => {
     e.preventDefault();
     const f = e.target;

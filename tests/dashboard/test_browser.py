@@ -15,11 +15,12 @@ from django.conf import settings
 
 from charts.models import Chart
 from orgs import services as org_services
-from orgs.models import Org
+from orgs.models import Org, ProviderPause
 from scheduling.models import SchedulerConfig
 from tests.conftest import Tenants
 from tests.dashboard.conftest import plan_queue
 from tests.dashboard.live import CHROMIUM, daphne, free_port, launch_chromium, session_cookie
+from tests.factories import ProviderFactory
 
 pytestmark = [
     pytest.mark.browser,
@@ -150,6 +151,7 @@ def test_queue_row_levers_and_the_what_if_preview(live_url: str, browser: Any, t
 
     plan_queue([tenants.org_a, tenants.org_b], tenants.workflow, 30)
     plan_refresh()
+    ProviderFactory(slug="openai", name="OpenAI")
     page = _open(browser, live_url, tenants.staff)
     first = page.locator("#queue-rows .vt-row[data-chart]").first
     chart_id = int(first.get_attribute("data-chart") or 0)
@@ -170,6 +172,23 @@ def test_queue_row_levers_and_the_what_if_preview(live_url: str, browser: Any, t
     page.click("#whatif-apply")
     page.wait_for_function("() => document.querySelector('#whatif-changes').children.length === 0", timeout=5000)
     assert SchedulerConfig.load().budget == 40
+
+    page.select_option("#form-whatif [name=kind]", "hold")
+    page.select_option("#form-whatif [name=org]", "beta")
+    page.click("#form-whatif button[type=submit]")
+    page.click("#whatif-preview")
+    page.wait_for_selector("#whatif-result:not([hidden]) tbody tr :text('no longer clears')", timeout=5000)
+    page.click("#whatif-clear")
+    assert not Org.objects.get(slug="beta").is_held
+
+    page.select_option("#form-provider [name=org]", "beta")
+    page.fill("#form-provider [name=reason]", "429s")
+    page.click("#form-provider button[type=submit]")
+    page.wait_for_selector("#provider-list :text('paused for beta')", timeout=5000)
+    pause = ProviderPause.objects.get()
+    assert (pause.org, pause.reason, pause.created_by) == (tenants.org_b, "429s", "user:stella")
+    page.click("#provider-list [data-resume]")
+    page.wait_for_selector("#provider-list :text('running')", timeout=5000)
 
 
 def _start_redis(port: int) -> subprocess.Popen[bytes]:

@@ -350,3 +350,23 @@ def test_the_page_and_its_refetch_run_a_fixed_number_of_queries(
         assert staff_client.get("/dashboard/state/?parts=summary,orgs,outside").status_code == 200
     with django_assert_max_num_queries(4):
         assert staff_client.get("/dashboard/queue/?start=120").status_code == 200
+
+
+def _every_dashboard_url() -> list[tuple[str, str]]:
+    from django.urls import reverse
+
+    from scheduling.urls import urlpatterns
+
+    examples = {"slug": "acme", "pk": 1}
+    urls = []
+    for pattern in urlpatterns:
+        kwargs = {name: examples[name] for name in pattern.pattern.converters}
+        urls.append((str(pattern.name), reverse(f"dashboard:{pattern.name}", kwargs=kwargs)))
+    return urls
+
+
+@pytest.mark.parametrize(("name", "url"), _every_dashboard_url())
+def test_every_dashboard_url_refuses_a_customer(member_client: Client, name: str, url: str) -> None:
+    for response in (member_client.get(url), member_client.post(url, "{}", content_type="application/json")):
+        assert response.status_code in (403, 405), name
+    assert Org.objects.get(slug="acme").weight == 2
