@@ -95,7 +95,9 @@ def state(request: HttpRequest) -> JsonResponse:
 
 def _parts(names: list[str]) -> dict[str, Any]:
     load = selectors.active_load() if len(LOAD_PARTS.intersection(names)) > 1 else None
-    return {name: PARTS[name](load=load) if name in LOAD_PARTS and load else PARTS[name]() for name in names}
+    return {
+        name: PARTS[name](load=load) if name in LOAD_PARTS and load is not None else PARTS[name]() for name in names
+    }
 
 
 @never_cache

@@ -119,6 +119,11 @@ def test_ten_thousand_queued_charts_load_and_scroll(live_url: str, browser: Any,
     page.press("#queue-jump", "Enter")
     page.wait_for_selector("#queue-rows .vt-row[data-chart] .pos:text-is('5000')", timeout=5000)
     _shot(page, "dashboard-12k-queue")
+    page.select_option("#queue-org", "beta")
+    page.wait_for_function("() => document.querySelector('#queue-total').textContent === '6,000'", timeout=5000)
+    orgs = page.locator("#queue-rows .vt-row[data-chart] span:nth-child(3)").all_text_contents()
+    assert orgs
+    assert set(orgs) == {"beta"}
     context.close()
 
 
