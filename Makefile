@@ -29,3 +29,7 @@ lint: venv
 
 bench: venv
 	$(PY) bench/bench_core.py
+
+# The hostile load run on the real stack (its own services) and its report in reports/; a few minutes.
+report: venv
+	LOADRUN_SECONDS=$${LOADRUN_SECONDS:-180} $(PY) -m scheduling.loadtest.report

@@ -1,0 +1,281 @@
+"""Replays of one workload under three policies: fairsched's own, a single FIFO queue, and the design
+note's proportional-rounding split. The load report sets them side by side.
+
+A workload is a list of `Job`s (arrival, duration, cost) plus `Blackout`s: windows in which an org's
+charts may not start (a held org, a paused provider). Every replay is the same event-driven loop
+(`replay`): decision instants are arrivals, finishes and blackout ends; at each instant the finishes
+due are counted first, the arrivals due join the queue, then the policy's picker chooses what starts.
+All three pickers share the contract's dispatch rules: a chart occupies c = min(cost, budget) units,
+and a chart whose c exceeds the free budget stops the walk (head of line); skips are per policy.
+
+- `replay_fair`: the contract's fair order (`fair_order`) walked by `dispatch_walk`, recomputed at
+  every instant; an org in a blackout is held (weight 0), exactly as the live system holds it.
+- `replay_fair_served`: a what-if, not the contract: the same walk, but an org's running charts count
+  as rounds already served (its k-th waiting chart is in round floor((running + k) / weight)), so
+  the order remembers who holds the pool. The contract's order is recomputed from the waiting charts
+  alone, so when one slot frees at a time the org with the oldest head wins round 0 every time.
+- `replay_fifo`: one queue, oldest first (arrival, then id).
+- `replay_proportional`: slots_i = round(C x q_i / Q), with q_i the org's outstanding charts
+  (waiting and running) and Q their sum over orgs, recomputed at each instant; an org runs at most
+  slots_i units, oldest first, and a chart of an org at its slots is skipped. Rounding can leave the
+  pool idle with work waiting; only when nothing runs at all does the oldest available chart start,
+  so that the replay always ends.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from . import OrgPolicy, QueuedChart, RunningChart, Scenario, dispatch_walk, fair_order
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One chart of the workload: it arrives, waits, runs `duration` seconds holding `cost` units."""
+
+    id: str
+    org: str
+    arrival: float
+    duration: float
+    cost: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Blackout:
+    """The charts of `org` may not start in [start, end) (a hold, a provider pause)."""
+
+    org: str
+    start: float
+    end: float
+
+
+@dataclass
+class Outcome:
+    """When each job started and finished under one policy (every job gets both)."""
+
+    start: dict[str, float] = field(default_factory=dict)
+    finish: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Running:
+    job: Job
+    started: float
+
+
+Picker = Callable[[float, list[Job], list[Running], Callable[[str], bool], int], list[Job]]
+"""(instant, waiting in arrival order, running, is the org available now, budget) -> jobs to start."""
+
+
+def replay(jobs: Sequence[Job], *, budget: int, pick: Picker, blackouts: Sequence[Blackout] = ()) -> Outcome:
+    """Run `jobs` through the picker from the first arrival until the last finish.
+
+    1. Events: arrivals (in (arrival, id) order), finishes (a heap), blackout ends.
+    2. At each instant: count the finishes due, add the arrivals due, ask `pick` what starts.
+    3. A started job finishes at instant + duration; move to the next event.
+    """
+    arrivals = sorted(jobs, key=lambda job: (job.arrival, job.id))
+    wakeups = sorted({b.end for b in blackouts})
+    by_org: dict[str, list[Blackout]] = defaultdict(list)
+    for blackout in blackouts:
+        by_org[blackout.org].append(blackout)
+    outcome = Outcome()
+    waiting: list[Job] = []
+    running: dict[str, Running] = {}
+    finishes: list[tuple[float, str]] = []
+    next_arrival = next_wakeup = 0
+    instant = arrivals[0].arrival if arrivals else 0.0
+    while next_arrival < len(arrivals) or finishes or waiting:
+        while finishes and finishes[0][0] <= instant:
+            running.pop(heapq.heappop(finishes)[1])
+        while next_arrival < len(arrivals) and arrivals[next_arrival].arrival <= instant:
+            waiting.append(arrivals[next_arrival])
+            next_arrival += 1
+
+        def available(org: str, at: float = instant) -> bool:
+            return not any(b.start <= at < b.end for b in by_org.get(org, ()))
+
+        started = pick(instant, waiting, list(running.values()), available, budget)
+        if started:
+            chosen = {job.id for job in started}
+            waiting = [job for job in waiting if job.id not in chosen]
+            for job in started:
+                running[job.id] = Running(job, instant)
+                outcome.start[job.id] = instant
+                outcome.finish[job.id] = instant + job.duration
+                heapq.heappush(finishes, (instant + job.duration, job.id))
+        while next_wakeup < len(wakeups) and wakeups[next_wakeup] <= instant:
+            next_wakeup += 1
+        ahead = [
+            *([finishes[0][0]] if finishes else []),
+            *([arrivals[next_arrival].arrival] if next_arrival < len(arrivals) else []),
+            *([wakeups[next_wakeup]] if next_wakeup < len(wakeups) and waiting else []),
+        ]
+        if not ahead:
+            break  # only jobs that can never start are left (a blackout without end)
+        instant = min(ahead)
+    return outcome
+
+
+def _units(job: Job, budget: int) -> int:
+    return min(job.cost, budget)
+
+
+def _free_budget(running: Sequence[Running], budget: int) -> int:
+    return budget - sum(_units(r.job, budget) for r in running)
+
+
+def pick_fifo(
+    instant: float, waiting: list[Job], running: list[Running], available: Callable[[str], bool], budget: int
+) -> list[Job]:
+    """Oldest first: skip unavailable orgs, stop at the first chart the free budget cannot hold."""
+    free = _free_budget(running, budget)
+    started: list[Job] = []
+    for job in waiting:
+        if not available(job.org):
+            continue
+        if _units(job, budget) > free:
+            break
+        free -= _units(job, budget)
+        started.append(job)
+    return started
+
+
+def proportional_slots(outstanding: Mapping[str, int], budget: int) -> dict[str, int]:
+    """slots_i = round(C x q_i / Q), halves rounded up; empty when nothing is outstanding."""
+    total = sum(outstanding.values())
+    if total == 0:
+        return {}
+    return {org: math.floor(budget * count / total + 0.5) for org, count in outstanding.items()}
+
+
+def pick_proportional(
+    instant: float, waiting: list[Job], running: list[Running], available: Callable[[str], bool], budget: int
+) -> list[Job]:
+    """Each org runs at most its proportional slots, oldest first; budget and head of line as always.
+
+    1. q_i = the org's waiting plus running charts (orgs in a blackout count too: their queue is
+       real, they just cannot use it); slots_i from `proportional_slots`.
+    2. Walk the waiting charts oldest first: skip an unavailable org or one whose running units plus
+       this chart's would pass its slots; stop at a chart the free budget cannot hold.
+    3. If nothing runs and nothing started, start the oldest available chart that fits alone.
+    """
+    outstanding: dict[str, int] = defaultdict(int)
+    used: dict[str, int] = defaultdict(int)
+    for job in waiting:
+        outstanding[job.org] += 1
+    for run in running:
+        outstanding[run.job.org] += 1
+        used[run.job.org] += _units(run.job, budget)
+    slots = proportional_slots(outstanding, budget)
+    free = _free_budget(running, budget)
+    started: list[Job] = []
+    for job in waiting:
+        units = _units(job, budget)
+        if not available(job.org) or used[job.org] + units > slots[job.org]:
+            continue
+        if units > free:
+            break
+        free -= units
+        used[job.org] += units
+        started.append(job)
+    if not started and not running:
+        first = next((job for job in waiting if available(job.org)), None)
+        if first is not None:
+            started.append(first)
+    return started
+
+
+def fair_picker(weights: Mapping[str, int], *, policy: str = "round_robin") -> Picker:
+    """A picker that walks the contract's fair order; an org in a blackout has weight 0 (held)."""
+
+    def pick(
+        instant: float, waiting: list[Job], running: list[Running], available: Callable[[str], bool], budget: int
+    ) -> list[Job]:
+        orgs = {
+            org: OrgPolicy(weight=weights.get(org, 1) if available(org) else 0)
+            for org in {*weights, *(job.org for job in waiting), *(r.job.org for r in running)}
+        }
+        scenario = Scenario(
+            now=instant,
+            budget=budget,
+            policy="deficit" if policy == "deficit" else "round_robin",
+            orgs=orgs,
+            queued=[QueuedChart(id=j.id, org=j.org, created=j.arrival, avg=j.duration, cost=j.cost) for j in waiting],
+        )
+        in_flight = [
+            RunningChart(id=r.job.id, org=r.job.org, started=r.started, avg=r.job.duration, cost=r.job.cost)
+            for r in running
+        ]
+        order = fair_order(scenario)
+        chosen = {c.id for c in dispatch_walk(order, now=instant, budget=budget, running=in_flight, orgs=orgs)}
+        return [job for job in waiting if job.id in chosen]
+
+    return pick
+
+
+def served_picker(weights: Mapping[str, int]) -> Picker:
+    """A picker whose order counts each org's running charts as rounds it was already served.
+
+    1. Each available org's waiting charts oldest first; its k-th is in round
+       floor((running charts of the org + k) / weight).
+    2. Order by (round, arrival, id) and walk it with the contract's `dispatch_walk`.
+    """
+
+    def pick(
+        instant: float, waiting: list[Job], running: list[Running], available: Callable[[str], bool], budget: int
+    ) -> list[Job]:
+        served: dict[str, int] = defaultdict(int)
+        for run in running:
+            served[run.job.org] += 1
+        rank: dict[str, int] = defaultdict(int)
+        keyed: list[tuple[int, float, str, Job]] = []
+        for job in sorted(waiting, key=lambda j: (j.arrival, j.id)):
+            weight = weights.get(job.org, 1)
+            if weight == 0 or not available(job.org):
+                continue
+            keyed.append(((served[job.org] + rank[job.org]) // weight, job.arrival, job.id, job))
+            rank[job.org] += 1
+        keyed.sort(key=lambda key: key[:3])
+        order = [QueuedChart(id=j.id, org=j.org, created=j.arrival, avg=j.duration, cost=j.cost) for *_, j in keyed]
+        in_flight = [
+            RunningChart(id=r.job.id, org=r.job.org, started=r.started, avg=r.job.duration, cost=r.job.cost)
+            for r in running
+        ]
+        chosen = {c.id for c in dispatch_walk(order, now=instant, budget=budget, running=in_flight, orgs={})}
+        return [job for job in waiting if job.id in chosen]
+
+    return pick
+
+
+def replay_fifo(jobs: Sequence[Job], *, budget: int, blackouts: Sequence[Blackout] = ()) -> Outcome:
+    """The workload through a single FIFO queue."""
+    return replay(jobs, budget=budget, pick=pick_fifo, blackouts=blackouts)
+
+
+def replay_proportional(jobs: Sequence[Job], *, budget: int, blackouts: Sequence[Blackout] = ()) -> Outcome:
+    """The workload through the proportional-rounding split."""
+    return replay(jobs, budget=budget, pick=pick_proportional, blackouts=blackouts)
+
+
+def replay_fair(
+    jobs: Sequence[Job],
+    *,
+    budget: int,
+    weights: Mapping[str, int],
+    blackouts: Sequence[Blackout] = (),
+    policy: str = "round_robin",
+) -> Outcome:
+    """The workload through fairsched's fair order and dispatch walk (the core, instant by instant)."""
+    return replay(jobs, budget=budget, pick=fair_picker(weights, policy=policy), blackouts=blackouts)
+
+
+def replay_fair_served(
+    jobs: Sequence[Job], *, budget: int, weights: Mapping[str, int], blackouts: Sequence[Blackout] = ()
+) -> Outcome:
+    """The what-if order that counts running charts as served rounds (`served_picker`)."""
+    return replay(jobs, budget=budget, pick=served_picker(weights), blackouts=blackouts)

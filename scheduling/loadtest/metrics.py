@@ -1,0 +1,610 @@
+"""The figures of a load run, computed from its event log (plain data in, plain data out).
+
+Two families:
+- **fairness** (`fairness`), on a `Schedule` (when each chart arrived, became eligible, started and
+  finished): per org the wait for its first start, queue age at start (p50/p95); the weighted Jain
+  index of started cost units over saturated windows; for each small org that arrives, whether its
+  first chart started within one round and its share of the next 20 starts. The live run and every
+  baseline replay are turned into a `Schedule` so that all are measured the same way.
+- **the live record** (`live_figures`): ETA error at enqueue and at start against the actual finish,
+  next to the naive formula; p10-p90 band coverage; the budget replayed from the transitions; nothing
+  lost or run twice (one terminal state per chart, Temporal agreeing with the database); each fault
+  with its recovery time.
+
+Times are seconds from the run's first submission. A "start" is a chart's first dispatch (its claim):
+that is when the scheduler gave it a slot.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+TERMINAL = ("succeeded", "failed", "cancelled")
+IN_FLIGHT = ("dispatching", "running")
+NEXT_STARTS = 20
+WINDOW_SECONDS = 15.0
+SATURATED_SHARE = 0.9
+FAILED_RUN_STATUSES = ("failed", "terminated", "timed_out", "canceled")
+
+
+def quantile(values: Iterable[float], q: float) -> float | None:
+    """The q-quantile with linear interpolation between order statistics (None when empty)."""
+    ordered = sorted(values)
+    if not ordered:
+        return None
+    position = (len(ordered) - 1) * q
+    below = math.floor(position)
+    above = min(below + 1, len(ordered) - 1)
+    return ordered[below] + (ordered[above] - ordered[below]) * (position - below)
+
+
+def weighted_jain(units: Mapping[str, float], weights: Mapping[str, int]) -> float | None:
+    """Jain's index of x_i = units_i / weight_i: 1 when every org got exactly its weight's share."""
+    shares = [units.get(org, 0.0) / weight for org, weight in weights.items() if weight > 0]
+    if not shares or not any(shares):
+        return None
+    return sum(shares) ** 2 / (len(shares) * sum(x * x for x in shares))
+
+
+# -- schedules and fairness ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ChartRun:
+    """One chart in a schedule: `eligible` is when it could first run (arrival, or an org's release)."""
+
+    id: str
+    org: str
+    arrival: float
+    eligible: float
+    start: float | None
+    finish: float | None
+    cost: int = 1
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """What happened to every chart under one policy, with the levers the metrics need."""
+
+    name: str
+    charts: list[ChartRun]
+    budget: int
+    weights: dict[str, int]
+    kinds: dict[str, str]
+    blackouts: list[tuple[str, float, float]] = field(default_factory=list)
+
+    def blocked(self, org: str, at: float) -> bool:
+        return any(o == org and start <= at < end for o, start, end in self.blackouts)
+
+
+@dataclass
+class OrgFairness:
+    org: str
+    kind: str
+    weight: int
+    charts: int
+    first_wait: float | None
+    age_p50: float | None
+    age_p95: float | None
+
+
+@dataclass
+class Newcomer:
+    org: str
+    arrival: float
+    first_wait: float | None
+    others_before: int
+    round_size: int
+    within_round: bool
+    share_next: float
+    fair_share_next: float
+
+
+@dataclass
+class Window:
+    start: float
+    jain: float | None
+    orgs: list[str]
+
+
+@dataclass
+class Fairness:
+    name: str
+    orgs: list[OrgFairness]
+    windows: list[Window]
+    newcomers: list[Newcomer]
+
+    @property
+    def jain_values(self) -> list[float]:
+        return [w.jain for w in self.windows if w.jain is not None]
+
+    @property
+    def jain_mean(self) -> float | None:
+        values = self.jain_values
+        return sum(values) / len(values) if values else None
+
+    @property
+    def within_round_share(self) -> float | None:
+        if not self.newcomers:
+            return None
+        return sum(n.within_round for n in self.newcomers) / len(self.newcomers)
+
+
+def fairness(schedule: Schedule, *, window: float = WINDOW_SECONDS) -> Fairness:
+    """Per-org waits, Jain over saturated windows, and how newcomers fared (see the module doc)."""
+    return Fairness(
+        name=schedule.name,
+        orgs=_org_fairness(schedule),
+        windows=saturated_windows(schedule, window=window),
+        newcomers=newcomers(schedule),
+    )
+
+
+def _org_fairness(schedule: Schedule) -> list[OrgFairness]:
+    by_org: dict[str, list[ChartRun]] = defaultdict(list)
+    for chart in schedule.charts:
+        by_org[chart.org].append(chart)
+    figures = []
+    for org, charts in sorted(by_org.items()):
+        first = min(charts, key=lambda c: (c.eligible, c.id))
+        ages = [c.start - c.eligible for c in charts if c.start is not None]
+        figures.append(
+            OrgFairness(
+                org=org,
+                kind=schedule.kinds.get(org, ""),
+                weight=schedule.weights.get(org, 1),
+                charts=len(charts),
+                first_wait=None if first.start is None else first.start - first.eligible,
+                age_p50=quantile(ages, 0.5),
+                age_p95=quantile(ages, 0.95),
+            )
+        )
+    return figures
+
+
+def waiting_counts(schedule: Schedule) -> dict[str, list[tuple[float, int]]]:
+    """Per org, its count of waiting charts (eligible, not yet started) as steps (time, count)."""
+    changes: dict[str, list[tuple[float, int]]] = defaultdict(list)
+    for chart in schedule.charts:
+        changes[chart.org].append((chart.eligible, 1))
+        changes[chart.org].append((chart.start if chart.start is not None else math.inf, -1))
+    steps: dict[str, list[tuple[float, int]]] = {}
+    for org, deltas in changes.items():
+        deltas.sort(key=lambda d: (d[0], d[1]))
+        count, org_steps = 0, [(-math.inf, 0)]
+        for at, delta in deltas:
+            count += delta
+            org_steps.append((at, count))
+        steps[org] = org_steps
+    return steps
+
+
+def _count_at(steps: list[tuple[float, int]], at: float) -> int:
+    count = 0
+    for time, value in steps:
+        if time > at:
+            break
+        count = value
+    return count
+
+
+def _min_over(steps: list[tuple[float, int]], start: float, end: float) -> int:
+    lowest = _count_at(steps, start)
+    for time, value in steps:
+        if start < time < end:
+            lowest = min(lowest, value)
+    return lowest
+
+
+def in_flight_units(schedule: Schedule) -> list[tuple[float, int]]:
+    """Cost units in flight as steps (time, units), each chart from its start to its finish."""
+    deltas: list[tuple[float, int]] = []
+    for chart in schedule.charts:
+        if chart.start is None:
+            continue
+        units = min(chart.cost, schedule.budget)
+        deltas.append((chart.start, units))
+        deltas.append((chart.finish if chart.finish is not None else math.inf, -units))
+    deltas.sort(key=lambda d: (d[0], d[1]))
+    steps, units = [(-math.inf, 0)], 0
+    for at, delta in deltas:
+        units += delta
+        steps.append((at, units))
+    return steps
+
+
+def _busy_share(steps: list[tuple[float, int]], start: float, end: float, threshold: int) -> float:
+    """Share of [start, end) during which the step function is at or above `threshold`."""
+    busy = 0.0
+    for index, (at, value) in enumerate(steps):
+        following = steps[index + 1][0] if index + 1 < len(steps) else math.inf
+        left, right = max(at, start), min(following, end)
+        if right > left and value >= threshold:
+            busy += right - left
+    return busy / (end - start)
+
+
+def saturated_windows(schedule: Schedule, *, window: float = WINDOW_SECONDS) -> list[Window]:
+    """Jain's index of started cost units per weight, over each saturated window.
+
+    1. Cut the span from the first eligibility to the last start into windows of `window` seconds.
+    2. A window is saturated when the pool held at least budget - 1 units for 90% of it and at least
+       two orgs were backlogged all through it (an eligible chart waiting, not blocked).
+    3. Over those orgs, x_i = cost units started in the window / weight; Jain's index of the x_i.
+    """
+    started = [c for c in schedule.charts if c.start is not None]
+    if not started:
+        return []
+    waiting = waiting_counts(schedule)
+    occupancy = in_flight_units(schedule)
+    begin = min(c.eligible for c in schedule.charts)
+    end = max(c.start for c in started if c.start is not None)
+    windows = []
+    start = begin
+    while start + window <= end:
+        stop = start + window
+        if _busy_share(occupancy, start, stop, schedule.budget - 1) >= SATURATED_SHARE:
+            backlogged = sorted(
+                org
+                for org, steps in waiting.items()
+                if schedule.weights.get(org, 1) > 0
+                and _min_over(steps, start, stop) > 0
+                and not any(schedule.blocked(org, at) for at in (start, (start + stop) / 2, stop - 1e-9))
+            )
+            if len(backlogged) >= 2:
+                units: dict[str, float] = defaultdict(float)
+                for chart in started:
+                    if chart.org in backlogged and chart.start is not None and start <= chart.start < stop:
+                        units[chart.org] += min(chart.cost, schedule.budget)
+                weights = {org: schedule.weights.get(org, 1) for org in backlogged}
+                windows.append(Window(start, weighted_jain(units, weights), backlogged))
+        start = stop
+    return windows
+
+
+def newcomers(schedule: Schedule) -> list[Newcomer]:
+    """How each small org's first chart fared against the backlog it arrived into.
+
+    - round size: the sum of the weights of the orgs backlogged when it arrived (itself included);
+      it started within one round if at most that many charts of other orgs started before it;
+    - share of the next 20 starts after its arrival (fewer if fewer followed), next to its fair
+      share: its weight over the backlogged weights, capped by the charts it had waiting.
+    """
+    waiting = waiting_counts(schedule)
+    starts = sorted((c.start, c.id, c.org) for c in schedule.charts if c.start is not None)
+    figures = []
+    for org in sorted(o for o, kind in schedule.kinds.items() if kind == "small"):
+        charts = sorted((c for c in schedule.charts if c.org == org), key=lambda c: (c.eligible, c.id))
+        if not charts:
+            continue
+        first = charts[0]
+        arrival = first.eligible
+        backlogged = {
+            other
+            for other, steps in waiting.items()
+            if other != org and _count_at(steps, arrival) > 0 and not schedule.blocked(other, arrival)
+        }
+        round_size = schedule.weights.get(org, 1) + sum(schedule.weights.get(o, 1) for o in backlogged)
+        if first.start is None:
+            others_before = sum(1 for at, _, o in starts if at >= arrival and o != org)
+        else:
+            others_before = sum(1 for at, _, o in starts if arrival <= at < first.start and o != org)
+        following = [o for at, _, o in starts if at >= arrival][:NEXT_STARTS]
+        span = len(following) or NEXT_STARTS
+        burst = sum(1 for c in charts if c.eligible <= arrival + 1e-6)
+        fair = min(burst, span * schedule.weights.get(org, 1) / round_size) / span
+        figures.append(
+            Newcomer(
+                org=org,
+                arrival=arrival,
+                first_wait=None if first.start is None else first.start - arrival,
+                others_before=others_before,
+                round_size=round_size,
+                within_round=first.start is not None and others_before <= round_size,
+                share_next=following.count(org) / span,
+                fair_share_next=fair,
+            )
+        )
+    return figures
+
+
+# -- the live record -------------------------------------------------------------------------------
+
+
+def blackouts_of(log: Mapping[str, Any]) -> list[tuple[str, float, float]]:
+    """(org, start, end) windows in which an org could not run: its holds and its provider's pauses."""
+    ended = float(log["meta"]["ended"])
+    windows = [(h["org"], float(h["start"]), float(h["end"] if h["end"] is not None else ended)) for h in log["holds"]]
+    for pause in log["pauses"]:
+        windows += [(org, float(pause["start"]), float(pause["end"])) for org in pause["orgs"]]
+    return windows
+
+
+def first_times(log: Mapping[str, Any], to_state: str) -> dict[int, float]:
+    """Each chart's first transition into `to_state`."""
+    first: dict[int, float] = {}
+    for chart_id, at, _, to in log["transitions"]:
+        if to == to_state and chart_id not in first:
+            first[chart_id] = at
+    return first
+
+
+def live_schedule(log: Mapping[str, Any]) -> Schedule:
+    """The live run as a `Schedule`: start = first dispatch, finish = the final finish."""
+    blackouts = blackouts_of(log)
+    holds = {(org, start): end for org, start, end in blackouts if any(h["org"] == org for h in log["holds"])}
+    claimed = first_times(log, "dispatching")
+    charts = []
+    for chart in log["charts"]:
+        eligible = chart["submitted"]
+        for (org, start), end in holds.items():
+            if org == chart["org"] and start <= eligible < end:
+                eligible = end
+        charts.append(
+            ChartRun(
+                id=str(chart["id"]),
+                org=chart["org"],
+                arrival=chart["submitted"],
+                eligible=eligible,
+                start=claimed.get(chart["id"]),
+                finish=chart["finished"],
+                cost=chart["cost"],
+            )
+        )
+    return Schedule(
+        name="fairsched (live)",
+        charts=charts,
+        budget=int(log["meta"]["budget"]),
+        weights={org["slug"]: org["weight"] for org in log["orgs"]},
+        kinds={org["slug"]: org["kind"] for org in log["orgs"]},
+        blackouts=blackouts,
+    )
+
+
+@dataclass
+class ErrorFigures:
+    """Absolute relative errors: how many, median, p90; `bias` is the median signed error
+    (positive: the prediction was late, pessimistic)."""
+
+    count: int
+    median: float | None
+    p90: float | None
+    bias: float | None = None
+
+
+def error_figures(signed: Sequence[float]) -> ErrorFigures:
+    errors = [abs(error) for error in signed]
+    return ErrorFigures(len(errors), quantile(errors, 0.5), quantile(errors, 0.9), quantile(signed, 0.5))
+
+
+@dataclass
+class EtaFigures:
+    """ETA errors (absolute, relative to the time left until the actual finish) and band coverage."""
+
+    at_enqueue: ErrorFigures
+    naive_at_enqueue: ErrorFigures
+    at_start: ErrorFigures
+    band_enqueue: float | None
+    band_start: float | None
+    first_attempt_enqueue: ErrorFigures
+    by_org: dict[str, ErrorFigures]
+    points: list[tuple[float, float, float, float]]  # (at, actual finish, eta, naive eta) at enqueue
+
+
+def naive_eta(log: Mapping[str, Any], at: float) -> float:
+    """pending x average / capacity from `at`: pending = cost units of the charts submitted and not
+    finished (held orgs' charts excluded while held), average = the mean of the runs that ended
+    before `at` (the configured default before any), capacity = the budget."""
+    budget = int(log["meta"]["budget"])
+    holds = [(h["org"], h["start"], h["end"] if h["end"] is not None else math.inf) for h in log["holds"]]
+    pending = 0
+    durations = []
+    for chart in log["charts"]:
+        held = any(org == chart["org"] and start <= at < end for org, start, end in holds)
+        finished = chart["finished"]
+        if chart["submitted"] <= at and not held and (finished is None or finished > at):
+            pending += chart["cost"]
+        durations += [
+            run["close"] - run["start"]
+            for run in chart["runs"]
+            if run["close"] is not None and run["start"] is not None and run["close"] <= at
+        ]
+    average = sum(durations) / len(durations) if durations else float(log["meta"]["default_duration"])
+    return at + pending * average / budget
+
+
+def eta_figures(log: Mapping[str, Any]) -> EtaFigures:
+    """ETA error at enqueue (first ETA written after submission) and at start (the last one before
+    the first dispatch), each |predicted - actual finish| / (actual finish - time of prediction);
+    the naive formula at the same instants as the enqueue ETAs; share of finishes inside the band."""
+    enqueue: list[float] = []
+    naive: list[float] = []
+    start: list[float] = []
+    first_attempt: list[float] = []
+    inside_enqueue: list[bool] = []
+    inside_start: list[bool] = []
+    by_org: dict[str, list[float]] = defaultdict(list)
+    points = []
+    for chart in log["charts"]:
+        finished = chart["finished"]
+        if chart["state"] != "succeeded" or finished is None:
+            continue
+        sample = chart["eta_enqueue"]
+        if sample and finished > sample["at"]:
+            error = (sample["eta"] - finished) / (finished - sample["at"])
+            naive_at = naive_eta(log, sample["at"])
+            enqueue.append(error)
+            naive.append((naive_at - finished) / (finished - sample["at"]))
+            by_org[chart["org"]].append(error)
+            if chart["attempt"] == 1:
+                first_attempt.append(error)
+            if sample["low"] is not None and sample["high"] is not None:
+                inside_enqueue.append(sample["low"] <= finished <= sample["high"])
+            points.append((sample["at"], finished, sample["eta"], naive_at))
+        sample = chart["eta_start"]
+        if sample and finished > sample["at"]:
+            start.append((sample["eta"] - finished) / (finished - sample["at"]))
+            if sample["low"] is not None and sample["high"] is not None:
+                inside_start.append(sample["low"] <= finished <= sample["high"])
+    return EtaFigures(
+        at_enqueue=error_figures(enqueue),
+        naive_at_enqueue=error_figures(naive),
+        at_start=error_figures(start),
+        band_enqueue=sum(inside_enqueue) / len(inside_enqueue) if inside_enqueue else None,
+        band_start=sum(inside_start) / len(inside_start) if inside_start else None,
+        first_attempt_enqueue=error_figures(first_attempt),
+        by_org={org: error_figures(errors) for org, errors in sorted(by_org.items())},
+        points=points,
+    )
+
+
+@dataclass
+class BudgetFigures:
+    peak: int
+    budget: int
+    exceeded_at: list[float]
+    in_flight: list[tuple[float, int]]
+
+
+def budget_figures(log: Mapping[str, Any]) -> BudgetFigures:
+    """Replay the transitions: a claim takes the chart's cost units, leaving dispatching or running
+    for anything but running gives them back; the peak must stay within the budget."""
+    cost = {chart["id"]: chart["cost"] for chart in log["charts"]}
+    budget = int(log["meta"]["budget"])
+    units, peak = 0, 0
+    exceeded: list[float] = []
+    steps: list[tuple[float, int]] = []
+    for chart_id, at, from_state, to_state in log["transitions"]:
+        held = min(cost.get(chart_id, 1), budget)
+        if to_state == "dispatching":
+            units += held
+        elif from_state in IN_FLIGHT and to_state not in IN_FLIGHT:
+            units -= held
+        else:
+            continue
+        peak = max(peak, units)
+        if units > budget:
+            exceeded.append(at)
+        steps.append((at, units))
+    return BudgetFigures(peak, budget, exceeded, steps)
+
+
+@dataclass
+class IntegrityFigures:
+    """Nothing lost, nothing run twice, Temporal agreeing with the database."""
+
+    planned: int
+    charts: int
+    terminal: int
+    by_state: dict[str, int]
+    not_one_terminal: list[int]
+    run_twice: list[int]
+    disagreements: list[str]
+    runs_described: int
+    temporal_unknown: list[str]
+
+    @property
+    def lost(self) -> int:
+        return self.planned - self.charts + len(self.not_one_terminal)
+
+    @property
+    def ok(self) -> bool:
+        return not (self.lost or self.run_twice or self.disagreements or self.temporal_unknown)
+
+
+def integrity_figures(log: Mapping[str, Any]) -> IntegrityFigures:
+    """Every submitted chart ends in exactly one terminal state, and Temporal agrees.
+
+    1. Every planned chart is in the database; each has exactly one transition into a terminal
+       state, and that is its final state.
+    2. Each attempt's workflow is known to Temporal and closed; a succeeded chart has exactly one
+       completed run (its last), a failed one none, all earlier runs failed; more than one completed
+       run is a chart run twice.
+    3. Temporal has no chart workflow that the database does not know.
+    """
+    terminal_count: dict[int, int] = defaultdict(int)
+    for chart_id, _, _, to_state in log["transitions"]:
+        if to_state in TERMINAL:
+            terminal_count[chart_id] += 1
+    by_state: dict[str, int] = defaultdict(int)
+    not_one, twice, disagreements = [], [], []
+    described = 0
+    for chart in log["charts"]:
+        by_state[chart["state"]] += 1
+        if terminal_count[chart["id"]] != 1 or chart["state"] not in TERMINAL:
+            not_one.append(chart["id"])
+        statuses = [run["status"] for run in chart["runs"]]
+        described += len(statuses)
+        completed = statuses.count("completed")
+        if completed > 1:
+            twice.append(chart["id"])
+        label = f"chart {chart['id']} ({chart['org']}/{chart['external_id']}, {chart['state']})"
+        if None in statuses:
+            disagreements.append(f"{label}: attempt {statuses.index(None) + 1} unknown to Temporal")
+        if "running" in statuses:
+            disagreements.append(f"{label}: a run is still running in Temporal")
+        if any(status not in FAILED_RUN_STATUSES for status in statuses[:-1]):
+            disagreements.append(f"{label}: an earlier attempt did not fail: {statuses}")
+        if chart["state"] == "succeeded" and (not statuses or statuses[-1] != "completed"):
+            disagreements.append(f"{label}: last run is {statuses[-1] if statuses else 'missing'}")
+        if chart["state"] == "failed" and (not statuses or statuses[-1] not in FAILED_RUN_STATUSES):
+            disagreements.append(f"{label}: last run is {statuses[-1] if statuses else 'missing'}")
+    return IntegrityFigures(
+        planned=int(log["meta"].get("planned_charts", len(log["charts"]))),
+        charts=len(log["charts"]),
+        terminal=sum(by_state[state] for state in TERMINAL),
+        by_state=dict(by_state),
+        not_one_terminal=not_one,
+        run_twice=twice,
+        disagreements=disagreements,
+        runs_described=described,
+        temporal_unknown=list(log.get("temporal_unknown_workflows", [])),
+    )
+
+
+@dataclass
+class Recovery:
+    kind: str
+    at: float
+    restored: float | None
+    first_start: float | None
+    pool_full: float | None
+    detail: str
+
+    @property
+    def recovery_seconds(self) -> float | None:
+        """From the fault to the first chart started after the service was back."""
+        return None if self.first_start is None else self.first_start - self.at
+
+
+def recoveries(log: Mapping[str, Any]) -> list[Recovery]:
+    """Each fault with the first chart start after the service came back, and when the pool was
+    full again (budget - 1 units or more in flight, or nothing left waiting)."""
+    budget = budget_figures(log)
+    running_at = sorted(at for _, at, _, to_state in log["transitions"] if to_state == "running")
+    figures = []
+    for fault in log["faults"]:
+        restored = fault["restored"] if fault["restored"] is not None else fault["at"]
+        first = next((at for at in running_at if at > restored), None)
+        full = next(
+            (at for at, units in budget.in_flight if at > restored and units >= budget.budget - 1),
+            None,
+        )
+        figures.append(Recovery(fault["kind"], fault["at"], fault["restored"], first, full, fault.get("detail", "")))
+    return figures
+
+
+@dataclass
+class LiveFigures:
+    eta: EtaFigures
+    budget: BudgetFigures
+    integrity: IntegrityFigures
+    recoveries: list[Recovery]
+
+
+def live_figures(log: Mapping[str, Any]) -> LiveFigures:
+    return LiveFigures(eta_figures(log), budget_figures(log), integrity_figures(log), recoveries(log))

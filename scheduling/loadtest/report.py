@@ -1,0 +1,533 @@
+"""`python -m scheduling.loadtest.report` (`make report`): run the hostile workload on the real stack
+(unless `--log` names an existing event log), then write `reports/report.md`, `reports/report.html`
+and SVG plots, with the live run side by side with the baselines replayed on the same workload.
+
+Steps:
+1. Run `scheduling.loadtest.runner` in a child process (it starts its own services and leaves with
+   `os._exit`), writing `reports/events.json`; or read the log given with `--log`.
+2. Replay the same workload (arrivals and durations as submitted, holds and provider pauses as
+   blackouts) through fairsched's fair order, the "served rounds" what-if, a single FIFO queue and
+   the proportional-rounding split (`scheduling.core.baselines`).
+3. Measure the live run and every replay the same way (`metrics.fairness`), plus the live-only
+   figures (ETAs, budget, integrity, recoveries).
+4. Write the tables, the verdict on each target, and the plots.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from scheduling.core.baselines import (
+    Blackout,
+    Job,
+    Outcome,
+    replay_fair,
+    replay_fair_served,
+    replay_fifo,
+    replay_proportional,
+)
+from scheduling.loadtest import metrics
+from scheduling.loadtest.svg import PALETTE, Chart
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+REPORTS = REPO_ROOT / "reports"
+
+
+# -- baselines on the run's workload ---------------------------------------------------------------
+
+
+def baseline_schedules(log: Mapping[str, Any]) -> list[metrics.Schedule]:
+    """The run's workload replayed under each baseline policy, as schedules."""
+    live = metrics.live_schedule(log)
+    jobs = [
+        Job(id=str(c["id"]), org=c["org"], arrival=c["submitted"], duration=c["planned_duration"], cost=c["cost"])
+        for c in log["charts"]
+    ]
+    blackouts = [Blackout(org, start, end) for org, start, end in live.blackouts]
+    budget = live.budget
+    replays: list[tuple[str, Outcome]] = [
+        ("fair order (replay)", replay_fair(jobs, budget=budget, weights=live.weights, blackouts=blackouts)),
+        ("served rounds (what-if)", replay_fair_served(jobs, budget=budget, weights=live.weights, blackouts=blackouts)),
+        ("FIFO", replay_fifo(jobs, budget=budget, blackouts=blackouts)),
+        ("proportional split", replay_proportional(jobs, budget=budget, blackouts=blackouts)),
+    ]
+    eligible = {chart.id: chart.eligible for chart in live.charts}
+    schedules = []
+    for name, outcome in replays:
+        charts = [
+            metrics.ChartRun(
+                id=job.id,
+                org=job.org,
+                arrival=job.arrival,
+                eligible=eligible[job.id],
+                start=outcome.start.get(job.id),
+                finish=outcome.finish.get(job.id),
+                cost=job.cost,
+            )
+            for job in jobs
+        ]
+        schedules.append(metrics.Schedule(name, charts, budget, live.weights, live.kinds, blackouts=live.blackouts))
+    return schedules
+
+
+# -- tables ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class Table:
+    header: list[str]
+    rows: list[list[str]]
+
+    def markdown(self) -> str:
+        lines = ["| " + " | ".join(self.header) + " |", "|" + "---|" * len(self.header)]
+        lines += ["| " + " | ".join(row) + " |" for row in self.rows]
+        return "\n".join(lines)
+
+    def html(self) -> str:
+        head = "".join(f"<th>{escape(cell)}</th>" for cell in self.header)
+        body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>" for row in self.rows)
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def num(value: float | None, digits: int = 1, suffix: str = "") -> str:
+    return "-" if value is None else f"{value:.{digits}f}{suffix}"
+
+
+def pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.0f}%"
+
+
+@dataclass
+class Verdict:
+    target: str
+    measured: str
+    met: bool | None
+
+
+def verdicts(live: metrics.Fairness, figures: metrics.LiveFigures) -> list[Verdict]:
+    eta = figures.eta
+    small = [n for n in live.newcomers]
+    within = sum(n.within_round for n in small)
+    enqueue_p90, naive_p90 = eta.at_enqueue.p90, eta.naive_at_enqueue.p90
+    integrity = figures.integrity
+    return [
+        Verdict(
+            "small orgs' first start within one round",
+            f"{within} of {len(small)} small orgs",
+            bool(small) and within == len(small),
+        ),
+        Verdict(
+            "weighted Jain index >= 0.95 over saturated windows",
+            f"mean {num(live.jain_mean, 3)}, min {num(min(live.jain_values, default=None), 3)} "
+            f"over {len(live.jain_values)} windows",
+            None if live.jain_mean is None else live.jain_mean >= 0.95,
+        ),
+        Verdict(
+            "ETA median error <= 10% (at enqueue)",
+            pct(eta.at_enqueue.median),
+            None if eta.at_enqueue.median is None else eta.at_enqueue.median <= 0.10,
+        ),
+        Verdict(
+            "ETA p90 error <= 25% (at enqueue)",
+            pct(enqueue_p90),
+            None if enqueue_p90 is None else enqueue_p90 <= 0.25,
+        ),
+        Verdict(
+            "ETA p90 at least 2x better than naive",
+            f"{pct(enqueue_p90)} vs naive {pct(naive_p90)}",
+            None if enqueue_p90 is None or naive_p90 is None else 2 * enqueue_p90 <= naive_p90,
+        ),
+        Verdict(
+            "p10-p90 band coverage 75-85% (at enqueue)",
+            f"{pct(eta.band_enqueue)} (at start {pct(eta.band_start)})",
+            None if eta.band_enqueue is None else 0.75 <= eta.band_enqueue <= 0.85,
+        ),
+        Verdict("zero lost", str(integrity.lost), integrity.lost == 0),
+        Verdict("zero run twice", str(len(integrity.run_twice)), not integrity.run_twice),
+        Verdict(
+            "Temporal agrees with the database",
+            f"{len(integrity.disagreements)} disagreements, {len(integrity.temporal_unknown)} unknown workflows, "
+            f"{integrity.runs_described} runs described",
+            not integrity.disagreements and not integrity.temporal_unknown,
+        ),
+        Verdict(
+            "budget never exceeded",
+            f"peak {figures.budget.peak} of {figures.budget.budget}",
+            not figures.budget.exceeded_at,
+        ),
+    ]
+
+
+def policy_table(results: Sequence[metrics.Fairness]) -> Table:
+    rows = []
+    for result in results:
+        waits = [n.first_wait for n in result.newcomers if n.first_wait is not None]
+        rows.append(
+            [
+                result.name,
+                f"{num(result.jain_mean, 3)} / {num(min(result.jain_values, default=None), 3)} "
+                f"({len(result.jain_values)})",
+                f"{sum(n.within_round for n in result.newcomers)} of {len(result.newcomers)}",
+                num(metrics.quantile(waits, 0.5), 1, " s"),
+                num(max(waits, default=None), 1, " s"),
+                pct(_mean([n.share_next for n in result.newcomers]))
+                + " (fair "
+                + pct(_mean([n.fair_share_next for n in result.newcomers]))
+                + ")",
+            ]
+        )
+    return Table(
+        [
+            "policy",
+            "weighted Jain mean / min (saturated windows)",
+            "small orgs within one round",
+            "small orgs' first wait p50",
+            "max",
+            "newcomer share of next 20 starts",
+        ],
+        rows,
+    )
+
+
+def org_table(results: Sequence[metrics.Fairness]) -> Table:
+    header = ["org", "kind", "weight", "charts"]
+    for result in results:
+        header.append(f"{result.name}: first wait / age p50 / p95 (s)")
+    by_org = [{o.org: o for o in result.orgs} for result in results]
+    rows = []
+    for org in results[0].orgs:
+        row = [org.org, org.kind, str(org.weight), str(org.charts)]
+        for figures in by_org:
+            entry = figures.get(org.org)
+            row.append(
+                "-" if entry is None else f"{num(entry.first_wait)} / {num(entry.age_p50)} / {num(entry.age_p95)}"
+            )
+        rows.append(row)
+    return Table(header, rows)
+
+
+def newcomer_table(results: Sequence[metrics.Fairness]) -> Table:
+    header = ["org", "arrives (s)", "round size"]
+    header += [f"{r.name}: others before / share of next 20" for r in results]
+    rows = []
+    for index, newcomer in enumerate(results[0].newcomers):
+        row = [newcomer.org, num(newcomer.arrival), str(newcomer.round_size)]
+        for result in results:
+            entry = result.newcomers[index]
+            row.append(f"{entry.others_before} / {pct(entry.share_next)}")
+        rows.append(row)
+    return Table(header, rows)
+
+
+def eta_table(eta: metrics.EtaFigures) -> Table:
+    def row(name: str, figures: metrics.ErrorFigures) -> list[str]:
+        return [name, str(figures.count), pct(figures.median), pct(figures.p90), pct(figures.bias)]
+
+    return Table(
+        ["prediction", "charts", "median abs. rel. error", "p90", "median signed (+: predicted later than actual)"],
+        [
+            row("fairsched ETA at enqueue", eta.at_enqueue),
+            row("naive (pending x avg / capacity) at enqueue", eta.naive_at_enqueue),
+            row("fairsched ETA at enqueue, first-attempt charts", eta.first_attempt_enqueue),
+            row("fairsched ETA at start", eta.at_start),
+        ],
+    )
+
+
+def eta_org_table(eta: metrics.EtaFigures) -> Table:
+    return Table(
+        ["org", "charts", "median", "p90", "median signed (+: predicted later than actual)"],
+        [[org, str(f.count), pct(f.median), pct(f.p90), pct(f.bias)] for org, f in eta.by_org.items()],
+    )
+
+
+def fault_table(recoveries: Sequence[metrics.Recovery]) -> Table:
+    return Table(
+        ["fault", "at (s)", "service back (s)", "first start after (s)", "pool full again (s)", "recovery", "detail"],
+        [
+            [
+                r.kind,
+                num(r.at),
+                num(r.restored),
+                num(r.first_start),
+                num(r.pool_full),
+                num(r.recovery_seconds, 1, " s"),
+                r.detail,
+            ]
+            for r in recoveries
+        ],
+    )
+
+
+def integrity_table(integrity: metrics.IntegrityFigures) -> Table:
+    return Table(
+        ["submitted (planned)", "in the database", "terminal", "by state", "lost", "run twice", "runs described"],
+        [
+            [
+                str(integrity.planned),
+                str(integrity.charts),
+                str(integrity.terminal),
+                ", ".join(f"{k} {v}" for k, v in sorted(integrity.by_state.items())),
+                str(integrity.lost),
+                str(len(integrity.run_twice)),
+                str(integrity.runs_described),
+            ]
+        ],
+    )
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+# -- plots -----------------------------------------------------------------------------------------
+
+
+def plot_in_flight(log: Mapping[str, Any], figures: metrics.LiveFigures) -> str:
+    ended = float(log["meta"]["ended"])
+    budget = figures.budget.budget
+    chart = Chart(
+        "Cost units in flight (live), with faults, hold and provider pause",
+        "seconds",
+        "units",
+        (0, ended),
+        (0, budget + 2),
+    )
+    for hold in log["holds"]:
+        chart.band(hold["start"], hold["end"] or ended, "#9467bd", f"{hold['org']} held")
+    for pause in log["pauses"]:
+        chart.band(pause["start"], pause["end"], "#ff7f0e", f"{pause['provider']} paused")
+    steps = [(max(0.0, at), units) for at, units in figures.budget.in_flight]
+    chart.line(steps, PALETTE[0], "in flight", step=True)
+    chart.line([(0, budget), (ended, budget)], "#d62728", "budget", dash="5,3")
+    for row, fault in enumerate(figures.recoveries):
+        chart.marker(fault.at, fault.kind, row=row % 4)
+    return chart.render()
+
+
+def plot_first_waits(results: Sequence[metrics.Fairness]) -> str:
+    orgs = [n.org for n in results[0].newcomers]
+    values = [[n.first_wait for n in result.newcomers] for result in results]
+    top = max((v for series in values for v in series if v is not None), default=1.0)
+    chart = Chart(
+        "Small orgs: wait for their first start, per policy",
+        "",
+        "seconds",
+        (0, len(orgs)),
+        (0, top * 1.1),
+        height=340,
+        margin=(34, 20, 60, 60),
+    )
+    chart.bars(orgs, [(result.name, series) for result, series in zip(results, values, strict=True)])
+    return chart.render(x_ticks=False)
+
+
+def plot_jain(results: Sequence[metrics.Fairness], ended: float) -> str:
+    chart = Chart("Weighted Jain index per saturated window", "window start (s)", "Jain index", (0, ended), (0, 1.05))
+    for index, result in enumerate(results):
+        points = [(w.start, w.jain) for w in result.windows if w.jain is not None]
+        chart.line(points, PALETTE[index % len(PALETTE)], result.name)
+        chart.dots(points, PALETTE[index % len(PALETTE)])
+    chart.line([(0, 0.95), (ended, 0.95)], "#999", "target 0.95", dash="4,3")
+    return chart.render()
+
+
+def plot_eta(eta: metrics.EtaFigures) -> str:
+    actual = [finish - at for at, finish, _, _ in eta.points]
+    predicted = [p - at for at, _, p, _ in eta.points] + [n - at for at, _, _, n in eta.points]
+    top = max([*actual, *predicted, 1.0])
+    chart = Chart(
+        "Time left at enqueue: predicted vs actual", "actual seconds to finish", "predicted", (0, top), (0, top),
+        height=420, width=560,
+    )  # fmt: skip
+    chart.line([(0, 0), (top, top)], "#999", "exact", dash="4,3")
+    chart.dots([(finish - at, naive - at) for at, finish, _, naive in eta.points], PALETTE[1], "naive formula")
+    chart.dots([(finish - at, eta_at - at) for at, finish, eta_at, _ in eta.points], PALETTE[0], "fairsched ETA")
+    return chart.render()
+
+
+def plot_starts(schedule: metrics.Schedule, ended: float) -> str:
+    """Cumulative cost units started per org kind (live)."""
+    by_kind: dict[str, list[float]] = {}
+    for chart_run in schedule.charts:
+        if chart_run.start is not None:
+            kind = schedule.kinds.get(chart_run.org, chart_run.org)
+            by_kind.setdefault(kind, []).append(chart_run.start)
+    top = max((len(v) for v in by_kind.values()), default=1)
+    chart = Chart("Charts started so far, per kind of org (live)", "seconds", "charts", (0, ended), (0, top * 1.05))
+    for index, (kind, starts) in enumerate(sorted(by_kind.items())):
+        points = [(at, count + 1) for count, at in enumerate(sorted(starts))]
+        chart.line([(0, 0), *points], PALETTE[index % len(PALETTE)], kind, step=True)
+    return chart.render()
+
+
+# -- the report ------------------------------------------------------------------------------------
+
+
+def build_report(log: Mapping[str, Any], out: Path, *, command: str) -> list[Verdict]:
+    """Write report.md, report.html and the plots into `out`; return the verdicts."""
+    live_schedule = metrics.live_schedule(log)
+    schedules = [live_schedule, *baseline_schedules(log)]
+    results = [metrics.fairness(schedule) for schedule in schedules]
+    figures = metrics.live_figures(log)
+    judged = verdicts(results[0], figures)
+    ended = float(log["meta"]["ended"])
+    plots = {
+        "in_flight.svg": plot_in_flight(log, figures),
+        "first_waits.svg": plot_first_waits(results),
+        "jain.svg": plot_jain(results, ended),
+        "eta.svg": plot_eta(figures.eta),
+        "starts.svg": plot_starts(live_schedule, ended),
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    for name, svg in plots.items():
+        (out / name).write_text(svg)
+    meta = log["meta"]
+    sections: list[tuple[str, str, list[Table | str]]] = [
+        (
+            "Targets",
+            "Measured on the live run; `met` is judged strictly against the issue's targets.",
+            [Table(["target", "measured", "met"], [[v.target, v.measured, _met(v.met)] for v in judged])],
+        ),
+        (
+            "Run",
+            f"`{command}` — {len(log['charts'])} charts from {len(log['orgs'])} orgs submitted over "
+            f"{meta['seconds']:.0f} s, budget {meta['budget']} cost units, seed {meta['seed']}, "
+            f"{meta['temporal_workers']} Temporal worker(s), one Celery worker with beat (concurrency 2); "
+            f"the run lasted {ended:.0f} s. Faults injected: {', '.join(meta['faults_requested']) or 'none'}. "
+            f"Scheduler settings: {json.dumps(meta['settings'])}.",
+            ["in_flight.svg", "starts.svg"],
+        ),
+        (
+            "Fairness, side by side with the baselines",
+            "The live run and four replays of the same arrivals and durations (holds and the provider pause "
+            "as blackouts, no failures) measured the same way. Start = first dispatch. A window is saturated "
+            "when the pool held budget - 1 units or more for 90% of its 15 s and two or more orgs were "
+            "backlogged all through it; Jain's index is over cost units started / weight by those orgs. "
+            "'Within one round' = no more charts of other orgs started between a small org's first "
+            "submission and its first start than the weights of the orgs backlogged at its arrival.",
+            [policy_table(results), "first_waits.svg", "jain.svg"],
+        ),
+        ("Small orgs arriving into the backlog", "", [newcomer_table(results)]),
+        ("Per org", "First wait is the org's first chart; ages are from eligibility.", [org_table(results)]),
+        (
+            "ETAs",
+            "Absolute error relative to the time left: |predicted - actual finish| / (actual finish - "
+            "time of the prediction). 'At enqueue' is the first ETA the loop wrote for the chart (sampled "
+            "each second), 'at start' the last one before its first dispatch. The naive formula is "
+            "pending cost units x mean finished run / budget, at the same instants as the enqueue ETAs. "
+            f"Band coverage (p10-p90): at enqueue {pct(figures.eta.band_enqueue)}, at start "
+            f"{pct(figures.eta.band_start)}.",
+            [eta_table(figures.eta), "eta.svg", eta_org_table(figures.eta)],
+        ),
+        (
+            "Nothing lost, nothing run twice",
+            "Every chart's terminal transitions counted; every attempt's workflow described in Temporal; "
+            "Temporal's list of chart workflows compared with the database's. Budget replayed from the "
+            f"transitions: peak {figures.budget.peak} of {figures.budget.budget}.",
+            [
+                integrity_table(figures.integrity),
+                *(
+                    ["Disagreements: " + "; ".join(figures.integrity.disagreements)]
+                    if figures.integrity.disagreements
+                    else []
+                ),
+            ],
+        ),
+        (
+            "Faults and recovery",
+            "Recovery = from the fault to the first chart started after the service was back.",
+            [fault_table(figures.recoveries)],
+        ),
+    ]
+    (out / "report.md").write_text(_markdown(sections))
+    (out / "report.html").write_text(_html(sections, plots))
+    return judged
+
+
+def _met(met: bool | None) -> str:
+    return "n/a" if met is None else ("yes" if met else "**no**")
+
+
+def _markdown(sections: Sequence[tuple[str, str, list[Table | str]]]) -> str:
+    parts = ["# fairsched under hostile load", ""]
+    for title, text, blocks in sections:
+        parts += [f"## {title}", ""]
+        if text:
+            parts += [text, ""]
+        for block in blocks:
+            if isinstance(block, Table):
+                parts += [block.markdown(), ""]
+            elif block.endswith(".svg"):
+                parts += [f"![{block}]({block})", ""]
+            else:
+                parts += [block, ""]
+    return "\n".join(parts)
+
+
+def _html(sections: Sequence[tuple[str, str, list[Table | str]]], plots: Mapping[str, str]) -> str:
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'><title>fairsched under hostile load</title><style>"
+        "body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em}"
+        "table{border-collapse:collapse;margin:1em 0;font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px}"
+        "th{background:#f4f4f4}</style></head><body><h1>fairsched under hostile load</h1>"
+    ]
+    for title, text, blocks in sections:
+        parts.append(f"<h2>{escape(title)}</h2>")
+        if text:
+            parts.append(f"<p>{escape(text).replace('**', '')}</p>")
+        for block in blocks:
+            if isinstance(block, Table):
+                parts.append(block.html().replace("**", ""))
+            elif block in plots:
+                parts.append(f"<div>{plots[block]}</div>")
+            else:
+                parts.append(f"<p>{escape(block)}</p>")
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Run the hostile workload and write the report.")
+    parser.add_argument("--log", type=Path, help="an existing event log (skips the run)")
+    parser.add_argument("--out", type=Path, default=REPORTS)
+    parser.add_argument("--seconds", type=float, default=float(os.environ.get("LOADRUN_SECONDS", 180)))
+    parser.add_argument("--faults", default=None, help="passed to the runner (default: all)")
+    args = parser.parse_args(argv)
+    log_path = args.log
+    command = f"python -m scheduling.loadtest.report --seconds {args.seconds:g}"
+    if log_path is None:
+        log_path = args.out / "events.json"
+        run = [
+            sys.executable,
+            "-m",
+            "scheduling.loadtest.runner",
+            "--seconds",
+            str(args.seconds),
+            "--out",
+            str(log_path),
+        ]
+        if args.faults is not None:
+            run += ["--faults", args.faults]
+            command += f" --faults {args.faults}"
+        subprocess.run(run, cwd=REPO_ROOT, check=True)
+    else:
+        command = f"python -m scheduling.loadtest.report --log {log_path}"
+    log = json.loads(log_path.read_text())
+    judged = build_report(log, args.out, command=command)
+    for verdict in judged:
+        print(f"{_met(verdict.met).strip('*'):>4}  {verdict.target}: {verdict.measured}")
+    print(f"report written to {args.out / 'report.md'} and {args.out / 'report.html'}")
+
+
+if __name__ == "__main__":
+    main()

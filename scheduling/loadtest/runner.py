@@ -1,0 +1,642 @@
+"""`python -m scheduling.loadtest.runner`: run the hostile workload on the real stack, break things
+during the run, and write the event log (`events.json`) that `metrics` and `report` read.
+
+Steps:
+1. Start private services under a scratch folder: PostgreSQL (pgserver, a Unix socket, so it can be
+   stopped), `redis-server` on a free port, and a Temporal dev server with `--db-filename` (so a
+   restart keeps its state). Nothing shared on the machine is touched, let alone stopped.
+2. Point Django at them, migrate, create the orgs, workflows, provider and the scheduler settings;
+   hold the held org.
+3. Start N demo Temporal workers and a Celery worker with embedded beat as child processes. From here
+   on nobody but beat drives the passes.
+4. Every quarter second: submit the charts that are due (`chart_submit_bulk`, one call per org), run
+   the scheduled levers (release the held org, pause the provider), inject the faults that are due,
+   and once a second sample every waiting chart's ETA and band (the first value seen is "at enqueue",
+   the last one before its first dispatch is "at start").
+5. After the last submission, wait for every chart to reach a terminal state (bounded).
+6. Read the whole record: charts, their transitions, and Temporal's own description of every
+   workflow run of every attempt (and any chart workflow Temporal has that the database does not).
+7. Stop everything, write `events.json` (times in seconds from the first submission).
+
+Faults (`--faults`, comma-separated, each at its own moment of the window): `kill_worker` (SIGKILL to
+the Celery worker's process group while a chart is being dispatched, restarted 2 s later),
+`temporal` (stop and restart the Temporal server on its port and database file), `redis` (stop
+and restart redis-server on its port), `postgres` (stop PostgreSQL for `--pg-outage` seconds). A
+child that dies on its own is restarted and recorded as an unplanned fault.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any, TypeVar
+
+from fairsched.launcher import (
+    REPO_ROOT,
+    ChildProcess,
+    EmbeddedService,
+    free_port,
+    start_redis,
+    start_temporal,
+    wait_until,
+)
+from scheduling.loadtest.workload import TASK_QUEUE, Workload, build
+
+T = TypeVar("T")
+
+ACTOR = "loadtest"
+DATABASE = "loadtest"
+FAULT_AT = {"kill_worker": 0.2, "temporal": 0.35, "redis": 0.55, "postgres": 0.7}
+ALL_FAULTS = tuple(FAULT_AT)
+TICK_SECONDS = 0.25
+SAMPLE_SECONDS = 1.0
+WORKER_RESTART_DELAY = 2.0
+KILL_WINDOW_SECONDS = 10.0
+SCHEDULER_SETTINGS: dict[str, Any] = {
+    "replan_interval": 1.0,
+    "reconcile_interval": 1.0,
+    "dispatch_stale_after": 5.0,
+    "max_attempts": 3,
+    "backoff_base": 2.0,
+    "backoff_ceiling": 8.0,
+}
+
+
+@dataclass
+class Fault:
+    """One injected (or unplanned) disruption: when it began, when the service was back."""
+
+    kind: str
+    at: float
+    restored: float | None = None
+    detail: str = ""
+
+
+@dataclass
+class EtaSample:
+    at: float
+    eta: float
+    low: float | None
+    high: float | None
+
+
+@dataclass
+class Services:
+    """The private services of one run and how to restart them."""
+
+    data_dir: Path
+    pg: Any = None
+    redis: EmbeddedService | None = None
+    redis_port: int = 0
+    temporal: EmbeddedService | None = None
+    temporal_port: int = 0
+    env: dict[str, str] = field(default_factory=dict)
+
+    def start(self) -> None:
+        import pgserver
+
+        self.pg = pgserver.get_server(self.data_dir / "pg", cleanup_mode="stop")
+        exists = self.pg.psql(f"SELECT 1 FROM pg_database WHERE datname = '{DATABASE}';")  # noqa: S608
+        if "(1 row)" not in exists:
+            self.pg.psql(f"CREATE DATABASE {DATABASE};")
+        self.redis_port = free_port()
+        self.redis = start_redis(self.data_dir, port=self.redis_port)
+        self.temporal_port = free_port()
+        self.temporal = self._start_temporal()
+        self.env = {
+            "DATABASE_URL": self.pg.get_uri(database=DATABASE),
+            "REDIS_URL": f"redis://127.0.0.1:{self.redis_port}/1",
+            "TEMPORAL_ADDRESS": self.temporal.value,
+            "TEMPORAL_NAMESPACE": "default",
+            "CACHE_PREFIX": "loadtest",
+            "CHANNELS_PREFIX": "loadtest",
+        }
+
+    def _start_temporal(self) -> EmbeddedService:
+        wait_until(lambda: not _listening(self.temporal_port), what="Temporal port", timeout=30)
+        return start_temporal(
+            port=self.temporal_port, db_file=self.data_dir / "temporal.db", log_dir=self.data_dir / "logs"
+        )
+
+    def restart_temporal(self) -> None:
+        assert self.temporal is not None
+        self.temporal.stop()
+        self.temporal = self._start_temporal()
+
+    def restart_redis(self) -> None:
+        assert self.redis is not None
+        self.redis.stop()
+        wait_until(lambda: not _listening(self.redis_port), what="Redis port", timeout=30)
+        self.redis = start_redis(self.data_dir, port=self.redis_port)
+
+    def stop_postgres(self) -> None:
+        # pgserver makes its command wrappers at import time, which the type checker cannot see.
+        from pgserver._commands import pg_ctl  # type: ignore[attr-defined]
+
+        pg_ctl(["-w", "-m", "fast", "stop"], pgdata=self.pg.pgdata, user=self.pg.system_user)
+
+    def start_postgres(self) -> None:
+        self.pg.ensure_postgres_running()
+
+    def stop(self) -> None:
+        for stop in (
+            lambda: self.temporal and self.temporal.stop(),
+            lambda: self.redis and self.redis.stop(),
+            lambda: self.pg and self.pg.cleanup(),
+        ):
+            with contextlib.suppress(Exception):
+                stop()
+
+
+class Children:
+    """The Celery worker (with beat) and the demo Temporal workers, restartable."""
+
+    def __init__(self, env: dict[str, str], log_dir: Path, temporal_workers: int) -> None:
+        self.env = {**os.environ, **env, "PYTHONUNBUFFERED": "1"}
+        self.log_dir = log_dir
+        self.celery: ChildProcess | None = None
+        self.workers: list[ChildProcess] = []
+        self.temporal_workers = temporal_workers
+        self.starts: dict[str, int] = defaultdict(int)
+
+    def _spawn(self, name: str, args: list[str]) -> ChildProcess:
+        self.starts[name] += 1
+        with open(self.log_dir / f"{name}-{self.starts[name]}.log", "ab") as log:
+            return ChildProcess.spawn(name, args, env=self.env, output=log)
+
+    def start_celery(self) -> None:
+        schedule = self.log_dir / f"beat-schedule-{self.starts['celery'] + 1}"
+        self.celery = self._spawn(
+            "celery",
+            [sys.executable, "-m", "celery", "-A", "fairsched", "worker", "-B", "--concurrency", "2",
+             "--loglevel", "INFO", "--schedule", str(schedule), "-Q", "celery", "--without-gossip",
+             "--without-mingle"],
+        )  # fmt: skip
+
+    def kill_celery(self) -> None:
+        assert self.celery is not None
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.celery.process.pid, signal.SIGKILL)
+        self.celery.process.wait(10)
+
+    def start_workers(self) -> None:
+        self.workers = [self._start_worker(index) for index in range(self.temporal_workers)]
+
+    def _start_worker(self, index: int) -> ChildProcess:
+        return self._spawn(
+            f"temporal-worker-{index}", [sys.executable, "manage.py", "temporal_worker", "--task-queue", TASK_QUEUE]
+        )
+
+    def revive(self) -> list[str]:
+        """Restart any child that died on its own; return their names."""
+        revived = []
+        if self.celery is not None and not self.celery.alive():
+            revived.append("celery")
+            self.start_celery()
+        for index, worker in enumerate(self.workers):
+            if not worker.alive():
+                revived.append(worker.name)
+                self.workers[index] = self._start_worker(index)
+        return revived
+
+    def stop(self) -> None:
+        everyone = [child for child in [self.celery, *self.workers] if child is not None]
+        for child in everyone:
+            child.terminate()
+        for child in everyone:
+            child.wait_or_kill(20)
+
+
+class LoadRun:
+    """One run of a workload on the real stack; `run()` returns the event log."""
+
+    def __init__(
+        self,
+        workload: Workload,
+        *,
+        faults: tuple[str, ...],
+        temporal_workers: int,
+        pg_outage: float,
+        drain_timeout: float,
+        scratch: Path,
+    ) -> None:
+        self.workload = workload
+        self.faults_planned = sorted(faults, key=FAULT_AT.__getitem__)
+        self.pg_outage = pg_outage
+        self.drain_timeout = drain_timeout
+        self.services = Services(scratch)
+        self.log_dir = scratch / "logs"
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.temporal_workers = temporal_workers
+        self.children: Children | None = None
+        self.t0 = 0.0
+        self.faults: list[Fault] = []
+        self.eta_enqueue: dict[int, EtaSample] = {}
+        self.eta_start: dict[int, EtaSample] = {}
+        self.samples: list[list[float]] = []
+        self.holds: list[dict[str, Any]] = []
+        self.pauses: list[dict[str, Any]] = []
+
+    def clock(self) -> float:
+        return time.time() - self.t0
+
+    # -- setup -------------------------------------------------------------------------------------
+
+    def setup(self) -> None:
+        self.services.start()
+        os.environ.update(self.services.env)
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "fairsched.settings")
+        os.environ["FAIRSCHED_DEFAULT_DURATION"] = f"{self.workload.mean_duration:.3f}"
+        self.services.env["FAIRSCHED_DEFAULT_DURATION"] = os.environ["FAIRSCHED_DEFAULT_DURATION"]
+        import django
+        from django.core.management import call_command
+
+        django.setup()
+        call_command("migrate", "--noinput", verbosity=0)
+        self._create_tenants()
+        self.children = Children(self.services.env, self.log_dir, self.temporal_workers)
+        self.children.start_workers()
+        self.children.start_celery()
+
+    def _create_tenants(self) -> None:
+        from orgs.models import Workflow
+        from orgs.services import org_create, org_hold, provider_get_or_create
+        from scheduling.services import scheduler_config_set
+        from scheduling.temporal.workflows import DEMO_WORKFLOW_TYPE
+
+        scheduler_config_set(actor=ACTOR, budget=self.workload.budget, **SCHEDULER_SETTINGS)
+        for spec in self.workload.workflows:
+            params: dict[str, Any] = {"fail_probability": spec.fail_probability}
+            provider = None
+            if spec.provider:
+                provider = provider_get_or_create(slug=spec.provider)
+                params["provider"] = spec.provider
+            Workflow.objects.create(
+                name=spec.name, workflow_type=DEMO_WORKFLOW_TYPE, task_queue=TASK_QUEUE,
+                default_cost=spec.cost, provider=provider, params=params,
+            )  # fmt: skip
+        for org in self.workload.orgs:
+            created = org_create(name=org.slug, slug=org.slug, weight=org.weight, actor=ACTOR)
+            if org.held_until is not None:
+                org_hold(org=created, actor=ACTOR, reason="load test: held from the start")
+
+    # -- the run -----------------------------------------------------------------------------------
+
+    def run(self) -> dict[str, Any]:
+        self.setup()
+        try:
+            self._wait_for_loop()
+            self.t0 = time.time()
+            self._submit_phase()
+            self._drain()
+            return self._collect()
+        finally:
+            if self.children is not None:
+                self.children.stop()
+            self.services.stop()
+
+    def _wait_for_loop(self) -> None:
+        """Beat has ticked once (a replan wrote a queue sample): the loop is up."""
+        from scheduling.models import QueueSample
+
+        wait_until(lambda: QueueSample.objects.exists(), what="first replan", timeout=60)
+
+    def _submit_phase(self) -> None:
+        pending = list(self.workload.charts)
+        releases = sorted((org.held_until, org.slug) for org in self.workload.orgs if org.held_until is not None)
+        pauses = sorted(self.workload.pauses, key=lambda pause: pause.start)
+        faults = list(self.faults_planned)
+        next_sample = 0.0
+        for org in self.workload.orgs:
+            if org.held_until is not None:
+                self.holds.append({"org": org.slug, "start": 0.0, "end": None})
+        while pending or releases or pauses or faults:
+            now = self.clock()
+            due = [chart for chart in pending if chart.submit_at <= now]
+            if due and self._db(partial(self._submit, due)) is not None:
+                submitted = {id(chart) for chart in due}
+                pending = [chart for chart in pending if id(chart) not in submitted]
+            if releases and releases[0][0] <= now and self._db(lambda: self._release(releases[0][1])) is not None:
+                releases.pop(0)
+            if pauses and pauses[0].start <= now and self._db(lambda: self._pause(pauses[0])) is not None:
+                pauses.pop(0)
+            if faults and FAULT_AT[faults[0]] * self.workload.seconds <= now:
+                self._inject(faults.pop(0))
+            if now >= next_sample:
+                self._db(self._sample)
+                next_sample = now + SAMPLE_SECONDS
+                self._revive()
+            time.sleep(TICK_SECONDS)
+
+    def _drain(self) -> None:
+        from charts.models import Chart, ChartState
+
+        deadline = time.monotonic() + self.drain_timeout
+        active = [s for s in ChartState.values if s not in ("succeeded", "failed", "cancelled")]
+        while time.monotonic() < deadline:
+            self._db(self._sample)
+            self._revive()
+            if self._db(lambda: not Chart.objects.filter(state__in=active).exists()):
+                break
+            time.sleep(SAMPLE_SECONDS)
+        time.sleep(2.0)  # let the last reconcile settle and visibility catch up
+
+    def _db(self, step: Callable[[], T]) -> T | None:
+        """Run a step that reads or writes the database; during an outage skip it (None)."""
+        from django.db import DatabaseError, InterfaceError, connection
+
+        try:
+            return step()
+        except (DatabaseError, InterfaceError):
+            with contextlib.suppress(Exception):
+                connection.close()
+            return None
+
+    def _submit(self, due: list[Any]) -> bool:
+        from charts.services import Submission, chart_submit_bulk
+        from orgs.models import Org
+
+        by_org: dict[str, list[Any]] = defaultdict(list)
+        for chart in due:
+            by_org[chart.org].append(chart)
+        for slug, charts in by_org.items():
+            items = [Submission(c.workflow, c.external_id, {"duration": c.duration}) for c in charts]
+            chart_submit_bulk(org=Org.objects.get(slug=slug), items=items, actor=ACTOR)
+        return True
+
+    def _release(self, slug: str) -> bool:
+        from orgs.models import Org
+        from orgs.services import org_release
+
+        org_release(org=Org.objects.get(slug=slug), actor=ACTOR, reason="load test: released mid-run")
+        for hold in self.holds:
+            if hold["org"] == slug and hold["end"] is None:
+                hold["end"] = self.clock()
+        return True
+
+    def _pause(self, pause: Any) -> bool:
+        from datetime import UTC, datetime
+
+        from orgs.services import provider_get_or_create, provider_pause
+
+        until = datetime.fromtimestamp(self.t0 + pause.end, tz=UTC)
+        provider_pause(
+            provider=provider_get_or_create(slug=pause.provider), until=until, actor=ACTOR,
+            reason="load test: provider paused mid-run",
+        )  # fmt: skip
+        orgs = [
+            org.slug for org in self.workload.orgs if self.workload.workflow(org.workflow).provider == pause.provider
+        ]
+        self.pauses.append({"provider": pause.provider, "orgs": orgs, "start": self.clock(), "end": pause.end})
+        return True
+
+    def _sample(self) -> bool:
+        """Keep each waiting chart's first ETA (at enqueue) and its latest before its first dispatch."""
+        from charts.models import Chart, ChartState
+        from scheduling.snapshot import Epoch
+
+        now = self.clock()
+        rows = Chart.objects.filter(
+            state__in=[ChartState.QUEUED, ChartState.RETRY_WAIT], eta__isnull=False
+        ).values_list("id", "attempt", Epoch("eta"), Epoch("eta_low"), Epoch("eta_high"))
+        for chart_id, attempt, eta, low, high in rows:
+            sample = EtaSample(now, eta - self.t0, _shift(low, self.t0), _shift(high, self.t0))
+            self.eta_enqueue.setdefault(chart_id, sample)
+            if attempt == 0:
+                self.eta_start[chart_id] = sample
+        return True
+
+    def _revive(self) -> None:
+        assert self.children is not None
+        for name in self.children.revive():
+            now = self.clock()
+            self.faults.append(Fault(f"crash:{name}", now, now, "died on its own; restarted"))
+
+    # -- faults ------------------------------------------------------------------------------------
+
+    def _inject(self, kind: str) -> None:
+        assert self.children is not None
+        if kind == "kill_worker":
+            caught = self._wait_for_dispatch()
+            fault = Fault(kind, self.clock(), detail="a chart was being dispatched" if caught else "no dispatch seen")
+            self.children.kill_celery()
+            time.sleep(WORKER_RESTART_DELAY)
+            self.children.start_celery()
+        elif kind == "temporal":
+            fault = Fault(kind, self.clock())
+            self.services.restart_temporal()
+        elif kind == "redis":
+            fault = Fault(kind, self.clock())
+            self.services.restart_redis()
+        elif kind == "postgres":
+            fault = Fault(kind, self.clock(), detail=f"stopped for {self.pg_outage:.0f} s")
+            self.services.stop_postgres()
+            time.sleep(self.pg_outage)
+            self.services.start_postgres()
+        else:
+            raise ValueError(f"unknown fault {kind!r}")
+        fault.restored = self.clock()
+        self.faults.append(fault)
+
+    def _wait_for_dispatch(self) -> bool:
+        """Wait (a few seconds at most) until some chart is `dispatching`: the worker is mid-dispatch."""
+        from charts.models import Chart, ChartState
+
+        deadline = time.monotonic() + KILL_WINDOW_SECONDS
+        while time.monotonic() < deadline:
+            if self._db(lambda: Chart.objects.filter(state=ChartState.DISPATCHING).exists()):
+                return True
+            time.sleep(0.005)
+        return False
+
+    # -- the record --------------------------------------------------------------------------------
+
+    def _collect(self) -> dict[str, Any]:
+        from charts.models import Chart, ChartEvent
+        from scheduling.dispatch import workflow_id_for
+        from scheduling.snapshot import to_seconds
+        from scheduling.temporal.client import describe_workflow
+
+        planned = {(c.org, c.external_id): c for c in self.workload.charts}
+        costs = {w.name: w.cost for w in self.workload.workflows}
+        charts = []
+        known_ids: set[str] = set()
+        for chart in Chart.objects.select_related("org", "workflow").order_by("id"):
+            plan = planned[(chart.org.slug, chart.external_id)]
+            created = to_seconds(chart.created_at)
+            runs = []
+            for attempt in range(1, chart.attempt + 1):
+                workflow_id = workflow_id_for(chart, attempt, created)
+                known_ids.add(workflow_id)
+                outcome = describe_workflow(workflow_id)
+                runs.append(
+                    {
+                        "attempt": attempt,
+                        "workflow_id": workflow_id,
+                        "status": outcome.status if outcome else None,
+                        "start": _rel(outcome.start_time, self.t0) if outcome else None,
+                        "close": _rel(outcome.close_time, self.t0) if outcome else None,
+                    }
+                )
+            enqueue, start = self.eta_enqueue.get(chart.pk), self.eta_start.get(chart.pk)
+            charts.append(
+                {
+                    "id": chart.pk,
+                    "org": chart.org.slug,
+                    "external_id": chart.external_id,
+                    "workflow": chart.workflow.name,
+                    "cost": costs[chart.workflow.name],
+                    "planned_duration": plan.duration,
+                    "planned_submit": plan.submit_at,
+                    "submitted": created - self.t0,
+                    "state": chart.state,
+                    "attempt": chart.attempt,
+                    "started": _rel(chart.started_at, self.t0),
+                    "finished": _rel(chart.finished_at, self.t0),
+                    "eta_enqueue": asdict(enqueue) if enqueue else None,
+                    "eta_start": asdict(start) if start else None,
+                    "runs": runs,
+                }
+            )
+        transitions = [
+            [chart_id, _rel(at, self.t0), from_state, to_state]
+            for chart_id, at, from_state, to_state in ChartEvent.objects.order_by("at", "id").values_list(
+                "chart_id", "at", "from_state", "to_state"
+            )
+        ]
+        unknown = sorted(_temporal_chart_ids() - known_ids)
+        return {
+            "meta": {
+                "seed": self.workload.seed,
+                "seconds": self.workload.seconds,
+                "budget": self.workload.budget,
+                "planned_charts": len(self.workload.charts),
+                "t0": self.t0,
+                "ended": self.clock(),
+                "default_duration": self.workload.mean_duration,
+                "faults_requested": list(self.faults_planned),
+                "temporal_workers": self.temporal_workers,
+                "settings": SCHEDULER_SETTINGS,
+            },
+            "orgs": [asdict(org) for org in self.workload.orgs],
+            "workflows": [asdict(workflow) for workflow in self.workload.workflows],
+            "holds": self.holds,
+            "pauses": self.pauses,
+            "faults": [asdict(fault) for fault in self.faults],
+            "charts": charts,
+            "transitions": transitions,
+            "temporal_unknown_workflows": unknown,
+        }
+
+
+def _listening(port: int) -> bool:
+    """Whether something accepts connections on 127.0.0.1:port (a port in TIME_WAIT does not: servers
+    that set SO_REUSEADDR, as Temporal and Redis do, can listen on it again at once)."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1.0):
+            return True
+    except OSError:
+        return False
+
+
+def _temporal_chart_ids() -> set[str]:
+    """Every chart workflow id Temporal has, open or closed."""
+    from scheduling.temporal.client import temporal_call
+
+    async def list_ids(client: Any) -> set[str]:
+        return {execution.id async for execution in client.list_workflows('WorkflowId STARTS_WITH "chart-"')}
+
+    result: set[str] = temporal_call(list_ids)
+    return result
+
+
+def _shift(value: float | None, t0: float) -> float | None:
+    return None if value is None else value - t0
+
+
+def _rel(moment: Any, t0: float) -> float | None:
+    return None if moment is None else moment.timestamp() - t0
+
+
+@contextlib.contextmanager
+def scratch_dir(keep: bool) -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="fairsched-load-"))
+    try:
+        yield path
+    finally:
+        if not keep:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
+    parser.add_argument("--seconds", type=float, default=float(os.environ.get("LOADRUN_SECONDS", 180)))
+    parser.add_argument("--budget", type=int, default=8)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--faults", default=",".join(ALL_FAULTS), help="comma-separated; empty for none")
+    parser.add_argument("--temporal-workers", type=int, default=1)
+    parser.add_argument("--pg-outage", type=float, default=8.0)
+    parser.add_argument("--drain-timeout", type=float, default=None)
+    parser.add_argument("--out", type=Path, default=REPO_ROOT / "reports" / "events.json")
+    parser.add_argument("--keep-scratch", action="store_true", help="keep the services' data and logs")
+    return parser.parse_args(argv)
+
+
+def run_to_file(args: argparse.Namespace) -> Path:
+    """Run the workload as `args` say and write the event log; return its path."""
+    faults = tuple(f for f in args.faults.split(",") if f)
+    unknown = set(faults) - set(ALL_FAULTS)
+    if unknown:
+        raise SystemExit(f"unknown faults: {', '.join(sorted(unknown))}")
+    workload = build(seconds=args.seconds, budget=args.budget, seed=args.seed)
+    with scratch_dir(args.keep_scratch) as scratch:
+        run = LoadRun(
+            workload,
+            faults=faults,
+            temporal_workers=args.temporal_workers,
+            pg_outage=args.pg_outage,
+            drain_timeout=args.drain_timeout or max(120.0, 1.5 * args.seconds),
+            scratch=scratch,
+        )
+        log = run.run()
+        logs = args.out.parent / "logs"
+        shutil.rmtree(logs, ignore_errors=True)
+        shutil.copytree(scratch / "logs", logs, ignore=shutil.ignore_patterns("beat-schedule*"))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(log, indent=1))
+    return Path(args.out)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run, write the log, and leave with `os._exit` (a process that used a Temporal client can abort
+    while the interpreter finalizes: temporalio sdk-python issue 300)."""
+    code = 0
+    try:
+        path = run_to_file(parse_args(argv))
+        print(f"event log written to {path}", flush=True)
+    except BaseException as err:
+        print(f"load run failed: {err!r}", file=sys.stderr, flush=True)
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,220 @@
+"""The load-run figures on small synthetic event logs, checked by hand."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from scheduling.loadtest import metrics
+
+
+def chart(
+    chart_id: int, org: str, submitted: float, *, state: str = "succeeded", finished: float | None = None,
+    runs: list[tuple[str, float | None, float | None]] | None = None, cost: int = 1,
+    eta_enqueue: dict[str, Any] | None = None, eta_start: dict[str, Any] | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    runs = runs if runs is not None else [("completed", submitted, finished)]
+    return {
+        "id": chart_id,
+        "org": org,
+        "external_id": f"{org}-{chart_id}",
+        "workflow": "standard",
+        "cost": cost,
+        "planned_duration": 1.0,
+        "planned_submit": submitted,
+        "submitted": submitted,
+        "state": state,
+        "attempt": len(runs),
+        "started": runs[-1][1] if runs else None,
+        "finished": finished,
+        "eta_enqueue": eta_enqueue,
+        "eta_start": eta_start,
+        "runs": [
+            {"attempt": i + 1, "workflow_id": f"chart-{chart_id}-a{i + 1}", "status": s, "start": a, "close": b}
+            for i, (s, a, b) in enumerate(runs)
+        ],
+    }
+
+
+def lifecycle(chart_id: int, submitted: float, start: float, finish: float, end: str = "succeeded") -> list[list[Any]]:
+    return [
+        [chart_id, submitted, "", "queued"],
+        [chart_id, start, "queued", "dispatching"],
+        [chart_id, start + 0.01, "dispatching", "running"],
+        [chart_id, finish, "running", end],
+    ]
+
+
+def log_of(charts: list[dict[str, Any]], transitions: list[list[Any]], **meta: Any) -> dict[str, Any]:
+    return {
+        "meta": {"budget": 2, "ended": 20.0, "default_duration": 2.0, "planned_charts": len(charts), **meta},
+        "orgs": [
+            {"slug": "big", "kind": "backfill", "workflow": "standard", "weight": 1, "held_until": None},
+            {"slug": "small", "kind": "small", "workflow": "standard", "weight": 1, "held_until": None},
+        ],
+        "holds": [],
+        "pauses": [],
+        "faults": [],
+        "charts": charts,
+        "transitions": sorted(transitions, key=lambda t: t[1]),
+        "temporal_unknown_workflows": [],
+    }
+
+
+def test_quantile_interpolates() -> None:
+    assert metrics.quantile([], 0.5) is None
+    assert metrics.quantile([3, 1, 2], 0.5) == 2
+    assert metrics.quantile([0, 10], 0.9) == pytest.approx(9)
+
+
+def test_weighted_jain() -> None:
+    assert metrics.weighted_jain({"a": 3, "b": 1}, {"a": 3, "b": 1}) == pytest.approx(1.0)
+    # x = (4, 0): (4)^2 / (2 * 16) = 0.5, the worst for two orgs.
+    assert metrics.weighted_jain({"a": 4}, {"a": 1, "b": 1}) == pytest.approx(0.5)
+    # x = (2, 1): 9 / (2 * 5) = 0.9.
+    assert metrics.weighted_jain({"a": 2, "b": 1}, {"a": 1, "b": 1}) == pytest.approx(0.9)
+    assert metrics.weighted_jain({}, {"a": 1}) is None
+
+
+def test_budget_replay_finds_the_peak_and_any_excess() -> None:
+    charts = [chart(1, "big", 0, finished=4), chart(2, "big", 0, finished=5), chart(3, "small", 1, finished=6)]
+    transitions = lifecycle(1, 0, 1, 4) + lifecycle(2, 0, 1, 5) + lifecycle(3, 1, 4, 6)
+    figures = metrics.budget_figures(log_of(charts, transitions))
+    assert figures.peak == 2
+    assert figures.exceeded_at == []
+    transitions = lifecycle(1, 0, 1, 4) + lifecycle(2, 0, 1, 5) + lifecycle(3, 1, 3, 6)
+    figures = metrics.budget_figures(log_of(charts, transitions))
+    assert figures.peak == 3
+    assert figures.exceeded_at == [3]
+
+
+def test_a_retry_gives_its_units_back_and_a_dear_chart_counts_its_cost() -> None:
+    charts = [chart(1, "big", 0, finished=9, cost=2, runs=[("failed", 1, 2), ("completed", 5, 9)])]
+    transitions = [
+        [1, 0, "", "queued"], [1, 1, "queued", "dispatching"], [1, 1.1, "dispatching", "running"],
+        [1, 2, "running", "retry_wait"], [1, 5, "retry_wait", "dispatching"], [1, 5.1, "dispatching", "running"],
+        [1, 9, "running", "succeeded"],
+    ]  # fmt: skip
+    figures = metrics.budget_figures(log_of(charts, transitions))
+    assert figures.peak == 2
+    assert [units for _, units in figures.in_flight] == [2, 0, 2, 0]
+
+
+def test_integrity_of_a_clean_run() -> None:
+    charts = [chart(1, "big", 0, finished=4), chart(2, "small", 1, finished=5)]
+    figures = metrics.integrity_figures(log_of(charts, lifecycle(1, 0, 1, 4) + lifecycle(2, 1, 2, 5)))
+    assert figures.ok
+    assert figures.lost == 0
+    assert figures.runs_described == 2
+
+
+def test_integrity_finds_lost_twice_run_and_disagreeing_charts() -> None:
+    charts = [
+        chart(1, "big", 0, finished=4, runs=[("completed", 1, 4), ("completed", 5, 8)]),  # ran twice
+        chart(2, "big", 0, state="running", finished=None, runs=[("running", 1, None)]),  # never ended
+        chart(3, "small", 1, finished=5, runs=[("failed", 2, 5)]),  # DB says succeeded, Temporal failed
+    ]
+    transitions = lifecycle(1, 0, 1, 4) + lifecycle(3, 1, 2, 5) + [[2, 0, "", "queued"]]
+    log = log_of(charts, transitions, planned_charts=4)  # one chart never reached the database
+    log["temporal_unknown_workflows"] = ["chart-99-a1"]
+    figures = metrics.integrity_figures(log)
+    assert figures.not_one_terminal == [2]
+    assert figures.lost == 2
+    assert figures.run_twice == [1]
+    assert any("still running" in d for d in figures.disagreements)
+    assert any("chart 3" in d and "last run is failed" in d for d in figures.disagreements)
+    assert figures.temporal_unknown == ["chart-99-a1"]
+    assert not figures.ok
+
+
+def test_eta_errors_band_coverage_and_the_naive_formula() -> None:
+    # Chart 1: predicted at 0 to finish at 4, finished at 5: error 1/5. Band [3, 6] holds 5.
+    # Chart 2: predicted at 1 to finish at 9, finished at 6: error 3/5. Band [7, 8] misses 6.
+    charts = [
+        chart(1, "big", 0, finished=5, runs=[("completed", 0.5, 5)],
+              eta_enqueue={"at": 0, "eta": 4, "low": 3, "high": 6},
+              eta_start={"at": 0.4, "eta": 4.4, "low": 3, "high": 6}),
+        chart(2, "small", 1, finished=6, runs=[("completed", 5, 6)],
+              eta_enqueue={"at": 1, "eta": 9, "low": 7, "high": 8}),
+    ]  # fmt: skip
+    figures = metrics.eta_figures(log_of(charts, lifecycle(1, 0, 0.5, 5) + lifecycle(2, 1, 5, 6)))
+    assert figures.at_enqueue.count == 2
+    assert figures.at_enqueue.median == pytest.approx((0.2 + 0.6) / 2)
+    assert figures.band_enqueue == 0.5
+    assert figures.at_start.count == 1
+    assert figures.at_start.median == pytest.approx(0.6 / 4.6)
+    assert figures.band_start == 1.0
+    # Naive at 0: 1 pending unit x default 2 s / budget 2 = 1 -> eta 1, error |1 - 5| / 5.
+    # Naive at 1: 2 pending units x 2 s / 2 = 2 -> eta 3, error |3 - 6| / 5.
+    assert figures.naive_at_enqueue.median == pytest.approx((0.8 + 0.6) / 2)
+    assert metrics.naive_eta(log_of(charts, []), 5.5) == pytest.approx(5.5 + 1 * 4.5 / 2)
+
+
+def schedule(charts: list[metrics.ChartRun], budget: int = 2, weights: dict[str, int] | None = None,
+             kinds: dict[str, str] | None = None) -> metrics.Schedule:  # fmt: skip
+    return metrics.Schedule(
+        "test", charts, budget, weights or {"big": 1, "small": 1}, kinds or {"big": "backfill", "small": "small"}
+    )
+
+
+def run(chart_id: str, org: str, arrival: float, start: float | None, duration: float = 1.0) -> metrics.ChartRun:
+    return metrics.ChartRun(chart_id, org, arrival, arrival, start, None if start is None else start + duration)
+
+
+def test_a_newcomer_within_one_round_and_its_share_of_the_next_starts() -> None:
+    # budget 1, one-second charts: big runs b0 at 0, the newcomer arrives at 0.5 and starts at 1.
+    charts = [run(f"b{i}", "big", 0, float(i if i == 0 else i + 1)) for i in range(5)]
+    charts.append(run("s0", "small", 0.5, 1.0))
+    (newcomer,) = metrics.newcomers(schedule(charts, budget=1))
+    assert newcomer.first_wait == 0.5
+    assert newcomer.others_before == 0
+    assert newcomer.round_size == 2
+    assert newcomer.within_round
+    assert newcomer.share_next == pytest.approx(1 / 5)  # 5 starts after its arrival, one of them its own
+    assert newcomer.fair_share_next == pytest.approx(1 / 5)  # weight 1 of 2, but one chart waiting
+
+
+def test_a_newcomer_that_waits_for_the_backlog_is_not_within_one_round() -> None:
+    charts = [run(f"b{i}", "big", 0, float(i)) for i in range(5)]
+    charts.append(run("s0", "small", 0.5, 5.0))
+    (newcomer,) = metrics.newcomers(schedule(charts, budget=1))
+    assert newcomer.others_before == 4
+    assert not newcomer.within_round
+
+
+def test_saturated_windows_measure_weighted_shares() -> None:
+    # Budget 2 for 30 s: gold (weight 2) starts 2 one-second charts per second, then silver's
+    # charts wait behind... here both are backlogged all along and get 1 slot each: x = (15/2, 15).
+    charts = []
+    for second in range(30):
+        charts.append(run(f"g{second}", "gold", 0, float(second)))
+        charts.append(run(f"s{second}", "silver", 0, float(second)))
+    result = metrics.saturated_windows(schedule(charts, weights={"gold": 2, "silver": 1}, kinds={}), window=10.0)
+    assert [w.start for w in result] == [0.0, 10.0]
+    assert all(w.orgs == ["gold", "silver"] for w in result)
+    assert result[0].jain == pytest.approx((5 + 10) ** 2 / (2 * (25 + 100)))
+
+
+def test_a_window_where_the_pool_is_not_full_is_not_saturated() -> None:
+    charts = [run(f"g{i}", "gold", 0, float(2 * i)) for i in range(20)]
+    charts += [run(f"s{i}", "silver", 0, float(2 * i)) for i in range(20)]
+    assert metrics.saturated_windows(schedule(charts, budget=4, kinds={}), window=10.0) == []
+
+
+def test_recovery_is_the_first_start_after_the_service_is_back() -> None:
+    charts = [chart(1, "big", 0, finished=4), chart(2, "big", 0, finished=12)]
+    log = log_of(charts, lifecycle(1, 0, 1, 4) + lifecycle(2, 0, 9, 12))
+    log["faults"] = [{"kind": "kill_worker", "at": 5.0, "restored": 7.0, "detail": ""}]
+    (recovery,) = metrics.recoveries(log)
+    assert recovery.first_start == pytest.approx(9.01)
+    assert recovery.recovery_seconds == pytest.approx(4.01)
+
+
+def test_the_live_schedule_counts_a_held_org_from_its_release() -> None:
+    charts = [chart(1, "big", 0, finished=9)]
+    log = log_of(charts, lifecycle(1, 0, 6, 9))
+    log["holds"] = [{"org": "big", "start": 0.0, "end": 5.0}]
+    (entry,) = metrics.live_schedule(log).charts
+    assert entry.eligible == 5.0
+    assert entry.start == 6.0

@@ -1,0 +1,74 @@
+"""A shortened hostile load run on the real stack (its own PostgreSQL, Redis and Temporal, a Celery
+worker with beat, a demo Temporal worker), with the Celery worker killed mid-dispatch and Redis
+restarted. The invariants: nothing lost, nothing run twice, Temporal agrees with the database, the
+budget is never exceeded, the loop recovers from the kill, and small orgs start within one round."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scheduling.loadtest import metrics
+
+pytestmark = [pytest.mark.slow, pytest.mark.temporal]
+ROOT = Path(__file__).resolve().parents[2]
+SECONDS = 40
+RECOVERY_LIMIT_SECONDS = 30.0
+
+
+@pytest.fixture(scope="module")
+def event_log(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    out = tmp_path_factory.mktemp("loadrun") / "events.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "scheduling.loadtest.runner", "--seconds", str(SECONDS), "--faults",
+         "kill_worker,redis", "--drain-timeout", "90", "--out", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=280, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-4000:]
+    log: dict[str, Any] = json.loads(out.read_text())
+    return log
+
+
+@pytest.mark.timeout(300)
+def test_nothing_is_lost_or_run_twice_and_temporal_agrees(event_log: dict[str, Any]) -> None:
+    integrity = metrics.integrity_figures(event_log)
+    assert integrity.charts == integrity.planned
+    assert integrity.not_one_terminal == []
+    assert integrity.run_twice == []
+    assert integrity.disagreements == []
+    assert integrity.temporal_unknown == []
+    assert integrity.by_state.get("succeeded", 0) >= integrity.planned - integrity.by_state.get("failed", 0)
+
+
+def test_the_budget_is_never_exceeded(event_log: dict[str, Any]) -> None:
+    budget = metrics.budget_figures(event_log)
+    assert budget.exceeded_at == []
+    assert budget.peak == budget.budget  # the pool was used, and never past its budget
+
+
+def test_the_loop_recovers_from_a_worker_killed_mid_dispatch(event_log: dict[str, Any]) -> None:
+    (kill,) = [r for r in metrics.recoveries(event_log) if r.kind == "kill_worker"]
+    assert kill.detail == "a chart was being dispatched"
+    assert kill.recovery_seconds is not None
+    assert kill.recovery_seconds < RECOVERY_LIMIT_SECONDS
+    (restart,) = [r for r in metrics.recoveries(event_log) if r.kind == "redis"]
+    assert restart.recovery_seconds is not None
+    assert restart.recovery_seconds < RECOVERY_LIMIT_SECONDS
+
+
+@pytest.mark.xfail(
+    reason="the contract's fair order is recomputed from the waiting charts alone: when slots free one at a "
+    "time the org with the oldest head wins round 0 again and again (see reports/report.md and "
+    "tests/scheduling/core/test_baselines.py::test_one_slot_at_a_time_the_oldest_head_keeps_winning_round_0)",
+    strict=False,
+)
+def test_small_orgs_start_within_one_round_under_the_backfill(event_log: dict[str, Any]) -> None:
+    newcomers = metrics.newcomers(metrics.live_schedule(event_log))
+    assert newcomers
+    late = [(n.org, n.others_before, n.round_size) for n in newcomers if not n.within_round]
+    assert late == []
