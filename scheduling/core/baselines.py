@@ -71,10 +71,19 @@ Picker = Callable[[float, list[Job], list[Running], Callable[[str], bool], int],
 """(instant, waiting in arrival order, running, is the org available now, budget) -> jobs to start."""
 
 
-def replay(jobs: Sequence[Job], *, budget: int, pick: Picker, blackouts: Sequence[Blackout] = ()) -> Outcome:
-    """Run `jobs` through the picker from the first arrival until the last finish.
+def replay(
+    jobs: Sequence[Job],
+    *,
+    budget: int,
+    pick: Picker,
+    blackouts: Sequence[Blackout] = (),
+    running: Sequence[Running] = (),
+    now: float | None = None,
+) -> Outcome:
+    """Run `jobs` through the picker from the first arrival (or `now`) until the last finish.
 
-    1. Events: arrivals (in (arrival, id) order), finishes (a heap), blackout ends.
+    1. Events: arrivals (in (arrival, id) order), finishes (a heap, seeded with the jobs already
+       `running`, each finishing at its start + duration), blackout ends.
     2. At each instant: count the finishes due, add the arrivals due, ask `pick` what starts.
     3. A started job finishes at instant + duration; move to the next event.
     """
@@ -85,13 +94,14 @@ def replay(jobs: Sequence[Job], *, budget: int, pick: Picker, blackouts: Sequenc
         by_org[blackout.org].append(blackout)
     outcome = Outcome()
     waiting: list[Job] = []
-    running: dict[str, Running] = {}
-    finishes: list[tuple[float, str]] = []
+    in_flight: dict[str, Running] = {run.job.id: run for run in running}
+    finishes: list[tuple[float, str]] = [(run.started + run.job.duration, run.job.id) for run in running]
+    heapq.heapify(finishes)
     next_arrival = next_wakeup = 0
-    instant = arrivals[0].arrival if arrivals else 0.0
+    instant = now if now is not None else (arrivals[0].arrival if arrivals else 0.0)
     while next_arrival < len(arrivals) or finishes or waiting:
         while finishes and finishes[0][0] <= instant:
-            running.pop(heapq.heappop(finishes)[1])
+            in_flight.pop(heapq.heappop(finishes)[1])
         while next_arrival < len(arrivals) and arrivals[next_arrival].arrival <= instant:
             waiting.append(arrivals[next_arrival])
             next_arrival += 1
@@ -99,12 +109,12 @@ def replay(jobs: Sequence[Job], *, budget: int, pick: Picker, blackouts: Sequenc
         def available(org: str, at: float = instant) -> bool:
             return not any(b.start <= at < b.end for b in by_org.get(org, ()))
 
-        started = pick(instant, waiting, list(running.values()), available, budget)
+        started = pick(instant, waiting, list(in_flight.values()), available, budget)
         if started:
             chosen = {job.id for job in started}
             waiting = [job for job in waiting if job.id not in chosen]
             for job in started:
-                running[job.id] = Running(job, instant)
+                in_flight[job.id] = Running(job, instant)
                 outcome.start[job.id] = instant
                 outcome.finish[job.id] = instant + job.duration
                 heapq.heappush(finishes, (instant + job.duration, job.id))

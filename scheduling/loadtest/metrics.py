@@ -574,6 +574,7 @@ class Recovery:
     first_start: float | None
     pool_full: float | None
     detail: str
+    claimed_at_fault: int = 0  # charts caught between claim and start (`dispatching`) when it struck
 
     @property
     def recovery_seconds(self) -> float | None:
@@ -582,19 +583,28 @@ class Recovery:
 
 
 def recoveries(log: Mapping[str, Any]) -> list[Recovery]:
-    """Each fault with the first chart start after the service came back, and when the pool was
-    full again (budget - 1 units or more in flight, or nothing left waiting)."""
+    """Each fault with the first chart start after the service came back, when the pool was full
+    again (budget - 1 units or more in flight), and how many charts were claimed but not yet started
+    when it struck (the two-phase dispatch's window)."""
     budget = budget_figures(log)
     running_at = sorted(at for _, at, _, to_state in log["transitions"] if to_state == "running")
     figures = []
     for fault in log["faults"]:
+        state: dict[int, str] = {}
+        for chart_id, at, _, to_state in log["transitions"]:
+            if at > fault["at"]:
+                break
+            state[chart_id] = to_state
+        claimed = sum(1 for value in state.values() if value == "dispatching")
         restored = fault["restored"] if fault["restored"] is not None else fault["at"]
         first = next((at for at in running_at if at > restored), None)
         full = next(
             (at for at, units in budget.in_flight if at > restored and units >= budget.budget - 1),
             None,
         )
-        figures.append(Recovery(fault["kind"], fault["at"], fault["restored"], first, full, fault.get("detail", "")))
+        figures.append(
+            Recovery(fault["kind"], fault["at"], fault["restored"], first, full, fault.get("detail", ""), claimed)
+        )
     return figures
 
 

@@ -36,6 +36,7 @@ from scheduling.core.baselines import (
     replay_proportional,
 )
 from scheduling.loadtest import metrics
+from scheduling.loadtest.ideal import ideal_etas, workflow_means
 from scheduling.loadtest.svg import PALETTE, Chart
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -45,24 +46,42 @@ REPORTS = REPO_ROOT / "reports"
 # -- baselines on the run's workload ---------------------------------------------------------------
 
 
-def baseline_schedules(log: Mapping[str, Any]) -> list[metrics.Schedule]:
-    """The run's workload replayed under each baseline policy, as schedules."""
+@dataclass
+class Replays:
+    """The run's workload (arrivals and durations as submitted) and its replays by policy."""
+
+    jobs: list[Job]
+    blackouts: list[Blackout]
+    outcomes: dict[str, Outcome]
+
+
+FAIR_REPLAY = "fair order (replay)"
+SERVED_REPLAY = "served rounds (what-if)"
+
+
+def replays_of(log: Mapping[str, Any]) -> Replays:
     live = metrics.live_schedule(log)
     jobs = [
         Job(id=str(c["id"]), org=c["org"], arrival=c["submitted"], duration=c["planned_duration"], cost=c["cost"])
         for c in log["charts"]
     ]
     blackouts = [Blackout(org, start, end) for org, start, end in live.blackouts]
-    budget = live.budget
-    replays: list[tuple[str, Outcome]] = [
-        ("fair order (replay)", replay_fair(jobs, budget=budget, weights=live.weights, blackouts=blackouts)),
-        ("served rounds (what-if)", replay_fair_served(jobs, budget=budget, weights=live.weights, blackouts=blackouts)),
-        ("FIFO", replay_fifo(jobs, budget=budget, blackouts=blackouts)),
-        ("proportional split", replay_proportional(jobs, budget=budget, blackouts=blackouts)),
-    ]
+    budget, weights = live.budget, live.weights
+    outcomes = {
+        FAIR_REPLAY: replay_fair(jobs, budget=budget, weights=weights, blackouts=blackouts),
+        SERVED_REPLAY: replay_fair_served(jobs, budget=budget, weights=weights, blackouts=blackouts),
+        "FIFO": replay_fifo(jobs, budget=budget, blackouts=blackouts),
+        "proportional split": replay_proportional(jobs, budget=budget, blackouts=blackouts),
+    }
+    return Replays(jobs, blackouts, outcomes)
+
+
+def baseline_schedules(log: Mapping[str, Any], replays: Replays) -> list[metrics.Schedule]:
+    """The run's workload replayed under each baseline policy, as schedules."""
+    live = metrics.live_schedule(log)
     eligible = {chart.id: chart.eligible for chart in live.charts}
     schedules = []
-    for name, outcome in replays:
+    for name, outcome in replays.outcomes.items():
         charts = [
             metrics.ChartRun(
                 id=job.id,
@@ -73,10 +92,27 @@ def baseline_schedules(log: Mapping[str, Any]) -> list[metrics.Schedule]:
                 finish=outcome.finish.get(job.id),
                 cost=job.cost,
             )
-            for job in jobs
+            for job in replays.jobs
         ]
-        schedules.append(metrics.Schedule(name, charts, budget, live.weights, live.kinds, blackouts=live.blackouts))
+        schedules.append(metrics.Schedule(name, charts, live.budget, live.weights, live.kinds, live.blackouts))
     return schedules
+
+
+def ideal_eta_table(log: Mapping[str, Any], replays: Replays) -> Table:
+    workflow_of = {str(c["id"]): c["workflow"] for c in log["charts"]}
+    results = ideal_etas(
+        replays.jobs,
+        budget=int(log["meta"]["budget"]),
+        weights={org["slug"]: org["weight"] for org in log["orgs"]},
+        blackouts=replays.blackouts,
+        means=workflow_means(replays.jobs, workflow_of),
+        fair=replays.outcomes[FAIR_REPLAY],
+        served=replays.outcomes[SERVED_REPLAY],
+    )
+    return Table(
+        ["ideal loop: prediction at arrival", "charts", "median abs. rel. error", "p90", "median signed"],
+        [[r.name, str(r.errors.count), pct(r.errors.median), pct(r.errors.p90), pct(r.errors.bias)] for r in results],
+    )
 
 
 # -- tables ----------------------------------------------------------------------------------------
@@ -252,7 +288,16 @@ def eta_org_table(eta: metrics.EtaFigures) -> Table:
 
 def fault_table(recoveries: Sequence[metrics.Recovery]) -> Table:
     return Table(
-        ["fault", "at (s)", "service back (s)", "first start after (s)", "pool full again (s)", "recovery", "detail"],
+        [
+            "fault",
+            "at (s)",
+            "service back (s)",
+            "first start after (s)",
+            "pool full again (s)",
+            "recovery",
+            "charts mid-dispatch",
+            "detail",
+        ],
         [
             [
                 r.kind,
@@ -261,6 +306,7 @@ def fault_table(recoveries: Sequence[metrics.Recovery]) -> Table:
                 num(r.first_start),
                 num(r.pool_full),
                 num(r.recovery_seconds, 1, " s"),
+                str(r.claimed_at_fault),
                 r.detail,
             ]
             for r in recoveries
@@ -376,7 +422,8 @@ def plot_starts(schedule: metrics.Schedule, ended: float) -> str:
 def build_report(log: Mapping[str, Any], out: Path, *, command: str) -> list[Verdict]:
     """Write report.md, report.html and the plots into `out`; return the verdicts."""
     live_schedule = metrics.live_schedule(log)
-    schedules = [live_schedule, *baseline_schedules(log)]
+    replays = replays_of(log)
+    schedules = [live_schedule, *baseline_schedules(log, replays)]
     results = [metrics.fairness(schedule) for schedule in schedules]
     figures = metrics.live_figures(log)
     judged = verdicts(results[0], figures)
@@ -428,6 +475,14 @@ def build_report(log: Mapping[str, Any], out: Path, *, command: str) -> list[Ver
             f"Band coverage (p10-p90): at enqueue {pct(figures.eta.band_enqueue)}, at start "
             f"{pct(figures.eta.band_start)}.",
             [eta_table(figures.eta), "eta.svg", eta_org_table(figures.eta)],
+        ),
+        (
+            "ETAs of an ideal loop",
+            "The same workload replayed without overhead, faults or failures, every duration predicted at "
+            "its workflow's true mean; for every 4th chart, the prediction at its arrival (no knowledge of "
+            "later arrivals) against its finish in the replay. The static plan is what the live loop "
+            "writes; the replayed plans re-apply the order at every instant, as the dispatcher does.",
+            [ideal_eta_table(log, replays)],
         ),
         (
             "Nothing lost, nothing run twice",

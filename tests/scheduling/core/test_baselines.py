@@ -128,3 +128,12 @@ def test_every_job_starts_and_finishes_once_in_every_replay() -> None:
         for job in jobs:
             assert outcome.start[job.id] >= job.arrival
             assert outcome.finish[job.id] == pytest.approx(outcome.start[job.id] + job.duration)
+
+
+def test_a_replay_can_start_mid_way_with_charts_in_flight() -> None:
+    from scheduling.core.baselines import Running, pick_fifo, replay
+
+    in_flight = Running(Job("r", "a", 0, 3), started=0)
+    outcome = replay([Job("w", "b", 1, 1)], budget=1, pick=pick_fifo, running=[in_flight], now=1)
+    assert outcome.start == {"w": 3}
+    assert outcome.finish == {"w": 4}

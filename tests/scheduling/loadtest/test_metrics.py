@@ -207,6 +207,7 @@ def test_recovery_is_the_first_start_after_the_service_is_back() -> None:
     log = log_of(charts, lifecycle(1, 0, 1, 4) + lifecycle(2, 0, 9, 12))
     log["faults"] = [{"kind": "kill_worker", "at": 5.0, "restored": 7.0, "detail": ""}]
     (recovery,) = metrics.recoveries(log)
+    assert recovery.claimed_at_fault == 0
     assert recovery.first_start == pytest.approx(9.01)
     assert recovery.recovery_seconds == pytest.approx(4.01)
 
@@ -218,3 +219,13 @@ def test_the_live_schedule_counts_a_held_org_from_its_release() -> None:
     (entry,) = metrics.live_schedule(log).charts
     assert entry.eligible == 5.0
     assert entry.start == 6.0
+
+
+def test_a_fault_between_claim_and_start_counts_the_claimed_charts() -> None:
+    charts = [chart(1, "big", 0, finished=9)]
+    transitions = [[1, 0, "", "queued"], [1, 2, "queued", "dispatching"], [1, 7, "dispatching", "running"]]
+    log = log_of(charts, [*transitions, [1, 9, "running", "succeeded"]])
+    log["faults"] = [{"kind": "kill_worker", "at": 2.5, "restored": 4.0, "detail": ""}]
+    (recovery,) = metrics.recoveries(log)
+    assert recovery.claimed_at_fault == 1
+    assert recovery.first_start == 7
