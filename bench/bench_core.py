@@ -1,0 +1,159 @@
+"""Benchmark of the scheduling core (a benchmark to report, never a timed test).
+
+    .venv/bin/python bench/bench_core.py [--quick]
+
+1. The plan command's work, JSON in and out (read, parse and check, plan, write), for 100,000
+   queued charts from 500 orgs under a budget of 200, next to a bare json.loads + json.dumps of
+   the same scenario.
+2. `plan()` on a `Scenario` of `QueuedChart`s at 10k, 100k and 1M charts, round_robin and deficit,
+   without and with caps (the caps, and a few charts in backoff, send the replay down the event
+   path). Building the dataclasses is not timed.
+
+Each figure is the best of a few runs. `--quick` stops at 100k.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import sys
+import time
+from collections.abc import Callable
+
+from scheduling.core import (
+    OrgPolicy,
+    QueuedChart,
+    RunningChart,
+    Scenario,
+    parse_scenario,
+    plan,
+    plan_to_json,
+)
+
+NOW = 1_000_000.0
+BUDGET = 200
+ORG_COUNT = 500
+
+
+def scenario_json(chart_count: int, *, policy: str, capped: bool, seed: int = 7) -> dict[str, object]:
+    """A saturated scenario: orgs of skewed sizes and weights, mixed costs, priorities, pauses.
+
+    With `capped`, one org in five has a cap of 1 to 3 and one chart in a hundred is in backoff.
+    """
+    rng = random.Random(seed)
+    org_names = [f"org{index:03d}" for index in range(ORG_COUNT)]
+    org_sizes = [1.0 / (rank + 1) for rank in range(ORG_COUNT)]
+    orgs: dict[str, dict[str, object]] = {}
+    for index, name in enumerate(org_names):
+        policy_json: dict[str, object] = {"weight": rng.choice((1, 1, 1, 2, 3, 5))}
+        if capped and index % 5 == 0:
+            policy_json["max_concurrency"] = rng.randint(1, 3)
+        orgs[name] = policy_json
+    queued = []
+    chart_orgs = rng.choices(org_names, weights=org_sizes, k=chart_count)
+    for index, org in enumerate(chart_orgs):
+        chart: dict[str, object] = {
+            "id": f"c{index:07d}",
+            "org": org,
+            "created": round(NOW - rng.uniform(0, 86_400), 3),
+            "avg": round(rng.uniform(60, 3_600), 1),
+        }
+        if rng.random() < 0.1:
+            chart["cost"] = rng.choice((2, 3, 4))
+        if rng.random() < 0.05:
+            chart["priority"] = rng.choice((-1, 1, 2))
+        if rng.random() < 0.002:
+            chart["high_priority"] = True
+        if rng.random() < 0.01:
+            chart["paused"] = True
+        if capped and rng.random() < 0.01:
+            chart["available_at"] = round(NOW + rng.uniform(0, 7_200), 1)
+        queued.append(chart)
+    running = [
+        {
+            "id": f"r{index:04d}",
+            "org": rng.choice(org_names),
+            "started": round(NOW - rng.uniform(0, 3_000), 1),
+            "avg": round(rng.uniform(60, 3_600), 1),
+        }
+        for index in range(BUDGET)
+    ]
+    return {
+        "now": NOW,
+        "budget": BUDGET,
+        "policy": policy,
+        "quantum": 1,
+        "aging": {"step": 3_600, "cap": 2},
+        "orgs": orgs,
+        "queued": queued,
+        "running": running,
+    }
+
+
+def best_of(runs: int, action: Callable[[], object]) -> tuple[float, float]:
+    """The fastest of `runs` runs of `action`: (wall-clock seconds, CPU seconds of this process).
+
+    On a shared machine the CPU time shows the work itself when other processes compete.
+    """
+    timings = []
+    for _ in range(runs):
+        wall, cpu = time.perf_counter(), time.process_time()
+        action()
+        timings.append((time.perf_counter() - wall, time.process_time() - cpu))
+    return min(timings)
+
+
+def bench_command() -> None:
+    """Step 1: the plan command's work against bare JSON reading and writing."""
+    document = json.dumps(scenario_json(100_000, policy="round_robin", capped=False)).encode()
+
+    def command() -> str:
+        return json.dumps(plan_to_json(plan(parse_scenario(json.loads(document)))))
+
+    def json_only() -> str:
+        return json.dumps(json.loads(document))
+
+    json_wall, json_cpu = best_of(3, json_only)
+    command_wall, command_cpu = best_of(3, command)
+    print(f"plan command, 100,000 charts / {ORG_COUNT} orgs / budget {BUDGET}, JSON in and out:")
+    print(f"  scenario JSON: {len(document):,} bytes")
+    print(f"  command (loads + parse + plan + dumps): {command_wall:.3f} s wall, {command_cpu:.3f} s CPU")
+    print(f"  json.loads + json.dumps only:           {json_wall:.3f} s wall, {json_cpu:.3f} s CPU")
+    print(f"  ratio:                                  {command_wall / json_wall:.2f}x")
+
+
+def dataclass_scenario(data: dict[str, object]) -> Scenario:
+    """The `Scenario` of a scenario JSON, built from dataclasses as the live system builds it."""
+    parsed = parse_scenario(data)
+    return dataclasses.replace(
+        parsed,
+        queued=list(parsed.queued),
+        running=[RunningChart(**dataclasses.asdict(chart)) for chart in parsed.running],
+        orgs={name: OrgPolicy(**dataclasses.asdict(org)) for name, org in parsed.orgs.items()},
+    )
+
+
+def bench_plan(sizes: list[int]) -> None:
+    """Step 2: `plan()` compute time by size, policy and caps."""
+    print("plan() on a Scenario of QueuedChart dataclasses (construction not timed):")
+    print(f"  {'charts':>9}  {'policy':<11}  {'caps':<4}  {'wall s':>7}  {'CPU s':>7}  {'us/chart':>8}")
+    for size in sizes:
+        for capped in (False, True):
+            base = dataclass_scenario(scenario_json(size, policy="round_robin", capped=capped))
+            assert all(isinstance(chart, QueuedChart) for chart in base.queued[:1])
+            for policy in ("round_robin", "deficit"):
+                scenario = dataclasses.replace(base, policy=policy)
+                wall, cpu = best_of(3 if size <= 100_000 else 2, lambda s=scenario: plan(s))
+                label = "yes" if capped else "no"
+                print(f"  {size:>9,}  {policy:<11}  {label:<4}  {wall:>7.3f}  {cpu:>7.3f}  {wall / size * 1e6:>8.2f}")
+
+
+def main() -> None:
+    quick = "--quick" in sys.argv[1:]
+    bench_command()
+    bench_plan([10_000, 100_000] if quick else [10_000, 100_000, 1_000_000])
+
+
+if __name__ == "__main__":
+    main()

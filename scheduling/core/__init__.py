@@ -1,0 +1,37 @@
+"""The scheduling core: fair order, budget dispatch and ETAs, in pure Python over plain data.
+
+It implements `SCHEDULING.md` (the contract) and imports nothing from Django, Celery, Channels,
+Temporal or the project's apps: the live system maps its snapshot to a `Scenario` and calls
+`plan`, and its dispatcher calls `dispatch_walk`. `python -m scheduling.core plan FILE` runs the
+same `plan` on a scenario JSON.
+
+One extension goes beyond the contract and is off by default: `Scenario.retry_budget`
+(`retry_budget` in the JSON, an integer >= 0 or null). Charts marked `retry` (queued or running)
+may then together occupy at most that many cost units (c = min(cost, budget) each). A retry chart
+that would exceed it is skipped by the walk, like a capped org, not a stop; running retries above
+it (after it was lowered) only pause further retries until they drain. A retry chart whose c
+exceeds the retry budget can never start: its start and ETA are null. Without a retry budget the
+`retry` marks change nothing.
+"""
+
+from .io import ScenarioError, parse_scenario, plan_to_json
+from .model import Aging, OrgPolicy, Plan, QueueColumns, QueuedChart, RunningChart, Scenario
+from .order import fair_order
+from .planner import plan
+from .replay import dispatch_walk
+
+__all__ = [
+    "Aging",
+    "OrgPolicy",
+    "Plan",
+    "QueueColumns",
+    "QueuedChart",
+    "RunningChart",
+    "Scenario",
+    "ScenarioError",
+    "dispatch_walk",
+    "fair_order",
+    "parse_scenario",
+    "plan",
+    "plan_to_json",
+]

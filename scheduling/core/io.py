@@ -1,0 +1,294 @@
+"""Scenario JSON in, plan JSON out: the checked boundary of the core.
+
+`parse_scenario` checks every field against the contract's table and raises `ScenarioError` with
+one line naming the field and the chart or org it belongs to. Queued charts are read straight into
+columns (`QueueColumns`), so a large queue never becomes one object per chart. Fields the contract
+does not name are ignored. Integers must lie within +-2**53, the range in which JSON numbers are
+exact everywhere (RFC 8259, section 6) and the core's float comparisons are exact.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from .model import (
+    POLICIES,
+    Aging,
+    ChartTimes,
+    OrgPolicy,
+    Plan,
+    Policy,
+    QueueColumns,
+    RunningChart,
+    Scenario,
+)
+
+MAX_EXACT_INTEGER = 2**53
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_-]+")
+_MISSING: Any = object()
+
+
+class ScenarioError(ValueError):
+    """A scenario that breaks the contract; the message is one line naming the field."""
+
+
+def parse_scenario(data: object) -> Scenario:
+    """The scenario described by `data` (decoded JSON), checked field by field.
+
+    1. The top level is an object; its fields are checked in the contract's order: `now`,
+       `budget` (required), `policy`, `quantum`, `aging`, `orgs` (each org's weight and cap),
+       `queued` (into columns), `running`, and the extension's `retry_budget`.
+    2. Chart ids are unique across `queued` and `running`.
+    """
+    if not isinstance(data, dict):
+        raise ScenarioError(f"scenario: must be an object, got {_show(data)}")
+    now = _number(data.get("now", 0), "now")
+    if "budget" not in data:
+        raise ScenarioError("budget: required")
+    budget = _integer(data["budget"], "budget", minimum=1)
+    policy = data.get("policy", "round_robin")
+    if not isinstance(policy, str) or policy not in POLICIES:
+        raise ScenarioError(f'policy: must be "round_robin" or "deficit", got {_show(policy)}')
+    quantum = _number(data.get("quantum", 1), "quantum", positive=True)
+    aging = data.get("aging")
+    orgs = _orgs(data.get("orgs", {}))
+    queue = _queue(data.get("queued", []))
+    running = _running(data.get("running", []))
+    retry_budget = data.get("retry_budget")
+    scenario = Scenario(
+        now=now,
+        budget=budget,
+        policy=_policy(policy),
+        quantum=quantum,
+        aging=None if aging is None else _aging(aging),
+        orgs=orgs,
+        queued=queue,
+        running=running,
+        retry_budget=None if retry_budget is None else _integer(retry_budget, "retry_budget", minimum=0),
+    )
+    _check_unique_ids(queue, running)
+    return scenario
+
+
+def plan_to_json(plan: Plan) -> dict[str, object]:
+    """The plan as the contract's JSON object."""
+    return {
+        "order": plan.order,
+        "start": _plain(plan.start),
+        "eta": _plain(plan.eta),
+        "org_clear": plan.org_clear,
+        "global_clear": plan.global_clear,
+    }
+
+
+def _plain(times: Mapping[str, float | None]) -> dict[str, float | None]:
+    return times.as_dict() if isinstance(times, ChartTimes) else dict(times)
+
+
+def _policy(policy: str) -> Policy:
+    return "deficit" if policy == "deficit" else "round_robin"
+
+
+def _aging(aging: object) -> Aging:
+    if not isinstance(aging, dict):
+        raise ScenarioError(f"aging: must be an object or absent, got {_show(aging)}")
+    for field in ("step", "cap"):
+        if field not in aging:
+            raise ScenarioError(f"aging.{field}: required")
+    return Aging(
+        step=_number(aging["step"], "aging.step", positive=True),
+        cap=_integer(aging["cap"], "aging.cap", minimum=0),
+    )
+
+
+def _orgs(orgs: object) -> dict[str, OrgPolicy]:
+    if not isinstance(orgs, dict):
+        raise ScenarioError(f"orgs: must be an object, got {_show(orgs)}")
+    policies = {}
+    for name, policy in orgs.items():
+        where = f"orgs.{name}" if _PLAIN_NAME.fullmatch(name) else f"orgs[{json.dumps(name)}]"
+        if not isinstance(policy, dict):
+            raise ScenarioError(f"{where}: must be an object, got {_show(policy)}")
+        cap = policy.get("max_concurrency")
+        policies[name] = OrgPolicy(
+            weight=_integer(policy.get("weight", 1), f"{where}.weight", minimum=0),
+            max_concurrency=None
+            if cap is None
+            else _integer(cap, f"{where}.max_concurrency", minimum=1, nullable=True),
+        )
+    return policies
+
+
+def _queue(charts: object) -> QueueColumns:
+    """The queued charts as columns, each chart checked (see the contract's table)."""
+    if not isinstance(charts, list):
+        raise ScenarioError(f"queued: must be an array, got {_show(charts)}")
+    queue = QueueColumns([], [], [], [], [], [], [], [], [], [])
+    add_id, add_org = queue.id.append, queue.org.append
+    add_created, add_avg, add_cost = queue.created.append, queue.avg.append, queue.cost.append
+    add_high, add_paused = queue.high_priority.append, queue.paused.append
+    add_priority, add_available_at = queue.priority.append, queue.available_at.append
+    add_retry = queue.retry.append
+    for index, chart in enumerate(charts):
+        where, fields = _chart("queued", index, chart)
+        add_id(fields["id"])
+        add_org(fields["org"])
+        add_created(_chart_number(fields, "created", where))
+        add_avg(_chart_number(fields, "avg", where, positive=True))
+        add_cost(_chart_integer(fields, "cost", where, default=1, minimum=1))
+        add_high(_chart_flag(fields, "high_priority", where))
+        add_paused(_chart_flag(fields, "paused", where))
+        add_priority(_chart_integer(fields, "priority", where, default=0))
+        available_at = fields.get("available_at")
+        add_available_at(None if available_at is None else _chart_number(fields, "available_at", where))
+        add_retry(_chart_flag(fields, "retry", where))
+    return queue
+
+
+def _running(charts: object) -> list[RunningChart]:
+    if not isinstance(charts, list):
+        raise ScenarioError(f"running: must be an array, got {_show(charts)}")
+    running = []
+    for index, chart in enumerate(charts):
+        where, fields = _chart("running", index, chart)
+        running.append(
+            RunningChart(
+                id=fields["id"],
+                org=fields["org"],
+                started=_chart_number(fields, "started", where),
+                avg=_chart_number(fields, "avg", where, positive=True),
+                cost=_chart_integer(fields, "cost", where, default=1, minimum=1),
+                retry=_chart_flag(fields, "retry", where),
+            )
+        )
+    return running
+
+
+def _chart(section: str, index: int, chart: object) -> tuple[_ChartPlace, dict[str, Any]]:
+    """Check that `chart` is an object with a string id and org; its place for messages."""
+    if type(chart) is not dict:
+        raise ScenarioError(f"{section}[{index}]: must be an object, got {_show(chart)}")
+    chart_id = chart.get("id", _MISSING)
+    if type(chart_id) is not str:
+        if chart_id is _MISSING:
+            raise ScenarioError(f"{section}[{index}]: id required")
+        raise ScenarioError(f"{section}[{index}]: id must be a string, got {_show(chart_id)}")
+    where = _ChartPlace(section, index, chart_id)
+    org = chart.get("org", _MISSING)
+    if type(org) is not str:
+        if org is _MISSING:
+            raise ScenarioError(f"{where}: org required")
+        raise ScenarioError(f"{where}: org must be a string, got {_show(org)}")
+    return where, chart
+
+
+class _ChartPlace:
+    """Where a chart sits in the scenario, spelled out only when a message needs it."""
+
+    __slots__ = ("chart_id", "index", "section")
+
+    def __init__(self, section: str, index: int, chart_id: str) -> None:
+        self.section = section
+        self.index = index
+        self.chart_id = chart_id
+
+    def __str__(self) -> str:
+        return f"{self.section}[{self.index}] (id {json.dumps(self.chart_id)})"
+
+
+def _chart_number(chart: dict[str, Any], field: str, where: _ChartPlace, *, positive: bool = False) -> float:
+    value = chart.get(field, _MISSING)
+    if (type(value) is float or type(value) is int) and _is_number(value, positive):
+        return value
+    if value is _MISSING:
+        raise ScenarioError(f"{where}: {field} required")
+    raise ScenarioError(f"{where}: {field} {_number_rule(value, positive)}, got {_show(value)}")
+
+
+def _chart_integer(
+    chart: dict[str, Any],
+    field: str,
+    where: _ChartPlace,
+    *,
+    default: int,
+    minimum: int | None = None,
+) -> int:
+    value = chart.get(field, default)
+    if type(value) is int and _is_integer(value, minimum):
+        return value
+    raise ScenarioError(f"{where}: {field} {_integer_rule(value, minimum)}, got {_show(value)}")
+
+
+def _chart_flag(chart: dict[str, Any], field: str, where: _ChartPlace) -> bool:
+    value = chart.get(field, False)
+    if type(value) is bool:
+        return value
+    raise ScenarioError(f"{where}: {field} must be true or false, got {_show(value)}")
+
+
+def _number(value: object, where: str, *, positive: bool = False) -> float:
+    if (type(value) is float or type(value) is int) and _is_number(value, positive):
+        return value
+    raise ScenarioError(f"{where}: {_number_rule(value, positive)}, got {_show(value)}")
+
+
+def _integer(value: object, where: str, *, minimum: int, nullable: bool = False) -> int:
+    if type(value) is int and _is_integer(value, minimum):
+        return value
+    rule = _integer_rule(value, minimum) + (" or null" if nullable else "")
+    raise ScenarioError(f"{where}: {rule}, got {_show(value)}")
+
+
+def _is_number(value: float, positive: bool) -> bool:
+    """Whether an int or float `value` is finite, within range, and positive if it must be."""
+    # value - value is nan for inf and nan, 0 for any finite float.
+    finite = -MAX_EXACT_INTEGER <= value <= MAX_EXACT_INTEGER if type(value) is int else value - value == 0
+    return finite and (value > 0 or not positive)
+
+
+def _is_integer(value: int, minimum: int | None) -> bool:
+    lowest = -MAX_EXACT_INTEGER if minimum is None else minimum
+    return lowest <= value <= MAX_EXACT_INTEGER
+
+
+def _too_large(value: object) -> bool:
+    return type(value) is int and abs(value) > MAX_EXACT_INTEGER
+
+
+def _number_rule(value: object, positive: bool) -> str:
+    rule = "must be a number > 0" if positive else "must be a finite number"
+    return rule + (f" within +-{MAX_EXACT_INTEGER}" if _too_large(value) else "")
+
+
+def _integer_rule(value: object, minimum: int | None) -> str:
+    rule = "must be an integer" if minimum is None else f"must be an integer >= {minimum}"
+    return rule + (f" within +-{MAX_EXACT_INTEGER}" if _too_large(value) else "")
+
+
+def _check_unique_ids(queue: QueueColumns, running: list[RunningChart]) -> None:
+    ids = [*queue.id, *(chart.id for chart in running)]
+    if len(set(ids)) == len(ids):
+        return
+    first_place: dict[str, str] = {}
+    for index, chart_id in enumerate(ids):
+        section, position = (
+            ("queued", index)
+            if index < len(queue)
+            else (
+                "running",
+                index - len(queue),
+            )
+        )
+        place = f"{section}[{position}]"
+        if chart_id in first_place:
+            raise ScenarioError(f"{place} (id {json.dumps(chart_id)}): duplicate id, also {first_place[chart_id]}")
+        first_place[chart_id] = place
+
+
+def _show(value: object) -> str:
+    """A short JSON rendering of `value` for a message."""
+    text = json.dumps(value, default=repr)
+    return text if len(text) <= 60 else text[:57] + "..."

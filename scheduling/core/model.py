@@ -1,0 +1,191 @@
+"""The plain data the scheduling core works on: a scenario in, a plan out.
+
+Every time is a number of seconds on the scenario's clock (`Scenario.now`). The core trusts these
+values; `scheduling.core.io.parse_scenario` is where untrusted input is checked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from operator import attrgetter
+from typing import Literal, overload
+
+Policy = Literal["round_robin", "deficit"]
+POLICIES: tuple[Policy, ...] = ("round_robin", "deficit")
+
+
+@dataclass(frozen=True, slots=True)
+class OrgPolicy:
+    """How an org shares the pool: its weight (0 holds it) and its cap on running charts."""
+
+    weight: int = 1
+    max_concurrency: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedChart:
+    """A chart waiting to run."""
+
+    id: str
+    org: str
+    created: float
+    avg: float
+    cost: int = 1
+    high_priority: bool = False
+    paused: bool = False
+    priority: int = 0
+    available_at: float | None = None
+    retry: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RunningChart:
+    """A chart in flight since `started`."""
+
+    id: str
+    org: str
+    started: float
+    avg: float
+    cost: int = 1
+    retry: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Aging:
+    """Waiting bonus: +1 priority per `step` seconds waited, at most `cap`."""
+
+    step: float
+    cap: int
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """A snapshot of the queue, what runs and the levers, at the instant `now`."""
+
+    now: float
+    budget: int
+    policy: Policy = "round_robin"
+    quantum: float = 1.0
+    aging: Aging | None = None
+    orgs: Mapping[str, OrgPolicy] = field(default_factory=dict)
+    queued: Sequence[QueuedChart] = ()
+    running: Sequence[RunningChart] = ()
+    retry_budget: int | None = None
+
+
+class ChartIds:
+    """The ids of a plan's charts, indexed on the first lookup by id.
+
+    A plan's starts and ETAs share one index; a caller that only iterates (the plan command
+    writing JSON) never pays for it.
+    """
+
+    __slots__ = ("_slot", "ids")
+
+    def __init__(self, ids: Sequence[str]) -> None:
+        self.ids = ids
+        self._slot: dict[str, int] | None = None
+
+    def slot(self) -> dict[str, int]:
+        """Each id's position in `ids`."""
+        if self._slot is None:
+            self._slot = dict(zip(self.ids, range(len(self.ids)), strict=True))
+        return self._slot
+
+
+class ChartTimes(Mapping[str, float | None]):
+    """A read-only time per chart id (the times aligned with the ids)."""
+
+    __slots__ = ("_ids", "_times")
+
+    def __init__(self, ids: ChartIds, times: Sequence[float | None]) -> None:
+        self._ids = ids
+        self._times = times
+
+    def __getitem__(self, chart_id: str) -> float | None:
+        return self._times[self._ids.slot()[chart_id]]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._ids.ids)
+
+    def __len__(self) -> int:
+        return len(self._ids.ids)
+
+    def as_dict(self) -> dict[str, float | None]:
+        """The same times as a plain dict."""
+        return dict(zip(self._ids.ids, self._times, strict=True))
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The fair order, predicted starts and finishes, and the clear-times of the orgs and the pool.
+
+    `start` and `eta` map every queued and running chart's id to its time: None for a chart that
+    is not eligible (or, under a retry budget, a retry that can never start). `org_clear` has a
+    key for every org with a queued or running chart (None if none of its charts has an ETA).
+    """
+
+    order: list[str]
+    start: Mapping[str, float | None]
+    eta: Mapping[str, float | None]
+    org_clear: dict[str, float | None]
+    global_clear: float | None
+
+
+_QUEUED_FIELDS = tuple(queued_field.name for queued_field in fields(QueuedChart))
+
+
+@dataclass(slots=True)
+class QueueColumns(Sequence[QueuedChart]):
+    """Queued charts stored as one list per field: the same charts as a list of `QueuedChart`.
+
+    The planner reads these lists directly, so a large queue parsed from JSON never needs one
+    object per chart; indexing still gives a `QueuedChart`.
+    """
+
+    id: list[str]
+    org: list[str]
+    created: list[float]
+    avg: list[float]
+    cost: list[int]
+    high_priority: list[bool]
+    paused: list[bool]
+    priority: list[int]
+    available_at: list[float | None]
+    retry: list[bool]
+
+    @classmethod
+    def of(cls, charts: Sequence[QueuedChart]) -> QueueColumns:
+        """The columns of `charts` (returned as they are when they are columns already)."""
+        if isinstance(charts, QueueColumns):
+            return charts
+        return cls(*(list(map(attrgetter(name), charts)) for name in _QUEUED_FIELDS))
+
+    def __len__(self) -> int:
+        return len(self.id)
+
+    @overload
+    def __getitem__(self, index: int) -> QueuedChart: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[QueuedChart]: ...
+
+    def __getitem__(self, index: int | slice) -> QueuedChart | Sequence[QueuedChart]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        return QueuedChart(
+            id=self.id[index],
+            org=self.org[index],
+            created=self.created[index],
+            avg=self.avg[index],
+            cost=self.cost[index],
+            high_priority=self.high_priority[index],
+            paused=self.paused[index],
+            priority=self.priority[index],
+            available_at=self.available_at[index],
+            retry=self.retry[index],
+        )
+
+    def __iter__(self) -> Iterator[QueuedChart]:
+        return (self[i] for i in range(len(self)))

@@ -1,0 +1,155 @@
+"""The fair order of the contract: which eligible chart comes before which.
+
+The sorts run on numpy arrays of the numeric keys; the final tie-break, the chart id, is a string,
+so charts whose numeric keys tie are put in id order afterwards (in practice a few short runs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .model import Aging, OrgPolicy, Policy, QueueColumns, QueuedChart, Scenario
+
+DEFAULT_POLICY = OrgPolicy()
+
+Indices = NDArray[np.intp]
+
+
+def fair_order(scenario: Scenario) -> list[QueuedChart]:
+    """The eligible queued charts of `scenario` (the same objects), in the fair order."""
+    queue = QueueColumns.of(scenario.queued)
+    chart_org, org_names = org_codes(queue.org)
+    order = fair_order_indices(queue, scenario, chart_org, org_names)
+    return [scenario.queued[index] for index in order.tolist()]
+
+
+def org_codes(names: Sequence[str]) -> tuple[list[int], list[str]]:
+    """Number the orgs of `names` in order of first appearance: (code of each name, name of each code)."""
+    codes: dict[str, int] = {}
+    return [codes.setdefault(name, len(codes)) for name in names], list(codes)
+
+
+def fair_order_indices(
+    queue: QueueColumns, scenario: Scenario, chart_org: Sequence[int], org_names: Sequence[str]
+) -> Indices:
+    """The indices into `queue` of the eligible charts, in the fair order.
+
+    `chart_org` gives each chart's org as a code into `org_names` (see `org_codes`).
+
+    1. Eligible: not paused, and the org's weight is above 0.
+    2. Effective priority: `priority` plus, with aging, min(cap, floor(max(0, now - created) / step)).
+    3. High tier: eligible high-priority charts by (created, id).
+    4. Fair tier: the other eligible charts by (-effective priority, created, id); the k-th chart of
+       an org in that order falls in round r (`round_robin`: k // weight; `deficit`:
+       ceil(S_k / (weight * quantum)) - 1 with S_k the org's cost up to and including chart k).
+    5. The fair tier sorted by (r, -effective priority, created, id), after the high tier.
+    """
+    org_of = column(chart_org, np.intp)
+    weights = np.array([scenario.orgs.get(name, DEFAULT_POLICY).weight for name in org_names], dtype=np.int64)
+    paused = column(queue.paused, np.bool_)
+    high = column(queue.high_priority, np.bool_)
+    eligible = ~paused & (weights[org_of] > 0)
+    created = column(queue.created, np.float64)
+    priority = effective_priority(queue, scenario.now, scenario.aging, created)
+
+    high_tier = _sort_by_keys_then_id(np.flatnonzero(eligible & high), [created], queue.id)
+    by_priority = _sort_by_keys_then_id(np.flatnonzero(eligible & ~high), [-priority, created], queue.id)
+    # Integer sums of cost are exact; past int64 (absurd costs) floats cannot overflow.
+    cost_type = np.int64 if sum(queue.cost) < 2**63 else np.float64
+    round_key = _rounds(by_priority, org_of, weights, column(queue.cost, cost_type), scenario.policy, scenario.quantum)
+    fair_tier = by_priority[np.argsort(_narrow(round_key), kind="stable")]
+    return np.concatenate((high_tier, fair_tier))
+
+
+def effective_priority(
+    queue: QueueColumns, now: float, aging: Aging | None, created: NDArray[np.float64]
+) -> NDArray[np.int64]:
+    """Each chart's priority plus its capped waiting bonus."""
+    priority = column(queue.priority, np.int64)
+    if aging is None:
+        return priority
+    waited = np.maximum(0.0, now - created)
+    bonus = np.minimum(float(aging.cap), np.floor(waited / aging.step))
+    return priority + bonus.astype(np.int64)
+
+
+def _rounds(
+    by_priority: Indices,
+    chart_org: Indices,
+    weights: NDArray[np.int64],
+    cost: NDArray[Any],
+    policy: Policy,
+    quantum: float,
+) -> NDArray[Any]:
+    """A key per chart of `by_priority` (aligned with it) that sorts the charts by round.
+
+    1. Group the charts by org, keeping their order inside each org (a stable sort by org).
+    2. k = the chart's rank inside its org; S_k = the cost of the org's charts 0..k.
+    3. round_robin: the round k // weight. deficit: ceil(S_k / (weight * quantum)), the round
+       plus one, kept as a float: exact however large, and it sorts as the round does.
+    4. Align back with `by_priority`.
+    """
+    org_of = chart_org[by_priority]
+    grouping = np.argsort(_narrow(org_of), kind="stable")
+    grouped_org = org_of[grouping]
+    group_size = np.bincount(grouped_org, minlength=len(weights))
+    group_start = np.cumsum(group_size) - group_size
+    first_of_group = group_start[grouped_org]
+    weight = weights[grouped_org]
+    grouped_round: NDArray[Any]
+    if policy == "round_robin":
+        rank_in_org = np.arange(len(grouped_org)) - first_of_group
+        grouped_round = rank_in_org // weight
+    else:
+        grouped_cost = cost[by_priority][grouping]
+        running_cost = np.cumsum(grouped_cost)
+        spent = running_cost - (running_cost - grouped_cost)[first_of_group]
+        # A quantum so small that the quotient overflows puts the charts in one last round.
+        with np.errstate(over="ignore"):
+            grouped_round = np.ceil(spent / (weight * quantum))
+    round_key = np.empty(len(by_priority), dtype=grouped_round.dtype)
+    round_key[grouping] = grouped_round
+    return round_key
+
+
+def _sort_by_keys_then_id(charts: Indices, keys: Sequence[NDArray[np.generic]], ids: Sequence[str]) -> Indices:
+    """`charts` sorted by `keys` (most significant first), then by id.
+
+    1. Sort by the least significant key, then stably by each more significant one.
+    2. Find the runs of neighbours whose keys are all equal (their order so far is arbitrary).
+    3. Sort each such run by id.
+    """
+    key_columns = [key[charts] for key in keys]
+    sorting = np.argsort(key_columns[-1])
+    for key_column in key_columns[-2::-1]:
+        sorting = sorting[np.argsort(_narrow(key_column[sorting]), kind="stable")]
+    ordered = charts[sorting]
+    if len(ordered) < 2:
+        return ordered
+    tied_with_next = np.ones(len(ordered) - 1, dtype=bool)
+    for key_column in key_columns:
+        sorted_column = key_column[sorting]
+        tied_with_next &= sorted_column[1:] == sorted_column[:-1]
+    edges = np.diff(np.concatenate(([0], tied_with_next.view(np.int8), [0])))
+    run_starts = np.flatnonzero(edges == 1).tolist()
+    run_ends = (np.flatnonzero(edges == -1) + 1).tolist()
+    for run_start, run_end in zip(run_starts, run_ends, strict=True):
+        run = ordered[run_start:run_end].tolist()
+        ordered[run_start:run_end] = sorted(run, key=ids.__getitem__)
+    return ordered
+
+
+def column(values: Sequence[object], dtype: type[np.generic]) -> NDArray[Any]:
+    """A numpy array of `values`."""
+    return np.fromiter(values, dtype=dtype, count=len(values))
+
+
+def _narrow(keys: NDArray[Any]) -> NDArray[Any]:
+    """Integer `keys` as 16-bit integers when they fit, where numpy's stable sort is a radix sort."""
+    if keys.dtype.kind == "i" and len(keys) and keys.min() >= -(2**15) and keys.max() < 2**15:
+        return keys.astype(np.int16)
+    return keys
