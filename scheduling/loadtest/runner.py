@@ -620,10 +620,16 @@ def run_to_file(args: argparse.Namespace) -> Path:
     return Path(args.out)
 
 
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run, write the log, and leave with `os._exit` (a process that used a Temporal client can abort
     while the interpreter finalizes: temporalio sdk-python issue 300)."""
     code = 0
+    # SIGTERM (a timeout, a CI runner) unwinds like Ctrl-C, so the services and children are stopped.
+    signal.signal(signal.SIGTERM, _interrupted)
     try:
         path = run_to_file(parse_args(argv))
         print(f"event log written to {path}", flush=True)
