@@ -106,9 +106,12 @@ class Newcomer:
 
 @dataclass
 class Window:
+    """A saturated window: Jain's index of cost units started, and of unit-seconds held, per weight."""
+
     start: float
     jain: float | None
     orgs: list[str]
+    jain_held: float | None = None
 
 
 @dataclass
@@ -125,6 +128,15 @@ class Fairness:
     @property
     def jain_mean(self) -> float | None:
         values = self.jain_values
+        return sum(values) / len(values) if values else None
+
+    @property
+    def jain_held_values(self) -> list[float]:
+        return [w.jain_held for w in self.windows if w.jain_held is not None]
+
+    @property
+    def jain_held_mean(self) -> float | None:
+        values = self.jain_held_values
         return sum(values) / len(values) if values else None
 
     @property
@@ -229,12 +241,14 @@ def _busy_share(steps: list[tuple[float, int]], start: float, end: float, thresh
 
 
 def saturated_windows(schedule: Schedule, *, window: float = WINDOW_SECONDS) -> list[Window]:
-    """Jain's index of started cost units per weight, over each saturated window.
+    """Jain's index of cost units per weight over each saturated window: of the units started in the
+    window, and of the unit-seconds held in it (a slow org holds its units longer per start).
 
     1. Cut the span from the first eligibility to the last start into windows of `window` seconds.
     2. A window is saturated when the pool held at least budget - 1 units for 90% of it and at least
        two orgs were backlogged all through it (an eligible chart waiting, not blocked).
-    3. Over those orgs, x_i = cost units started in the window / weight; Jain's index of the x_i.
+    3. Over those orgs, x_i = cost units started in the window / weight (and unit-seconds held in
+       the window / weight); Jain's index of the x_i.
     """
     started = [c for c in schedule.charts if c.start is not None]
     if not started:
@@ -257,11 +271,19 @@ def saturated_windows(schedule: Schedule, *, window: float = WINDOW_SECONDS) -> 
             )
             if len(backlogged) >= 2:
                 units: dict[str, float] = defaultdict(float)
+                held: dict[str, float] = defaultdict(float)
                 for chart in started:
-                    if chart.org in backlogged and chart.start is not None and start <= chart.start < stop:
-                        units[chart.org] += min(chart.cost, schedule.budget)
+                    if chart.org not in backlogged or chart.start is None:
+                        continue
+                    chart_units = min(chart.cost, schedule.budget)
+                    if start <= chart.start < stop:
+                        units[chart.org] += chart_units
+                    finish = chart.finish if chart.finish is not None else math.inf
+                    overlap = min(finish, stop) - max(chart.start, start)
+                    if overlap > 0:
+                        held[chart.org] += chart_units * overlap
                 weights = {org: schedule.weights.get(org, 1) for org in backlogged}
-                windows.append(Window(start, weighted_jain(units, weights), backlogged))
+                windows.append(Window(start, weighted_jain(units, weights), backlogged, weighted_jain(held, weights)))
         start = stop
     return windows
 

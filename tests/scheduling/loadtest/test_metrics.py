@@ -194,6 +194,7 @@ def test_saturated_windows_measure_weighted_shares() -> None:
     assert [w.start for w in result] == [0.0, 10.0]
     assert all(w.orgs == ["gold", "silver"] for w in result)
     assert result[0].jain == pytest.approx((5 + 10) ** 2 / (2 * (25 + 100)))
+    assert result[0].jain_held == pytest.approx(result[0].jain)  # one-second charts: held = started
 
 
 def test_a_window_where_the_pool_is_not_full_is_not_saturated() -> None:
