@@ -618,6 +618,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=REPORTS)
     parser.add_argument("--seconds", type=float, default=float(os.environ.get("LOADRUN_SECONDS", 180)))
     parser.add_argument("--faults", default=None, help="passed to the runner (default: all)")
+    parser.add_argument("--seed", type=int, default=None, help="passed to the runner (default: its own)")
     args = parser.parse_args(argv)
     log_path = args.log
     command = f"python -m scheduling.loadtest.report --seconds {args.seconds:g}"
@@ -635,6 +636,9 @@ def main(argv: list[str] | None = None) -> None:
         if args.faults is not None:
             run += ["--faults", args.faults]
             command += f" --faults {args.faults}"
+        if args.seed is not None:
+            run += ["--seed", str(args.seed)]
+            command += f" --seed {args.seed}"
         subprocess.run(run, cwd=REPO_ROOT, check=True)
     else:
         command = f"python -m scheduling.loadtest.report --log {log_path}"
