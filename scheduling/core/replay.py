@@ -87,6 +87,7 @@ class Dispatcher:
         3. a retry whose units exceed the free retry budget: skipped;
         4. its units exceed the free budget: the walk stops (head of line);
         5. otherwise it starts: the budget, its org's count and the retry budget are taken.
+        The state is kept current as the walk goes, for the caller and for `candidates`.
         """
         started: list[int] = []
         available_at, org_of, units_of, retry_of = (
@@ -95,8 +96,7 @@ class Dispatcher:
             self.units,
             self.retry,
         )
-        caps, org_running = self.caps, self.org_running
-        free_budget, retry_free = self.free_budget, self.retry_free
+        caps, org_running, retry_free = self.caps, self.org_running, self.retry_free
         for chart in candidates:
             ready_at = available_at[chart]
             if ready_at is not None and ready_at > instant:
@@ -112,17 +112,17 @@ class Dispatcher:
             if retry and retry_free is not None and units > retry_free:
                 self.last_verdict = SKIP_RETRY
                 continue
-            if units > free_budget:
+            if units > self.free_budget:
                 self.last_verdict = STOP
                 break
             self.last_verdict = START
             # `occupy`, inlined: this loop is the hot path of the event replay.
-            free_budget -= units
+            self.free_budget -= units
             org_running[org] += 1
             if retry and retry_free is not None:
                 retry_free -= units
+                self.retry_free = retry_free
             started.append(chart)
-        self.free_budget, self.retry_free = free_budget, retry_free
         return started
 
 
@@ -373,7 +373,8 @@ class EventReplay:
         """The heads of the active streams in order, for `Dispatcher.walk`.
 
         When the walk asks for the next candidate, the verdict on the last one is in
-        `Dispatcher.last_verdict`: a started head leaves its stream, a skipped one parks its stream.
+        `Dispatcher.last_verdict`: a skipped head parks its stream, a started one leaves it. Once
+        no budget is left the candidates end, since the rest of the walk could start nothing.
         Entries of `heads` that no longer name an active stream's head are dropped.
         """
         heads, head, state = self.heads, self.head, self.state
@@ -386,26 +387,29 @@ class EventReplay:
                 continue
             yield chart
             verdict = dispatcher.last_verdict
-            if verdict == START:
-                charts, index, waiting = ready[stream], next_ready[stream], late[stream]
-                if index < len(charts) and charts[index] == chart:
-                    index += 1
-                    next_ready[stream] = index
+            if verdict != START:
+                # Streams hold only available charts: the verdict is SKIP_CAPPED or SKIP_RETRY.
+                state[stream] = PARKED
+                if verdict == SKIP_CAPPED:
+                    self.parked_by_org[self.stream_org[stream]].append(stream)
                 else:
-                    heapq.heappop(waiting)
-                new_head = charts[index] if index < len(charts) else NO_CHART
-                if waiting and (new_head == NO_CHART or waiting[0] < new_head):
-                    new_head = waiting[0]
-                head[stream] = new_head
-                if new_head != NO_CHART:
-                    heapq.heapreplace(heads, (new_head, stream))
-                    continue
-                state[stream] = IDLE
-            elif verdict == SKIP_CAPPED:
-                state[stream] = PARKED
-                self.parked_by_org[self.stream_org[stream]].append(stream)
+                    self.parked_for_retry.append(stream)
+                heapq.heappop(heads)
+                continue
+            charts, index, waiting = ready[stream], next_ready[stream], late[stream]
+            if index < len(charts) and charts[index] == chart:
+                index += 1
+                next_ready[stream] = index
             else:
-                # SKIP_RETRY: streams hold only available charts, so SKIP_UNAVAILABLE never occurs.
-                state[stream] = PARKED
-                self.parked_for_retry.append(stream)
-            heapq.heappop(heads)
+                heapq.heappop(waiting)
+            new_head = charts[index] if index < len(charts) else NO_CHART
+            if waiting and (new_head == NO_CHART or waiting[0] < new_head):
+                new_head = waiting[0]
+            head[stream] = new_head
+            if new_head == NO_CHART:
+                state[stream] = IDLE
+                heapq.heappop(heads)
+            else:
+                heapq.heapreplace(heads, (new_head, stream))
+            if dispatcher.free_budget <= 0:
+                return
