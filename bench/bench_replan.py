@@ -34,10 +34,12 @@ def seed(size: int, orgs: int = 500) -> None:
     from django.db import connection
     from django.utils import timezone
 
-    from charts.models import Chart
+    from charts.models import Chart, ChartPlan
     from orgs.models import Org, Workflow
+    from scheduling.reconcile import duration_record
     from scheduling.services import scheduler_config_set
 
+    ChartPlan.objects.all().delete()
     Chart.objects.all().delete()
     Org.objects.all().delete()
     Workflow.objects.all().delete()
@@ -51,6 +53,10 @@ def seed(size: int, orgs: int = 500) -> None:
         for i, cost in enumerate([1, 1, 2, 4])
     )
     scheduler_config_set(actor="bench", budget=200)
+    # Learned durations with a spread, so that the pass also replays the p10 and p90 ETA bands.
+    for workflow in workflows:
+        for seconds in (40, 60, 90):
+            duration_record(org_id=org_rows[0].pk, workflow_id=workflow.pk, seconds=seconds)
     now = timezone.now()
     buffer = io.StringIO()
     for i in range(size):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from orgs.models import Org, Workflow
@@ -29,8 +29,26 @@ TERMINAL_STATES = (ChartState.SUCCEEDED, ChartState.FAILED, ChartState.CANCELLED
 ACTIVE_STATES = (ChartState.QUEUED, ChartState.PAUSED, ChartState.RETRY_WAIT, *IN_FLIGHT_STATES)
 
 
+# The plan of a chart, kept in `ChartPlan` and read as if it were the chart's own fields.
+PLAN_FIELDS = ("position", "predicted_start", "eta", "eta_low", "eta_high")
+
+
+class ChartManager(models.Manager["Chart"]):
+    """Charts with their plan joined in: `position`, `predicted_start`, `eta`, `eta_low`, `eta_high`
+    can be read, filtered and ordered on as if they were columns of the chart."""
+
+    def get_queryset(self) -> models.QuerySet[Chart]:
+        return super().get_queryset().annotate(**{name: F(f"plan__{name}") for name in PLAN_FIELDS})
+
+
 class Chart(models.Model):
-    """One job of one org. `state` changes only through `charts.states.transition` and friends."""
+    """One job of one org. `state` changes only through `charts.states.transition` and friends.
+
+    Its plan (place in the fair order, predicted start, ETA and band) lives in `ChartPlan`, which the
+    replan pass rewrites whole every few seconds: keeping it out of this table spares the chart rows
+    (and their many indexes) a rewrite per replan, and spares dispatch and submissions any wait on
+    locks the replan would otherwise hold on them. Rows lock with `select_for_update(of=("self",))`.
+    """
 
     org = models.ForeignKey(Org, on_delete=models.PROTECT, related_name="charts")
     workflow = models.ForeignKey(Workflow, on_delete=models.PROTECT, related_name="charts")
@@ -49,13 +67,9 @@ class Chart(models.Model):
     claimed_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
-    # The materialized plan, written in bulk by the replan pass.
-    position = models.PositiveIntegerField(null=True, blank=True, help_text="0-based place in the fair order.")
-    predicted_start = models.DateTimeField(null=True, blank=True)
-    eta = models.DateTimeField(null=True, blank=True)
-    eta_low = models.DateTimeField(null=True, blank=True, help_text="p10 of the predicted finish.")
-    eta_high = models.DateTimeField(null=True, blank=True, help_text="p90 of the predicted finish.")
     updated_at = models.DateTimeField(auto_now=True)
+
+    objects = ChartManager()
 
     class Meta:
         ordering = ["created_at", "id"]
@@ -65,9 +79,6 @@ class Chart(models.Model):
             models.CheckConstraint(condition=Q(cost__isnull=True) | Q(cost__gte=1), name="chart_cost_gte_1"),
         ]
         indexes = [
-            models.Index(fields=["state", "position"], name="chart_state_position_idx"),
-            models.Index(fields=["org", "state", "position"], name="chart_org_state_position_idx"),
-            models.Index(fields=["position"], name="chart_position_idx"),
             models.Index(
                 fields=["org", "state"],
                 name="chart_active_org_state_idx",
@@ -81,6 +92,29 @@ class Chart(models.Model):
     @property
     def is_terminal(self) -> bool:
         return self.state in TERMINAL_STATES
+
+
+class ChartPlan(models.Model):
+    """The materialized plan of one waiting or in-flight chart, rewritten whole by each replan.
+
+    No foreign-key constraint: the table is derived data, replaced in bulk (COPY) every few seconds,
+    and a check per row would only slow that down; a chart without a plan row has no plan.
+    """
+
+    chart = models.OneToOneField(
+        Chart, primary_key=True, on_delete=models.DO_NOTHING, db_constraint=False, related_name="plan"
+    )
+    position = models.PositiveIntegerField(null=True, blank=True, help_text="0-based place in the fair order.")
+    predicted_start = models.DateTimeField(null=True, blank=True)
+    eta = models.DateTimeField(null=True, blank=True)
+    eta_low = models.DateTimeField(null=True, blank=True, help_text="p10 of the predicted finish.")
+    eta_high = models.DateTimeField(null=True, blank=True, help_text="p90 of the predicted finish.")
+
+    class Meta:
+        indexes = [models.Index(fields=["position"], name="chart_plan_position_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.chart_id} at {self.position}"
 
 
 class ChartEvent(models.Model):

@@ -26,11 +26,6 @@ LIST_FIELDS = (
     "state",
     "high_priority",
     "priority",
-    "position",
-    "predicted_start",
-    "eta",
-    "eta_low",
-    "eta_high",
     "attempt",
     "last_error",
     "created_at",
@@ -49,6 +44,7 @@ def charts_visible(
     external_id: str | None = None,
 ) -> QuerySet[Chart]:
     """The caller's charts, filtered; a filter naming a foreign org finds nothing, like an empty org."""
+    # The plan's fields come with every chart (see ChartManager); `only` names the chart's own.
     charts = Chart.objects.select_related("org", "workflow").only(*LIST_FIELDS)
     if org_ids is not None:
         charts = charts.filter(org_id__in=list(org_ids))

@@ -18,6 +18,12 @@ class ChartSerializer(serializers.ModelSerializer[Chart]):
     org = serializers.CharField(source="org.slug", read_only=True)
     workflow = serializers.CharField(source="workflow.name", read_only=True)
     last_error = serializers.SerializerMethodField(help_text="First line of the last error, shortened.")
+    # The plan (kept in ChartPlan, joined in by the chart manager).
+    position = serializers.IntegerField(read_only=True, allow_null=True, help_text="0-based place in the fair order.")
+    predicted_start = serializers.DateTimeField(read_only=True, allow_null=True)
+    eta = serializers.DateTimeField(read_only=True, allow_null=True, help_text="Predicted finish.")
+    eta_low = serializers.DateTimeField(read_only=True, allow_null=True, help_text="p10 of the predicted finish.")
+    eta_high = serializers.DateTimeField(read_only=True, allow_null=True, help_text="p90 of the predicted finish.")
 
     class Meta:
         model = Chart

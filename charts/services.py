@@ -175,7 +175,7 @@ def _retry_after(org: Org) -> int:
 
 def chart_pause(*, chart: Chart, actor: str, reason: str = "") -> Chart:
     """Pause a waiting chart: it keeps its place among its org's charts but is not dispatched."""
-    chart = transition(chart, ChartState.PAUSED, actor=actor, reason=reason or "paused", position=None)
+    chart = transition(chart, ChartState.PAUSED, actor=actor, reason=reason or "paused")
     changed(kind="chart", org_id=chart.org_id, chart=chart.pk)
     return chart
 
@@ -206,7 +206,7 @@ def chart_prioritize(
     if priority is not None:
         _check_priority(priority)
     with transaction.atomic():
-        locked = Chart.objects.select_for_update().get(pk=chart.pk)
+        locked = Chart.objects.select_for_update(of=("self",)).get(pk=chart.pk)
         if locked.state not in QUEUE_STATES:
             raise Conflict(f"chart {chart.pk} is {locked.state}; only waiting charts can be reprioritized")
         fields: dict[str, Any] = {}
@@ -256,7 +256,6 @@ def chart_cancel(*, chart: Chart, actor: str, reason: str = "") -> Chart:
             actor=actor,
             reason=reason or "cancelled",
             finished_at=timezone.now(),
-            position=None,
         )
         if not won:
             chart.refresh_from_db()

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
-from charts.models import Chart, ChartEvent, ChartState
+from charts.models import Chart, ChartEvent, ChartPlan, ChartState
 from fairsched.errors import Conflict
 
 S = ChartState
@@ -88,7 +88,7 @@ def transition_if(
     now = timezone.now()
     with transaction.atomic():
         previous = (
-            Chart.objects.select_for_update(skip_locked=False)
+            Chart.objects.select_for_update(of=("self",))
             .filter(pk=chart_id, state__in=allowed, **(where or {}))
             .values_list("state", flat=True)
             .first()
@@ -96,10 +96,29 @@ def transition_if(
         if previous is None:
             return False
         Chart.objects.filter(pk=chart_id).update(state=to_state, updated_at=now, **fields)
+        _leave_plan(chart_id, to_state)
         ChartEvent.objects.create(
             chart_id=chart_id, from_state=previous, to_state=to_state, actor=actor, reason=reason[:1000], at=now
         )
     return True
+
+
+def _leave_plan(chart_id: int, to_state: str) -> None:
+    """A chart that leaves the queue leaves the fair order at once, not at the next replan: an
+    in-flight chart keeps its predicted start and ETA, a paused or finished one loses its plan.
+
+    A replan rewriting the plan holds its rows until it commits; a transition never waits for it
+    (SKIP LOCKED): what that replan writes lasts until the next one, and readers go by `state`.
+    """
+    if to_state in (S.QUEUED, S.RETRY_WAIT):
+        return
+    table = ChartPlan._meta.db_table
+    unlocked = f"SELECT chart_id FROM {table} WHERE chart_id = %s FOR UPDATE SKIP LOCKED"  # noqa: S608
+    with connection.cursor() as cursor:
+        if to_state in (S.DISPATCHING, S.RUNNING):
+            cursor.execute(f"UPDATE {table} SET position = NULL WHERE chart_id IN ({unlocked})", [chart_id])  # noqa: S608
+        else:
+            cursor.execute(f"DELETE FROM {table} WHERE chart_id IN ({unlocked})", [chart_id])  # noqa: S608
 
 
 def record_created(charts: Iterable[Chart], *, actor: str, reason: str = "submitted") -> None:

@@ -140,7 +140,7 @@ def _choose(result: DispatchResult) -> list[Chart]:
             )
             .exclude(org_id__in=held)
             .order_by("position")
-            .only("id", "org_id", "workflow_id", "position", "available_at", "attempt", "created_at", "state")[
+            .only("id", "org_id", "workflow_id", "available_at", "attempt", "created_at", "state")[
                 :PAGE_SIZE
             ]
         )

@@ -121,7 +121,7 @@ def settle(chart: Chart, *, config: SchedulerConfig, result: ReconcileResult) ->
     elif outcome.status == "canceled":
         if transition_if(
             chart.pk, IN_FLIGHT, ChartState.CANCELLED, actor=RECONCILER, reason="workflow cancelled",
-            where={"temporal_workflow_id": workflow_id}, finished_at=outcome.close_time or now, position=None,
+            where={"temporal_workflow_id": workflow_id}, finished_at=outcome.close_time or now,
         ):  # fmt: skip
             result.cancelled.append(chart.pk)
     else:
@@ -153,7 +153,7 @@ def _succeed(chart: Chart, outcome: WorkflowOutcome, result: ReconcileResult) ->
         if not transition_if(
             chart.pk, IN_FLIGHT, ChartState.SUCCEEDED, actor=RECONCILER, reason="workflow completed",
             where={"temporal_workflow_id": chart.temporal_workflow_id},
-            finished_at=finished, started_at=outcome.start_time, temporal_run_id=outcome.run_id, position=None,
+            finished_at=finished, started_at=outcome.start_time, temporal_run_id=outcome.run_id,
         ):  # fmt: skip
             return
         duration_record(org_id=chart.org_id, workflow_id=chart.workflow_id, seconds=(finished - outcome.start_time).total_seconds())
@@ -169,7 +169,7 @@ def _fail(chart: Chart, *, config: SchedulerConfig, message: str, result: Reconc
         if transition_if(
             chart.pk, IN_FLIGHT, ChartState.FAILED, actor=RECONCILER,
             reason=f"attempt {chart.attempt} of {config.max_attempts} failed: {error}",
-            finished_at=now, position=None, **common,
+            finished_at=now, **common,
         ):  # fmt: skip
             result.failed.append(chart.pk)
         return

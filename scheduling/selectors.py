@@ -83,9 +83,9 @@ def queue_page(*, start: int = 0, org: Org | None = None, offset: int = 0, limit
     """One page of the queue in fair order. Two queries.
 
     Without an org the page is every waiting chart from plan position `start` on: positions are the
-    dense 0-based fair order, so the page is a range scan of `chart_state_position_idx` and a client
-    can jump to any row of a 100k queue at once. With an org the page is its waiting charts in fair
-    order from `offset` on (`chart_org_state_position_idx`). `total` sizes the client's scroller.
+    dense 0-based fair order, so the page is a range scan of the plan's `chart_plan_position_idx` and a
+    client can jump to any row of a 100k queue at once. With an org the page is its waiting charts in
+    fair order from `offset` on. `total` sizes the client's scroller.
     """
     limit = max(1, min(limit, QUEUE_PAGE_MAX))
     planned = Chart.objects.filter(state__in=WAITING_STATES, position__isnull=False)
@@ -146,7 +146,7 @@ def outside_plan(*, limit: int = 100) -> dict[str, Any]:
     """Waiting charts the plan leaves out: paused ones and those of held orgs, oldest first.
 
     Three queries. The held orgs are looked up first so that the charts are found through the
-    (state, position) and (org, state, position) indexes rather than by joining every chart to its org.
+    (org, state) index of active charts rather than by joining every chart to its org.
     """
     held = list(Org.objects.filter(weight=0).values_list("id", flat=True))
     waiting = Chart.objects.filter(Q(state=ChartState.PAUSED) | Q(state__in=WAITING_STATES, org_id__in=held))

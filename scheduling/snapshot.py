@@ -124,6 +124,10 @@ class Snapshot:
         return replace(self.scenario, queued=scaled, running=running)
 
 
+WAITING = (ChartState.QUEUED, ChartState.PAUSED, ChartState.RETRY_WAIT)
+IN_FLIGHT = (ChartState.DISPATCHING, ChartState.RUNNING)
+
+
 def org_key(org_id: int) -> str:
     return str(org_id)
 
@@ -194,19 +198,20 @@ def load_snapshot(*, now: datetime | None = None) -> Snapshot:
     durations = Durations.load()
     sigma: dict[str, float] = {}
 
-    waiting = Chart.objects.filter(
-        state__in=[ChartState.QUEUED, ChartState.PAUSED, ChartState.RETRY_WAIT]
-    ).values_list(
+    # Waiting and in-flight charts come from one statement, so one consistent view of the table: a
+    # chart claimed while the snapshot is read is either still waiting or already in flight, never both.
+    charts = Chart.objects.filter(state__in=[*WAITING, *IN_FLIGHT]).values_list(
         "id", "org_id", "workflow_id", Epoch("created_at"), Epoch("available_at"), "high_priority", "priority",
-        "state", "attempt",
+        "state", "attempt", "cost", Epoch(_started()),
     )  # fmt: skip
     # The hot path of a big backlog: plain tuples from the driver, then whole columns at once.
-    sql, params = waiting.query.sql_with_params()
+    sql, params = charts.query.sql_with_params()
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
-    columns = list(zip(*rows, strict=True)) if rows else [()] * 9
-    ids, org_ids, workflow_ids, created, available_at, high, priority, states, attempts = columns
+    waiting_rows = [row for row in rows if row[7] in WAITING]
+    columns = list(zip(*waiting_rows, strict=True)) if waiting_rows else [()] * 11
+    ids, org_ids, workflow_ids, created, available_at, high, priority, states, attempts = columns[:9]
     pair_costs = {pair: overrides.get(pair) or default_costs[pair[1]] for pair in set(zip(org_ids, workflow_ids))}
     pair_durations = {pair: durations.of(*pair) for pair in pair_costs}
     pairs = list(zip(org_ids, workflow_ids))
@@ -229,9 +234,9 @@ def load_snapshot(*, now: datetime | None = None) -> Snapshot:
             sigma[key] = spread
 
     running: list[core.RunningChart] = []
-    for chart_id, org_id, workflow_id, cost, started, attempt in Chart.objects.filter(
-        state__in=[ChartState.DISPATCHING, ChartState.RUNNING]
-    ).values_list("id", "org_id", "workflow_id", "cost", Epoch(_started()), "attempt"):
+    for chart_id, org_id, workflow_id, *_, state, attempt, cost, started in rows:
+        if state in WAITING:
+            continue
         mean, spread = durations.of(org_id, workflow_id)
         key = chart_key(chart_id)
         running.append(

@@ -7,7 +7,7 @@ from typing import Any
 import factory
 from django.contrib.auth import get_user_model
 
-from charts.models import Chart
+from charts.models import PLAN_FIELDS, Chart, ChartPlan
 from orgs.models import Membership, Org, Provider, Workflow
 
 
@@ -61,9 +61,21 @@ class WorkflowFactory(factory.django.DjangoModelFactory):
 
 
 class ChartFactory(factory.django.DjangoModelFactory):
+    """A chart; plan fields given to it (`position=3`, `eta=...`) go to its `ChartPlan` row."""
+
     class Meta:
         model = Chart
 
     org = factory.SubFactory(OrgFactory)
     workflow = factory.SubFactory(WorkflowFactory)
     external_id = factory.Sequence(lambda n: f"ext-{n}")
+
+    @classmethod
+    def _create(cls, model_class: type[Chart], *args: Any, **kwargs: Any) -> Chart:
+        plan = {name: kwargs.pop(name) for name in PLAN_FIELDS if name in kwargs}
+        chart: Chart = super()._create(model_class, *args, **kwargs)
+        if plan:
+            ChartPlan.objects.create(chart=chart, **plan)
+            for name, value in plan.items():
+                setattr(chart, name, value)
+        return chart

@@ -12,7 +12,7 @@ from django.db import connection
 from django.utils import timezone
 
 from charts import services
-from charts.models import Chart, ChartEvent, ChartState
+from charts.models import Chart, ChartEvent, ChartPlan, ChartState
 from charts.services import Submission
 from fairsched.errors import BulkInvalid, Conflict, InvalidInput, NotFound, QueueFull
 from fairsched.events import STAFF_GROUP, org_group
@@ -147,11 +147,11 @@ def test_an_org_at_its_queue_limit_is_refused_with_a_retry_after(tenants: Tenant
 def test_retry_after_is_the_next_predicted_start(tenants: Tenants) -> None:
     org = OrgFactory(queue_limit=1)
     chart, _ = submit(org, "job-1")
-    Chart.objects.filter(pk=chart.pk).update(predicted_start=timezone.now() + timedelta(seconds=120))
+    ChartPlan.objects.create(chart=chart, predicted_start=timezone.now() + timedelta(seconds=120))
     with pytest.raises(QueueFull) as error:
         submit(org, "job-2")
     assert 110 <= error.value.retry_after <= 120
-    Chart.objects.filter(pk=chart.pk).update(predicted_start=timezone.now() + timedelta(days=1))
+    ChartPlan.objects.filter(chart=chart).update(predicted_start=timezone.now() + timedelta(days=1))
     with pytest.raises(QueueFull) as error:
         submit(org, "job-2")
     assert error.value.retry_after == 3600

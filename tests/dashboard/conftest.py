@@ -9,7 +9,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from charts.models import Chart, ChartState
+from charts.models import Chart, ChartPlan, ChartState
 from fairsched import events
 from orgs.models import Org, Workflow
 from tests.conftest import Tenants
@@ -48,10 +48,20 @@ def plan_queue(
             external_id=f"q-{i}",
             state=state,
             created_at=now - timedelta(seconds=count - i),
-            position=i,
-            predicted_start=now + timedelta(seconds=10 * i),
-            eta=now + timedelta(seconds=10 * i + 60),
         )
         for i in range(count)
     ]
-    return Chart.objects.bulk_create(charts, batch_size=batch)
+    charts = Chart.objects.bulk_create(charts, batch_size=batch)
+    ChartPlan.objects.bulk_create(
+        (
+            ChartPlan(
+                chart=chart,
+                position=i,
+                predicted_start=now + timedelta(seconds=10 * i),
+                eta=now + timedelta(seconds=10 * i + 60),
+            )
+            for i, chart in enumerate(charts)
+        ),
+        batch_size=batch,
+    )
+    return charts

@@ -1,7 +1,6 @@
 """Live-loop defects found by the hostile load run, each pinned by a minimal test.
 
-They are marked `xfail(strict=True)`: the day the defect is fixed the test passes, pytest reports it,
-and the marker should go.
+Each was fixed; the tests stay so that the defect cannot come back.
 """
 
 from __future__ import annotations
@@ -18,12 +17,6 @@ from tests.factories import OrgFactory, WorkflowFactory
 pytestmark = pytest.mark.django_db
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="load_snapshot reads the waiting and the in-flight charts in two statements outside one transaction: "
-    "a chart claimed between them is in both, and plan_refresh then fails on the plan table's primary key "
-    "(UniqueViolation on fairsched_plan_pkey: 2 to 6 times in each 180 s load run so far)",
-)
 def test_a_chart_claimed_while_the_snapshot_is_read_is_not_both_waiting_and_in_flight(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
