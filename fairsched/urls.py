@@ -5,6 +5,8 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from scheduling.metrics import metrics_view
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("", RedirectView.as_view(url="/portal/", permanent=False)),
@@ -13,5 +15,6 @@ urlpatterns = [
     path("api/v1/", include("fairsched.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("metrics", metrics_view, name="metrics"),
     path("dashboard/", include("scheduling.urls")),
 ]

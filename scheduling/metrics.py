@@ -119,7 +119,7 @@ class FairschedCollector(Collector):
             cost_in_use=Sum("charts__cost", filter=Q(charts__state__in=[ChartState.DISPATCHING, ChartState.RUNNING])),
             oldest=Min(
                 "charts__created_at",
-                filter=Q(charts__state=ChartState.QUEUED, charts__position__isnull=False),
+                filter=Q(charts__state=ChartState.QUEUED, charts__plan__position__isnull=False),
             ),
         ).values_list("slug", "queued", "running", "cost_in_use", "oldest", "weight")
         queued = GaugeMetricFamily("fairsched_queued_charts", "Charts waiting (queued or retry_wait)", labels=["org"])

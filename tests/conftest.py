@@ -14,6 +14,9 @@ from fairsched import events
 from orgs.models import Membership, Org, Workflow
 from tests.factories import MembershipFactory, OrgFactory, UserFactory, WorkflowFactory
 
+pytest_plugins = ["tests.temporal_server"]
+
+
 @pytest.fixture(autouse=True)
 def fast_password_hashing(settings: Any) -> None:
     """Hashing a test user's password with the production hasher costs most of a second."""

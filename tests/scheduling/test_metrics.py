@@ -1,0 +1,54 @@
+"""/metrics: tenant-aware figures from PostgreSQL and the passes' counters from Redis, never public."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from charts.models import ChartState
+from scheduling import metrics
+from tests.conftest import Tenants
+from tests.factories import ChartFactory
+
+
+@pytest.fixture(autouse=True)
+def _fresh_counters() -> None:
+    client = metrics._redis()
+    for key in client.scan_iter(f"{metrics.PREFIX}*"):
+        client.delete(key)
+
+
+def test_staff_see_per_org_figures_and_pass_counters(tenants: Tenants, client: Client) -> None:
+    ChartFactory(org=tenants.org_a, workflow=tenants.workflow, state=ChartState.QUEUED)
+    ChartFactory(org=tenants.org_a, workflow=tenants.workflow, state=ChartState.RUNNING, cost=3)
+    metrics.observe_start(org="acme", waited=42.0, first=True)
+    metrics.observe_finish(org="acme", cost=3, retry=False)
+    metrics.observe_dispatch(latency=0.02, started=1, skips={"cap": 2, "budget": 1})
+    metrics.observe_replan(0.3)
+
+    client.force_login(tenants.staff)
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    text = response.content.decode()
+    assert 'fairsched_queued_charts{org="acme"} 1.0' in text
+    assert 'fairsched_running_charts{org="acme"} 1.0' in text
+    assert 'fairsched_cost_units_in_use{org="acme"} 3.0' in text
+    assert 'fairsched_queued_charts{org="beta"} 0.0' in text
+    assert 'fairsched_completed_cost_units_total{org="acme"} 3.0' in text
+    assert 'fairsched_dispatch_skips_total{reason="cap"} 2.0' in text
+    assert 'fairsched_time_to_first_start_seconds_bucket{le="60",org="acme"} 1.0' in text
+    assert 'fairsched_time_to_first_start_seconds_bucket{le="30",org="acme"} 0.0' in text
+    assert "fairsched_replan_duration_seconds_count 1.0" in text
+    assert "fairsched_budget_used 3.0" in text
+
+
+def test_metrics_are_not_public(tenants: Tenants, client: Client, settings: object) -> None:
+    assert client.get("/metrics").status_code == 403
+    client.force_login(tenants.member_a)
+    assert client.get("/metrics").status_code == 403
+
+
+def test_a_scraper_presents_the_metrics_token(tenants: Tenants, client: Client, settings: object) -> None:
+    settings.METRICS_TOKEN = "s3cret-scrape"  # type: ignore[attr-defined]
+    assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer wrong").status_code == 403
+    assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer s3cret-scrape").status_code == 200
