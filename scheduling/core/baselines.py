@@ -228,36 +228,58 @@ def fair_picker(weights: Mapping[str, int], *, policy: str = "round_robin") -> P
     return pick
 
 
-def served_picker(weights: Mapping[str, int]) -> Picker:
-    """A picker whose order counts each org's running charts as rounds it was already served.
+def served_order(
+    waiting: Sequence[Job], running: Sequence[Running], weights: Mapping[str, int], available: Callable[[str], bool]
+) -> list[Job]:
+    """The waiting jobs of available orgs by (round, arrival, id), an org's k-th waiting job being in
+    round floor((its running jobs + k) / weight)."""
+    served: dict[str, int] = defaultdict(int)
+    for run in running:
+        served[run.job.org] += 1
+    rank: dict[str, int] = defaultdict(int)
+    keyed: list[tuple[int, float, str, Job]] = []
+    for job in sorted(waiting, key=lambda j: (j.arrival, j.id)):
+        weight = weights.get(job.org, 1)
+        if weight == 0 or not available(job.org):
+            continue
+        keyed.append(((served[job.org] + rank[job.org]) // weight, job.arrival, job.id, job))
+        rank[job.org] += 1
+    keyed.sort(key=lambda key: key[:3])
+    return [job for *_, job in keyed]
 
-    1. Each available org's waiting charts oldest first; its k-th is in round
-       floor((running charts of the org + k) / weight).
-    2. Order by (round, arrival, id) and walk it with the contract's `dispatch_walk`.
-    """
+
+def walk_order(order: Sequence[Job], waiting: Sequence[Job], running: Sequence[Running], budget: int) -> list[Job]:
+    """The jobs of `order` that start now under the contract's walk (head of line, budget)."""
+    queued = [QueuedChart(id=j.id, org=j.org, created=j.arrival, avg=j.duration, cost=j.cost) for j in order]
+    in_flight = [
+        RunningChart(id=r.job.id, org=r.job.org, started=r.started, avg=r.job.duration, cost=r.job.cost)
+        for r in running
+    ]
+    chosen = {c.id for c in dispatch_walk(queued, now=0.0, budget=budget, running=in_flight, orgs={})}
+    return [job for job in waiting if job.id in chosen]
+
+
+def served_picker(weights: Mapping[str, int]) -> Picker:
+    """A picker whose order counts each org's running charts as rounds it was already served
+    (`served_order`, recomputed at each instant), walked by the contract's `dispatch_walk`."""
 
     def pick(
         instant: float, waiting: list[Job], running: list[Running], available: Callable[[str], bool], budget: int
     ) -> list[Job]:
-        served: dict[str, int] = defaultdict(int)
-        for run in running:
-            served[run.job.org] += 1
-        rank: dict[str, int] = defaultdict(int)
-        keyed: list[tuple[int, float, str, Job]] = []
-        for job in sorted(waiting, key=lambda j: (j.arrival, j.id)):
-            weight = weights.get(job.org, 1)
-            if weight == 0 or not available(job.org):
-                continue
-            keyed.append(((served[job.org] + rank[job.org]) // weight, job.arrival, job.id, job))
-            rank[job.org] += 1
-        keyed.sort(key=lambda key: key[:3])
-        order = [QueuedChart(id=j.id, org=j.org, created=j.arrival, avg=j.duration, cost=j.cost) for *_, j in keyed]
-        in_flight = [
-            RunningChart(id=r.job.id, org=r.job.org, started=r.started, avg=r.job.duration, cost=r.job.cost)
-            for r in running
-        ]
-        chosen = {c.id for c in dispatch_walk(order, now=instant, budget=budget, running=in_flight, orgs={})}
-        return [job for job in waiting if job.id in chosen]
+        return walk_order(served_order(waiting, running, weights, available), waiting, running, budget)
+
+    return pick
+
+
+def fixed_order_picker(order: Sequence[str]) -> Picker:
+    """A picker that walks one order fixed in advance (job ids), as a static plan assumes."""
+    rank = {job_id: index for index, job_id in enumerate(order)}
+
+    def pick(
+        instant: float, waiting: list[Job], running: list[Running], available: Callable[[str], bool], budget: int
+    ) -> list[Job]:
+        ordered = sorted((j for j in waiting if j.id in rank and available(j.org)), key=lambda j: rank[j.id])
+        return walk_order(ordered, waiting, running, budget)
 
     return pick
 

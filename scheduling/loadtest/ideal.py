@@ -8,8 +8,9 @@ workflow's true mean, and the prediction is compared with the replay's actual fi
   order, replayed lane by lane; the replay it is judged against recomputes the order at each instant.
 - "contract order, replayed plan": a forward replay that recomputes the contract's order at each
   instant, as the dispatcher does.
-- "served rounds, replayed plan": the what-if order that counts running charts as served rounds,
-  planned and judged by its own replay.
+- "served rounds, static plan" and "served rounds, replayed plan": the what-if order that counts
+  running charts as served rounds, planned once (its order at t, fixed) or replayed, and judged by
+  its own replay.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 
 from scheduling.core import OrgPolicy, QueuedChart, RunningChart, Scenario, plan
 from scheduling.core.baselines import (
@@ -26,7 +28,9 @@ from scheduling.core.baselines import (
     Picker,
     Running,
     fair_picker,
+    fixed_order_picker,
     replay,
+    served_order,
     served_picker,
 )
 from scheduling.loadtest.metrics import ErrorFigures, error_figures
@@ -60,6 +64,10 @@ def _state(jobs: Sequence[Job], outcome: Outcome, at: float) -> tuple[list[Job],
 
 def _blocked(blackouts: Sequence[Blackout], org: str, at: float) -> bool:
     return any(b.org == org and b.start <= at < b.end for b in blackouts)
+
+
+def _available(blackouts: Sequence[Blackout], at: float, org: str) -> bool:
+    return not _blocked(blackouts, org, at)
 
 
 def _static_plan(
@@ -125,9 +133,15 @@ def ideal_etas(
         served_plan = _replayed_plan(
             job, waiting, running, at=at, budget=budget, pick=served_picker(weights), blackouts=blackouts, means=means
         )
+        order = [j.id for j in served_order(waiting, running, weights, partial(_available, blackouts, at))]
+        served_static = _replayed_plan(
+            job, waiting, running, at=at, budget=budget, pick=fixed_order_picker(order), blackouts=blackouts,
+            means=means,
+        )  # fmt: skip
         predictions = {
             "contract order, static plan (what the live loop writes)": (static, fair.finish[job.id]),
             "contract order, replayed plan": (replayed, fair.finish[job.id]),
+            "served rounds, static plan": (served_static, served.finish[job.id]),
             "served rounds, replayed plan": (served_plan, served.finish[job.id]),
         }
         for name, (predicted, actual) in predictions.items():

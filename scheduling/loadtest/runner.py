@@ -405,13 +405,13 @@ class LoadRun:
 
     def _sample(self) -> bool:
         """Keep each waiting chart's first ETA (at enqueue) and its latest before its first dispatch."""
-        from charts.models import Chart, ChartState
+        from charts.models import ChartPlan, ChartState
         from scheduling.snapshot import Epoch
 
         now = self.clock()
-        rows = Chart.objects.filter(
-            state__in=[ChartState.QUEUED, ChartState.RETRY_WAIT], eta__isnull=False
-        ).values_list("id", "attempt", Epoch("eta"), Epoch("eta_low"), Epoch("eta_high"))
+        rows = ChartPlan.objects.filter(
+            chart__state__in=[ChartState.QUEUED, ChartState.RETRY_WAIT], eta__isnull=False
+        ).values_list("chart_id", "chart__attempt", Epoch("eta"), Epoch("eta_low"), Epoch("eta_high"))
         for chart_id, attempt, eta, low, high in rows:
             sample = EtaSample(now, eta - self.t0, _shift(low, self.t0), _shift(high, self.t0))
             self.eta_enqueue.setdefault(chart_id, sample)

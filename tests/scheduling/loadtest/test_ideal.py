@@ -24,7 +24,7 @@ def test_exact_durations_and_no_later_arrivals_make_every_plan_exact() -> None:
     results = ideal_etas(
         jobs, budget=2, weights=weights, blackouts=[], means=means, fair=fair, served=served, sample_every=1
     )
-    assert len(results) == 3
+    assert len(results) == 4
     for result in results:
         assert result.errors.count == len(jobs)
         assert result.errors.p90 == pytest.approx(0.0)
