@@ -1,11 +1,11 @@
-"""Replays of one workload under three policies: fairsched's own, a single FIFO queue, and the design
-note's proportional-rounding split. The load report sets them side by side.
+"""Replays of one workload under several policies: fairsched's own, a single FIFO queue, the design
+note's proportional-rounding split, and a what-if order. The load report sets them side by side.
 
 A workload is a list of `Job`s (arrival, duration, cost) plus `Blackout`s: windows in which an org's
 charts may not start (a held org, a paused provider). Every replay is the same event-driven loop
 (`replay`): decision instants are arrivals, finishes and blackout ends; at each instant the finishes
 due are counted first, the arrivals due join the queue, then the policy's picker chooses what starts.
-All three pickers share the contract's dispatch rules: a chart occupies c = min(cost, budget) units,
+All pickers share the contract's dispatch rules: a chart occupies c = min(cost, budget) units,
 and a chart whose c exceeds the free budget stops the walk (head of line); skips are per policy.
 
 - `replay_fair`: the contract's fair order (`fair_order`) walked by `dispatch_walk`, recomputed at
