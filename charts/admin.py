@@ -59,7 +59,7 @@ class ChartAdmin(ServiceModelAdmin[Chart]):
 
     @admin.display(ordering="position")
     def position(self, chart: Any) -> int | None:
-        return chart.position  # type: ignore[no-any-return]
+        return chart.position
 
     @admin.display(ordering="predicted_start")
     def predicted_start(self, chart: Any) -> Any:

@@ -165,8 +165,8 @@ def _admit(org: Org, incoming: int) -> None:
 
 def _retry_after(org: Org) -> int:
     """Seconds until the org's queue is likely to shrink: its next predicted start, within [1 s, 1 h]."""
-    next_start = Chart.objects.filter(org=org, state__in=QUEUE_STATES, predicted_start__isnull=False).aggregate(
-        first=Min("predicted_start")
+    next_start = Chart.objects.filter(org=org, state__in=QUEUE_STATES, plan__predicted_start__isnull=False).aggregate(
+        first=Min("plan__predicted_start")
     )["first"]
     if next_start is None:
         return 60

@@ -135,19 +135,15 @@ def _choose(result: DispatchResult) -> list[Chart]:
     last_position = -1
     while dispatcher.free_budget > 0:
         page = list(
-            Chart.objects.filter(
-                state__in=[ChartState.QUEUED, ChartState.RETRY_WAIT], position__gt=last_position
-            )
+            Chart.objects.filter(state__in=[ChartState.QUEUED, ChartState.RETRY_WAIT], plan__position__gt=last_position)
             .exclude(org_id__in=held)
-            .order_by("position")
-            .only("id", "org_id", "workflow_id", "available_at", "attempt", "created_at", "state")[
-                :PAGE_SIZE
-            ]
+            .order_by("plan__position")
+            .only("id", "org_id", "workflow_id", "available_at", "attempt", "created_at", "state")[:PAGE_SIZE]
         )
         if not page:
             break
         for chart in page:
-            last_position = chart.position
+            last_position = chart.position  # type: ignore[attr-defined]  # joined in by ChartManager
             cost = overrides.get((chart.org_id, chart.workflow_id)) or default_costs[chart.workflow_id]
             ready = to_seconds(chart.available_at) if chart.available_at else None
             provider_id = providers.get(chart.workflow_id)

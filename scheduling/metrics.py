@@ -16,10 +16,10 @@ from functools import cache
 import redis
 from django.conf import settings
 from django.db.models import Count, Min, Q, Sum
-from django.utils import timezone
 from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 logger = logging.getLogger(__name__)
@@ -96,17 +96,21 @@ def observe_replan(seconds: float) -> None:
     _safely("replan", lambda: _observe("replan_duration", "all", seconds, PASS_BUCKETS))
 
 
+def _hash(client: redis.Redis, key: str) -> dict[bytes, bytes]:
+    return client.hgetall(key)  # type: ignore[return-value]  # a sync client: never an Awaitable
+
+
 class FairschedCollector(Collector):
     """Reads the counters from Redis and the present state from PostgreSQL at scrape time."""
 
-    def collect(self) -> Iterator[object]:
+    def collect(self) -> Iterator[Metric]:
         yield from self._from_database()
         try:
             yield from self._from_redis()
         except redis.RedisError:
             logger.warning("metrics: Redis unavailable; pass counters omitted", exc_info=True)
 
-    def _from_database(self) -> Iterator[object]:
+    def _from_database(self) -> Iterator[Metric]:
         from charts.models import Chart, ChartState
         from orgs.models import Org
         from scheduling.models import SchedulerConfig
@@ -143,25 +147,25 @@ class FairschedCollector(Collector):
         waiting_total = Chart.objects.filter(state=ChartState.QUEUED).count()
         yield GaugeMetricFamily("fairsched_queue_depth", "Queued charts in all orgs", value=waiting_total)
 
-    def _from_redis(self) -> Iterator[object]:
+    def _from_redis(self) -> Iterator[Metric]:
         client = _redis()
         completed = CounterMetricFamily(
             "fairsched_completed_cost_units", "Cost units of successfully finished runs", labels=["org"]
         )
-        for org, value in client.hgetall(f"{PREFIX}completed_cost").items():
-            completed.add_metric([org.decode()], float(value))
+        for org_slug, value in _hash(client, f"{PREFIX}completed_cost").items():
+            completed.add_metric([org_slug.decode()], float(value))
         yield completed
         finished = CounterMetricFamily(
             "fairsched_finished_runs", "Successfully finished runs, first attempts and retries", labels=["org", "kind"]
         )
-        for key, value in client.hgetall(f"{PREFIX}finished_runs").items():
+        for key, value in _hash(client, f"{PREFIX}finished_runs").items():
             org, kind = key.decode().rsplit("|", 1)
             finished.add_metric([org, kind], float(value))
         yield finished
         skips = CounterMetricFamily(
             "fairsched_dispatch_skips", "Charts the dispatcher passed over, by reason", labels=["reason"]
         )
-        for reason, value in client.hgetall(f"{PREFIX}skips").items():
+        for reason, value in _hash(client, f"{PREFIX}skips").items():
             skips.add_metric([reason.decode()], float(value))
         yield skips
         for name, doc, buckets, label in (
@@ -177,7 +181,7 @@ def _histogram(
     client: redis.Redis, name: str, doc: str, buckets: tuple[float, ...], label: str | None
 ) -> HistogramMetricFamily:
     family = HistogramMetricFamily(f"fairsched_{name}_seconds", doc, labels=[label] if label else [])
-    raw = client.hgetall(f"{PREFIX}hist:{name}")
+    raw = _hash(client, f"{PREFIX}hist:{name}")
     by_label: dict[str, dict[str, float]] = {}
     for key, value in raw.items():
         series, field = key.decode().rsplit("|", 1)
@@ -199,7 +203,9 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
     bearer = request.headers.get("Authorization", "")
     allowed = bool(token) and hmac.compare_digest(bearer, f"Bearer {token}")
     if not allowed and not (request.user.is_authenticated and request.user.is_staff):
-        return HttpResponse("metrics need a staff session or the metrics token\n", status=403, content_type="text/plain")
+        return HttpResponse(
+            "metrics need a staff session or the metrics token\n", status=403, content_type="text/plain"
+        )
     registry = CollectorRegistry(auto_describe=False)
     registry.register(FairschedCollector())
     return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)

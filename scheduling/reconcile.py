@@ -10,6 +10,7 @@ import math
 import random
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import transaction
 from django.db.models import F
@@ -156,7 +157,9 @@ def _succeed(chart: Chart, outcome: WorkflowOutcome, result: ReconcileResult) ->
             finished_at=finished, started_at=outcome.start_time, temporal_run_id=outcome.run_id,
         ):  # fmt: skip
             return
-        duration_record(org_id=chart.org_id, workflow_id=chart.workflow_id, seconds=(finished - outcome.start_time).total_seconds())
+        duration_record(
+            org_id=chart.org_id, workflow_id=chart.workflow_id, seconds=(finished - outcome.start_time).total_seconds()
+        )
     result.succeeded.append(chart.pk)
     metrics.observe_finish(org=chart.org.slug, cost=chart.cost or 1, retry=chart.attempt > 1)
 
@@ -164,7 +167,11 @@ def _succeed(chart: Chart, outcome: WorkflowOutcome, result: ReconcileResult) ->
 def _fail(chart: Chart, *, config: SchedulerConfig, message: str, result: ReconcileResult, now: datetime) -> None:
     """A failed run: back to the queue after a backoff, or `failed` after the last attempt."""
     error = message[:MAX_ERROR_CHARS]
-    common = {"where": {"temporal_workflow_id": chart.temporal_workflow_id}, "last_error": error, "cost": None}
+    common: dict[str, Any] = {
+        "where": {"temporal_workflow_id": chart.temporal_workflow_id},
+        "last_error": error,
+        "cost": None,
+    }
     if chart.attempt >= config.max_attempts:
         if transition_if(
             chart.pk, IN_FLIGHT, ChartState.FAILED, actor=RECONCILER,
@@ -204,11 +211,10 @@ def duration_record(*, org_id: int, workflow_id: int, seconds: float) -> None:
 
 def _pause_provider(chart: Chart, outcome: WorkflowOutcome) -> None:
     """A throttled provider is paused for the chart's org until its Retry-After."""
-    assert outcome.provider is not None and outcome.retry_after_seconds is not None
     provider_pause(
-        provider=provider_get_or_create(slug=outcome.provider),
+        provider=provider_get_or_create(slug=outcome.provider or ""),
         org=chart.org,
-        until=timezone.now() + timedelta(seconds=outcome.retry_after_seconds),
+        until=timezone.now() + timedelta(seconds=outcome.retry_after_seconds or 0),
         actor=RECONCILER,
         reason="throttled (Retry-After)",
     )

@@ -88,15 +88,15 @@ def queue_page(*, start: int = 0, org: Org | None = None, offset: int = 0, limit
     fair order from `offset` on. `total` sizes the client's scroller.
     """
     limit = max(1, min(limit, QUEUE_PAGE_MAX))
-    planned = Chart.objects.filter(state__in=WAITING_STATES, position__isnull=False)
+    planned = Chart.objects.filter(state__in=WAITING_STATES, plan__position__isnull=False)
     if org is not None:
         planned = planned.filter(org=org)
-        rows = planned.order_by("position")[max(0, offset) : max(0, offset) + limit]
+        rows = planned.order_by("plan__position")[max(0, offset) : max(0, offset) + limit]
         total = planned.count()
     else:
-        rows = planned.filter(position__gte=max(0, start)).order_by("position")[:limit]
+        rows = planned.filter(plan__position__gte=max(0, start)).order_by("plan__position")[:limit]
         # Positions are dense, so the last one sizes the scroller: one index probe, not a 100k count.
-        last = planned.order_by("-position").values_list("position", flat=True).first()
+        last = planned.order_by("-plan__position").values_list("plan__position", flat=True).first()
         total = 0 if last is None else last + 1
     values = rows.annotate(
         org_slug=F("org__slug"), workflow_name=F("workflow__name"), run_cost=_cost_expression()

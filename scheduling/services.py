@@ -95,7 +95,6 @@ def scheduler_config_set(*, actor: str, **values: Any) -> SchedulerConfig:
     return config
 
 
-
 def plan_preview(*, changes: dict[str, Any]) -> dict[str, Any]:
     """What-if: every org's clear-time now and after the proposed changes, on the current snapshot.
 

@@ -118,7 +118,8 @@ class Snapshot:
         """The scenario with every duration moved to its lognormal quantile at z (z < 0: shorter)."""
         queued = core.QueueColumns.of(self.scenario.queued)
         scaled = replace(
-            queued, avg=[avg * math.exp(z * self.sigma.get(i, 0.0)) for i, avg in zip(queued.id, queued.avg, strict=True)]
+            queued,
+            avg=[avg * math.exp(z * self.sigma.get(i, 0.0)) for i, avg in zip(queued.id, queued.avg, strict=True)],
         )
         running = [replace(r, avg=r.avg * math.exp(z * self.sigma.get(r.id, 0.0))) for r in self.scenario.running]
         return replace(self.scenario, queued=scaled, running=running)
@@ -212,9 +213,11 @@ def load_snapshot(*, now: datetime | None = None) -> Snapshot:
     waiting_rows = [row for row in rows if row[7] in WAITING]
     columns = list(zip(*waiting_rows, strict=True)) if waiting_rows else [()] * 11
     ids, org_ids, workflow_ids, created, available_at, high, priority, states, attempts = columns[:9]
-    pair_costs = {pair: overrides.get(pair) or default_costs[pair[1]] for pair in set(zip(org_ids, workflow_ids))}
+    pair_costs = {
+        pair: overrides.get(pair) or default_costs[pair[1]] for pair in set(zip(org_ids, workflow_ids, strict=False))
+    }
     pair_durations = {pair: durations.of(*pair) for pair in pair_costs}
-    pairs = list(zip(org_ids, workflow_ids))
+    pairs = list(zip(org_ids, workflow_ids, strict=False))
     queued = core.QueueColumns(
         id=[chart_key(chart_id) for chart_id in ids],
         org=[org_key(org_id) for org_id in org_ids],
@@ -289,4 +292,3 @@ def _apply_provider_pauses(
 def _started() -> Func:
     """When an in-flight chart started: its run's start, or its claim while it is being dispatched."""
     return Func(F("started_at"), F("claimed_at"), function="COALESCE")
-

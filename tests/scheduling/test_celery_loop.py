@@ -90,9 +90,7 @@ def test_beat_drives_charts_to_success_and_survives_a_worker_kill(
     workflow = WorkflowFactory(name="e2e", task_queue=temporal_worker, params={"duration": 0.5})
     orgs = [OrgFactory(slug="e2e-a", weight=2), OrgFactory(slug="e2e-b", weight=1)]
     for org in orgs:
-        chart_submit_bulk(
-            org=org, items=[Submission(workflow.name, f"{org.slug}-{i}") for i in range(5)], actor=ACTOR
-        )
+        chart_submit_bulk(org=org, items=[Submission(workflow.name, f"{org.slug}-{i}") for i in range(5)], actor=ACTOR)
 
     worker = celery_worker()
     wait_for(lambda: Chart.objects.filter(state=ChartState.SUCCEEDED).count() >= 2, timeout=60)
@@ -106,7 +104,8 @@ def test_beat_drives_charts_to_success_and_survives_a_worker_kill(
     assert {row["n"] for row in starts} == {1}
     for chart in Chart.objects.all():
         outcome = describe_workflow(chart.temporal_workflow_id)
-        assert outcome is not None and outcome.status == "completed", chart
+        assert outcome is not None, chart
+        assert outcome.status == "completed", chart
     # The budget was never exceeded: replay the event log.
     in_flight = 0
     peak = 0

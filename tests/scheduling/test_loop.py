@@ -74,9 +74,12 @@ def states() -> dict[str, str]:
 
 
 def in_flight_cost() -> int:
-    return Chart.objects.filter(state__in=[ChartState.DISPATCHING, ChartState.RUNNING]).aggregate(
-        total=Sum("cost")
-    )["total"] or 0
+    return (
+        Chart.objects.filter(state__in=[ChartState.DISPATCHING, ChartState.RUNNING]).aggregate(total=Sum("cost"))[
+            "total"
+        ]
+        or 0
+    )
 
 
 def test_charts_run_in_fair_order_and_succeed_with_durations(demo: Callable[..., Workflow]) -> None:
@@ -99,7 +102,9 @@ def test_charts_run_in_fair_order_and_succeed_with_durations(demo: Callable[...,
     assert stat.count == 4
     assert 0.25 < stat.mean < 3.0  # type: ignore[operator]
     chart = Chart.objects.get(external_id="big0")
-    assert chart.finished_at and chart.started_at and chart.finished_at > chart.started_at
+    assert chart.finished_at
+    assert chart.started_at
+    assert chart.finished_at > chart.started_at
     assert list(chart.events.values_list("to_state", flat=True)) == ["queued", "dispatching", "running", "succeeded"]
 
 
@@ -112,7 +117,8 @@ def test_a_failing_workflow_retries_with_backoff_then_fails(demo: Callable[..., 
     drive_until(lambda: Chart.objects.get(pk=chart.pk).state == ChartState.RETRY_WAIT)
     waiting = Chart.objects.get(pk=chart.pk)
     assert waiting.attempt == 1
-    assert waiting.available_at is not None and waiting.available_at > timezone.now() - timedelta(seconds=1)
+    assert waiting.available_at is not None
+    assert waiting.available_at > timezone.now() - timedelta(seconds=1)
     assert "fail" in waiting.last_error.lower()
 
     drive_until(lambda: Chart.objects.get(pk=chart.pk).state == ChartState.FAILED)
@@ -151,7 +157,9 @@ def test_a_crash_between_claim_and_start_is_repaired_and_never_runs_twice(
     reconcile_run()
     first.refresh_from_db()
     second.refresh_from_db()
-    assert first.state == ChartState.QUEUED and first.attempt == 0 and first.temporal_workflow_id == ""
+    assert first.state == ChartState.QUEUED
+    assert first.attempt == 0
+    assert first.temporal_workflow_id == ""
     assert second.state in {ChartState.RUNNING, ChartState.SUCCEEDED}
     assert second.temporal_run_id == run_id
 
@@ -254,7 +262,8 @@ def test_a_provider_pause_holds_only_its_charts(demo: Callable[..., Workflow]) -
     drive_until(lambda: all(s == ChartState.SUCCEEDED for e, s in states().items() if e.startswith("plain")))
     assert {s for e, s in states().items() if e.startswith("geo")} == {ChartState.QUEUED}
     geo_chart = Chart.objects.filter(external_id="geo0").get()
-    assert geo_chart.predicted_start is not None and geo_chart.predicted_start >= timezone.now() + timedelta(seconds=1)
+    assert geo_chart.predicted_start is not None
+    assert geo_chart.predicted_start >= timezone.now() + timedelta(seconds=1)
     drive_until(lambda: set(states().values()) == {ChartState.SUCCEEDED}, timeout=20)
 
 
