@@ -27,8 +27,13 @@ lint: venv
 	$(VENV)/bin/lint-imports
 	$(PY) manage.py makemigrations --check --dry-run
 
+# Benchmarks print figures; none is a timed test. Each uses databases and servers of its own.
 bench: venv
 	$(PY) bench/bench_core.py
+	$(PY) bench/bench_replan.py
+	$(PY) bench/bench_latency.py
+	$(PY) bench/bench_api.py
+	REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} $(PY) bench/bench_dashboard.py
 
 # The hostile load run on the real stack (its own services) and its report in reports/; a few minutes.
 report: venv
