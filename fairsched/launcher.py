@@ -367,7 +367,7 @@ def app_commands(*, port: int, data_dir: Path) -> dict[str, list[str]]:
             "--schedule-filename",
             str(data_dir / "celerybeat-schedule"),
             "--loglevel",
-            "INFO",
+            "WARNING",
             "--concurrency",
             "2",
         ],
@@ -457,6 +457,7 @@ def run(environ: Mapping[str, str]) -> int:
             env[name] = service.value
         print("launcher: migrating", flush=True)
         _manage(env, "migrate", "--noinput")
+        _manage(env, "collectstatic", "--noinput", "--verbosity", "0")
         demo_output = _manage(env, "demo")
         for name, args in app_commands(port=port, data_dir=data_dir).items():
             # The web server pools its database connections; forked Celery children must not.
