@@ -23,6 +23,11 @@ class Org(models.Model):
         null=True, blank=True, help_text="Admission refuses submissions past this many waiting charts."
     )
     clear_at = models.DateTimeField(null=True, blank=True, editable=False, help_text="Predicted end of backlog.")
+    served = models.FloatField(
+        default=0.0,
+        editable=False,
+        help_text="Fair-tier service given so far (charts, or cost units under deficit), kept across replans.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -32,6 +32,7 @@ from fairsched.events import changed
 from orgs.models import Org
 from scheduling import metrics
 from scheduling.core.replay import SKIP_CAPPED, SKIP_RETRY, SKIP_UNAVAILABLE, STOP, Dispatcher
+from scheduling.models import SchedulerConfig
 from scheduling.snapshot import load_config, load_costs, load_provider_pauses, retry_budget_of, to_seconds
 from scheduling.temporal.client import start_chart_workflow
 
@@ -88,8 +89,8 @@ def dispatch_run() -> DispatchResult:
         if not locked:
             result.locked = False
             return result
-        chosen = _choose(result)
-        claimed = [chart for chart in chosen if _claim(chart)]
+        chosen, policy = _choose(result)
+        claimed = [chart for chart in chosen if _claim(chart, policy=policy)]
         for chart in claimed:
             if _start(chart):
                 result.started.append(chart.pk)
@@ -101,7 +102,7 @@ def dispatch_run() -> DispatchResult:
     return result
 
 
-def _choose(result: DispatchResult) -> list[Chart]:
+def _choose(result: DispatchResult) -> tuple[list[Chart], str]:
     now = timezone.now()
     instant = to_seconds(now)
     config = load_config()
@@ -138,7 +139,9 @@ def _choose(result: DispatchResult) -> list[Chart]:
             Chart.objects.filter(state__in=[ChartState.QUEUED, ChartState.RETRY_WAIT], plan__position__gt=last_position)
             .exclude(org_id__in=held)
             .order_by("plan__position")
-            .only("id", "org_id", "workflow_id", "available_at", "attempt", "created_at", "state")[:PAGE_SIZE]
+            .only("id", "org_id", "workflow_id", "available_at", "attempt", "created_at", "state", "high_priority")[
+                :PAGE_SIZE
+            ]
         )
         if not page:
             break
@@ -165,15 +168,28 @@ def _choose(result: DispatchResult) -> list[Chart]:
                 reason = "provider"
             result.skips[reason] = result.skips.get(reason, 0) + 1
             if dispatcher.last_verdict == STOP:
-                return chosen
-    return chosen
+                return chosen, config.policy
+    return chosen, config.policy
 
 
-def _claim(chart: Chart) -> bool:
-    """Phase 1: queued or retry_wait -> dispatching, only if nobody moved the chart meanwhile."""
+def _claim(chart: Chart, *, policy: str) -> bool:
+    """Phase 1: queued or retry_wait -> dispatching, only if nobody moved the chart meanwhile; in the
+    same transaction, a fair-tier start adds to its org's service (a chart, or its cost under deficit:
+    see `snapshot.fair_service`)."""
     attempt = chart.attempt + 1
     workflow_id = workflow_id_for(chart, attempt, to_seconds(chart.created_at))
-    won = transition_if(
+    with transaction.atomic():
+        won = _claim_row(chart, attempt, workflow_id)
+        if won and not chart.high_priority:
+            given = chart.cost if policy == SchedulerConfig.Policy.DEFICIT else 1
+            Org.objects.filter(pk=chart.org_id).update(served=F("served") + given)
+    if won:
+        chart.attempt, chart.temporal_workflow_id = attempt, workflow_id
+    return won
+
+
+def _claim_row(chart: Chart, attempt: int, workflow_id: str) -> bool:
+    return transition_if(
         chart.pk,
         [chart.state],
         ChartState.DISPATCHING,
@@ -186,9 +202,6 @@ def _claim(chart: Chart) -> bool:
         temporal_workflow_id=workflow_id,
         temporal_run_id="",
     )
-    if won:
-        chart.attempt, chart.temporal_workflow_id = attempt, workflow_id
-    return won
 
 
 def _start(chart: Chart) -> bool:

@@ -115,15 +115,21 @@ def _field(value: float | None) -> str:
 
 
 def _write_org_clear(snapshot: Snapshot, plan: core.Plan) -> dict[str, datetime | None]:
-    """Every org's clear-time in one statement (None for an org with nothing waiting or running)."""
+    """Every org's clear-time, and its service raised to the floor of the round under way (see
+    `snapshot.fair_service`), in one statement. GREATEST keeps a start counted meanwhile."""
     clear = {key: to_datetime(value) for key, value in plan.org_clear.items()}
-    ids = [int(key) for key in snapshot.org_slugs]
+    keys = list(snapshot.org_slugs)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"UPDATE {Org._meta.db_table} AS o SET clear_at = v.clear_at"  # noqa: S608
-            " FROM unnest(%s::bigint[], %s::timestamptz[]) AS v(id, clear_at)"
-            " WHERE o.id = v.id AND o.clear_at IS DISTINCT FROM v.clear_at",
-            [ids, [clear.get(str(org_id)) for org_id in ids]],
+            f"UPDATE {Org._meta.db_table} AS o SET clear_at = v.clear_at,"  # noqa: S608
+            " served = GREATEST(o.served, v.served_floor)"
+            " FROM unnest(%s::bigint[], %s::timestamptz[], %s::float8[]) AS v(id, clear_at, served_floor)"
+            " WHERE o.id = v.id AND (o.clear_at IS DISTINCT FROM v.clear_at OR o.served < v.served_floor)",
+            [
+                [int(key) for key in keys],
+                [clear.get(key) for key in keys],
+                [snapshot.served_floor[key] for key in keys],
+            ],
         )
     return clear
 

@@ -113,6 +113,8 @@ class Snapshot:
     queued_workflow: list[int] = field(default_factory=list)
     # log sigma of each chart's duration, by core id: the spread behind its ETA band.
     sigma: dict[str, float] = field(default_factory=dict)
+    # The least service an org may have (see `fair_service`): idle orgs are raised to it.
+    served_floor: dict[str, float] = field(default_factory=dict)
 
     def with_avg_scaled(self, z: float) -> core.Scenario:
         """The scenario with every duration moved to its lognormal quantile at z (z < 0: shorter)."""
@@ -141,14 +143,57 @@ def load_config() -> SchedulerConfig:
     return SchedulerConfig.load()
 
 
-def load_orgs() -> tuple[dict[str, core.OrgPolicy], dict[str, str]]:
-    """Every org's policy (weight, cap) by core key, and its slug."""
+@dataclass(frozen=True)
+class OrgRow:
+    slug: str
+    weight: int
+    max_concurrency: int | None
+    served: float
+    weight_before_hold: int | None
+
+
+def load_orgs() -> dict[str, OrgRow]:
+    """Every org's row by core key."""
+    return {
+        org_key(org_id): OrgRow(slug, weight, cap, served, before)
+        for org_id, slug, weight, cap, served, before in Org.objects.values_list(
+            "id", "slug", "weight", "max_concurrency", "served", "weight_before_hold"
+        )
+    }
+
+
+def fair_service(
+    org_rows: dict[str, OrgRow], backlogged: set[str], *, policy: str, quantum: float
+) -> tuple[dict[str, core.OrgPolicy], dict[str, float]]:
+    """Each org's policy for the core, with what it was served in the rounds under way, and the floor
+    below which no org's service may fall.
+
+    The core numbers rounds from the waiting charts alone; replanning after every start would then
+    restart every org at round 0 and hand each slot that frees one at a time to the oldest head. So
+    the shell keeps each org's service (`Org.served`: charts, or cost units under deficit, added at
+    each fair-tier start) and passes the part of it beyond the current round:
+    1. A round gives an org `weight` charts (round_robin) or weight x quantum units (deficit).
+    2. The current round R is the least served/unit among the backlogged orgs (those with eligible
+       charts waiting): every one of them has had R full rounds.
+    3. An org's `served` for the core is what it had beyond R rounds; a backlogged org the core
+       sees at 0 is one that the round under way still owes.
+    4. An org that is idle or held banks nothing: its service is raised to R rounds (the floor,
+       written back by the replan), so coming back it joins the round under way, no burst.
+    """
+
+    def unit(row: OrgRow) -> float:
+        weight = row.weight or row.weight_before_hold or 1
+        return weight * (quantum if policy == "deficit" else 1.0)
+
+    current = min((org_rows[key].served / unit(org_rows[key]) for key in backlogged), default=0.0)
     policies: dict[str, core.OrgPolicy] = {}
-    slugs: dict[str, str] = {}
-    for org_id, slug, weight, cap in Org.objects.values_list("id", "slug", "weight", "max_concurrency"):
-        policies[org_key(org_id)] = core.OrgPolicy(weight=weight, max_concurrency=cap)
-        slugs[org_key(org_id)] = slug
-    return policies, slugs
+    floors: dict[str, float] = {}
+    for key, row in org_rows.items():
+        floors[key] = current * unit(row)
+        policies[key] = core.OrgPolicy(
+            weight=row.weight, max_concurrency=row.max_concurrency, served=max(0.0, row.served - floors[key])
+        )
+    return policies, floors
 
 
 def load_costs() -> tuple[dict[tuple[int, int], int], dict[int, int], dict[int, int | None]]:
@@ -193,7 +238,8 @@ def load_snapshot(*, now: datetime | None = None) -> Snapshot:
     """
     now = now or timezone.now()
     config = load_config()
-    orgs, slugs = load_orgs()
+    org_rows = load_orgs()
+    slugs = {key: row.slug for key, row in org_rows.items()}
     overrides, default_costs, providers = load_costs()
     pauses = load_provider_pauses(now)
     durations = Durations.load()
@@ -255,7 +301,13 @@ def load_snapshot(*, now: datetime | None = None) -> Snapshot:
         if spread:
             sigma[key] = spread
 
-    for org in {*queued.org, *(r.org for r in running)} - orgs.keys():
+    backlogged = {
+        org
+        for org, paused, high in zip(queued.org, queued.paused, queued.high_priority, strict=True)
+        if not paused and not high and org in org_rows and org_rows[org].weight > 0
+    }
+    orgs, served_floor = fair_service(org_rows, backlogged, policy=config.policy, quantum=config.quantum)
+    for org in {*queued.org, *(r.org for r in running)} - orgs.keys():  # an org newer than the read above
         orgs[org] = core.OrgPolicy()
     scenario = core.Scenario(
         now=to_seconds(now),
@@ -269,7 +321,13 @@ def load_snapshot(*, now: datetime | None = None) -> Snapshot:
         retry_budget=retry_budget_of(config),
     )
     return Snapshot(
-        now=now, scenario=scenario, config=config, org_slugs=slugs, queued_workflow=list(workflow_ids), sigma=sigma
+        now=now,
+        scenario=scenario,
+        config=config,
+        org_slugs=slugs,
+        queued_workflow=list(workflow_ids),
+        sigma=sigma,
+        served_floor=served_floor,
     )
 
 

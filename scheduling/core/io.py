@@ -113,11 +113,13 @@ def _orgs(orgs: object) -> dict[str, OrgPolicy]:
         if not isinstance(policy, dict):
             raise ScenarioError(f"{where}: must be an object, got {_show(policy)}")
         cap = policy.get("max_concurrency")
+        served = policy.get("served")
         policies[name] = OrgPolicy(
             weight=_integer(policy.get("weight", 1), f"{where}.weight", minimum=0),
             max_concurrency=None
             if cap is None
             else _integer(cap, f"{where}.max_concurrency", minimum=1, nullable=True),
+            served=0.0 if served is None else _served(served, f"{where}.served"),
         )
     return policies
 
@@ -227,6 +229,13 @@ def _chart_flag(chart: dict[str, Any], field: str, where: _ChartPlace) -> bool:
     if type(value) is bool:
         return value
     raise ScenarioError(f"{where}: {field} must be true or false, got {_show(value)}")
+
+
+def _served(value: object, where: str) -> float:
+    number = _number(value, where)
+    if number < 0:
+        raise ScenarioError(f"{where}: must be a number >= 0, got {_show(value)}")
+    return number
 
 
 def _number(value: object, where: str, *, positive: bool = False) -> float:

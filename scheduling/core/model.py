@@ -17,10 +17,18 @@ POLICIES: tuple[Policy, ...] = ("round_robin", "deficit")
 
 @dataclass(frozen=True, slots=True)
 class OrgPolicy:
-    """How an org shares the pool: its weight (0 holds it) and its cap on running charts."""
+    """How an org shares the pool: its weight (0 holds it) and its cap on running charts.
+
+    `served` (an extension, 0 by default) is what the org has already been given in the rounds under
+    way: charts for `round_robin`, cost units for `deficit`. Its charts are counted from there, so
+    its k-th chart falls in the round of k + served (`round_robin`) or of S_k + served (`deficit`).
+    The live system keeps it across replans; without it, each replan would start every org at round
+    0 again and the org with the oldest head would win every slot that frees one at a time.
+    """
 
     weight: int = 1
     max_concurrency: int | None = None
+    served: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -60,7 +60,10 @@ def fair_order_indices(
     by_priority = _sort_by_keys_then_id(np.flatnonzero(eligible & ~high), [-priority, created], queue.id)
     # Integer sums of cost are exact; past int64 (absurd costs) floats cannot overflow.
     cost_type = np.int64 if sum(queue.cost) < 2**63 else np.float64
-    round_key = _rounds(by_priority, org_of, weights, column(queue.cost, cost_type), scenario.policy, scenario.quantum)
+    served = np.array([scenario.orgs.get(name, DEFAULT_POLICY).served for name in org_names], dtype=np.float64)
+    round_key = _rounds(
+        by_priority, org_of, weights, column(queue.cost, cost_type), scenario.policy, scenario.quantum, served
+    )
     fair_tier = by_priority[np.argsort(_narrow(round_key), kind="stable")]
     return np.concatenate((high_tier, fair_tier))
 
@@ -84,6 +87,7 @@ def _rounds(
     cost: NDArray[Any],
     policy: Policy,
     quantum: float,
+    served: NDArray[np.float64],
 ) -> NDArray[Any]:
     """A key per chart of `by_priority` (aligned with it) that sorts the charts by round.
 
@@ -91,6 +95,7 @@ def _rounds(
     2. k = the chart's rank inside its org; S_k = the cost of the org's charts 0..k.
     3. round_robin: the round k // weight. deficit: ceil(S_k / (weight * quantum)), the round
        plus one, kept as a float: exact however large, and it sorts as the round does.
+       An org's `served` (0 in the contract) is added to k or S_k first.
     4. Align back with `by_priority`.
     """
     org_of = chart_org[by_priority]
@@ -101,13 +106,16 @@ def _rounds(
     first_of_group = group_start[grouped_org]
     weight = weights[grouped_org]
     grouped_round: NDArray[Any]
+    has_served = bool(served.any())
     if policy == "round_robin":
         rank_in_org = np.arange(len(grouped_org)) - first_of_group
-        grouped_round = rank_in_org // weight
+        grouped_round = np.floor((rank_in_org + served[grouped_org]) / weight) if has_served else rank_in_org // weight
     else:
         grouped_cost = cost[by_priority][grouping]
         running_cost = np.cumsum(grouped_cost)
         spent = running_cost - (running_cost - grouped_cost)[first_of_group]
+        if has_served:
+            spent = spent + served[grouped_org]
         # A quantum so small that the quotient overflows puts the charts in one last round.
         with np.errstate(over="ignore"):
             grouped_round = np.ceil(spent / (weight * quantum))

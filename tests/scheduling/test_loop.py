@@ -4,6 +4,7 @@ changes, provider pauses, and ETAs against actual finishes."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Callable
@@ -283,3 +284,41 @@ def test_etas_match_actual_finishes_with_fixed_durations(demo: Callable[..., Wor
     for chart in Chart.objects.filter(pk__in=predicted):
         error = abs((chart.finished_at - predicted[chart.pk]).total_seconds())  # type: ignore[operator]
         assert error <= 1.0 + interval, (chart.external_id, error)
+
+
+def test_slots_freeing_one_at_a_time_alternate_between_orgs(demo: Callable[..., Workflow]) -> None:
+    """Replanning after every start must not hand every slot to the org with the oldest head."""
+    scheduler_config_set(actor=ACTOR, budget=1)
+    workflow = demo(duration=0.1)
+    backfill, newcomer = OrgFactory(slug="backfill"), OrgFactory(slug="newcomer")
+    submit(backfill, workflow, 6, prefix="a")
+    submit(newcomer, workflow, 3, prefix="b")
+
+    drive_until(lambda: set(states().values()) == {ChartState.SUCCEEDED}, every=0.05)
+    starts = list(
+        ChartEvent.objects.filter(to_state=ChartState.DISPATCHING)
+        .order_by("at", "id")
+        .values_list("chart__external_id", flat=True)
+    )
+    assert starts == ["a0", "b0", "a1", "b1", "a2", "b2", "a3", "a4", "a5"]
+
+
+def test_an_org_back_from_idle_banks_no_credit(demo: Callable[..., Workflow]) -> None:
+    scheduler_config_set(actor=ACTOR, budget=1)
+    workflow = demo(duration=0.1)
+    busy, away = OrgFactory(slug="busy"), OrgFactory(slug="away")
+    submit(busy, workflow, 4, prefix="x")
+    drive_until(lambda: Chart.objects.filter(state=ChartState.SUCCEEDED).count() == 4, every=0.05)
+    submit(busy, workflow, 4, prefix="y")
+    submit(away, workflow, 4, prefix="z")
+
+    drive_until(lambda: set(states().values()) == {ChartState.SUCCEEDED}, every=0.05)
+    later = list(
+        ChartEvent.objects.filter(to_state=ChartState.DISPATCHING, chart__external_id__regex=r"^[yz]")
+        .order_by("at", "id")
+        .values_list("chart__external_id", flat=True)
+    )
+    # The org that was away rejoins the round under way: the two alternate, no burst of z's.
+    orgs_in_turn = [name[0] for name in later]
+    assert len(orgs_in_turn) == 8
+    assert all(first != second for first, second in itertools.pairwise(orgs_in_turn))
