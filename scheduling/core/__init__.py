@@ -5,7 +5,13 @@ Temporal or the project's apps: the live system maps its snapshot to a `Scenario
 `plan`, and its dispatcher calls `dispatch_walk`. `python -m scheduling.core plan FILE` runs the
 same `plan` on a scenario JSON.
 
-One extension goes beyond the contract and is off by default: `Scenario.retry_budget`
+Two extensions go beyond the contract; both are off by default and leave every contract plan as it is.
+
+`OrgPolicy.served` (`orgs.NAME.served` in the JSON, a number >= 0): what the org was already given in
+the rounds under way (charts, or cost units under `deficit`); its k-th chart falls in the round of
+k + served (or S_k + served). The live system keeps it across replans (see `scheduling.snapshot`).
+
+The other: `Scenario.retry_budget`
 (`retry_budget` in the JSON, an integer >= 0 or null). Charts marked `retry` (queued or running)
 may then together occupy at most that many cost units (c = min(cost, budget) each). A retry chart
 that would exceed it is skipped by the walk, like a capped org, not a stop; running retries above
