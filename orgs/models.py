@@ -23,6 +23,8 @@ class Org(models.Model):
         null=True, blank=True, help_text="Admission refuses submissions past this many waiting charts."
     )
     clear_at = models.DateTimeField(null=True, blank=True, editable=False, help_text="Predicted end of backlog.")
+    clear_low = models.DateTimeField(null=True, blank=True, editable=False, help_text="p10 of the predicted end.")
+    clear_high = models.DateTimeField(null=True, blank=True, editable=False, help_text="p90 of the predicted end.")
     served = models.FloatField(
         default=0.0,
         editable=False,

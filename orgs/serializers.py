@@ -16,7 +16,17 @@ class OrgSerializer(serializers.ModelSerializer[Org]):
 
     class Meta:
         model = Org
-        fields = ["slug", "name", "weight", "held", "max_concurrency", "queue_limit", "clear_at"]
+        fields = [
+            "slug",
+            "name",
+            "weight",
+            "held",
+            "max_concurrency",
+            "queue_limit",
+            "clear_at",
+            "clear_low",
+            "clear_high",
+        ]
         read_only_fields = fields
 
 
@@ -37,6 +47,8 @@ class OrgDetailSerializer(serializers.Serializer[Any]):
     max_concurrency = serializers.IntegerField(source="org.max_concurrency", allow_null=True)
     queue_limit = serializers.IntegerField(source="org.queue_limit", allow_null=True)
     clear_at = serializers.DateTimeField(allow_null=True, help_text="When its backlog is predicted to be done.")
+    clear_low = serializers.DateTimeField(source="org.clear_low", allow_null=True, help_text="p10 of clear_at.")
+    clear_high = serializers.DateTimeField(source="org.clear_high", allow_null=True, help_text="p90 of clear_at.")
     counts = StateCountsSerializer()
 
 

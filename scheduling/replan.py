@@ -52,7 +52,7 @@ def plan_refresh(*, now: datetime | None = None) -> ReplanResult:
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [REPLAN_LOCK])
         _write_chart_plan(snapshot, plan, low, high)
-        org_clear = _write_org_clear(snapshot, plan)
+        org_clear = _write_org_clear(snapshot, plan, low, high)
         _write_sample(snapshot, plan, org_clear)
     seconds = time.perf_counter() - begun
     metrics.observe_replan(seconds)
@@ -96,6 +96,8 @@ def _write_chart_plan(snapshot: Snapshot, plan: core.Plan, low: core.Plan, high:
         )
     table = ChartPlan._meta.db_table
     with connection.cursor() as cursor:
+        # (Dropped first: a replan inside a caller's transaction may follow another one.)
+        cursor.execute("DROP TABLE IF EXISTS pg_temp.fairsched_plan_rows")
         cursor.execute(
             "CREATE TEMP TABLE fairsched_plan_rows (chart_id bigint, position integer, predicted_start float8,"
             " eta float8, eta_low float8, eta_high float8) ON COMMIT DROP"
@@ -114,20 +116,26 @@ def _field(value: float | None) -> str:
     return "\\N" if value is None else repr(value)
 
 
-def _write_org_clear(snapshot: Snapshot, plan: core.Plan) -> dict[str, datetime | None]:
-    """Every org's clear-time, and its service raised to the floor of the round under way (see
-    `snapshot.fair_service`), in one statement. GREATEST keeps a start counted meanwhile."""
+def _write_org_clear(
+    snapshot: Snapshot, plan: core.Plan, low: core.Plan, high: core.Plan
+) -> dict[str, datetime | None]:
+    """Every org's clear-time with its p10-p90 band, and its service raised to the floor of the round
+    under way (see `snapshot.fair_service`), in one statement. GREATEST keeps a start counted meanwhile."""
     clear = {key: to_datetime(value) for key, value in plan.org_clear.items()}
     keys = list(snapshot.org_slugs)
+    clear_low = [to_datetime(low.org_clear.get(key)) for key in keys]
+    clear_high = [to_datetime(high.org_clear.get(key)) for key in keys]
     with connection.cursor() as cursor:
         cursor.execute(
-            f"UPDATE {Org._meta.db_table} AS o SET clear_at = v.clear_at,"  # noqa: S608
-            " served = GREATEST(o.served, v.served_floor)"
-            " FROM unnest(%s::bigint[], %s::timestamptz[], %s::float8[]) AS v(id, clear_at, served_floor)"
-            " WHERE o.id = v.id AND (o.clear_at IS DISTINCT FROM v.clear_at OR o.served < v.served_floor)",
+            f"UPDATE {Org._meta.db_table} AS o SET clear_at = v.clear_at, clear_low = v.clear_low,"  # noqa: S608
+            " clear_high = v.clear_high, served = GREATEST(o.served, v.served_floor)"
+            " FROM unnest(%s::bigint[], %s::timestamptz[], %s::timestamptz[], %s::timestamptz[], %s::float8[])"
+            " AS v(id, clear_at, clear_low, clear_high, served_floor) WHERE o.id = v.id",
             [
                 [int(key) for key in keys],
                 [clear.get(key) for key in keys],
+                clear_low,
+                clear_high,
                 [snapshot.served_floor[key] for key in keys],
             ],
         )

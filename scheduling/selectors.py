@@ -259,6 +259,8 @@ def org_rows(*, load: Load | None = None) -> list[dict[str, Any]]:
             "max_concurrency": org.max_concurrency,
             "queue_limit": org.queue_limit,
             "clear_at": _iso(org.clear_at),
+            "clear_low": _iso(org.clear_low),
+            "clear_high": _iso(org.clear_high),
             "costs": costs.get(org.pk, {}),
             **per_org.get(org.pk, empty),
         }

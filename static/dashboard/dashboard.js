@@ -45,6 +45,12 @@
   }
   const clock = (iso) => (iso ? new Date(iso).toLocaleTimeString([], { hour12: false }) : "–");
   const timeCell = (iso) => `<span title="${esc(iso ? new Date(iso).toLocaleString() : "not planned")}" data-rel="${esc(iso || "")}">${esc(rel(iso))}</span>`;
+  // The ETA with its p10-p90 band (from the spread of past durations) when the plan has one.
+  const etaCell = (r) => {
+    if (!r.eta_low || !r.eta_high || r.eta_low === r.eta_high) return timeCell(r.eta);
+    const band = `p10-p90: ${new Date(r.eta_low).toLocaleString()} to ${new Date(r.eta_high).toLocaleString()}`;
+    return `${timeCell(r.eta)} <small class="band" title="${esc(band)}">(${esc(rel(r.eta_low))}–${esc(rel(r.eta_high))})</small>`;
+  };
 
   function toast(text, ok) {
     const el = document.createElement("div");
@@ -249,7 +255,7 @@
         <span class="pos">${r.position != null ? r.position : i}</span>
         <span title="${esc(r.external_id)} · priority ${r.priority}">${esc(r.external_id)}${hp}</span>
         <span>${esc(r.org)}</span><span>${esc(r.workflow)}</span><span>${r.cost}</span><span>${state}</span>
-        <span>${timeCell(r.predicted_start)}</span><span>${timeCell(r.eta)}</span>
+        <span>${timeCell(r.predicted_start)}</span><span>${etaCell(r)}</span>
         <span class="levers">
           <button data-act="priority" data-hp="${r.high_priority ? "0" : "1"}" title="${r.high_priority ? "Clear high priority" : "High priority"}">★</button>
           <button data-act="top" title="Move to the top of ${esc(r.org)}'s queue">⤒</button>
@@ -379,7 +385,9 @@
       hold.title = o.held ? `held; release restores weight ${o.weight_before_hold || 1}` : "weight → 0: nothing of this org dispatches";
       tr.dataset.held = o.held ? "1" : "0";
       for (const k of ["queued", "paused", "running", "cost_in_use"]) tr.querySelector(`[data-k=${k}]`).textContent = o[k].toLocaleString();
-      tr.querySelector("[data-k=clear_at]").innerHTML = o.held ? '<span class="badge held">held</span>' : timeCell(o.clear_at);
+      tr.querySelector("[data-k=clear_at]").innerHTML = o.held
+        ? '<span class="badge held">held</span>'
+        : etaCell({ eta: o.clear_at, eta_low: o.clear_low, eta_high: o.clear_high });
       tr.querySelector("[data-k=costs]").innerHTML = Object.entries(o.costs).map(([w, c]) => `<span class="tag">${esc(w)}=${c}</span>`).join(" ");
     });
   }

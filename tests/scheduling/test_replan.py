@@ -1,0 +1,76 @@
+"""The replan pass on PostgreSQL: the plan table, ETA bands per chart and per org, clear-times, samples."""
+
+from __future__ import annotations
+
+import pytest
+
+from charts.models import Chart, ChartPlan
+from charts.services import Submission, chart_cancel, chart_pause, chart_submit_bulk
+from orgs.models import Org
+from scheduling.models import QueueSample
+from scheduling.reconcile import duration_record
+from scheduling.replan import plan_refresh
+from scheduling.services import scheduler_config_set
+from tests.factories import OrgFactory, WorkflowFactory
+
+pytestmark = pytest.mark.django_db
+ACTOR = "user:test"
+
+
+@pytest.fixture
+def backlog() -> tuple[Org, Org]:
+    scheduler_config_set(actor=ACTOR, budget=1)
+    workflow = WorkflowFactory(name="w")
+    acme, beta = OrgFactory(slug="acme", weight=2), OrgFactory(slug="beta")
+    for seconds in (40, 60, 90):  # learned durations with a spread
+        duration_record(org_id=acme.pk, workflow_id=workflow.pk, seconds=seconds)
+    for org, count in ((acme, 4), (beta, 2)):
+        chart_submit_bulk(org=org, items=[Submission("w", f"{org.slug}{i}") for i in range(count)], actor=ACTOR)
+    return acme, beta
+
+
+def test_the_plan_is_dense_positions_with_bands(backlog: tuple[Org, Org]) -> None:
+    result = plan_refresh()
+    assert result.ordered == 6
+    charts = list(Chart.objects.order_by("position"))
+    assert [chart.position for chart in charts] == list(range(6))  # type: ignore[attr-defined]
+    assert [chart.external_id for chart in charts] == ["acme0", "acme1", "beta0", "acme2", "acme3", "beta1"]
+    for chart in charts:
+        assert chart.eta_low < chart.eta < chart.eta_high  # type: ignore[attr-defined]
+        assert chart.predicted_start < chart.eta  # type: ignore[attr-defined]
+    assert ChartPlan.objects.count() == 6
+
+
+def test_orgs_get_a_clear_time_with_its_band_and_a_sample_is_kept(backlog: tuple[Org, Org]) -> None:
+    plan_refresh()
+    for org in Org.objects.all():
+        assert org.clear_low is not None
+        assert org.clear_at is not None
+        assert org.clear_high is not None
+        assert org.clear_low < org.clear_at < org.clear_high
+    last = Chart.objects.order_by("-position").first()
+    assert Org.objects.get(slug="beta").clear_at == last.eta  # type: ignore[union-attr, attr-defined]
+    sample = QueueSample.objects.get()
+    assert (sample.queued, sample.running, sample.budget) == (6, 0, 1)
+    assert sample.per_org["acme"]["queued"] == 4
+
+
+def test_a_chart_leaving_the_queue_leaves_the_plan_at_once(backlog: tuple[Org, Org]) -> None:
+    plan_refresh()
+    first, second = Chart.objects.order_by("position")[:2]
+    chart_cancel(chart=first, actor=ACTOR)
+    chart_pause(chart=second, actor=ACTOR)
+    assert not ChartPlan.objects.filter(chart_id__in=[first.pk, second.pk]).exists()
+    plan_refresh()
+    positions = Chart.objects.filter(plan__position__isnull=False).values_list("plan__position", flat=True)
+    assert sorted(positions) == [0, 1, 2, 3]
+
+
+def test_a_held_org_has_no_plan_and_no_clear_time(backlog: tuple[Org, Org]) -> None:
+    from orgs.services import org_hold
+
+    org_hold(org=Org.objects.get(slug="beta"), actor=ACTOR)
+    plan_refresh()
+    beta = Org.objects.get(slug="beta")
+    assert beta.clear_at is None
+    assert set(Chart.objects.filter(org=beta).values_list("plan__position", flat=True)) == {None}
