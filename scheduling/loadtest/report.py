@@ -545,8 +545,9 @@ def reading(results: Sequence[metrics.Fairness], figures: metrics.LiveFigures) -
             [
                 "- The fair order's replay is FIFO's to within 10%: the contract recomputes rounds from the waiting "
                 "charts at every pass, so when one slot frees at a time the head of the order is the oldest chart "
-                "of round 0, the head of the org with the oldest backlog, over and over; the plan (and so every "
-                "ETA) meanwhile assumes the interleaved order holds."
+                "of round 0, the head of the org with the oldest backlog, over and over. The live loop does not "
+                "replay that order bare: it keeps each org's service across passes (`Org.served`, passed to the "
+                "core as the org's `served` offset), which is why its row differs from the replay's."
             ]
             if _close(median_wait(FAIR_REPLAY), median_wait("FIFO"))
             else []

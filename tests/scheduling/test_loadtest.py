@@ -71,12 +71,6 @@ def test_the_loop_recovers_from_a_worker_killed_mid_dispatch(event_log: dict[str
     assert restart.recovery_seconds < RECOVERY_LIMIT_SECONDS
 
 
-@pytest.mark.xfail(
-    reason="the contract's fair order is recomputed from the waiting charts alone: when slots free one at a "
-    "time the org with the oldest head wins round 0 again and again (see reports/report.md and "
-    "tests/scheduling/core/test_baselines.py::test_one_slot_at_a_time_the_oldest_head_keeps_winning_round_0)",
-    strict=False,
-)
 def test_small_orgs_start_within_one_round_under_the_backfill(event_log: dict[str, Any]) -> None:
     newcomers = metrics.newcomers(metrics.live_schedule(event_log))
     assert newcomers
