@@ -18,75 +18,28 @@ dropped here) and REDIS_URL's Redis for the channel layer (prefix `bench-dashboa
 from __future__ import annotations
 
 import argparse
-import io
 import os
-import random
 import statistics
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from backlog import drop_database, recreate_database, seed_backlog, use_database
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-BASE_URL = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/fairsched")
 BENCH_DB = "fairsched_bench_dashboard"
-os.environ["DATABASE_URL"] = BASE_URL.rsplit("/", 1)[0] + "/" + BENCH_DB
+use_database(BENCH_DB)
 os.environ["CHANNELS_PREFIX"] = "bench-dashboard"
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "fairsched.settings")
 # Playwright's sync API runs its own loop on this thread; the ORM calls in between are plain sync code.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 
-def recreate_database() -> None:
-    import psycopg
-
-    with psycopg.connect(BASE_URL.rsplit("/", 1)[0] + "/postgres", autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {BENCH_DB}")
-
-
-def drop_database() -> None:
-    import psycopg
-
-    with psycopg.connect(BASE_URL.rsplit("/", 1)[0] + "/postgres", autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
-
-
 def seed(size: int, orgs: int = 500) -> Any:
     from django.contrib.auth import get_user_model
-    from django.db import connection
-    from django.utils import timezone
 
-    from orgs.models import Org, Workflow
-    from scheduling.services import scheduler_config_set
-
-    rng = random.Random(7)
-    org_rows = Org.objects.bulk_create(
-        Org(name=f"Org {i}", slug=f"org-{i}", weight=rng.choice([1, 1, 2, 3]), max_concurrency=rng.choice([None, 5]))
-        for i in range(orgs)
-    )
-    workflows = Workflow.objects.bulk_create(
-        Workflow(name=f"wf-{i}", workflow_type="fairsched.demo", task_queue="bench", default_cost=cost)
-        for i, cost in enumerate([1, 1, 2, 4])
-    )
-    scheduler_config_set(actor="bench", budget=200)
-    now = timezone.now()
-    buffer = io.StringIO()
-    for i in range(size):
-        org = org_rows[min(int(rng.paretovariate(1.2)) - 1, orgs - 1) if i % 2 else rng.randrange(orgs)]
-        created = now.timestamp() - rng.uniform(0, 86400)
-        buffer.write(
-            f"{org.pk}\t{rng.choice(workflows).pk}\tb{i}\t{{}}\tqueued\tf\t0\t"
-            f"{time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(created))}+00\t0\t\t\t\t{now.isoformat()}\n"
-        )
-    with connection.cursor() as cursor:
-        with cursor.connection.cursor().copy(
-            "COPY charts_chart (org_id, workflow_id, external_id, payload, state, high_priority, priority,"
-            " created_at, attempt, last_error, temporal_workflow_id, temporal_run_id, updated_at) FROM STDIN"
-        ) as copy:
-            copy.write(buffer.getvalue())
-        cursor.execute("ANALYZE charts_chart")
+    seed_backlog(size, orgs)
     return get_user_model().objects.create_user("operator", is_staff=True)
 
 
@@ -169,7 +122,7 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the bench database afterwards")
     args = parser.parse_args()
 
-    recreate_database()
+    recreate_database(BENCH_DB)
     import django
 
     django.setup()
@@ -203,7 +156,7 @@ def main() -> None:
     finally:
         connections.close_all()
         if not args.keep:
-            drop_database()
+            drop_database(BENCH_DB)
 
     def line(name: str, values: list[float]) -> str:
         return f"{name:<34} median {statistics.median(values):7.0f} ms   max {max(values):7.0f} ms"

@@ -17,7 +17,9 @@ PRODUCTION = {
 
 
 def check_deploy(**overrides: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, **PRODUCTION, **overrides}
+    # The browser tests allow sync ORM calls beside Playwright's loop; a deployment never does.
+    inherited = {key: value for key, value in os.environ.items() if key != "DJANGO_ALLOW_ASYNC_UNSAFE"}
+    env = {**inherited, **PRODUCTION, **overrides}
     return subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
         cwd=ROOT,
