@@ -37,4 +37,4 @@ bench: venv
 
 # The hostile load run on the real stack (its own services) and its report in reports/; a few minutes.
 report: venv
-	LOADRUN_SECONDS=$${LOADRUN_SECONDS:-180} $(PY) -m scheduling.loadtest.report
+	LOADRUN_SECONDS=$${LOADRUN_SECONDS:-180} $(PY) -m scheduling.loadtest.report $${LOADRUN_POLICY:+--policy $$LOADRUN_POLICY}

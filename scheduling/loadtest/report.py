@@ -620,6 +620,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seconds", type=float, default=float(os.environ.get("LOADRUN_SECONDS", 180)))
     parser.add_argument("--faults", default=None, help="passed to the runner (default: all)")
     parser.add_argument("--seed", type=int, default=None, help="passed to the runner (default: its own)")
+    parser.add_argument("--policy", default=None, help="passed to the runner: round_robin (default) or deficit")
     args = parser.parse_args(argv)
     log_path = args.log
     command = f"python -m scheduling.loadtest.report --seconds {args.seconds:g}"
@@ -640,6 +641,9 @@ def main(argv: list[str] | None = None) -> None:
         if args.seed is not None:
             run += ["--seed", str(args.seed)]
             command += f" --seed {args.seed}"
+        if args.policy is not None:
+            run += ["--policy", args.policy]
+            command += f" --policy {args.policy}"
         subprocess.run(run, cwd=REPO_ROOT, check=True)
     else:
         command = f"python -m scheduling.loadtest.report --log {log_path}"

@@ -232,8 +232,10 @@ class LoadRun:
         pg_outage: float,
         drain_timeout: float,
         scratch: Path,
+        policy: str = "round_robin",
     ) -> None:
         self.workload = workload
+        self.settings: dict[str, Any] = {**SCHEDULER_SETTINGS, "policy": policy}
         self.faults_planned = sorted(faults, key=FAULT_AT.__getitem__)
         self.pg_outage = pg_outage
         self.drain_timeout = drain_timeout
@@ -277,7 +279,7 @@ class LoadRun:
         from scheduling.services import scheduler_config_set
         from scheduling.temporal.workflows import DEMO_WORKFLOW_TYPE
 
-        scheduler_config_set(actor=ACTOR, budget=self.workload.budget, **SCHEDULER_SETTINGS)
+        scheduler_config_set(actor=ACTOR, budget=self.workload.budget, **self.settings)
         for spec in self.workload.workflows:
             params: dict[str, Any] = {"fail_probability": spec.fail_probability}
             provider = None
@@ -529,7 +531,7 @@ class LoadRun:
                 "default_duration": self.workload.mean_duration,
                 "faults_requested": list(self.faults_planned),
                 "temporal_workers": self.temporal_workers,
-                "settings": SCHEDULER_SETTINGS,
+                "settings": self.settings,
             },
             "orgs": [asdict(org) for org in self.workload.orgs],
             "workflows": [asdict(workflow) for workflow in self.workload.workflows],
@@ -585,6 +587,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
     parser.add_argument("--seconds", type=float, default=float(os.environ.get("LOADRUN_SECONDS", 180)))
     parser.add_argument("--budget", type=int, default=8)
+    parser.add_argument("--policy", choices=["round_robin", "deficit"], default="round_robin")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--faults", default=",".join(ALL_FAULTS), help="comma-separated; empty for none")
     parser.add_argument("--temporal-workers", type=int, default=1)
@@ -610,6 +613,7 @@ def run_to_file(args: argparse.Namespace) -> Path:
             pg_outage=args.pg_outage,
             drain_timeout=args.drain_timeout or max(120.0, 1.5 * args.seconds),
             scratch=scratch,
+            policy=args.policy,
         )
         log = run.run()
         logs = args.out.parent / "logs"
