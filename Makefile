@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 # Tests use their own Redis database so that they never feed a running development worker.
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/9
 
-.PHONY: run test lint bench report venv migrate
+.PHONY: run test lint bench report venv
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)

@@ -13,13 +13,15 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Value
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from charts.models import Chart, ChartState, DurationStat
 from charts.states import transition_if
 from fairsched.actors import RECONCILER
 from fairsched.events import changed
+from orgs.models import Org
 from orgs.services import provider_get_or_create, provider_pause
 from scheduling import metrics
 from scheduling.models import SchedulerConfig
@@ -99,7 +101,7 @@ def settle(chart: Chart, *, config: SchedulerConfig, result: ReconcileResult) ->
     if outcome is None:
         if chart.state == ChartState.DISPATCHING:
             stale = chart.claimed_at is None or now - chart.claimed_at > timedelta(seconds=config.dispatch_stale_after)
-            if stale and _requeue(chart):
+            if stale and _requeue(chart, config=config):
                 result.requeued.append(chart.pk)
             return False
         _fail(chart, config=config, message="Temporal has no record of the workflow", result=result, now=now)
@@ -133,19 +135,26 @@ def settle(chart: Chart, *, config: SchedulerConfig, result: ReconcileResult) ->
     return False
 
 
-def _requeue(chart: Chart) -> bool:
-    return transition_if(
-        chart.pk,
-        [ChartState.DISPATCHING],
-        ChartState.QUEUED,
-        actor=RECONCILER,
-        reason="claimed but never started",
-        where={"temporal_workflow_id": chart.temporal_workflow_id},
-        attempt=F("attempt") - 1,
-        cost=None,
-        claimed_at=None,
-        temporal_workflow_id="",
-    )
+def _requeue(chart: Chart, *, config: SchedulerConfig) -> bool:
+    """A claim whose workflow never started is undone: the chart goes back to its place, the attempt
+    is not counted, and its org gets back the service the claim had added (see `dispatch._claim`)."""
+    with transaction.atomic():
+        won = transition_if(
+            chart.pk,
+            [ChartState.DISPATCHING],
+            ChartState.QUEUED,
+            actor=RECONCILER,
+            reason="claimed but never started",
+            where={"temporal_workflow_id": chart.temporal_workflow_id},
+            attempt=F("attempt") - 1,
+            cost=None,
+            claimed_at=None,
+            temporal_workflow_id="",
+        )
+        if won and not chart.high_priority:
+            given = (chart.cost or 1) if config.policy == SchedulerConfig.Policy.DEFICIT else 1
+            Org.objects.filter(pk=chart.org_id).update(served=Greatest(F("served") - given, Value(0.0)))
+    return won
 
 
 def _succeed(chart: Chart, outcome: WorkflowOutcome, result: ReconcileResult) -> None:

@@ -163,6 +163,8 @@ def test_a_crash_between_claim_and_start_is_repaired_and_never_runs_twice(
     assert first.temporal_workflow_id == ""
     assert second.state in {ChartState.RUNNING, ChartState.SUCCEEDED}
     assert second.temporal_run_id == run_id
+    # Both claims added to the org's service; the undone one gave its share back.
+    assert Org.objects.get(slug="crashy").served == 1
 
     drive_until(lambda: set(states().values()) == {ChartState.SUCCEEDED})
     second.refresh_from_db()
