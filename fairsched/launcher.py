@@ -9,8 +9,9 @@ Steps:
 2. `manage.py migrate --noinput`, then `manage.py demo` (demo data and the admin login).
 3. Start the web server (daphne), a Celery worker with embedded beat, and the Temporal worker, each
    with its output prefixed by its name.
-4. Print the URLs and the demo's output (its admin login), then supervise: if any child or embedded
-   service dies, report it and stop everything (exit 1).
+4. Print the URLs and the demo's output (its admin login), then supervise: a worker that dies
+   (Celery, the Temporal worker) is started again, up to `RESTART_LIMIT` times a minute; if the web
+   server or an embedded service dies, or a worker keeps dying, report it and stop everything (exit 1).
 5. On SIGINT or SIGTERM stop the children (SIGTERM, then SIGKILL to their process group after a
    timeout), then the embedded services, and exit 0.
 
@@ -51,6 +52,12 @@ DEFAULT_TEMPORAL_PORT = 7233
 STOP_TIMEOUT_SECONDS = 15.0
 READY_TIMEOUT_SECONDS = 30.0
 POLL_SECONDS = 0.2
+# Workers that may die of a passing fault (a Redis restart can crash Celery) are started again, up to
+# RESTART_LIMIT times in RESTART_WINDOW_SECONDS; past that, or if the web server or an embedded service
+# dies, the launcher stops everything.
+RESTARTABLE = frozenset({"celery", "temporal-worker"})
+RESTART_LIMIT = 5
+RESTART_WINDOW_SECONDS = 60.0
 
 
 class LauncherError(RuntimeError):
@@ -392,6 +399,12 @@ def banner(*, port: int, demo_output: str, embedded: Sequence[EmbeddedService]) 
     return "\n".join(lines)
 
 
+def _spawn_relayed(name: str, args: Sequence[str], env: Mapping[str, str]) -> ChildProcess:
+    child = ChildProcess.spawn(name, args, env=env)
+    relay_output(child, sys.stdout)
+    return child
+
+
 def _manage(env: Mapping[str, str], *args: str) -> str:
     """Run a management command to completion and return its output; fail with it on error."""
     result = subprocess.run(
@@ -459,23 +472,31 @@ def run(environ: Mapping[str, str]) -> int:
         _manage(env, "migrate", "--noinput")
         _manage(env, "collectstatic", "--noinput", "--verbosity", "0")
         demo_output = _manage(env, "demo")
-        for name, args in app_commands(port=port, data_dir=data_dir).items():
-            # The web server pools its database connections; forked Celery children must not.
-            child_env = {**env, "FAIRSCHED_DB_POOL": "1"} if name == "web" else env
-            child = ChildProcess.spawn(name, args, env=child_env)
-            relay_output(child, sys.stdout)
-            children.append(child)
+        commands = app_commands(port=port, data_dir=data_dir)
+        # The web server pools its database connections; forked Celery children must not.
+        child_envs = {name: {**env, "FAIRSCHED_DB_POOL": "1"} if name == "web" else env for name in commands}
+        for name, args in commands.items():
+            children.append(_spawn_relayed(name, args, child_envs[name]))
         web = children[0]
         wait_until(lambda: _port_accepts(port), what="web server", alive=web.alive)
         print(banner(port=port, demo_output=demo_output, embedded=embedded), flush=True)
+        restarts: dict[str, list[float]] = {name: [] for name in commands}
         while True:
-            for watched in [*children, *(s.process for s in embedded if s.process)]:
-                if not watched.alive():
-                    print(
-                        f"launcher: {watched.name} exited ({watched.process.returncode}); stopping everything",
-                        flush=True,
-                    )
+            for service in embedded:
+                if service.process is not None and not service.alive():
+                    print(f"launcher: {service.process.name} exited; stopping everything", flush=True)
                     return 1
+            for index, child in enumerate(children):
+                if child.alive():
+                    continue
+                code = child.process.returncode
+                recent = [at for at in restarts[child.name] if time.monotonic() - at < RESTART_WINDOW_SECONDS]
+                if child.name not in RESTARTABLE or len(recent) >= RESTART_LIMIT:
+                    print(f"launcher: {child.name} exited ({code}); stopping everything", flush=True)
+                    return 1
+                print(f"launcher: {child.name} exited ({code}); starting it again", flush=True)
+                restarts[child.name] = [*recent, time.monotonic()]
+                children[index] = _spawn_relayed(child.name, commands[child.name], child_envs[child.name])
             time.sleep(POLL_SECONDS)
     except Interrupted as stop:
         print(f"launcher: {stop}, stopping", flush=True)

@@ -149,18 +149,18 @@ SUPERVISED_DRIVER = """
 import os, sys
 import fairsched.launcher as launcher
 
-port, sleep_seconds = sys.argv[1], sys.argv[2]
+port, sleep_seconds, worker = sys.argv[1], sys.argv[2], sys.argv[3]
 launcher._manage = lambda env, *args: "demo says: admin / secret" if args == ("demo",) else ""
 launcher.app_commands = lambda *, port, data_dir: {
     "web": [sys.executable, "-m", "http.server", "--bind", "127.0.0.1", str(port)],
-    "sleeper": ["sleep", sleep_seconds],
+    worker: ["sleep", sleep_seconds],
 }
 sys.exit(launcher.run(os.environ))
 """
 
 
-def supervised_launcher(tmp_path: Path, *, sleep_seconds: int) -> subprocess.Popen[str]:
-    """The launcher with stand-in children (a web server and a sleeper) and external services."""
+def supervised_launcher(tmp_path: Path, *, sleep_seconds: int, worker: str = "sleeper") -> subprocess.Popen[str]:
+    """The launcher with stand-in children (a web server and a sleeping `worker`) and external services."""
     env = {
         **os.environ,
         "DATABASE_URL": "postgres://external/db",
@@ -170,7 +170,7 @@ def supervised_launcher(tmp_path: Path, *, sleep_seconds: int) -> subprocess.Pop
         "PORT": str(free_port()),
     }
     return subprocess.Popen(
-        [sys.executable, "-c", SUPERVISED_DRIVER, env["PORT"], str(sleep_seconds)],
+        [sys.executable, "-c", SUPERVISED_DRIVER, env["PORT"], str(sleep_seconds), worker],
         cwd=REPO_ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -212,4 +212,15 @@ def test_a_dying_child_stops_everything_and_exits_1(tmp_path: Path) -> None:
 
     assert launcher.returncode == 1, output
     assert "launcher: sleeper exited (0); stopping everything" in output
+    assert "launcher: web stopped" in output
+
+
+def test_a_crashed_worker_is_started_again_until_it_crashes_too_often(tmp_path: Path) -> None:
+    launcher = supervised_launcher(tmp_path, sleep_seconds=0, worker="celery")
+
+    output, _ = launcher.communicate(timeout=60)
+
+    assert output.count("launcher: celery exited (0); starting it again") == 5
+    assert "launcher: celery exited (0); stopping everything" in output
+    assert launcher.returncode == 1, output
     assert "launcher: web stopped" in output
