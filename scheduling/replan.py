@@ -120,26 +120,32 @@ def _write_org_clear(
     snapshot: Snapshot, plan: core.Plan, low: core.Plan, high: core.Plan
 ) -> dict[str, datetime | None]:
     """Every org's clear-time with its p10-p90 band, and its service raised to the floor of the round
-    under way (see `snapshot.fair_service`), in one statement. GREATEST keeps a start counted meanwhile."""
+    under way (see `snapshot.fair_service`), in one statement. GREATEST keeps a start counted meanwhile.
+    Times go as epoch seconds through `to_timestamp`, like the charts' ETAs, so an org's clear-time is
+    exactly its last chart's ETA."""
     clear = {key: to_datetime(value) for key, value in plan.org_clear.items()}
     keys = list(snapshot.org_slugs)
-    clear_low = [to_datetime(low.org_clear.get(key)) for key in keys]
-    clear_high = [to_datetime(high.org_clear.get(key)) for key in keys]
     with connection.cursor() as cursor:
         cursor.execute(
-            f"UPDATE {Org._meta.db_table} AS o SET clear_at = v.clear_at, clear_low = v.clear_low,"  # noqa: S608
-            " clear_high = v.clear_high, served = GREATEST(o.served, v.served_floor)"
-            " FROM unnest(%s::bigint[], %s::timestamptz[], %s::timestamptz[], %s::timestamptz[], %s::float8[])"
+            f"UPDATE {Org._meta.db_table} AS o SET clear_at = to_timestamp(v.clear_at),"  # noqa: S608
+            " clear_low = to_timestamp(v.clear_low), clear_high = to_timestamp(v.clear_high),"
+            " served = GREATEST(o.served, v.served_floor)"
+            " FROM unnest(%s::bigint[], %s::float8[], %s::float8[], %s::float8[], %s::float8[])"
             " AS v(id, clear_at, clear_low, clear_high, served_floor) WHERE o.id = v.id",
             [
                 [int(key) for key in keys],
-                [clear.get(key) for key in keys],
-                clear_low,
-                clear_high,
-                [snapshot.served_floor[key] for key in keys],
+                [_seconds(plan.org_clear.get(key)) for key in keys],
+                [_seconds(low.org_clear.get(key)) for key in keys],
+                [_seconds(high.org_clear.get(key)) for key in keys],
+                [float(snapshot.served_floor[key]) for key in keys],
             ],
         )
     return clear
+
+
+def _seconds(value: float | None) -> float | None:
+    """A float for the driver (the core keeps whole times as ints, and arrays must be of one type)."""
+    return None if value is None else float(value)
 
 
 def _write_sample(snapshot: Snapshot, plan: core.Plan, org_clear: dict[str, datetime | None]) -> None:
