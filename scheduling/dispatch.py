@@ -33,7 +33,7 @@ from orgs.models import Org
 from scheduling import metrics
 from scheduling.core.replay import SKIP_CAPPED, SKIP_RETRY, SKIP_UNAVAILABLE, STOP, Dispatcher
 from scheduling.models import SchedulerConfig
-from scheduling.snapshot import load_config, load_costs, load_provider_pauses, retry_budget_of, to_seconds
+from scheduling.snapshot import load_config, load_costs, retry_budget_of, to_seconds
 from scheduling.temporal.client import start_chart_workflow
 
 logger = logging.getLogger(__name__)
@@ -106,8 +106,7 @@ def _choose(result: DispatchResult) -> tuple[list[Chart], str]:
     now = timezone.now()
     instant = to_seconds(now)
     config = load_config()
-    overrides, default_costs, providers = load_costs()
-    pauses = load_provider_pauses(now)
+    costs = load_costs(now)
     budget = config.budget
 
     org_rows = list(Org.objects.values_list("id", "weight", "max_concurrency"))
@@ -129,7 +128,7 @@ def _choose(result: DispatchResult) -> tuple[list[Chart], str]:
     for org_id, workflow_id, cost, attempt in Chart.objects.filter(
         state__in=[ChartState.DISPATCHING, ChartState.RUNNING]
     ).values_list("org_id", "workflow_id", "cost", "attempt"):
-        held_units = cost or overrides.get((org_id, workflow_id)) or default_costs[workflow_id]
+        held_units = cost or costs.of(org_id, workflow_id)
         dispatcher.occupy(code[org_id], min(held_units, budget), attempt > 1)
 
     chosen: list[Chart] = []
@@ -147,13 +146,9 @@ def _choose(result: DispatchResult) -> tuple[list[Chart], str]:
             break
         for chart in page:
             last_position = chart.position  # type: ignore[attr-defined]  # joined in by ChartManager
-            cost = overrides.get((chart.org_id, chart.workflow_id)) or default_costs[chart.workflow_id]
-            ready = to_seconds(chart.available_at) if chart.available_at else None
-            provider_id = providers.get(chart.workflow_id)
-            if provider_id is not None:
-                for key in ((provider_id, None), (provider_id, chart.org_id)):
-                    if key in pauses:
-                        ready = max(ready or 0.0, pauses[key])
+            cost = costs.of(chart.org_id, chart.workflow_id)
+            own_ready = to_seconds(chart.available_at) if chart.available_at else None
+            ready = costs.ready_at(chart.org_id, chart.workflow_id, own_ready)
             index = len(units)
             units.append(min(cost, budget))
             org_of.append(code[chart.org_id])
@@ -164,8 +159,8 @@ def _choose(result: DispatchResult) -> tuple[list[Chart], str]:
                 chosen.append(chart)
                 continue
             reason = SKIP_REASONS[dispatcher.last_verdict]
-            if reason == "backoff" and ready is not None and chart.available_at is None:
-                reason = "provider"
+            if reason == "backoff" and ready != own_ready:
+                reason = "provider"  # waiting for its provider's pause to end, not for its own backoff
             result.skips[reason] = result.skips.get(reason, 0) + 1
             if dispatcher.last_verdict == STOP:
                 return chosen, config.policy

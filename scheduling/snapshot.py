@@ -196,26 +196,47 @@ def fair_service(
     return policies, floors
 
 
-def load_costs() -> tuple[dict[tuple[int, int], int], dict[int, int], dict[int, int | None]]:
-    """(org, workflow) cost overrides, each workflow's default cost, and each workflow's provider."""
+@dataclass(frozen=True)
+class Costs:
+    """What a run costs and which provider it calls: the one place these rules are written."""
+
+    overrides: dict[tuple[int, int], int]
+    defaults: dict[int, int]
+    providers: dict[int, int | None]
+    # Active provider pauses: (provider, org or None for everyone) -> until, in seconds.
+    pauses: dict[tuple[int, int | None], float]
+
+    def of(self, org_id: int, workflow_id: int) -> int:
+        """The (org, workflow) override, else the workflow's default cost."""
+        return self.overrides.get((org_id, workflow_id)) or self.defaults[workflow_id]
+
+    def ready_at(self, org_id: int, workflow_id: int, available_at: float | None) -> float | None:
+        """When a chart may start: its own `available_at`, or later if its provider is paused for
+        everyone or for its org."""
+        provider_id = self.providers.get(workflow_id)
+        if provider_id is None or not self.pauses:
+            return available_at
+        for key in ((provider_id, None), (provider_id, org_id)):
+            if key in self.pauses:
+                available_at = max(available_at or 0.0, self.pauses[key])
+        return available_at
+
+
+def load_costs(now: datetime) -> Costs:
+    """Cost overrides, default costs, providers and the provider pauses active at `now`."""
     overrides = {(o, w): c for o, w, c in WorkflowCost.objects.values_list("org_id", "workflow_id", "cost")}
     defaults: dict[int, int] = {}
     providers: dict[int, int | None] = {}
     for workflow_id, cost, provider_id in Workflow.objects.values_list("id", "default_cost", "provider_id"):
         defaults[workflow_id] = cost
         providers[workflow_id] = provider_id
-    return overrides, defaults, providers
-
-
-def load_provider_pauses(now: datetime) -> dict[tuple[int, int | None], float]:
-    """Active pauses: (provider, org or None for everyone) -> until, in seconds."""
     pauses: dict[tuple[int, int | None], float] = {}
     for provider_id, org_id, until in ProviderPause.objects.filter(until__gt=now).values_list(
         "provider_id", "org_id", Epoch("until")
     ):
         key = (provider_id, org_id)
         pauses[key] = max(until, pauses.get(key, until))
-    return pauses
+    return Costs(overrides, defaults, providers, pauses)
 
 
 def aging_of(config: SchedulerConfig) -> core.Aging | None:
@@ -240,8 +261,7 @@ def load_snapshot(*, now: datetime | None = None) -> Snapshot:
     config = load_config()
     org_rows = load_orgs()
     slugs = {key: row.slug for key, row in org_rows.items()}
-    overrides, default_costs, providers = load_costs()
-    pauses = load_provider_pauses(now)
+    costs = load_costs(now)
     durations = Durations.load()
     sigma: dict[str, float] = {}
 
@@ -259,9 +279,7 @@ def load_snapshot(*, now: datetime | None = None) -> Snapshot:
     waiting_rows = [row for row in rows if row[7] in WAITING]
     columns = list(zip(*waiting_rows, strict=True)) if waiting_rows else [()] * 11
     ids, org_ids, workflow_ids, created, available_at, high, priority, states, attempts = columns[:9]
-    pair_costs = {
-        pair: overrides.get(pair) or default_costs[pair[1]] for pair in set(zip(org_ids, workflow_ids, strict=False))
-    }
+    pair_costs = {pair: costs.of(*pair) for pair in set(zip(org_ids, workflow_ids, strict=False))}
     pair_durations = {pair: durations.of(*pair) for pair in pair_costs}
     pairs = list(zip(org_ids, workflow_ids, strict=False))
     queued = core.QueueColumns(
@@ -276,8 +294,11 @@ def load_snapshot(*, now: datetime | None = None) -> Snapshot:
         available_at=list(available_at),
         retry=[attempt > 0 for attempt in attempts],
     )
-    if pauses:
-        _apply_provider_pauses(queued, pairs, providers, pauses)
+    if costs.pauses:
+        queued.available_at[:] = [
+            costs.ready_at(org_id, workflow_id, available)
+            for (org_id, workflow_id), available in zip(pairs, queued.available_at, strict=True)
+        ]
     for key, pair in zip(queued.id, pairs, strict=True):
         if spread := pair_durations[pair][1]:
             sigma[key] = spread
@@ -294,7 +315,7 @@ def load_snapshot(*, now: datetime | None = None) -> Snapshot:
                 org=org_key(org_id),
                 started=started if started is not None else to_seconds(now),
                 avg=mean,
-                cost=cost or overrides.get((org_id, workflow_id)) or default_costs[workflow_id],
+                cost=cost or costs.of(org_id, workflow_id),
                 retry=attempt > 1,
             )
         )
@@ -329,22 +350,6 @@ def load_snapshot(*, now: datetime | None = None) -> Snapshot:
         sigma=sigma,
         served_floor=served_floor,
     )
-
-
-def _apply_provider_pauses(
-    queued: core.QueueColumns,
-    pairs: list[tuple[int, int]],
-    providers: dict[int, int | None],
-    pauses: dict[tuple[int, int | None], float],
-) -> None:
-    """A chart behind a paused provider (paused for everyone or for its org) waits for the pause to end."""
-    for index, (org_id, workflow_id) in enumerate(pairs):
-        provider_id = providers.get(workflow_id)
-        if provider_id is None:
-            continue
-        for key in ((provider_id, None), (provider_id, org_id)):
-            if key in pauses:
-                queued.available_at[index] = max(queued.available_at[index] or 0.0, pauses[key])
 
 
 def _started() -> Func:

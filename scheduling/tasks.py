@@ -9,7 +9,6 @@ Every replan is followed by a dispatch, and so is every reconcile that finished 
 from __future__ import annotations
 
 import logging
-import time
 
 from celery import shared_task
 from django.core.cache import cache
@@ -26,6 +25,7 @@ PENDING_KEY = "fairsched:replan-pending"
 LAST_RUN_KEY = "fairsched:last-run:{}"
 HINT_RETRIES = 12
 HINT_RETRY_SECONDS = 0.25
+TICK_SECONDS = 1.0  # beat's schedule for `tick` (fairsched/celery.py)
 
 
 def replan_soon() -> None:
@@ -74,11 +74,9 @@ def tick() -> None:
 
 
 def _due(name: str, interval: float) -> bool:
-    """Claim the pass's slot for this interval; only the first caller in the interval gets True."""
-    now = time.time()
-    key = LAST_RUN_KEY.format(name)
-    last = cache.get(key)
-    if last is not None and now - float(last) < interval:
-        return False
-    cache.set(key, now, timeout=None)
-    return True
+    """Claim the pass's slot for this interval: the key lives `interval` seconds and `add` is atomic,
+    so only the first caller in an interval (in any worker) gets True. Beat ticks once a second, so an
+    interval of a second or less is due at every tick (the cache keeps whole seconds)."""
+    if interval <= TICK_SECONDS:
+        return True
+    return bool(cache.add(LAST_RUN_KEY.format(name), 1, timeout=int(interval)))

@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from functools import wraps
-from typing import Any
+from typing import Any, TypeVar
 
 from django.contrib.auth.views import redirect_to_login
+from django.db.models import Model
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
@@ -29,6 +30,8 @@ from orgs import services as org_services
 from orgs.models import Org, Provider, Workflow
 from scheduling import selectors
 from scheduling import services as scheduling_services
+
+M = TypeVar("M", bound=Model)
 
 PARTS: dict[str, Callable[..., Any]] = {
     "summary": selectors.summary,
@@ -162,32 +165,28 @@ def _required(body: dict[str, Any], name: str) -> Any:
     return body[name]
 
 
+def _one(model: type[M], field: str, value: object, **lookup: object) -> M:
+    """The row `lookup` names, or a 404 naming the field (an empty value names nothing)."""
+    found = model._default_manager.filter(**lookup).first() if value not in (None, "") else None
+    if found is None:
+        raise NotFound(f"no {field} {value!r}", field=field)
+    return found
+
+
 def _org(slug: object) -> Org:
-    org = Org.objects.filter(slug=str(slug)).first() if slug else None
-    if org is None:
-        raise NotFound(f"no org {slug!r}", field="org")
-    return org
+    return _one(Org, "org", slug, slug=str(slug))
 
 
 def _chart(pk: int) -> Chart:
-    chart = Chart.objects.filter(pk=pk).first()
-    if chart is None:
-        raise NotFound(f"no chart {pk}", field="chart")
-    return chart
+    return _one(Chart, "chart", pk, pk=pk)
 
 
 def _workflow(name: object) -> Workflow:
-    workflow = Workflow.objects.filter(name=str(name)).first() if name else None
-    if workflow is None:
-        raise NotFound(f"no workflow {name!r}", field="workflow")
-    return workflow
+    return _one(Workflow, "workflow", name, name=str(name))
 
 
 def _provider(slug: str) -> Provider:
-    provider = Provider.objects.filter(slug=slug).first()
-    if provider is None:
-        raise NotFound(f"no provider {slug!r}", field="provider")
-    return provider
+    return _one(Provider, "provider", slug, slug=slug)
 
 
 def _reason(body: dict[str, Any]) -> str:

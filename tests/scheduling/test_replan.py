@@ -74,3 +74,15 @@ def test_a_held_org_has_no_plan_and_no_clear_time(backlog: tuple[Org, Org]) -> N
     beta = Org.objects.get(slug="beta")
     assert beta.clear_at is None
     assert set(Chart.objects.filter(org=beta).values_list("plan__position", flat=True)) == {None}
+
+
+def test_a_pass_is_due_once_per_interval() -> None:
+    from django.core.cache import cache
+
+    from scheduling.tasks import LAST_RUN_KEY, _due
+
+    cache.delete(LAST_RUN_KEY.format("probe"))
+    assert _due("probe", 30)
+    assert not _due("probe", 30)
+    assert _due("probe", 0.5)  # at or under beat's tick: every tick
+    cache.delete(LAST_RUN_KEY.format("probe"))
