@@ -44,6 +44,7 @@ class SchedulerConfigSerializer(serializers.ModelSerializer[SchedulerConfig]):
             "backoff_base",
             "backoff_ceiling",
             "retry_budget_share",
+            "arrival_window",
             "updated_at",
         ]
         read_only_fields = fields
@@ -64,6 +65,7 @@ class SchedulerConfigUpdateSerializer(serializers.Serializer[Any]):
     backoff_base = serializers.FloatField(required=False)
     backoff_ceiling = serializers.FloatField(required=False)
     retry_budget_share = serializers.FloatField(required=False, min_value=0, max_value=1)
+    arrival_window = serializers.FloatField(required=False, min_value=0, max_value=7 * 86400)
 
 
 class SchedulerConfigView(FairschedAPIView, APIView):

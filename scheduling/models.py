@@ -29,6 +29,11 @@ class SchedulerConfig(models.Model):
     retry_budget_share = models.FloatField(
         default=0.5, help_text="Share of the budget that retries may occupy (0 to 1)."
     )
+    arrival_window = models.FloatField(
+        default=600.0,
+        help_text="Seconds of past submissions the ETAs expect to repeat: each org is expected to submit as many "
+        "charts over the next window as over the last one (0 turns the forecast off).",
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -52,6 +57,7 @@ class SchedulerConfig(models.Model):
             ),
             models.CheckConstraint(condition=Q(replan_interval__gt=0), name="scheduler_replan_interval_gt_0"),
             models.CheckConstraint(condition=Q(reconcile_interval__gt=0), name="scheduler_reconcile_interval_gt_0"),
+            models.CheckConstraint(condition=Q(arrival_window__gte=0), name="scheduler_arrival_window_gte_0"),
         ]
 
     def __str__(self) -> str:

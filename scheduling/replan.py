@@ -16,7 +16,7 @@ from fairsched.events import STAFF_GROUP, broadcast
 from orgs.models import Org
 from scheduling import core, metrics
 from scheduling.models import QueueSample
-from scheduling.snapshot import Z90, Snapshot, load_snapshot, to_datetime
+from scheduling.snapshot import Snapshot, load_snapshot, to_datetime
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +37,8 @@ def plan_refresh(*, now: datetime | None = None) -> ReplanResult:
     """Recompute and store the fair order, predicted starts, ETAs and clear-times. Steps:
 
     1. Load one snapshot of the waiting and in-flight charts (`load_snapshot`, a few queries).
-    2. Plan it with the core; plan it again with every duration at its p10 and p90 for the ETA band.
+    2. Plan it with the core: order, ETAs and their p10-p90 bands, with the arrivals the snapshot
+       expects (`scheduling.core.forecast`).
     3. In one transaction: replace the plan table (every chart's position, start, ETA and band) with
        one DELETE and one COPY, write the orgs' clear-times, and keep a `QueueSample` for the plots.
     4. After commit, broadcast a summary to the live pages.
@@ -45,14 +46,12 @@ def plan_refresh(*, now: datetime | None = None) -> ReplanResult:
     begun = time.perf_counter()
     snapshot = load_snapshot(now=now)
     plan = core.plan(snapshot.scenario)
-    low = core.plan(snapshot.with_avg_scaled(-Z90)) if snapshot.sigma else plan
-    high = core.plan(snapshot.with_avg_scaled(Z90)) if snapshot.sigma else plan
     with transaction.atomic():
         # Replans write the same rows; taking turns here keeps two of them from deadlocking.
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [REPLAN_LOCK])
-        _write_chart_plan(snapshot, plan, low, high)
-        org_clear = _write_org_clear(snapshot, plan, low, high)
+        _write_chart_plan(plan)
+        org_clear = _write_org_clear(snapshot, plan)
         _write_sample(snapshot, plan, org_clear)
     seconds = time.perf_counter() - begun
     metrics.observe_replan(seconds)
@@ -76,7 +75,7 @@ def _summary(result: ReplanResult) -> dict[str, object]:
     }
 
 
-def _write_chart_plan(snapshot: Snapshot, plan: core.Plan, low: core.Plan, high: core.Plan) -> None:
+def _write_chart_plan(plan: core.Plan) -> None:
     """Replace the whole plan table: one DELETE and one INSERT from a COPY, whatever moved.
 
     Every replan moves most rows (a dispatch shifts every position, time shifts the ETAs behind an
@@ -86,8 +85,8 @@ def _write_chart_plan(snapshot: Snapshot, plan: core.Plan, low: core.Plan, high:
     """
     position = {chart_id: index for index, chart_id in enumerate(plan.order)}
     start, eta = plan.start.as_dict(), plan.eta.as_dict()  # type: ignore[attr-defined]
-    eta_low = low.eta.as_dict() if low is not plan else eta  # type: ignore[attr-defined]
-    eta_high = high.eta.as_dict() if high is not plan else eta  # type: ignore[attr-defined]
+    eta_low = plan.eta_low.as_dict() if plan.eta_low is not plan.eta else eta  # type: ignore[attr-defined]
+    eta_high = plan.eta_high.as_dict() if plan.eta_high is not plan.eta else eta  # type: ignore[attr-defined]
     buffer = io.StringIO()
     for chart_id, chart_start in start.items():
         buffer.write(
@@ -116,9 +115,7 @@ def _field(value: float | None) -> str:
     return "\\N" if value is None else repr(value)
 
 
-def _write_org_clear(
-    snapshot: Snapshot, plan: core.Plan, low: core.Plan, high: core.Plan
-) -> dict[str, datetime | None]:
+def _write_org_clear(snapshot: Snapshot, plan: core.Plan) -> dict[str, datetime | None]:
     """Every org's clear-time with its p10-p90 band, and its service raised to the floor of the round
     under way (see `snapshot.fair_service`), in one statement. GREATEST keeps a start counted meanwhile.
     Times go as epoch seconds through `to_timestamp`, like the charts' ETAs, so an org's clear-time is
@@ -135,8 +132,8 @@ def _write_org_clear(
             [
                 [int(key) for key in keys],
                 [_seconds(plan.org_clear.get(key)) for key in keys],
-                [_seconds(low.org_clear.get(key)) for key in keys],
-                [_seconds(high.org_clear.get(key)) for key in keys],
+                [_seconds(plan.org_clear_low.get(key)) for key in keys],
+                [_seconds(plan.org_clear_high.get(key)) for key in keys],
                 [float(snapshot.served_floor[key]) for key in keys],
             ],
         )

@@ -58,6 +58,7 @@ VALIDATORS: dict[str, Any] = {
     "backoff_base": lambda v: _number(v, field="backoff_base", minimum=0, maximum=86400),
     "backoff_ceiling": lambda v: _number(v, field="backoff_ceiling", minimum=0, maximum=7 * 86400),
     "retry_budget_share": lambda v: _number(v, field="retry_budget_share", minimum=0, maximum=1),
+    "arrival_window": lambda v: _number(v, field="arrival_window", minimum=0, maximum=7 * 86400),
 }
 
 

@@ -9,21 +9,18 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import F, FloatField, Func
+from django.db.models import Count, F, FloatField, Func
 from django.utils import timezone
 
 from charts.models import Chart, ChartState, DurationStat
 from orgs.models import Org, ProviderPause, Workflow, WorkflowCost
 from scheduling import core
 from scheduling.models import SchedulerConfig
-
-# z-score of the 10th and 90th percentiles of a normal distribution: the ETA band's edges.
-Z90 = 1.2815515655446004
 
 
 class Epoch(Func):
@@ -111,20 +108,8 @@ class Snapshot:
     org_slugs: dict[str, str]
     # The workflow of each queued chart, aligned with `scenario.queued` (for what-if cost changes).
     queued_workflow: list[int] = field(default_factory=list)
-    # log sigma of each chart's duration, by core id: the spread behind its ETA band.
-    sigma: dict[str, float] = field(default_factory=dict)
     # The least service an org may have (see `fair_service`): idle orgs are raised to it.
     served_floor: dict[str, float] = field(default_factory=dict)
-
-    def with_avg_scaled(self, z: float) -> core.Scenario:
-        """The scenario with every duration moved to its lognormal quantile at z (z < 0: shorter)."""
-        queued = core.QueueColumns.of(self.scenario.queued)
-        scaled = replace(
-            queued,
-            avg=[avg * math.exp(z * self.sigma.get(i, 0.0)) for i, avg in zip(queued.id, queued.avg, strict=True)],
-        )
-        running = [replace(r, avg=r.avg * math.exp(z * self.sigma.get(r.id, 0.0))) for r in self.scenario.running]
-        return replace(self.scenario, queued=scaled, running=running)
 
 
 WAITING = (ChartState.QUEUED, ChartState.PAUSED, ChartState.RETRY_WAIT)
@@ -263,7 +248,7 @@ def load_snapshot(*, now: datetime | None = None) -> Snapshot:
     slugs = {key: row.slug for key, row in org_rows.items()}
     costs = load_costs(now)
     durations = Durations.load()
-    sigma: dict[str, float] = {}
+    sigma: dict[str, float] = {}  # log sigma of each chart's duration, by core id: its ETA band's spread
 
     # Waiting and in-flight charts come from one statement, so one consistent view of the table: a
     # chart claimed while the snapshot is read is either still waiting or already in flight, never both.
@@ -340,6 +325,8 @@ def load_snapshot(*, now: datetime | None = None) -> Snapshot:
         queued=queued,
         running=running,
         retry_budget=retry_budget_of(config),
+        arrivals=expected_arrivals(now, config, org_rows, costs, durations),
+        spread=sigma,
     )
     return Snapshot(
         now=now,
@@ -347,9 +334,42 @@ def load_snapshot(*, now: datetime | None = None) -> Snapshot:
         config=config,
         org_slugs=slugs,
         queued_workflow=list(workflow_ids),
-        sigma=sigma,
         served_floor=served_floor,
     )
+
+
+def expected_arrivals(
+    now: datetime, config: SchedulerConfig, org_rows: dict[str, OrgRow], costs: Costs, durations: Durations
+) -> list[core.Arrival]:
+    """What each org is expected to submit next: over the next `arrival_window` seconds, as many
+    charts of each workflow as it submitted over the last one, evenly spread (none for a held org,
+    none with a window of 0). One grouped count over the charts created in the window."""
+    window = config.arrival_window
+    if window <= 0:
+        return []
+    since = now - timedelta(seconds=window)
+    counts = (
+        Chart.objects.filter(created_at__gte=since, created_at__lte=now)
+        .values_list("org_id", "workflow_id")
+        .annotate(count=Count("id"))
+    )
+    arrivals = []
+    for org_id, workflow_id, count in counts:
+        row = org_rows.get(org_key(org_id))
+        if row is None or row.weight == 0:
+            continue
+        mean, spread = durations.of(org_id, workflow_id)
+        arrivals.append(
+            core.Arrival(
+                org=org_key(org_id),
+                rate=count / window,
+                until=to_seconds(now) + window,
+                avg=mean,
+                cost=costs.of(org_id, workflow_id),
+                spread=spread,
+            )
+        )
+    return arrivals
 
 
 def _started() -> Func:

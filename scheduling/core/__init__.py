@@ -5,7 +5,7 @@ Temporal or the project's apps: the live system maps its snapshot to a `Scenario
 `plan`, and its dispatcher calls `dispatch_walk`. `python -m scheduling.core plan FILE` runs the
 same `plan` on a scenario JSON.
 
-Two extensions go beyond the contract; both are off by default and leave every contract plan as it is.
+Extensions go beyond the contract; all are off by default and leave every contract plan as it is.
 
 `OrgPolicy.served` (`orgs.NAME.served` in the JSON, a number >= 0): what the org was already given in
 the rounds under way (charts, or cost units under `deficit`); its k-th chart falls in the round of
@@ -18,16 +18,21 @@ that would exceed it is skipped by the walk, like a capped org, not a stop; runn
 it (after it was lowered) only pause further retries until they drain. A retry chart whose c
 exceeds the retry budget can never start: its start and ETA are null. Without a retry budget the
 `retry` marks change nothing.
+
+For the ETAs only (`forecast`; the order never depends on them): `Scenario.arrivals`, the charts
+orgs are expected to submit, which the replay counts; and `Scenario.spread`, each chart's log-sigma
+of duration, from which (and from the arrivals) `Plan.eta_low` / `eta_high` give a p10-p90 band.
 """
 
 from .io import ScenarioError, parse_scenario, plan_to_json
-from .model import Aging, OrgPolicy, Plan, QueueColumns, QueuedChart, RunningChart, Scenario
+from .model import Aging, Arrival, OrgPolicy, Plan, QueueColumns, QueuedChart, RunningChart, Scenario
 from .order import fair_order
 from .planner import plan
 from .replay import dispatch_walk
 
 __all__ = [
     "Aging",
+    "Arrival",
     "OrgPolicy",
     "Plan",
     "QueueColumns",

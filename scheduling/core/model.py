@@ -60,6 +60,19 @@ class RunningChart:
 
 
 @dataclass(frozen=True, slots=True)
+class Arrival:
+    """Charts an org is expected to submit (an extension, see `scheduling.core.forecast`): one of
+    the given expected duration, cost and spread every 1 / `rate` seconds from now until `until`."""
+
+    org: str
+    rate: float
+    until: float
+    avg: float
+    cost: int = 1
+    spread: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class Aging:
     """Waiting bonus: +1 priority per `step` seconds waited, at most `cap`."""
 
@@ -80,6 +93,9 @@ class Scenario:
     queued: Sequence[QueuedChart] = ()
     running: Sequence[RunningChart] = ()
     retry_budget: int | None = None
+    # Extensions for the ETAs only (see `scheduling.core.forecast`); the order never depends on them.
+    arrivals: Sequence[Arrival] = ()
+    spread: Mapping[str, float] = field(default_factory=dict)
 
 
 class ChartIds:
@@ -132,6 +148,9 @@ class Plan:
     `start` and `eta` map every queued and running chart's id to its time: None for a chart that
     is not eligible (or, under a retry budget, a retry that can never start). `org_clear` has a
     key for every org with a queued or running chart (None if none of its charts has an ETA).
+    `eta_low` and `eta_high` are each ETA's p10-p90 band, `org_clear_low` and `org_clear_high` the
+    band of each org's clear-time: the ETAs themselves without spreads or expected arrivals (see
+    `scheduling.core.forecast`).
     """
 
     order: list[str]
@@ -139,9 +158,13 @@ class Plan:
     eta: Mapping[str, float | None]
     org_clear: dict[str, float | None]
     global_clear: float | None
+    eta_low: Mapping[str, float | None]
+    eta_high: Mapping[str, float | None]
+    org_clear_low: dict[str, float | None]
+    org_clear_high: dict[str, float | None]
 
 
-_QUEUED_FIELDS = tuple(queued_field.name for queued_field in fields(QueuedChart))
+QUEUED_FIELDS = tuple(queued_field.name for queued_field in fields(QueuedChart))
 
 
 @dataclass(slots=True)
@@ -168,7 +191,7 @@ class QueueColumns(Sequence[QueuedChart]):
         """The columns of `charts` (returned as they are when they are columns already)."""
         if isinstance(charts, QueueColumns):
             return charts
-        return cls(*(list(map(attrgetter(name), charts)) for name in _QUEUED_FIELDS))
+        return cls(*(list(map(attrgetter(name), charts)) for name in QUEUED_FIELDS))
 
     def __len__(self) -> int:
         return len(self.id)

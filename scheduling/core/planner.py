@@ -5,12 +5,14 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from itertools import compress
 from typing import TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
 
-from .model import ChartIds, ChartTimes, Plan, QueueColumns, Scenario
+from .forecast import eta_bands, expected_charts, running_band, spreads
+from .model import QUEUED_FIELDS, ChartIds, ChartTimes, Plan, QueueColumns, Scenario
 from .order import DEFAULT_POLICY, Indices, column, fair_order_indices, org_codes
 from .replay import Dispatcher, EventReplay, lane_replay
 
@@ -47,20 +49,27 @@ def cyclic_gc_paused() -> Iterator[None]:
 
 
 def _plan(scenario: Scenario) -> Plan:
-    """The plan of `scenario`: fair order, starts, ETAs and clear-times.
+    """The plan of `scenario`: fair order, starts, ETAs, their bands and clear-times.
 
-    1. The fair order of the eligible queued charts (`fair_order_indices`).
-    2. Their columns in that order; each chart occupies c = min(cost, budget) units. Running
+    1. The queue, with the charts the scenario's `arrivals` foresee after the real ones.
+    2. The fair order of the eligible queued charts (`fair_order_indices`).
+    3. Their columns in that order; each chart occupies c = min(cost, budget) units. Running
        charts finish at max(now, started + avg).
-    3. Starts and ETAs (start + avg): the lane simulation where no cap, later `available_at` or
+    4. Starts and ETAs (start + avg): the lane simulation where no cap, later `available_at` or
        retry budget can touch a chart of the order (and the lanes stay small), else the event
        replay.
-    4. The plan: times keyed by chart id (the charts of the order first, then the ones left out,
-       then the running ones), clear-times per org and overall.
+    5. The bands (`forecast.eta_bands`) when a spread or an arrival is known.
+    6. The plan of the real charts only: times keyed by chart id (the charts of the order first,
+       then the ones left out, then the running ones), clear-times per org and overall.
     """
     queue = QueueColumns.of(scenario.queued)
     running = scenario.running
     budget, now = scenario.budget, scenario.now
+    real_count = len(queue)
+    expected_spread: list[float] = []
+    if scenario.arrivals:
+        expected, expected_spread = expected_charts(scenario.arrivals, now=now, queued=real_count)
+        queue = _joined(queue, expected)
     queued_count = len(queue)
     chart_org, org_names = org_codes([*queue.org, *(chart.org for chart in running)])
     order = fair_order_indices(queue, scenario, chart_org[:queued_count], org_names)
@@ -104,22 +113,68 @@ def _plan(scenario: Scenario) -> Plan:
             running_retry=[chart.retry for chart in running],
         ).run()
 
-    left_out = np.ones(queued_count, dtype=bool)
+    lows: Sequence[float | None] = etas
+    highs: Sequence[float | None] = etas
+    running_low: Sequence[float | None] = running_finish
+    running_high: Sequence[float | None] = running_finish
+    if scenario.spread or scenario.arrivals:
+        spread = np.array(spreads(queue.id[:real_count], scenario.spread) + expected_spread)[order]
+        bands = eta_bands(
+            now=now, budget=budget, starts=starts, avg=avg, units=units.tolist(), spread=spread.tolist(),
+            expected=(order >= real_count).tolist(), running_avg=[chart.avg for chart in running],
+            running_units=running_units, running_spread=spreads([c.id for c in running], scenario.spread),
+            arrivals=scenario.arrivals,
+        )  # fmt: skip
+        lows, highs = bands.low, bands.high
+        running_bands = running_band(
+            now=now,
+            started=[chart.started for chart in running],
+            avg=[chart.avg for chart in running],
+            spread=spreads([chart.id for chart in running], scenario.spread),
+        )
+        running_low, running_high = running_bands.low, running_bands.high
+
+    if queued_count > real_count:  # the expected charts only shaped the real charts' times
+        real = (order < real_count).tolist()
+        order, org = order[order < real_count], org[order < real_count]
+        starts, etas, lows, highs = (list(compress(times, real)) for times in (starts, etas, lows, highs))
+
+    left_out = np.ones(real_count, dtype=bool)
     left_out[order] = False
     order_ids = in_order(queue.id, order)
     ids = [*order_ids, *in_order(queue.id, np.flatnonzero(left_out)), *(c.id for c in running)]
     chart_ids = ChartIds(ids)
-    not_planned = [None] * (queued_count - len(order))
+    not_planned = [None] * (real_count - len(order))
     finish_org = np.concatenate((org, column(chart_org[queued_count:], np.intp)))
     org_clear = _org_clear(org_names, finish_org, [*etas, *running_finish])
     clear_times = [clear for clear in org_clear.values() if clear is not None]
+    eta = ChartTimes(chart_ids, [*etas, *not_planned, *running_finish])
+    banded = lows is not etas
+    org_clear_low = _org_clear(org_names, finish_org, [*lows, *running_low]) if banded else org_clear
+    org_clear_high = _org_clear(org_names, finish_org, [*highs, *running_high]) if banded else org_clear
+    if queued_count > real_count:  # no key for an org that has only expected charts
+        real_orgs = {org_names[code] for code in (*chart_org[:real_count], *chart_org[queued_count:])}
+        org_clear, org_clear_low, org_clear_high = (
+            {name: clear for name, clear in clears.items() if name in real_orgs}
+            for clears in (org_clear, org_clear_low, org_clear_high)
+        )
+        clear_times = [clear for clear in org_clear.values() if clear is not None]
     return Plan(
         order=order_ids,
         start=ChartTimes(chart_ids, [*starts, *not_planned, *(chart.started for chart in running)]),
-        eta=ChartTimes(chart_ids, [*etas, *not_planned, *running_finish]),
+        eta=eta,
         org_clear=org_clear,
         global_clear=max(clear_times) if clear_times else None,
+        eta_low=ChartTimes(chart_ids, [*lows, *not_planned, *running_low]) if banded else eta,
+        eta_high=ChartTimes(chart_ids, [*highs, *not_planned, *running_high]) if banded else eta,
+        org_clear_low=org_clear_low,
+        org_clear_high=org_clear_high,
     )
+
+
+def _joined(queue: QueueColumns, more: QueueColumns) -> QueueColumns:
+    """The columns of `queue` followed by those of `more`."""
+    return QueueColumns(*(getattr(queue, name) + getattr(more, name) for name in QUEUED_FIELDS))
 
 
 def in_order(values: Sequence[Value], order: Indices) -> list[Value]:

@@ -11,6 +11,8 @@ workflow's true mean, and the prediction is compared with the replay's actual fi
 - "served rounds, static plan" and "served rounds, replayed plan": the what-if order that counts
   running charts as served rounds, planned once (its order at t, fixed) or replayed, and judged by
   its own replay.
+- "... later arrivals known (clairvoyant)": the served replay again, told every chart that will
+  arrive after t: what is left is the error of the durations alone, the floor of any ETA.
 """
 
 from __future__ import annotations
@@ -133,6 +135,11 @@ def ideal_etas(
         served_plan = _replayed_plan(
             job, waiting, running, at=at, budget=budget, pick=served_picker(weights), blackouts=blackouts, means=means
         )
+        later = [j for j in jobs if j.arrival > at]
+        clairvoyant = _replayed_plan(
+            job, [*waiting, *later], running, at=at, budget=budget, pick=served_picker(weights),
+            blackouts=blackouts, means=means,
+        )  # fmt: skip
         order = [j.id for j in served_order(waiting, running, weights, partial(_available, blackouts, at))]
         served_static = _replayed_plan(
             job, waiting, running, at=at, budget=budget, pick=fixed_order_picker(order), blackouts=blackouts,
@@ -143,6 +150,7 @@ def ideal_etas(
             "contract order, replayed plan": (replayed, fair.finish[job.id]),
             "served rounds, static plan": (served_static, served.finish[job.id]),
             "served rounds, replayed plan": (served_plan, served.finish[job.id]),
+            "served rounds, replayed plan, later arrivals known (clairvoyant)": (clairvoyant, served.finish[job.id]),
         }
         for name, (predicted, actual) in predictions.items():
             if predicted is not None and actual > at:

@@ -17,6 +17,7 @@ that is when the scheduler gave it a slot.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -55,7 +56,11 @@ def weighted_jain(units: Mapping[str, float], weights: Mapping[str, int]) -> flo
 
 @dataclass(frozen=True)
 class ChartRun:
-    """One chart in a schedule: `eligible` is when it could first run (arrival, or an org's release)."""
+    """One chart in a schedule: `eligible` is when it could first run (arrival, or an org's release).
+
+    `attempts` are the spans in which it held its units, one per run (claim to release); by default
+    one, from `start` to `finish`. A chart that failed and was retried held its units once per run.
+    """
 
     id: str
     org: str
@@ -64,6 +69,14 @@ class ChartRun:
     start: float | None
     finish: float | None
     cost: int = 1
+    attempts: tuple[tuple[float, float | None], ...] = ()
+
+    @property
+    def held(self) -> tuple[tuple[float, float | None], ...]:
+        """The spans in which the chart held its units."""
+        if self.attempts:
+            return self.attempts
+        return () if self.start is None else ((self.start, self.finish),)
 
 
 @dataclass(frozen=True)
@@ -213,14 +226,13 @@ def _min_over(steps: list[tuple[float, int]], start: float, end: float) -> int:
 
 
 def in_flight_units(schedule: Schedule) -> list[tuple[float, int]]:
-    """Cost units in flight as steps (time, units), each chart from its start to its finish."""
+    """Cost units in flight as steps (time, units), each chart for each span it held them."""
     deltas: list[tuple[float, int]] = []
     for chart in schedule.charts:
-        if chart.start is None:
-            continue
         units = min(chart.cost, schedule.budget)
-        deltas.append((chart.start, units))
-        deltas.append((chart.finish if chart.finish is not None else math.inf, -units))
+        for start, finish in chart.held:
+            deltas.append((start, units))
+            deltas.append((finish if finish is not None else math.inf, -units))
     deltas.sort(key=lambda d: (d[0], d[1]))
     steps, units = [(-math.inf, 0)], 0
     for at, delta in deltas:
@@ -241,14 +253,16 @@ def _busy_share(steps: list[tuple[float, int]], start: float, end: float, thresh
 
 
 def saturated_windows(schedule: Schedule, *, window: float = WINDOW_SECONDS) -> list[Window]:
-    """Jain's index of cost units per weight over each saturated window: of the units started in the
+    """Jain's index of cost units per weight over each saturated window: of the units taken in the
     window, and of the unit-seconds held in it (a slow org holds its units longer per start).
 
     1. Cut the span from the first eligibility to the last start into windows of `window` seconds.
     2. A window is saturated when the pool held at least budget - 1 units for 90% of it and at least
        two orgs were backlogged all through it (an eligible chart waiting, not blocked).
-    3. Over those orgs, x_i = cost units started in the window / weight (and unit-seconds held in
-       the window / weight); Jain's index of the x_i.
+    3. Over those orgs, x_i = cost units taken in the window / weight (and unit-seconds held in the
+       window / weight); Jain's index of the x_i. Units are taken at every run's start: a retry
+       takes the pool's units again and is charged to its org like any start, so an org whose
+       runs fail spends its share on them.
     """
     started = [c for c in schedule.charts if c.start is not None]
     if not started:
@@ -273,15 +287,15 @@ def saturated_windows(schedule: Schedule, *, window: float = WINDOW_SECONDS) -> 
                 units: dict[str, float] = defaultdict(float)
                 held: dict[str, float] = defaultdict(float)
                 for chart in started:
-                    if chart.org not in backlogged or chart.start is None:
+                    if chart.org not in backlogged:
                         continue
                     chart_units = min(chart.cost, schedule.budget)
-                    if start <= chart.start < stop:
-                        units[chart.org] += chart_units
-                    finish = chart.finish if chart.finish is not None else math.inf
-                    overlap = min(finish, stop) - max(chart.start, start)
-                    if overlap > 0:
-                        held[chart.org] += chart_units * overlap
+                    for run_start, run_finish in chart.held:
+                        if start <= run_start < stop:
+                            units[chart.org] += chart_units
+                        overlap = min(math.inf if run_finish is None else run_finish, stop) - max(run_start, start)
+                        if overlap > 0:
+                            held[chart.org] += chart_units * overlap
                 weights = {org: schedule.weights.get(org, 1) for org in backlogged}
                 windows.append(Window(start, weighted_jain(units, weights), backlogged, weighted_jain(held, weights)))
         start = stop
@@ -355,11 +369,24 @@ def first_times(log: Mapping[str, Any], to_state: str) -> dict[int, float]:
     return first
 
 
+def held_spans(log: Mapping[str, Any]) -> dict[int, list[tuple[float, float | None]]]:
+    """Each chart's spans holding units: from each claim to the transition that left flight."""
+    spans: dict[int, list[tuple[float, float | None]]] = defaultdict(list)
+    for chart_id, at, from_state, to_state in log["transitions"]:
+        if to_state == "dispatching":
+            spans[chart_id].append((at, None))
+        elif from_state in IN_FLIGHT and to_state not in IN_FLIGHT and spans[chart_id]:
+            claimed, _ = spans[chart_id][-1]
+            spans[chart_id][-1] = (claimed, at)
+    return spans
+
+
 def live_schedule(log: Mapping[str, Any]) -> Schedule:
     """The live run as a `Schedule`: start = first dispatch, finish = the final finish."""
     blackouts = blackouts_of(log)
     holds = {(org, start): end for org, start, end in blackouts if any(h["org"] == org for h in log["holds"])}
     claimed = first_times(log, "dispatching")
+    attempts = held_spans(log)
     charts = []
     for chart in log["charts"]:
         eligible = chart["submitted"]
@@ -375,6 +402,7 @@ def live_schedule(log: Mapping[str, Any]) -> Schedule:
                 start=claimed.get(chart["id"]),
                 finish=chart["finished"],
                 cost=chart["cost"],
+                attempts=tuple(attempts.get(chart["id"], ())),
             )
         )
     return Schedule(
@@ -415,6 +443,8 @@ class EtaFigures:
     first_attempt_enqueue: ErrorFigures
     by_org: dict[str, ErrorFigures]
     points: list[tuple[float, float, float, float]]  # (at, actual finish, eta, naive eta) at enqueue
+    by_time: list[tuple[float, float, ErrorFigures, float | None]] = field(default_factory=list)
+    """(from, to, errors at enqueue, band coverage) for the enqueue ETAs made in [from, to) s of the run."""
 
 
 def naive_eta(log: Mapping[str, Any], at: float) -> float:
@@ -451,6 +481,7 @@ def eta_figures(log: Mapping[str, Any]) -> EtaFigures:
     inside_start: list[bool] = []
     by_org: dict[str, list[float]] = defaultdict(list)
     points = []
+    timed: list[tuple[float, float, bool | None]] = []
     for chart in log["charts"]:
         finished = chart["finished"]
         if chart["state"] != "succeeded" or finished is None:
@@ -464,9 +495,12 @@ def eta_figures(log: Mapping[str, Any]) -> EtaFigures:
             by_org[chart["org"]].append(error)
             if chart["attempt"] == 1:
                 first_attempt.append(error)
+            inside = None
             if sample["low"] is not None and sample["high"] is not None:
-                inside_enqueue.append(sample["low"] <= finished <= sample["high"])
+                inside = sample["low"] <= finished <= sample["high"]
+                inside_enqueue.append(inside)
             points.append((sample["at"], finished, sample["eta"], naive_at))
+            timed.append((sample["at"], error, inside))
         sample = chart["eta_start"]
         if sample and finished > sample["at"]:
             start.append((sample["eta"] - finished) / (finished - sample["at"]))
@@ -481,7 +515,25 @@ def eta_figures(log: Mapping[str, Any]) -> EtaFigures:
         first_attempt_enqueue=error_figures(first_attempt),
         by_org={org: error_figures(errors) for org, errors in sorted(by_org.items())},
         points=points,
+        by_time=_by_time(timed, float(log["meta"].get("seconds", 0.0))),
     )
+
+
+def _by_time(
+    timed: Sequence[tuple[float, float, bool | None]], seconds: float
+) -> list[tuple[float, float, ErrorFigures, float | None]]:
+    """Enqueue ETA errors and band coverage by when the prediction was made: the first tenth of the
+    submission window (when most orgs have not shown up yet), then by fifths, then after it."""
+    if seconds <= 0:
+        return []
+    edges = [0.0, 0.1 * seconds, 0.3 * seconds, 0.5 * seconds, 0.7 * seconds, 0.9 * seconds, math.inf]
+    rows = []
+    for start, end in itertools.pairwise(edges):
+        errors = [error for at, error, _ in timed if start <= at < end]
+        inside = [flag for at, _, flag in timed if start <= at < end and flag is not None]
+        if errors:
+            rows.append((start, end, error_figures(errors), sum(inside) / len(inside) if inside else None))
+    return rows
 
 
 @dataclass

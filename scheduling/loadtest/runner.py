@@ -72,6 +72,7 @@ SCHEDULER_SETTINGS: dict[str, Any] = {
     "max_attempts": 3,
     "backoff_base": 2.0,
     "backoff_ceiling": 8.0,
+    "arrival_window": 60.0,
 }
 
 

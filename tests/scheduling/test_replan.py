@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from django.utils import timezone
 
 from charts.models import Chart, ChartPlan
 from charts.services import Submission, chart_cancel, chart_pause, chart_submit_bulk
@@ -86,3 +87,24 @@ def test_a_pass_is_due_once_per_interval() -> None:
     assert not _due("probe", 30)
     assert _due("probe", 0.5)  # at or under beat's tick: every tick
     cache.delete(LAST_RUN_KEY.format("probe"))
+
+
+def test_the_etas_expect_the_submissions_of_the_last_window_to_repeat(backlog: tuple[Org, Org]) -> None:
+    # gamma submitted 30 charts in the last window, all done by now: it is expected to submit as
+    # many over the next one, and those take their turns ahead of the backlog's later charts.
+    gamma = OrgFactory(slug="gamma")
+    chart_submit_bulk(org=gamma, items=[Submission("w", f"g{i}") for i in range(30)], actor=ACTOR)
+    Chart.objects.filter(org=gamma).update(state="succeeded")
+    now = timezone.now()
+    scheduler_config_set(actor=ACTOR, arrival_window=0)
+    plan_refresh(now=now)
+    without = {chart.external_id: chart.eta for chart in Chart.objects.filter(plan__isnull=False)}  # type: ignore[attr-defined]
+    scheduler_config_set(actor=ACTOR, arrival_window=600)
+    plan_refresh(now=now)
+    charts = Chart.objects.filter(plan__isnull=False).order_by("position")
+    expected = {chart.external_id: chart.eta for chart in charts}  # type: ignore[attr-defined]
+    assert [chart.external_id for chart in charts] == ["acme0", "acme1", "beta0", "acme2", "acme3", "beta1"]
+    assert set(expected) == set(without)  # gamma's expected charts are never written
+    assert expected["acme0"] == without["acme0"]  # the head starts now either way
+    assert expected["beta1"] > without["beta1"]
+    assert not Org.objects.get(slug="gamma").clear_at

@@ -24,7 +24,7 @@ def test_exact_durations_and_no_later_arrivals_make_every_plan_exact() -> None:
     results = ideal_etas(
         jobs, budget=2, weights=weights, blackouts=[], means=means, fair=fair, served=served, sample_every=1
     )
-    assert len(results) == 4
+    assert len(results) == 5
     for result in results:
         assert result.errors.count == len(jobs)
         assert result.errors.p90 == pytest.approx(0.0)
@@ -51,3 +51,26 @@ def test_the_static_plan_misses_the_reordering_of_the_dispatcher() -> None:
     assert static.p90 is not None
     assert static.p90 > 0.2
     assert replayed.p90 == pytest.approx(0.0)
+
+
+def test_the_clairvoyant_plan_knows_the_later_arrivals() -> None:
+    # Budget 2: a runs a0 (1 s) and a1 (2 s) from 0; b arrives at 0.5. When a0 ends at 1, a still
+    # holds a round with a1, so b0 takes the slot and a2 waits until 2. Predicted at 0 without b,
+    # a2 finishes at 2; it finishes at 3. Told of b, the prediction is exact.
+    jobs = [Job("a0", "a", 0, 1), Job("a1", "a", 0, 2), Job("a2", "a", 0, 1), Job("b0", "b", 0.5, 1)]
+    weights = {"a": 1, "b": 1}
+    fair = replay_fair(jobs, budget=2, weights=weights)
+    served = replay_fair_served(jobs, budget=2, weights=weights)
+    assert served.finish["a2"] == 3
+    means = {job.id: job.duration for job in jobs}
+    results = {
+        r.name: r.errors
+        for r in ideal_etas(
+            jobs, budget=2, weights=weights, blackouts=[], means=means, fair=fair, served=served, sample_every=1
+        )
+    }
+    blind = results["served rounds, replayed plan"]
+    clairvoyant = results["served rounds, replayed plan, later arrivals known (clairvoyant)"]
+    assert blind.p90 is not None
+    assert blind.p90 > 0.2
+    assert clairvoyant.p90 == pytest.approx(0.0)

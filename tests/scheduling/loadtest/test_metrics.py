@@ -230,3 +230,35 @@ def test_a_fault_between_claim_and_start_counts_the_claimed_charts() -> None:
     (recovery,) = metrics.recoveries(log)
     assert recovery.claimed_at_fault == 1
     assert recovery.first_start == 7
+
+
+def test_a_retried_chart_takes_its_units_at_every_run() -> None:
+    # flaky's charts fail once each: every chart runs twice, so flaky takes as many units per window
+    # as steady, which starts twice the charts; counting first starts only would call flaky starved.
+    charts = []
+    for second in range(0, 30, 2):
+        charts.append(run(f"a{second}", "steady", 0, float(second)))
+        charts.append(run(f"b{second}", "steady", 0, float(second + 1)))
+        charts.append(
+            metrics.ChartRun(
+                f"f{second}", "flaky", 0, 0, float(second), float(second + 2),
+                attempts=((float(second), float(second + 1)), (float(second + 1), float(second + 2))),
+            )
+        )  # fmt: skip
+    result = metrics.saturated_windows(schedule(charts, weights={"steady": 1, "flaky": 1}, kinds={}), window=10.0)
+    assert result
+    assert all(w.jain == pytest.approx(1.0) for w in result)
+
+
+def test_the_live_schedule_holds_units_once_per_run() -> None:
+    charts = [chart(1, "flaky", 0, finished=12)]
+    transitions = [
+        *lifecycle(1, 0, 1, 3)[:-1],
+        [1, 3, "running", "retry_wait"],
+        [1, 6, "retry_wait", "dispatching"],
+        [1, 6.5, "dispatching", "running"],
+        [1, 12, "running", "succeeded"],
+    ]
+    (entry,) = metrics.live_schedule(log_of(charts, transitions)).charts
+    assert [start for start, _ in entry.held] == [pytest.approx(1.0, abs=0.02), 6]
+    assert [finish for _, finish in entry.held] == [3, 12]

@@ -1,0 +1,180 @@
+"""The ETA extensions: expected arrivals and p10-p90 bands (`scheduling.core.forecast`).
+
+The bands are checked against simulation: the same queue run many times with lognormal durations
+(and Poisson arrivals), counting how often the band holds the simulated finish.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import random
+
+from hypothesis import given, settings
+
+from scheduling.core import Arrival, OrgPolicy, QueuedChart, RunningChart, Scenario, plan
+from scheduling.core.forecast import MAX_EXPECTED, expected_charts
+from tests.scheduling.core.support import scenarios
+
+
+@given(scenarios())
+@settings(max_examples=150, deadline=None)
+def test_without_spread_or_arrivals_the_band_is_the_eta(scenario: Scenario) -> None:
+    result = plan(scenario)
+    assert dict(result.eta_low) == dict(result.eta_high) == dict(result.eta)
+    assert result.org_clear_low == result.org_clear_high == result.org_clear
+
+
+@given(scenarios())
+@settings(max_examples=150, deadline=None)
+def test_a_spread_never_moves_the_point_plan_and_the_band_holds_it(scenario: Scenario) -> None:
+    ids = [chart.id for chart in scenario.queued] + [chart.id for chart in scenario.running]
+    spread = {chart_id: 0.2 + 0.1 * (index % 4) for index, chart_id in enumerate(ids)}
+    banded = plan(Scenario(**{**_fields(scenario), "spread": spread}))
+    plain = plan(scenario)
+    assert banded.order == plain.order
+    assert dict(banded.eta) == dict(plain.eta)
+    for chart_id, eta in plain.eta.items():
+        low, high = banded.eta_low[chart_id], banded.eta_high[chart_id]
+        if eta is None:
+            assert low is None
+            assert high is None
+        else:
+            assert low is not None
+            assert high is not None
+            assert scenario.now <= low <= high
+            assert (low <= eta + 1e-9 and high >= eta - 1e-9) or eta <= scenario.now
+
+
+def _fields(scenario: Scenario) -> dict[str, object]:
+    return {name: getattr(scenario, name) for name in Scenario.__dataclass_fields__}
+
+
+def backlog(count: int = 40, *, budget: int = 4) -> list[QueuedChart]:
+    return [QueuedChart(f"a{i}", "a", created=i, avg=10.0) for i in range(count)]
+
+
+def test_an_idle_org_expected_to_submit_pushes_a_backlog_back() -> None:
+    queued = backlog()
+    alone = plan(Scenario(now=100, budget=4, queued=queued))
+    arrivals = [Arrival("b", rate=0.2, until=200, avg=10.0)]  # a chart every 5 s for 100 s
+    foreseen = plan(Scenario(now=100, budget=4, queued=queued, arrivals=arrivals))
+    # The plan is still of the real charts only, in the same order.
+    assert foreseen.order == alone.order
+    assert set(foreseen.eta) == set(alone.eta)
+    assert set(foreseen.org_clear) == {"a"}
+    # b's charts take their turns: the backlog's last chart is later by b's share of the time
+    # (about 20 charts of 10 s on 4 lanes).
+    last = queued[-1].id
+    assert foreseen.eta[last] > alone.eta[last] + 40
+    # The head of the backlog starts at once all the same: nothing has arrived yet.
+    assert foreseen.start["a0"] == alone.start["a0"] == 100
+
+
+def test_arrivals_of_a_backlogged_org_queue_behind_its_backlog() -> None:
+    queued = [*backlog(8), *(QueuedChart(f"b{i}", "b", created=i, avg=10.0) for i in range(8))]
+    plain = plan(Scenario(now=100, budget=2, queued=queued))
+    arrivals = [Arrival("b", rate=1.0, until=110, avg=10.0)]
+    foreseen = plan(Scenario(now=100, budget=2, queued=queued, arrivals=arrivals))
+    # b's expected charts come after its eight real ones: nothing real moves.
+    assert dict(foreseen.eta) == dict(plain.eta)
+
+
+def test_a_held_org_expects_nothing() -> None:
+    queued = backlog(8)
+    held = {"b": OrgPolicy(weight=0)}
+    plain = plan(Scenario(now=0, budget=2, queued=queued, orgs=held))
+    foreseen = plan(Scenario(now=0, budget=2, queued=queued, orgs=held, arrivals=[Arrival("b", 1.0, 50, 10.0)]))
+    assert dict(foreseen.eta) == dict(plain.eta)
+
+
+def test_expected_charts_are_bounded() -> None:
+    columns, spread = expected_charts([Arrival("b", rate=1000.0, until=1e6, avg=1.0)], now=0, queued=10)
+    assert len(columns) == len(spread) == MAX_EXPECTED
+    assert columns.available_at == columns.created
+    assert len(set(columns.id)) == MAX_EXPECTED
+    # Evenly spread from now: the first half a step in.
+    assert columns.created[0] == 0.0005
+
+
+def _simulate(
+    queued: list[QueuedChart], budget: int, sigma: float, rng: random.Random, arrivals: list[Arrival] = ()
+) -> dict[str, float]:
+    """One run of the queue in its order (one org per chart, round-robin order given by the plan)
+    with lognormal durations of mean `avg`, and Poisson arrivals that take the next free lane when
+    they come (they belong to an idle org, so they join the round under way)."""
+    lanes = [0.0] * budget
+    finish: dict[str, float] = {}
+    extra: list[float] = []
+    for arrival in arrivals:
+        at = 0.0
+        while True:
+            at += rng.expovariate(arrival.rate)
+            if at >= arrival.until:
+                break
+            extra.append(at)
+    extra.sort()
+    pending = [(at, None) for at in extra]
+    charts = list(queued)
+    while charts:
+        free = heapq.heappop(lanes)
+        if pending and pending[0][0] <= free:
+            at, _ = pending.pop(0)
+            duration = 10.0 * math.exp(rng.gauss(-sigma * sigma / 2, sigma))
+            heapq.heappush(lanes, max(free, at) + duration)
+            continue
+        chart = charts.pop(0)
+        duration = chart.avg * math.exp(rng.gauss(-sigma * sigma / 2, sigma))
+        finish[chart.id] = free + duration
+        heapq.heappush(lanes, free + duration)
+    return finish
+
+
+def _coverage(result_low: dict, result_high: dict, runs: list[dict[str, float]], ids: list[str]) -> float:
+    inside = total = 0
+    for run in runs:
+        for chart_id in ids:
+            total += 1
+            inside += result_low[chart_id] <= run[chart_id] <= result_high[chart_id]
+    return inside / total
+
+
+def test_bands_hold_about_eight_in_ten_finishes_of_a_lognormal_queue() -> None:
+    sigma = 0.5
+    queued = backlog(60, budget=4)
+    scenario = Scenario(now=0, budget=4, queued=queued, spread={chart.id: sigma for chart in queued})
+    result = plan(scenario)
+    rng = random.Random(11)
+    runs = [_simulate(queued, 4, sigma, rng) for _ in range(400)]
+    ids = [chart.id for chart in queued]
+    coverage = _coverage(dict(result.eta_low), dict(result.eta_high), runs, ids)
+    assert 0.72 <= coverage <= 0.88
+    # Deeper charts have relatively narrower bands: their start averages many durations.
+    width = {i: (result.eta_high[i] - result.eta_low[i]) / (result.eta[i] or 1) for i in ("a5", "a55")}
+    assert width["a55"] < width["a5"] / 2
+
+
+def test_bands_with_expected_arrivals_hold_about_eight_in_ten() -> None:
+    sigma = 0.5
+    queued = backlog(60)
+    arrivals = [Arrival("b", rate=0.1, until=1000, avg=10.0, spread=sigma)]
+    scenario = Scenario(now=0, budget=4, queued=queued, arrivals=arrivals, spread={chart.id: sigma for chart in queued})
+    result = plan(scenario)
+    rng = random.Random(5)
+    runs = [_simulate(queued, 4, sigma, rng, arrivals) for _ in range(400)]
+    ids = [chart.id for chart in queued]
+    assert 0.72 <= _coverage(dict(result.eta_low), dict(result.eta_high), runs, ids) <= 0.9
+    # And the point ETA is where the middle of the simulated finishes is: no bias worth a round.
+    last = sorted(run["a59"] for run in runs)
+    assert abs(result.eta["a59"] - last[len(last) // 2]) < 10
+
+
+def test_a_running_chart_band_is_its_duration_quantiles_from_its_start() -> None:
+    running = [RunningChart("r", "a", started=0, avg=10.0)]
+    result = plan(Scenario(now=2, budget=1, running=running, spread={"r": 0.5}))
+    low, high = result.eta_low["r"], result.eta_high["r"]
+    median = 10 * math.exp(-0.125)
+    assert low == max(2, median * math.exp(-1.2815515655446004 * 0.5))
+    assert high == median * math.exp(1.2815515655446004 * 0.5)
+    assert result.org_clear_low["a"] == low
+    assert result.org_clear_high["a"] == high
