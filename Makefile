@@ -36,5 +36,6 @@ bench: venv
 	REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} $(PY) bench/bench_dashboard.py
 
 # The hostile load run on the real stack (its own services) and its report in reports/; a few minutes.
+# LOADRUN_POLICY=round_robin runs it under the other policy (the default is deficit).
 report: venv
 	LOADRUN_SECONDS=$${LOADRUN_SECONDS:-180} $(PY) -m scheduling.loadtest.report $${LOADRUN_POLICY:+--policy $$LOADRUN_POLICY}

@@ -27,6 +27,7 @@ from rest_framework.authentication import BaseAuthentication, get_authorization_
 from rest_framework.parsers import BaseParser, JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.throttling import SimpleRateThrottle
 
 from fairsched.errors import QueueFull, ServiceError
 from orgs.models import ApiToken, Membership, Org
@@ -104,6 +105,40 @@ class ApiTokenScheme(OpenApiAuthenticationExtension):
             "name": "Authorization",
             "description": "`Token <secret>`; issue one with `manage.py issue_token`.",
         }
+
+
+class CallerThrottle(SimpleRateThrottle):
+    """A rate per caller: per API token (each token its own bucket), or per user for a browser
+    session. Counts live in the shared cache (Redis), so every web process sees the same bucket; a
+    caller over its rate gets 429 with Retry-After. Reads and writes have rates of their own
+    (`FAIRSCHED_API_READ_RATE`, `FAIRSCHED_API_WRITE_RATE`): a client polling its charts cannot use up
+    the budget of its submissions, nor the other way round. A rate of "off" turns a limit off."""
+
+    methods: frozenset[str] = frozenset()
+
+    def allow_request(self, request: Request, view: APIView) -> bool:
+        if request.method not in self.methods:
+            return True
+        return super().allow_request(request, view)
+
+    def get_cache_key(self, request: Request, view: APIView) -> str | None:
+        if isinstance(request.auth, ApiToken):
+            ident = f"token:{request.auth.pk}"
+        elif request.user and request.user.is_authenticated:
+            ident = f"user:{request.user.pk}"
+        else:
+            return None  # refused by authentication anyway
+        return self.cache_format % {"scope": self.scope, "ident": ident}
+
+
+class CallerReadThrottle(CallerThrottle):
+    scope = "read"
+    methods = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+class CallerWriteThrottle(CallerThrottle):
+    scope = "write"
+    methods = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,17 @@ def env_bool(name: str, default: bool) -> bool:
     return value.strip().lower() in {"1", "true", "yes", "on"}
 
 
+def env_rate(name: str, default: str) -> str | None:
+    """A request rate like "600/min" (per s, min, hour or day); "off" for none."""
+    value = os.environ.get(name, default).strip().lower()
+    if value in {"off", "none", ""}:
+        return None
+    count, _, period = value.partition("/")
+    if not count.isdigit() or int(count) < 1 or not period or period[0] not in "smhd":
+        raise ImproperlyConfigured(f"{name} must be like 600/min (per s, min, hour or day) or off, got {value!r}")
+    return value
+
+
 def env_list(name: str, default: str) -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
 
@@ -170,6 +181,11 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.CursorPagination",
     "PAGE_SIZE": 100,
     "EXCEPTION_HANDLER": "fairsched.api.api_exception_handler",
+    "DEFAULT_THROTTLE_CLASSES": ["fairsched.api.CallerReadThrottle", "fairsched.api.CallerWriteThrottle"],
+    "DEFAULT_THROTTLE_RATES": {
+        "read": env_rate("FAIRSCHED_API_READ_RATE", "100/s"),
+        "write": env_rate("FAIRSCHED_API_WRITE_RATE", "20/s"),
+    },
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "fairsched API",

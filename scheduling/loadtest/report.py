@@ -68,7 +68,13 @@ def replays_of(log: Mapping[str, Any]) -> Replays:
     blackouts = [Blackout(org, start, end) for org, start, end in live.blackouts]
     budget, weights = live.budget, live.weights
     outcomes = {
-        FAIR_REPLAY: replay_fair(jobs, budget=budget, weights=weights, blackouts=blackouts),
+        FAIR_REPLAY: replay_fair(
+            jobs,
+            budget=budget,
+            weights=weights,
+            blackouts=blackouts,
+            policy=log["meta"].get("settings", {}).get("policy", "round_robin"),
+        ),
         SERVED_REPLAY: replay_fair_served(jobs, budget=budget, weights=weights, blackouts=blackouts),
         "FIFO": replay_fifo(jobs, budget=budget, blackouts=blackouts),
         "proportional split": replay_proportional(jobs, budget=budget, blackouts=blackouts),
@@ -643,7 +649,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seconds", type=float, default=float(os.environ.get("LOADRUN_SECONDS", 180)))
     parser.add_argument("--faults", default=None, help="passed to the runner (default: all)")
     parser.add_argument("--seed", type=int, default=None, help="passed to the runner (default: its own)")
-    parser.add_argument("--policy", default=None, help="passed to the runner: round_robin (default) or deficit")
+    parser.add_argument(
+        "--policy",
+        default=None,
+        help="passed to the runner: deficit (default: it shares cost units) or round_robin",
+    )
     args = parser.parse_args(argv)
     log_path = args.log
     command = f"python -m scheduling.loadtest.report --seconds {args.seconds:g}"

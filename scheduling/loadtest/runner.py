@@ -233,7 +233,7 @@ class LoadRun:
         pg_outage: float,
         drain_timeout: float,
         scratch: Path,
-        policy: str = "round_robin",
+        policy: str = "deficit",
     ) -> None:
         self.workload = workload
         self.settings: dict[str, Any] = {**SCHEDULER_SETTINGS, "policy": policy}
@@ -588,7 +588,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
     parser.add_argument("--seconds", type=float, default=float(os.environ.get("LOADRUN_SECONDS", 180)))
     parser.add_argument("--budget", type=int, default=8)
-    parser.add_argument("--policy", choices=["round_robin", "deficit"], default="round_robin")
+    parser.add_argument("--policy", choices=["round_robin", "deficit"], default="deficit")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--faults", default=",".join(ALL_FAULTS), help="comma-separated; empty for none")
     parser.add_argument("--temporal-workers", type=int, default=1)
