@@ -6,6 +6,7 @@ import pytest
 
 from scheduling.core.baselines import Job, replay_fair, replay_fair_served
 from scheduling.loadtest.ideal import ideal_etas, workflow_means
+from scheduling.loadtest.metrics import ErrorFigures
 
 
 def test_workflow_means_average_each_workflow() -> None:
@@ -30,21 +31,23 @@ def test_exact_durations_and_no_later_arrivals_make_every_plan_exact() -> None:
         assert result.errors.p90 == pytest.approx(0.0)
 
 
+def errors_by_name(jobs: list[Job], *, budget: int, weights: dict[str, int]) -> dict[str, ErrorFigures]:
+    """Every ideal prediction's errors over every chart, with each duration known exactly."""
+    results = ideal_etas(
+        jobs, budget=budget, weights=weights, blackouts=[], means={job.id: job.duration for job in jobs},
+        fair=replay_fair(jobs, budget=budget, weights=weights),
+        served=replay_fair_served(jobs, budget=budget, weights=weights), sample_every=1,
+    )  # fmt: skip
+    return {result.name: result.errors for result in results}
+
+
 def test_the_static_plan_misses_the_reordering_of_the_dispatcher() -> None:
     # Budget 1: org a has three charts, org b arrives with one at 0.5. The static plan at 0.5 puts
     # b0 in round 0 right after a1; the dispatcher, recomputing rounds, runs a1, a2, then b0.
     jobs = [Job("a0", "a", 0, 1), Job("a1", "a", 0, 1), Job("a2", "a", 0, 1), Job("b0", "b", 0.5, 1)]
     weights = {"a": 1, "b": 1}
-    fair = replay_fair(jobs, budget=1, weights=weights)
-    assert fair.finish["b0"] == 4
-    served = replay_fair_served(jobs, budget=1, weights=weights)
-    means = {job.id: 1.0 for job in jobs}
-    results = {
-        r.name: r.errors
-        for r in ideal_etas(
-            jobs, budget=1, weights=weights, blackouts=[], means=means, fair=fair, served=served, sample_every=1
-        )
-    }
+    assert replay_fair(jobs, budget=1, weights=weights).finish["b0"] == 4
+    results = errors_by_name(jobs, budget=1, weights=weights)
     static = results["contract order, static plan (what the live loop writes)"]
     replayed = results["contract order, replayed plan"]
     # b0 at 0.5: static plan says it finishes at 3 (after a0, a1), actually at 4: error 1 / 3.5.
@@ -59,16 +62,8 @@ def test_the_clairvoyant_plan_knows_the_later_arrivals() -> None:
     # a2 finishes at 2; it finishes at 3. Told of b, the prediction is exact.
     jobs = [Job("a0", "a", 0, 1), Job("a1", "a", 0, 2), Job("a2", "a", 0, 1), Job("b0", "b", 0.5, 1)]
     weights = {"a": 1, "b": 1}
-    fair = replay_fair(jobs, budget=2, weights=weights)
-    served = replay_fair_served(jobs, budget=2, weights=weights)
-    assert served.finish["a2"] == 3
-    means = {job.id: job.duration for job in jobs}
-    results = {
-        r.name: r.errors
-        for r in ideal_etas(
-            jobs, budget=2, weights=weights, blackouts=[], means=means, fair=fair, served=served, sample_every=1
-        )
-    }
+    assert replay_fair_served(jobs, budget=2, weights=weights).finish["a2"] == 3
+    results = errors_by_name(jobs, budget=2, weights=weights)
     blind = results["served rounds, replayed plan"]
     clairvoyant = results["served rounds, replayed plan, later arrivals known (clairvoyant)"]
     assert blind.p90 is not None
