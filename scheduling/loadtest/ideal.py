@@ -35,6 +35,7 @@ from scheduling.core.baselines import (
     served_order,
     served_picker,
 )
+from scheduling.core.model import Policy
 from scheduling.loadtest.metrics import ErrorFigures, error_figures
 
 SAMPLE_EVERY = 4
@@ -74,7 +75,7 @@ def _available(blackouts: Sequence[Blackout], at: float, org: str) -> bool:
 
 def _static_plan(
     job: Job, waiting: list[Job], running: list[Running], *, at: float, budget: int, weights: Mapping[str, int],
-    blackouts: Sequence[Blackout], means: Mapping[str, float],
+    blackouts: Sequence[Blackout], means: Mapping[str, float], policy: Policy,
 ) -> float | None:  # fmt: skip
     orgs = {
         org: OrgPolicy(weight=0 if _blocked(blackouts, org, at) else weights.get(org, 1))
@@ -83,6 +84,7 @@ def _static_plan(
     scenario = Scenario(
         now=at,
         budget=budget,
+        policy=policy,
         orgs=orgs,
         queued=[QueuedChart(id=j.id, org=j.org, created=j.arrival, avg=means[j.id], cost=j.cost) for j in waiting],
         running=[
@@ -113,9 +115,11 @@ def ideal_etas(
     fair: Outcome,
     served: Outcome,
     sample_every: int = SAMPLE_EVERY,
+    policy: Policy = "round_robin",
 ) -> list[IdealEta]:
-    """The three ideal ETA errors (see the module doc) over every `sample_every`-th chart by arrival
-    (charts whose org is held or paused at their arrival are left out)."""
+    """The ideal ETA errors (see the module doc) over every `sample_every`-th chart by arrival (charts
+    whose org is held or paused at their arrival are left out); `fair` is the contract order's replay
+    under `policy`."""
     sample = [
         job
         for index, job in enumerate(sorted(jobs, key=lambda j: (j.arrival, j.id)))
@@ -126,10 +130,18 @@ def ideal_etas(
         at = job.arrival
         waiting, running = _state(jobs, fair, at)
         static = _static_plan(
-            job, waiting, running, at=at, budget=budget, weights=weights, blackouts=blackouts, means=means
-        )
+            job, waiting, running, at=at, budget=budget, weights=weights, blackouts=blackouts, means=means,
+            policy=policy,
+        )  # fmt: skip
         replayed = _replayed_plan(
-            job, waiting, running, at=at, budget=budget, pick=fair_picker(weights), blackouts=blackouts, means=means
+            job,
+            waiting,
+            running,
+            at=at,
+            budget=budget,
+            pick=fair_picker(weights, policy=policy),
+            blackouts=blackouts,
+            means=means,
         )
         waiting, running = _state(jobs, served, at)
         served_plan = _replayed_plan(

@@ -35,6 +35,7 @@ from scheduling.core.baselines import (
     replay_fifo,
     replay_proportional,
 )
+from scheduling.core.model import Policy
 from scheduling.loadtest import metrics
 from scheduling.loadtest.ideal import ideal_etas, workflow_means
 from scheduling.loadtest.svg import PALETTE, Chart
@@ -59,6 +60,12 @@ FAIR_REPLAY = "fair order (replay)"
 SERVED_REPLAY = "served rounds (what-if)"
 
 
+def run_policy(log: Mapping[str, Any]) -> Policy:
+    """The policy the run was made under (round_robin for a log that does not say)."""
+    policy = log["meta"].get("settings", {}).get("policy", "round_robin")
+    return "deficit" if policy == "deficit" else "round_robin"
+
+
 def replays_of(log: Mapping[str, Any]) -> Replays:
     live = metrics.live_schedule(log)
     jobs = [
@@ -68,13 +75,7 @@ def replays_of(log: Mapping[str, Any]) -> Replays:
     blackouts = [Blackout(org, start, end) for org, start, end in live.blackouts]
     budget, weights = live.budget, live.weights
     outcomes = {
-        FAIR_REPLAY: replay_fair(
-            jobs,
-            budget=budget,
-            weights=weights,
-            blackouts=blackouts,
-            policy=log["meta"].get("settings", {}).get("policy", "round_robin"),
-        ),
+        FAIR_REPLAY: replay_fair(jobs, budget=budget, weights=weights, blackouts=blackouts, policy=run_policy(log)),
         SERVED_REPLAY: replay_fair_served(jobs, budget=budget, weights=weights, blackouts=blackouts),
         "FIFO": replay_fifo(jobs, budget=budget, blackouts=blackouts),
         "proportional split": replay_proportional(jobs, budget=budget, blackouts=blackouts),
@@ -131,6 +132,7 @@ def ideal_eta_table(log: Mapping[str, Any], replays: Replays) -> Table:
         means=workflow_means(replays.jobs, workflow_of),
         fair=replays.outcomes[FAIR_REPLAY],
         served=replays.outcomes[SERVED_REPLAY],
+        policy=run_policy(log),
     )
     return Table(
         ["ideal loop: prediction at arrival", "charts", "median abs. rel. error", "p90", "median signed"],
