@@ -186,7 +186,7 @@ def _time_type(scenario: Scenario, queue: QueueColumns) -> type[np.generic]:
     """Integers when every time of the scenario is an integer (so the plan's times stay
     integers), floats otherwise: the arithmetic is exact either way."""
     times = [scenario.now, *(t for chart in scenario.running for t in (chart.started, chart.avg))]
-    times += [ready_at for ready_at in queue.available_at if ready_at is not None]
+    times += [ready_at for ready_at in set(queue.available_at) if ready_at is not None]
     if all(type(time) is int for time in times) and all(type(avg) is int for avg in queue.avg):
         return np.int64
     return np.float64
@@ -216,7 +216,7 @@ def _lanes_apply(
     if capped_org[org].any():
         return False
     now = scenario.now
-    if any(ready_at is not None and ready_at > now for ready_at in queue.available_at):
+    if any(ready_at is not None and ready_at > now for ready_at in set(queue.available_at)):
         return False
     return scenario.retry_budget is None or not column(queue.retry, np.bool_)[order].any()
 
