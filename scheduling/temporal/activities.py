@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 THROTTLE_ERROR_TYPE = "ProviderThrottled"
 """ApplicationError type of a failure that asks the scheduler to pause a provider.
@@ -87,7 +87,8 @@ class DemoActivities:
         2. Draw the failure with `run_fails`. A failure is non-retryable: fairsched's own retry
            policy, not Temporal's, decides about another attempt. It is a `THROTTLE_ERROR_TYPE`
            error carrying the retry-after and provider when `throttle_retry_after` is set, a
-           `DEMO_FAILURE_TYPE` one otherwise.
+           `DEMO_FAILURE_TYPE` one otherwise. Both are planned, so they are BENIGN: Temporal logs them
+           at DEBUG instead of a warning with a traceback per failure.
 
         Returns the seconds worked.
         """
@@ -105,8 +106,11 @@ class DemoActivities:
                     {"retry_after": work.throttle_retry_after, "provider": work.provider},
                     type=THROTTLE_ERROR_TYPE,
                     non_retryable=True,
+                    category=ApplicationErrorCategory.BENIGN,
                 )
-            raise ApplicationError(message, type=DEMO_FAILURE_TYPE, non_retryable=True)
+            raise ApplicationError(
+                message, type=DEMO_FAILURE_TYPE, non_retryable=True, category=ApplicationErrorCategory.BENIGN
+            )
         return loop.time() - started
 
     @activity.defn(name="completion_hint")
