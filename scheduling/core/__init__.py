@@ -19,9 +19,11 @@ it (after it was lowered) only pause further retries until they drain. A retry c
 exceeds the retry budget can never start: its start and ETA are null. Without a retry budget the
 `retry` marks change nothing.
 
-For the ETAs only (`forecast`; the order never depends on them): `Scenario.arrivals`, the charts
-orgs are expected to submit, which the replay counts; and `Scenario.spread`, each chart's log-sigma
-of duration, from which (and from the arrivals) `Plan.eta_low` / `eta_high` give a p10-p90 band.
+For the ETAs only (`forecast`; the order never depends on them): `Scenario.arrivals` (`arrivals` in
+the JSON: `[{"org", "rate", "until", "avg", "cost", "spread"}]`), the charts orgs are expected to
+submit, which the replay counts; and `Scenario.spread` (a chart's `spread` in the JSON), each chart's
+log-sigma of duration. From them `Plan.eta_low` / `eta_high` give a p10-p90 band, which the plan
+command prints as `eta_low`, `eta_high`, `org_clear_low` and `org_clear_high` when either is given.
 """
 
 from .io import ScenarioError, parse_scenario, plan_to_json

@@ -17,6 +17,7 @@ from typing import Any
 from .model import (
     POLICIES,
     Aging,
+    Arrival,
     ChartTimes,
     OrgPolicy,
     Plan,
@@ -40,7 +41,8 @@ def parse_scenario(data: object) -> Scenario:
 
     1. The top level is an object; its fields are checked in the contract's order: `now`,
        `budget` (required), `policy`, `quantum`, `aging`, `orgs` (each org's weight and cap),
-       `queued` (into columns), `running`, and the extension's `retry_budget`.
+       `queued` (into columns), `running`, and the extensions' `retry_budget`, `arrivals` and
+       each chart's `spread`.
     2. Chart ids are unique across `queued` and `running`.
     """
     if not isinstance(data, dict):
@@ -58,6 +60,8 @@ def parse_scenario(data: object) -> Scenario:
     queue = _queue(data.get("queued", []))
     running = _running(data.get("running", []))
     retry_budget = data.get("retry_budget")
+    arrivals = _arrivals(data.get("arrivals", []))
+    spread = _spreads(data.get("queued", []), "queued") | _spreads(data.get("running", []), "running")
     scenario = Scenario(
         now=now,
         budget=budget,
@@ -68,20 +72,31 @@ def parse_scenario(data: object) -> Scenario:
         queued=queue,
         running=running,
         retry_budget=None if retry_budget is None else _integer(retry_budget, "retry_budget", minimum=0),
+        arrivals=arrivals,
+        spread=spread,
     )
     _check_unique_ids(queue, running)
     return scenario
 
 
 def plan_to_json(plan: Plan) -> dict[str, object]:
-    """The plan as the contract's JSON object."""
-    return {
+    """The plan as the contract's JSON object; with the ETA bands too when the scenario asked for
+    them (a chart's `spread`, or `arrivals`)."""
+    document: dict[str, object] = {
         "order": plan.order,
         "start": _plain(plan.start),
         "eta": _plain(plan.eta),
         "org_clear": plan.org_clear,
         "global_clear": plan.global_clear,
     }
+    if plan.eta_low is not plan.eta:
+        document |= {
+            "eta_low": _plain(plan.eta_low),
+            "eta_high": _plain(plan.eta_high),
+            "org_clear_low": plan.org_clear_low,
+            "org_clear_high": plan.org_clear_high,
+        }
+    return document
 
 
 def _plain(times: Mapping[str, float | None]) -> dict[str, float | None]:
@@ -119,9 +134,49 @@ def _orgs(orgs: object) -> dict[str, OrgPolicy]:
             max_concurrency=None
             if cap is None
             else _integer(cap, f"{where}.max_concurrency", minimum=1, nullable=True),
-            served=0.0 if served is None else _served(served, f"{where}.served"),
+            served=0.0 if served is None else _non_negative(served, f"{where}.served"),
         )
     return policies
+
+
+def _arrivals(arrivals: object) -> list[Arrival]:
+    """The extension's expected arrivals: [{"org", "rate" > 0, "until", "avg" > 0, "cost", "spread"}]."""
+    if not isinstance(arrivals, list):
+        raise ScenarioError(f"arrivals: must be an array, got {_show(arrivals)}")
+    expected = []
+    for index, arrival in enumerate(arrivals):
+        where = f"arrivals[{index}]"
+        if not isinstance(arrival, dict):
+            raise ScenarioError(f"{where}: must be an object, got {_show(arrival)}")
+        org = arrival.get("org", _MISSING)
+        if type(org) is not str:
+            raise ScenarioError(f"{where}: org required" if org is _MISSING else f"{where}: org must be a string")
+        for field in ("rate", "until", "avg"):
+            if field not in arrival:
+                raise ScenarioError(f"{where}.{field}: required")
+        expected.append(
+            Arrival(
+                org=org,
+                rate=_number(arrival["rate"], f"{where}.rate", positive=True),
+                until=_number(arrival["until"], f"{where}.until"),
+                avg=_number(arrival["avg"], f"{where}.avg", positive=True),
+                cost=_integer(arrival.get("cost", 1), f"{where}.cost", minimum=1),
+                spread=_non_negative(arrival.get("spread", 0), f"{where}.spread"),
+            )
+        )
+    return expected
+
+
+def _spreads(charts: object, section: str) -> dict[str, float]:
+    """The extension's `spread` of the charts that give one (log-sigma of duration, >= 0), by id;
+    the charts themselves are checked by `_queue` and `_running`."""
+    spread: dict[str, float] = {}
+    if not isinstance(charts, list):
+        return spread
+    for index, chart in enumerate(charts):
+        if type(chart) is dict and chart.get("spread") is not None:
+            spread[str(chart.get("id"))] = _non_negative(chart["spread"], f"{section}[{index}].spread")
+    return spread
 
 
 def _queue(charts: object) -> QueueColumns:
@@ -231,7 +286,7 @@ def _chart_flag(chart: dict[str, Any], field: str, where: _ChartPlace) -> bool:
     raise ScenarioError(f"{where}: {field} must be true or false, got {_show(value)}")
 
 
-def _served(value: object, where: str) -> float:
+def _non_negative(value: object, where: str) -> float:
     number = _number(value, where)
     if number < 0:
         raise ScenarioError(f"{where}: must be a number >= 0, got {_show(value)}")

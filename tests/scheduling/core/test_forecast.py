@@ -7,12 +7,25 @@ The bands are checked against simulation: the same queue run many times with log
 from __future__ import annotations
 
 import heapq
+import json
 import math
 import random
+import subprocess
+import sys
 
+import pytest
 from hypothesis import given, settings
 
-from scheduling.core import Arrival, OrgPolicy, QueuedChart, RunningChart, Scenario, plan
+from scheduling.core import (
+    Arrival,
+    OrgPolicy,
+    QueuedChart,
+    RunningChart,
+    Scenario,
+    parse_scenario,
+    plan,
+    plan_to_json,
+)
 from scheduling.core.forecast import MAX_EXPECTED, expected_charts
 from tests.scheduling.core.support import scenarios
 
@@ -178,3 +191,55 @@ def test_a_running_chart_band_is_its_duration_quantiles_from_its_start() -> None
     assert high == median * math.exp(1.2815515655446004 * 0.5)
     assert result.org_clear_low["a"] == low
     assert result.org_clear_high["a"] == high
+
+
+def run_cli(document: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "scheduling.core", "plan", "-"],
+        input=json.dumps(document), capture_output=True, text=True, check=False,
+    )  # fmt: skip
+
+
+BANDED: dict[str, object] = {
+    "now": 0,
+    "budget": 2,
+    "queued": [{"id": f"a{i}", "org": "a", "created": i, "avg": 10, "spread": 0.5} for i in range(6)],
+    "running": [{"id": "r", "org": "a", "started": 0, "avg": 10, "spread": 0.5}],
+    "arrivals": [{"org": "b", "rate": 0.1, "until": 60, "avg": 10, "spread": 0.5}],
+}
+
+
+def test_the_plan_command_takes_arrivals_and_spreads_and_prints_the_bands() -> None:
+    result = run_cli(BANDED)
+    assert result.returncode == 0, result.stderr
+    printed = json.loads(result.stdout)
+    expected = plan_to_json(plan(parse_scenario(BANDED)))
+    assert printed == json.loads(json.dumps(expected))
+    assert set(printed["eta"]) == {f"a{i}" for i in range(6)} | {"r"}  # no expected chart in the plan
+    assert set(printed["org_clear"]) == {"a"}
+    for chart_id, eta in printed["eta"].items():
+        assert printed["eta_low"][chart_id] <= eta <= printed["eta_high"][chart_id]
+    # Without the extensions, the output is the contract's, key for key.
+    plain = {key: value for key, value in BANDED.items() if key != "arrivals"}
+    plain["queued"] = [{k: v for k, v in c.items() if k != "spread"} for c in BANDED["queued"]]  # type: ignore[attr-defined]
+    plain["running"] = [{k: v for k, v in c.items() if k != "spread"} for c in BANDED["running"]]  # type: ignore[attr-defined]
+    assert set(json.loads(run_cli(plain).stdout)) == {"order", "start", "eta", "org_clear", "global_clear"}
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"arrivals": {"org": "b"}}, "arrivals: must be an array"),
+        ({"arrivals": [{"rate": 1, "until": 5, "avg": 1}]}, "arrivals[0]: org required"),
+        ({"arrivals": [{"org": "b", "rate": 0, "until": 5, "avg": 1}]}, "arrivals[0].rate: must be a number > 0"),
+        ({"arrivals": [{"org": "b", "rate": 1, "avg": 1}]}, "arrivals[0].until: required"),
+        ({"arrivals": [{"org": "b", "rate": 1, "until": 5, "avg": 1, "cost": 0}]}, "arrivals[0].cost: must be"),
+        ({"queued": [{"id": "x", "org": "a", "created": 0, "avg": 1, "spread": -1}]}, "queued[0].spread: must be"),
+    ],
+)
+def test_bad_extension_input_exits_2_naming_the_field(change: dict[str, object], message: str) -> None:
+    result = run_cli({**BANDED, **change})
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
