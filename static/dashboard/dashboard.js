@@ -303,7 +303,10 @@
     button.disabled = true;
     const ok = await pull(`levers/charts/${id}/${act}/`, body, null);
     button.disabled = false;
-    if (ok) row.classList.add("ok-flash");
+    if (!ok) return;
+    row.classList.add("ok-flash");
+    // The broadcast refreshes every open dashboard; this one does not wait for it to see its own change.
+    want(["queue"]);
   }
   document.addEventListener("click", (e) => {
     const button = e.target.closest("[data-chart] button[data-act]");
