@@ -32,7 +32,8 @@ def env_rate(name: str, default: str) -> str | None:
     if value in {"off", "none", ""}:
         return None
     count, _, period = value.partition("/")
-    if not count.isdigit() or int(count) < 1 or not period or period[0] not in "smhd":
+    # DRF reads only the period's first letter, so "10/month" would mean per minute: name them whole.
+    if not count.isdigit() or int(count) < 1 or period not in {"s", "sec", "m", "min", "h", "hour", "d", "day"}:
         raise ImproperlyConfigured(f"{name} must be like 600/min (per s, min, hour or day) or off, got {value!r}")
     return value
 

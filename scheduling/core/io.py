@@ -57,11 +57,11 @@ def parse_scenario(data: object) -> Scenario:
     quantum = _number(data.get("quantum", 1), "quantum", positive=True)
     aging = data.get("aging")
     orgs = _orgs(data.get("orgs", {}))
-    queue = _queue(data.get("queued", []))
-    running = _running(data.get("running", []))
+    spread: dict[str, float] = {}  # filled by the charts that give one
+    queue = _queue(data.get("queued", []), spread)
+    running = _running(data.get("running", []), spread)
     retry_budget = data.get("retry_budget")
     arrivals = _arrivals(data.get("arrivals", []))
-    spread = _spreads(data.get("queued", []), "queued") | _spreads(data.get("running", []), "running")
     scenario = Scenario(
         now=now,
         budget=budget,
@@ -167,20 +167,20 @@ def _arrivals(arrivals: object) -> list[Arrival]:
     return expected
 
 
-def _spreads(charts: object, section: str) -> dict[str, float]:
-    """The extension's `spread` of the charts that give one (log-sigma of duration, >= 0), by id;
-    the charts themselves are checked by `_queue` and `_running`."""
-    spread: dict[str, float] = {}
-    if not isinstance(charts, list):
-        return spread
-    for index, chart in enumerate(charts):
-        if type(chart) is dict and chart.get("spread") is not None:
-            spread[str(chart.get("id"))] = _non_negative(chart["spread"], f"{section}[{index}].spread")
-    return spread
+def _chart_spread(chart: dict[str, Any], where: _ChartPlace, spread: dict[str, float]) -> None:
+    """The extension's `spread` of a chart that gives one (log-sigma of duration, >= 0), into `spread`."""
+    value = chart.get("spread")
+    if value is None:
+        return
+    if (type(value) is float or type(value) is int) and _is_number(value, False) and value >= 0:
+        spread[chart["id"]] = value
+        return
+    raise ScenarioError(f"{where}: spread must be a number >= 0, got {_show(value)}")
 
 
-def _queue(charts: object) -> QueueColumns:
-    """The queued charts as columns, each chart checked (see the contract's table)."""
+def _queue(charts: object, spread: dict[str, float]) -> QueueColumns:
+    """The queued charts as columns, each chart checked (see the contract's table); their spreads
+    go into `spread`."""
     if not isinstance(charts, list):
         raise ScenarioError(f"queued: must be an array, got {_show(charts)}")
     queue = QueueColumns([], [], [], [], [], [], [], [], [], [])
@@ -202,10 +202,11 @@ def _queue(charts: object) -> QueueColumns:
         available_at = fields.get("available_at")
         add_available_at(None if available_at is None else _chart_number(fields, "available_at", where))
         add_retry(_chart_flag(fields, "retry", where))
+        _chart_spread(fields, where, spread)
     return queue
 
 
-def _running(charts: object) -> list[RunningChart]:
+def _running(charts: object, spread: dict[str, float]) -> list[RunningChart]:
     if not isinstance(charts, list):
         raise ScenarioError(f"running: must be an array, got {_show(charts)}")
     running = []
@@ -221,6 +222,7 @@ def _running(charts: object) -> list[RunningChart]:
                 retry=_chart_flag(fields, "retry", where),
             )
         )
+        _chart_spread(fields, where, spread)
     return running
 
 

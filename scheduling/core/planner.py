@@ -119,18 +119,16 @@ def _plan(scenario: Scenario) -> Plan:
     running_high: Sequence[float | None] = running_finish
     if scenario.spread or scenario.arrivals:
         spread = np.array(spreads(queue.id[:real_count], scenario.spread) + expected_spread)[order]
+        running_avg = [chart.avg for chart in running]
+        running_spread = spreads([chart.id for chart in running], scenario.spread)
         bands = eta_bands(
             now=now, budget=budget, starts=starts, avg=avg, units=units.tolist(), spread=spread.tolist(),
-            expected=(order >= real_count).tolist(), running_avg=[chart.avg for chart in running],
-            running_units=running_units, running_spread=spreads([c.id for c in running], scenario.spread),
-            arrivals=scenario.arrivals,
+            expected=(order >= real_count).tolist(), running_avg=running_avg, running_units=running_units,
+            running_spread=running_spread, arrivals=scenario.arrivals,
         )  # fmt: skip
         lows, highs = bands.low, bands.high
         running_bands = running_band(
-            now=now,
-            started=[chart.started for chart in running],
-            avg=[chart.avg for chart in running],
-            spread=spreads([chart.id for chart in running], scenario.spread),
+            now=now, started=[chart.started for chart in running], avg=running_avg, spread=running_spread
         )
         running_low, running_high = running_bands.low, running_bands.high
 

@@ -360,15 +360,6 @@ def blackouts_of(log: Mapping[str, Any]) -> list[tuple[str, float, float]]:
     return windows
 
 
-def first_times(log: Mapping[str, Any], to_state: str) -> dict[int, float]:
-    """Each chart's first transition into `to_state`."""
-    first: dict[int, float] = {}
-    for chart_id, at, _, to in log["transitions"]:
-        if to == to_state and chart_id not in first:
-            first[chart_id] = at
-    return first
-
-
 def held_spans(log: Mapping[str, Any]) -> dict[int, list[tuple[float, float | None]]]:
     """Each chart's spans holding units: from each claim to the transition that left flight."""
     spans: dict[int, list[tuple[float, float | None]]] = defaultdict(list)
@@ -385,7 +376,6 @@ def live_schedule(log: Mapping[str, Any]) -> Schedule:
     """The live run as a `Schedule`: start = first dispatch, finish = the final finish."""
     blackouts = blackouts_of(log)
     holds = {(org, start): end for org, start, end in blackouts if any(h["org"] == org for h in log["holds"])}
-    claimed = first_times(log, "dispatching")
     attempts = held_spans(log)
     charts = []
     for chart in log["charts"]:
@@ -399,7 +389,7 @@ def live_schedule(log: Mapping[str, Any]) -> Schedule:
                 org=chart["org"],
                 arrival=chart["submitted"],
                 eligible=eligible,
-                start=claimed.get(chart["id"]),
+                start=attempts[chart["id"]][0][0] if attempts.get(chart["id"]) else None,
                 finish=chart["finished"],
                 cost=chart["cost"],
                 attempts=tuple(attempts.get(chart["id"], ())),

@@ -74,7 +74,7 @@ def test_rates_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> Non
     assert env_rate("FAIRSCHED_API_WRITE_RATE", "600/min") == "600/min"
 
 
-@pytest.mark.parametrize("value", ["fast", "-1/min", "0/min", "10/week", "10"])
+@pytest.mark.parametrize("value", ["fast", "-1/min", "0/min", "10/week", "10/month", "10"])
 def test_a_bad_rate_names_the_variable(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
     monkeypatch.setenv("FAIRSCHED_API_READ_RATE", value)
     with pytest.raises(ImproperlyConfigured, match="FAIRSCHED_API_READ_RATE"):

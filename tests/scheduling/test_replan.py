@@ -12,7 +12,7 @@ from scheduling.models import QueueSample
 from scheduling.reconcile import duration_record
 from scheduling.replan import plan_refresh
 from scheduling.services import scheduler_config_set
-from tests.factories import OrgFactory, WorkflowFactory
+from tests.factories import ChartFactory, OrgFactory, WorkflowFactory
 
 pytestmark = pytest.mark.django_db
 ACTOR = "user:test"
@@ -108,3 +108,14 @@ def test_the_etas_expect_the_submissions_of_the_last_window_to_repeat(backlog: t
     assert expected["acme0"] == without["acme0"]  # the head starts now either way
     assert expected["beta1"] > without["beta1"]
     assert not Org.objects.get(slug="gamma").clear_at
+
+
+def test_charts_of_one_bulk_keep_their_order_across_a_digit_boundary() -> None:
+    # One bulk shares one created_at, so the order inside the org falls to the chart id: 999 before 1000.
+    scheduler_config_set(actor=ACTOR, budget=1)
+    workflow, org = WorkflowFactory(name="w"), OrgFactory(slug="acme")
+    created = timezone.now()
+    for chart_id in (1000, 998, 999):
+        ChartFactory(id=chart_id, org=org, workflow=workflow, created_at=created)
+    plan_refresh()
+    assert list(Chart.objects.order_by("plan__position").values_list("id", flat=True)) == [998, 999, 1000]

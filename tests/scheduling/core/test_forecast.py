@@ -234,7 +234,10 @@ def test_the_plan_command_takes_arrivals_and_spreads_and_prints_the_bands() -> N
         ({"arrivals": [{"org": "b", "rate": 0, "until": 5, "avg": 1}]}, "arrivals[0].rate: must be a number > 0"),
         ({"arrivals": [{"org": "b", "rate": 1, "avg": 1}]}, "arrivals[0].until: required"),
         ({"arrivals": [{"org": "b", "rate": 1, "until": 5, "avg": 1, "cost": 0}]}, "arrivals[0].cost: must be"),
-        ({"queued": [{"id": "x", "org": "a", "created": 0, "avg": 1, "spread": -1}]}, "queued[0].spread: must be"),
+        (
+            {"queued": [{"id": "x", "org": "a", "created": 0, "avg": 1, "spread": -1}]},
+            'queued[0] (id "x"): spread must be a number >= 0',
+        ),
     ],
 )
 def test_bad_extension_input_exits_2_naming_the_field(change: dict[str, object], message: str) -> None:
