@@ -22,7 +22,7 @@ from orgs.models import Org, Workflow
 from orgs.services import org_hold, org_release, provider_get_or_create, provider_pause
 from scheduling import dispatch as dispatch_module
 from scheduling.dispatch import dispatch_run, workflow_id_for
-from scheduling.reconcile import duration_record, reconcile_run
+from scheduling.reconcile import reconcile_run
 from scheduling.replan import plan_refresh
 from scheduling.services import scheduler_config_set
 from scheduling.snapshot import to_seconds
@@ -288,10 +288,11 @@ def test_etas_match_actual_finishes_with_fixed_durations(demo: Callable[..., Wor
     assert all(predicted.values())
 
     slowest = drive_until(lambda: set(states().values()) == {ChartState.SUCCEEDED}, every=0.1)
-    # What this machine adds, measured, per round: a run that closes just after a cycle's reconcile is
-    # seen by the next one and its slot refilled there (two cycles and a pause at most), a workflow starts some time after its claim, and a run may outlast the learned
-    # average. Six charts on a budget of 2 are three rounds; a plan off by a round (1 s) on a quick
-    # machine would exceed it.
+    # What this machine adds, measured, per round: a run that closes just after a cycle's reconcile
+    # is seen by the next one and its slot refilled there (two cycles and a pause at most), a
+    # workflow starts some time after its claim, and a run may outlast the learned average. Six
+    # charts on a budget of 2 are three rounds; a plan off by a round (1 s) on a quick machine
+    # would exceed it.
     runs = list(Chart.objects.filter(pk__in=predicted))
     learned = DurationStat.objects.get(org=org, workflow=workflow).mean or 0.0
     start_lag = max((c.started_at - c.claimed_at).total_seconds() for c in runs)  # type: ignore[operator]
