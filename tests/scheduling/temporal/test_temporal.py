@@ -262,6 +262,10 @@ def _forked_child(workflow_id: str, answers: Any) -> None:
 def test_forked_child_connects_afresh(temporal_worker: str) -> None:
     workflow_id, run_id = start_demo(temporal_worker, chart_id=109, payload={"duration": 0.1})
     assert closed_outcome(workflow_id).run_id == run_id  # the parent has a connected client
+    # Forking a process whose runtime threads are mid-call can copy a held lock into the child (a CI
+    # run under heavy CPU steal crashed the child so). Let them go idle first; Celery's own children
+    # fork from a master that never calls Temporal at all.
+    time.sleep(1.0)
 
     context = multiprocessing.get_context("fork")
     answers = context.Queue()
