@@ -59,12 +59,22 @@ class Chart(models.Model):
     priority = models.IntegerField(default=0, help_text="Tenant priority inside the org; higher goes first.")
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     available_at = models.DateTimeField(null=True, blank=True, help_text="Not dispatched before (retry backoff).")
-    attempt = models.PositiveIntegerField(default=0, help_text="Runs started so far.")
+    attempt = models.PositiveIntegerField(
+        default=0, help_text="Attempts spent so far (a run that its provider throttled spends none)."
+    )
+    runs = models.PositiveIntegerField(
+        default=0, help_text="Workflow runs claimed so far, throttled ones too: each gets its own workflow id."
+    )
     last_error = models.TextField(blank=True)
     cost = models.PositiveIntegerField(null=True, blank=True, help_text="Budget units held while in flight.")
     temporal_workflow_id = models.CharField(max_length=200, blank=True)
     temporal_run_id = models.CharField(max_length=200, blank=True)
     claimed_at = models.DateTimeField(null=True, blank=True)
+    cancel_requested_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When the chart's workflow was asked to cancel; cleared once Temporal confirms it closed.",
+    )
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
