@@ -6,6 +6,7 @@ history (`OrgChange`) and, after commit, asks for a replan and tells the live pa
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -18,6 +19,8 @@ from fairsched.events import changed
 from orgs.models import Org, OrgChange, Provider, ProviderPause, Workflow, WorkflowCost
 
 MAX_WEIGHT = 10_000
+MAX_RUN_TIMEOUT = 366 * 86400
+logger = logging.getLogger(__name__)
 
 
 def _require_int(value: object, *, field: str, minimum: int, maximum: int | None = None) -> int:
@@ -171,6 +174,24 @@ def workflow_cost_set(*, org: Org, workflow: Workflow, cost: int | None, actor: 
             reason=reason,
         )
         changed(kind="org", org_id=org.pk)
+
+
+def workflow_run_timeout_set(*, workflow: Workflow, run_timeout: int | None, actor: str) -> Workflow:
+    """Set how many seconds a run of `workflow` may take (None: the FAIRSCHED_RUN_TIMEOUT default).
+
+    It applies to runs started from now on: Temporal fixes a run's execution timeout when it starts.
+    """
+    run_timeout = _optional_int(run_timeout, field="run_timeout", minimum=1)
+    if run_timeout is not None and run_timeout > MAX_RUN_TIMEOUT:
+        raise InvalidInput(
+            f"run_timeout must be at most {MAX_RUN_TIMEOUT} seconds, got {run_timeout}", field="run_timeout"
+        )
+    with transaction.atomic():
+        workflow = Workflow.objects.select_for_update().get(pk=workflow.pk)
+        old, workflow.run_timeout = workflow.run_timeout, run_timeout
+        workflow.save(update_fields=["run_timeout"])
+    logger.info("workflow %s: run_timeout %s -> %s by %s", workflow.name, old, run_timeout, actor)
+    return workflow
 
 
 def provider_pause(
