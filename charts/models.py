@@ -96,6 +96,12 @@ class Chart(models.Model):
             ),
             # The replan counts the charts submitted in the arrival window (`snapshot.expected_arrivals`).
             models.Index(fields=["created_at"], name="chart_created_at_idx"),
+            # Reconcile finds the few cancelled charts whose workflow may still run (`close_cancelled`).
+            models.Index(
+                fields=["cancel_requested_at"],
+                name="chart_cancel_requested_idx",
+                condition=Q(cancel_requested_at__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:

@@ -143,9 +143,7 @@ def _choose(result: DispatchResult) -> tuple[list[Chart], str]:
             .order_by("plan__position")
             .only(
                 "id", "org_id", "workflow_id", "available_at", "attempt", "runs", "created_at", "state", "high_priority"
-            )[
-                :PAGE_SIZE
-            ]
+            )[:PAGE_SIZE]
         )
         if not page:
             break

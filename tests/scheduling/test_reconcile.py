@@ -433,3 +433,23 @@ def test_a_claim_cancelled_before_its_start_is_settled_after_the_grace(
     Chart.objects.filter(pk=chart.pk).update(cancel_requested_at=timezone.now() - timedelta(seconds=31))
     assert reconcile_run().closed_after_cancel == [chart.pk]
     assert Chart.objects.get(pk=chart.pk).events.last().reason == "workflow closed in Temporal: never started"  # type: ignore[union-attr]
+
+
+def test_a_claim_that_never_started_gives_its_run_back_and_the_next_claim_reuses_the_id(
+    tenants: Tenants, temporal: FakeTemporal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The repeated id is what keeps a late start of the first claim from running the chart twice."""
+    scheduler_config_set(actor=ACTOR, dispatch_stale_after=1)
+    (chart,) = submit(tenants.org_a, tenants.workflow)
+    with monkeypatch.context() as patched:
+        patched.setattr(dispatch_module, "_start", lambda chart: False)
+        plan_refresh()
+        dispatch_run()
+    claimed = Chart.objects.get(pk=chart.pk)
+    Chart.objects.filter(pk=chart.pk).update(claimed_at=timezone.now() - timedelta(seconds=2))
+
+    assert reconcile_run().requeued == [chart.pk]
+    requeued = Chart.objects.get(pk=chart.pk)
+    assert (requeued.state, requeued.attempt, requeued.runs) == (ChartState.QUEUED, 0, 0)
+
+    assert start(requeued).temporal_workflow_id == claimed.temporal_workflow_id
