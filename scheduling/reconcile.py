@@ -203,8 +203,8 @@ def _succeed(chart: Chart, outcome: WorkflowOutcome, result: ReconcileResult) ->
 def _fail(
     chart: Chart, *, config: SchedulerConfig, message: str, kind: str, result: ReconcileResult, now: datetime
 ) -> None:
-    """A failed run: back to the queue after a backoff, or `failed` after the last attempt."""
-    metrics.observe_failure(org=chart.org.slug, kind=kind)
+    """A failed run: back to the queue after a backoff, or `failed` after the last attempt; counted as
+    a failure of `kind` by the reconcile that records it."""
     error = message[:MAX_ERROR_CHARS]
     common: dict[str, Any] = {
         "where": {"temporal_workflow_id": chart.temporal_workflow_id},
@@ -218,6 +218,7 @@ def _fail(
             finished_at=now, **common,
         ):  # fmt: skip
             result.failed.append(chart.pk)
+            metrics.observe_failure(org=chart.org.slug, kind=kind)
         return
     delay = retry_delay(attempt=chart.attempt, base=config.backoff_base, ceiling=config.backoff_ceiling)
     if transition_if(
@@ -226,6 +227,7 @@ def _fail(
         available_at=timezone.now() + delay, **common,
     ):  # fmt: skip
         result.retried.append(chart.pk)
+        metrics.observe_failure(org=chart.org.slug, kind=kind)
 
 
 def retry_delay(*, attempt: int, base: float, ceiling: float, rng: random.Random | None = None) -> timedelta:
@@ -250,7 +252,6 @@ def duration_record(*, org_id: int, workflow_id: int, seconds: float) -> None:
 
 def _end_terminated(chart: Chart, outcome: WorkflowOutcome, *, result: ReconcileResult, now: datetime) -> None:
     """A run terminated in Temporal: someone decided it must stop, so the chart fails, not retried."""
-    metrics.observe_failure(org=chart.org.slug, kind="terminated")
     error = f"terminated in Temporal: {outcome.failure_message or 'no reason given'}"[:MAX_ERROR_CHARS]
     if transition_if(
         chart.pk, IN_FLIGHT, ChartState.FAILED, actor=RECONCILER, reason=error,
@@ -258,6 +259,7 @@ def _end_terminated(chart: Chart, outcome: WorkflowOutcome, *, result: Reconcile
         last_error=error, cost=None, finished_at=now,
     ):  # fmt: skip
         result.failed.append(chart.pk)
+        metrics.observe_failure(org=chart.org.slug, kind="terminated")
 
 
 def _throttle(chart: Chart, outcome: WorkflowOutcome, *, result: ReconcileResult, now: datetime) -> None:
@@ -287,7 +289,13 @@ def _throttle(chart: Chart, outcome: WorkflowOutcome, *, result: ReconcileResult
         )  # fmt: skip
         if won and provider is not None and until > timezone.now():
             provider_throttle_record(
-                provider=provider, org=chart.org, until=until, actor=RECONCILER, reason="throttled (Retry-After)"
+                provider=provider,
+                org=chart.org,
+                until=until,
+                actor=RECONCILER,
+                reason="throttled (Retry-After)"
+                if seconds is not None
+                else "throttled (no Retry-After: default pause)",
             )
     if won:
         result.throttled.append(chart.pk)

@@ -21,7 +21,8 @@ from scheduling import dispatch as dispatch_module
 from scheduling import metrics
 from scheduling import reconcile as reconcile_module
 from scheduling.dispatch import dispatch_run
-from scheduling.reconcile import reconcile_run
+from scheduling.models import SchedulerConfig
+from scheduling.reconcile import ReconcileResult, reconcile_run, settle
 from scheduling.replan import plan_refresh
 from scheduling.services import scheduler_config_set
 from scheduling.temporal.client import WorkflowOutcome
@@ -453,3 +454,18 @@ def test_a_claim_that_never_started_gives_its_run_back_and_the_next_claim_reuses
     assert (requeued.state, requeued.attempt, requeued.runs) == (ChartState.QUEUED, 0, 0)
 
     assert start(requeued).temporal_workflow_id == claimed.temporal_workflow_id
+
+
+def test_two_reconciles_of_one_run_count_one_failure(tenants: Tenants, temporal: FakeTemporal) -> None:
+    """A completion hint and the periodic pass may settle the same run at once: only the winner counts."""
+    (chart,) = submit(tenants.org_a, tenants.workflow)
+    running = start(chart)
+    temporal.close(running.temporal_workflow_id, "terminated", failure_message="stop")
+    config = SchedulerConfig.load()
+    first, second = ReconcileResult(), ReconcileResult()
+
+    settle(running, config=config, result=first)
+    settle(running, config=config, result=second)  # the same stale row: its compare-and-swap loses
+
+    assert (first.failed, second.failed) == ([chart.pk], [])
+    assert counters("failed_runs") == {"acme|terminated": 1}
