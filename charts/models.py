@@ -62,8 +62,12 @@ class Chart(models.Model):
     attempt = models.PositiveIntegerField(
         default=0, help_text="Attempts spent so far (a run that its provider throttled spends none)."
     )
+    # A database default too, so that inserts that do not name it (a COPY, the previous release
+    # during a deploy) still work.
     runs = models.PositiveIntegerField(
-        default=0, help_text="Workflow runs claimed so far, throttled ones too: each gets its own workflow id."
+        default=0,
+        db_default=0,
+        help_text="Workflow runs claimed so far, throttled ones too: each gets its own workflow id.",
     )
     last_error = models.TextField(blank=True)
     cost = models.PositiveIntegerField(null=True, blank=True, help_text="Budget units held while in flight.")
