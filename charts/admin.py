@@ -48,9 +48,9 @@ class ChartAdmin(ServiceModelAdmin[Chart]):
     inlines = [ChartEventInline]
     actions = ["pause", "resume", "make_high_priority", "move_to_top", "cancel"]
     readonly_fields = [
-        "state", "attempt", "available_at", "cost", "last_error", "temporal_workflow_id", "temporal_run_id",
-        "claimed_at", "started_at", "finished_at", "position", "predicted_start", "eta", "eta_low", "eta_high",
-        "created_at", "updated_at",
+        "state", "attempt", "runs", "available_at", "cost", "last_error", "temporal_workflow_id", "temporal_run_id",
+        "claimed_at", "started_at", "finished_at", "cancel_requested_at", "position", "predicted_start", "eta",
+        "eta_low", "eta_high", "created_at", "updated_at",
     ]  # fmt: skip
 
     def get_ordering(self, request: HttpRequest) -> list[str]:

@@ -59,12 +59,26 @@ class Chart(models.Model):
     priority = models.IntegerField(default=0, help_text="Tenant priority inside the org; higher goes first.")
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     available_at = models.DateTimeField(null=True, blank=True, help_text="Not dispatched before (retry backoff).")
-    attempt = models.PositiveIntegerField(default=0, help_text="Runs started so far.")
+    attempt = models.PositiveIntegerField(
+        default=0, help_text="Attempts spent so far (a run that its provider throttled spends none)."
+    )
+    # A database default too, so that inserts that do not name it (a COPY, the previous release
+    # during a deploy) still work.
+    runs = models.PositiveIntegerField(
+        default=0,
+        db_default=0,
+        help_text="Workflow runs claimed so far, throttled ones too: each gets its own workflow id.",
+    )
     last_error = models.TextField(blank=True)
     cost = models.PositiveIntegerField(null=True, blank=True, help_text="Budget units held while in flight.")
     temporal_workflow_id = models.CharField(max_length=200, blank=True)
     temporal_run_id = models.CharField(max_length=200, blank=True)
     claimed_at = models.DateTimeField(null=True, blank=True)
+    cancel_requested_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When the chart's workflow was asked to cancel; cleared once Temporal confirms it closed.",
+    )
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -86,6 +100,12 @@ class Chart(models.Model):
             ),
             # The replan counts the charts submitted in the arrival window (`snapshot.expected_arrivals`).
             models.Index(fields=["created_at"], name="chart_created_at_idx"),
+            # Reconcile finds the few cancelled charts whose workflow may still run (`close_cancelled`).
+            models.Index(
+                fields=["cancel_requested_at"],
+                name="chart_cancel_requested_idx",
+                condition=Q(cancel_requested_at__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:

@@ -15,7 +15,7 @@ from django.db import transaction
 from django.db.models import Max, Min
 from django.utils import timezone
 
-from charts.models import Chart, ChartEvent, ChartState
+from charts.models import IN_FLIGHT_STATES, Chart, ChartEvent, ChartState
 from charts.states import record_created, transition, transition_if
 from fairsched.errors import BulkInvalid, Conflict, InvalidInput, NotFound, QueueFull, ServiceError
 from fairsched.events import changed
@@ -247,8 +247,19 @@ def chart_move_to_top(*, chart: Chart, actor: str) -> Chart:
 
 
 def chart_cancel(*, chart: Chart, actor: str, reason: str = "") -> Chart:
-    """Cancel a chart that has not finished; a running workflow is asked to cancel after commit."""
+    """Cancel a chart that has not finished. Steps:
+
+    1. Lock the chart and move it to `cancelled` (its budget units are free from here on).
+    2. If its workflow may run (the chart was dispatching or running), note the cancel request:
+       the reconcile pass asks again, terminates the workflow if it has not closed within
+       FAIRSCHED_CANCEL_GRACE seconds, and confirms that it closed (`chart_workflow_closed`).
+    3. After commit, ask Temporal to cancel the workflow; if Temporal cannot be reached now, the
+       reconcile pass keeps trying.
+    """
     with transaction.atomic():
+        previous = (
+            Chart.objects.select_for_update(of=("self",)).filter(pk=chart.pk).values_list("state", flat=True).first()
+        )
         won = transition_if(
             chart.pk,
             [ChartState.QUEUED, ChartState.PAUSED, ChartState.RETRY_WAIT, ChartState.DISPATCHING, ChartState.RUNNING],
@@ -260,12 +271,37 @@ def chart_cancel(*, chart: Chart, actor: str, reason: str = "") -> Chart:
         if not won:
             chart.refresh_from_db()
             raise Conflict(f"chart {chart.pk} is {chart.state} and cannot be cancelled", field="state")
+        if previous in IN_FLIGHT_STATES:
+            Chart.objects.filter(pk=chart.pk).exclude(temporal_workflow_id="").update(
+                cancel_requested_at=timezone.now()
+            )
         chart.refresh_from_db()
-        if chart.temporal_workflow_id:
+        if chart.cancel_requested_at is not None:
             workflow_id = chart.temporal_workflow_id
-            transaction.on_commit(lambda: _cancel_workflow(workflow_id))
+            transaction.on_commit(lambda: _cancel_workflow(workflow_id), robust=True)
         changed(kind="chart", org_id=chart.org_id, chart=chart.pk)
     return chart
+
+
+def chart_workflow_closed(*, chart: Chart, how: str, actor: str) -> bool:
+    """Settle a cancelled chart's cancel request: Temporal says its workflow has closed (`how`).
+
+    Returns whether this call settled it (a concurrent reconcile may have done so first). The
+    history gets a note, cancelled to cancelled, saying how the workflow ended.
+    """
+    with transaction.atomic():
+        settled = Chart.objects.filter(
+            pk=chart.pk, state=ChartState.CANCELLED, cancel_requested_at__isnull=False
+        ).update(cancel_requested_at=None)
+        if settled:
+            ChartEvent.objects.create(
+                chart_id=chart.pk,
+                from_state=ChartState.CANCELLED,
+                to_state=ChartState.CANCELLED,
+                actor=actor,
+                reason=f"workflow closed in Temporal: {how}"[:1000],
+            )
+    return bool(settled)
 
 
 def _cancel_workflow(workflow_id: str) -> None:

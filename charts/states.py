@@ -26,7 +26,8 @@ TRANSITIONS: dict[str, frozenset[str]] = {
     # A claimed chart starts running; or the reconciler finds it never started (back to queued), or that
     # it already finished before the dispatcher could mark it running.
     S.DISPATCHING: frozenset({S.RUNNING, S.QUEUED, S.SUCCEEDED, S.RETRY_WAIT, S.FAILED, S.CANCELLED}),
-    S.RUNNING: frozenset({S.SUCCEEDED, S.RETRY_WAIT, S.FAILED, S.CANCELLED}),
+    # A run its provider throttled goes back to the queue: no failure, no attempt spent.
+    S.RUNNING: frozenset({S.SUCCEEDED, S.QUEUED, S.RETRY_WAIT, S.FAILED, S.CANCELLED}),
     S.RETRY_WAIT: frozenset({S.DISPATCHING, S.PAUSED, S.CANCELLED}),
     S.SUCCEEDED: frozenset(),
     S.FAILED: frozenset(),

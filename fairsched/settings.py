@@ -6,6 +6,7 @@ test suite. PostgreSQL is the only database (the dispatcher relies on its adviso
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -44,6 +45,19 @@ def env_list(name: str, default: str) -> list[str]:
 
 def env_float(name: str, default: float) -> float:
     return float(os.environ.get(name, default))
+
+
+def env_positive(name: str, default: float, *, whole: bool = False) -> float:
+    """A number > 0 (a whole one with `whole`): seconds or a count."""
+    raw = os.environ.get(name)
+    try:
+        value = float(default if raw is None else raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a number, got {raw!r}") from None
+    if not 0 < value < math.inf or (whole and not value.is_integer()):
+        kind = "a whole number" if whole else "a number"
+        raise ImproperlyConfigured(f"{name} must be {kind} greater than 0, got {raw!r}")
+    return value
 
 
 DEBUG = env_bool("DEBUG", False)
@@ -144,6 +158,15 @@ TEMPORAL_TASK_QUEUE = os.environ.get("TEMPORAL_TASK_QUEUE", "fairsched-demo")
 
 # Fallback expected duration of a chart (seconds) when no run of its org or workflow has finished yet.
 FAIRSCHED_DEFAULT_DURATION = env_float("FAIRSCHED_DEFAULT_DURATION", 60.0)
+# Seconds a workflow run may take when its workflow sets no run timeout: Temporal's execution timeout.
+FAIRSCHED_RUN_TIMEOUT = int(env_positive("FAIRSCHED_RUN_TIMEOUT", 86400, whole=True))
+# Seconds a cancelled chart's workflow has to close after its cancel request before it is terminated.
+FAIRSCHED_CANCEL_GRACE = env_positive("FAIRSCHED_CANCEL_GRACE", 30.0)
+# A provider throttle without Retry-After pauses the provider for the org this many seconds.
+FAIRSCHED_THROTTLE_PAUSE = env_positive("FAIRSCHED_THROTTLE_PAUSE", 60.0)
+# When one provider throttles this many distinct orgs within the window (seconds), it is paused for everyone.
+FAIRSCHED_THROTTLE_SPREAD_ORGS = int(env_positive("FAIRSCHED_THROTTLE_SPREAD_ORGS", 2, whole=True))
+FAIRSCHED_THROTTLE_SPREAD_WINDOW = env_positive("FAIRSCHED_THROTTLE_SPREAD_WINDOW", 60.0)
 # Bearer token a Prometheus scraper presents to /metrics (staff sessions need none).
 METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
 # Largest request body the API accepts (bytes); Django refuses larger bodies with 400.

@@ -159,9 +159,15 @@ class OrgAdmin(ServiceModelAdmin[Org]):
 
 @admin.register(Workflow)
 class WorkflowAdmin(admin.ModelAdmin[Workflow]):
-    list_display = ["name", "workflow_type", "task_queue", "default_cost", "provider"]
+    list_display = ["name", "workflow_type", "task_queue", "default_cost", "provider", "run_timeout_shown"]
     list_filter = ["provider"]
     search_fields = ["name", "workflow_type"]
+
+    @admin.display(description="run timeout (s)", ordering="run_timeout")
+    def run_timeout_shown(self, workflow: Workflow) -> str:
+        if workflow.run_timeout is None:
+            return f"{workflow.effective_run_timeout} (default)"
+        return str(workflow.run_timeout)
 
     def save_model(self, request: HttpRequest, obj: Workflow, form: ModelForm[Workflow], change: bool) -> None:
         super().save_model(request, obj, form, change)

@@ -17,13 +17,15 @@ from fairsched.actors import actor_for
 from fairsched.api import CursorPagination, FairschedAPIView, IsStaffScope, visible_org_ids
 from orgs import services
 from orgs.models import Org, Workflow
-from orgs.selectors import org_get, org_summary, orgs_visible, workflow_costs
+from orgs.selectors import org_get, org_summary, orgs_visible, workflow_costs, workflow_get, workflows_all
 from orgs.serializers import (
     OrgDetailSerializer,
     OrgSerializer,
     OrgUpdateSerializer,
     WorkflowCostSerializer,
     WorkflowCostSetSerializer,
+    WorkflowSerializer,
+    WorkflowUpdateSerializer,
 )
 
 STAFF_ACTIONS = frozenset({"partial_update", "hold", "release", "costs", "cost"})
@@ -127,3 +129,42 @@ class OrgViewSet(FairschedAPIView, viewsets.GenericViewSet[Org]):
         body.is_valid(raise_exception=True)
         reason: str = body.validated_data["reason"]
         return reason
+
+
+class WorkflowCursorPagination(CursorPagination):
+    ordering = "name"
+
+
+class WorkflowViewSet(FairschedAPIView, viewsets.GenericViewSet[Workflow]):
+    """The kinds of chart that may be submitted: anyone signed in reads them; staff set run timeouts."""
+
+    serializer_class = WorkflowSerializer
+    pagination_class = WorkflowCursorPagination
+    lookup_field = "name"
+    lookup_value_regex = "[^/]+"
+
+    def get_permissions(self) -> list[BasePermission]:
+        if self.action == "partial_update":
+            return [IsAuthenticated(), IsStaffScope()]
+        return [IsAuthenticated()]
+
+    def get_queryset(self) -> QuerySet[Workflow]:
+        return workflows_all()
+
+    def list(self, request: Request) -> Response:
+        page = self.paginate_queryset(workflows_all())
+        return self.get_paginated_response(WorkflowSerializer(page, many=True).data)
+
+    def retrieve(self, request: Request, name: str) -> Response:
+        return Response(WorkflowSerializer(workflow_get(name=name)).data)
+
+    @extend_schema(request=WorkflowUpdateSerializer, responses=WorkflowSerializer)
+    def partial_update(self, request: Request, name: str) -> Response:
+        """Staff: set the run timeout (seconds; null for the deployment's default) of runs started from now on."""
+        workflow = workflow_get(name=name)
+        body = WorkflowUpdateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        workflow = services.workflow_run_timeout_set(
+            workflow=workflow, run_timeout=body.validated_data["run_timeout"], actor=actor_for(request.user)
+        )
+        return Response(WorkflowSerializer(workflow).data)

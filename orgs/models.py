@@ -97,13 +97,28 @@ class Workflow(models.Model):
     default_cost = models.PositiveIntegerField(default=1, help_text="Budget units a run occupies.")
     provider = models.ForeignKey(Provider, null=True, blank=True, on_delete=models.SET_NULL, related_name="workflows")
     params = models.JSONField(default=dict, blank=True, help_text="Passed to every run of this workflow.")
+    run_timeout = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Seconds a run may take before Temporal times it out (empty: FAIRSCHED_RUN_TIMEOUT).",
+    )
 
     class Meta:
         ordering = ["name"]
-        constraints = [models.CheckConstraint(condition=Q(default_cost__gte=1), name="workflow_cost_gte_1")]
+        constraints = [
+            models.CheckConstraint(condition=Q(default_cost__gte=1), name="workflow_cost_gte_1"),
+            models.CheckConstraint(
+                condition=Q(run_timeout__isnull=True) | Q(run_timeout__gte=1), name="workflow_run_timeout_gte_1"
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def effective_run_timeout(self) -> int:
+        """The run timeout in seconds: the workflow's own, or the deployment's default."""
+        return self.run_timeout or settings.FAIRSCHED_RUN_TIMEOUT
 
 
 class WorkflowCost(models.Model):

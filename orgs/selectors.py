@@ -14,7 +14,7 @@ from django.db.models import Count, QuerySet
 
 from charts.models import Chart, ChartState
 from fairsched.errors import InvalidInput, NotFound
-from orgs.models import Membership, Org, ProviderPause, WorkflowCost
+from orgs.models import Membership, Org, ProviderPause, Workflow, WorkflowCost
 
 OrgIds = Collection[int] | None
 
@@ -93,3 +93,15 @@ def workflow_costs(*, org: Org) -> QuerySet[WorkflowCost]:
 def provider_pauses(*, active_only: bool, now: datetime) -> QuerySet[ProviderPause]:
     pauses = ProviderPause.objects.select_related("provider", "org")
     return pauses.filter(until__gt=now) if active_only else pauses
+
+
+def workflows_all() -> QuerySet[Workflow]:
+    """Every workflow, by name: they are shared by all orgs."""
+    return Workflow.objects.select_related("provider").order_by("name")
+
+
+def workflow_get(*, name: str) -> Workflow:
+    workflow = workflows_all().filter(name=name).first() if "\x00" not in name else None
+    if workflow is None:
+        raise NotFound("workflow not found", field="workflow")
+    return workflow

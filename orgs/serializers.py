@@ -7,8 +7,8 @@ from typing import Any
 from rest_framework import serializers
 
 from charts.models import ChartState
-from orgs.models import Org, WorkflowCost
-from orgs.services import MAX_WEIGHT
+from orgs.models import Org, Workflow, WorkflowCost
+from orgs.services import MAX_RUN_TIMEOUT, MAX_WEIGHT
 
 
 class OrgSerializer(serializers.ModelSerializer[Org]):
@@ -71,3 +71,26 @@ class WorkflowCostSerializer(serializers.ModelSerializer[WorkflowCost]):
 class WorkflowCostSetSerializer(serializers.Serializer[Any]):
     cost = serializers.IntegerField(min_value=1, max_value=1_000_000)
     reason = serializers.CharField(required=False, allow_blank=True, max_length=500, default="")
+
+
+class WorkflowSerializer(serializers.ModelSerializer[Workflow]):
+    provider = serializers.CharField(
+        source="provider.slug", read_only=True, allow_null=True, help_text="The provider its runs call; null: none."
+    )
+    run_timeout = serializers.IntegerField(
+        allow_null=True, read_only=True, help_text="Seconds a run may take; null: the deployment's default."
+    )
+    effective_run_timeout = serializers.IntegerField(
+        read_only=True, help_text="Seconds a run started now may take before Temporal times it out."
+    )
+
+    class Meta:
+        model = Workflow
+        fields = ["name", "default_cost", "provider", "run_timeout", "effective_run_timeout"]
+        read_only_fields = fields
+
+
+class WorkflowUpdateSerializer(serializers.Serializer[Any]):
+    run_timeout = serializers.IntegerField(
+        allow_null=True, min_value=1, max_value=MAX_RUN_TIMEOUT, help_text="Seconds; null: the deployment's default."
+    )

@@ -6,8 +6,10 @@ history (`OrgChange`) and, after commit, asks for a replan and tells the live pa
 
 from __future__ import annotations
 
-from datetime import datetime
+import logging
+from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 from django.utils.text import slugify
@@ -17,6 +19,8 @@ from fairsched.events import changed
 from orgs.models import Org, OrgChange, Provider, ProviderPause, Workflow, WorkflowCost
 
 MAX_WEIGHT = 10_000
+MAX_RUN_TIMEOUT = 366 * 86400
+logger = logging.getLogger(__name__)
 
 
 def _require_int(value: object, *, field: str, minimum: int, maximum: int | None = None) -> int:
@@ -172,6 +176,24 @@ def workflow_cost_set(*, org: Org, workflow: Workflow, cost: int | None, actor: 
         changed(kind="org", org_id=org.pk)
 
 
+def workflow_run_timeout_set(*, workflow: Workflow, run_timeout: int | None, actor: str) -> Workflow:
+    """Set how many seconds a run of `workflow` may take (None: the FAIRSCHED_RUN_TIMEOUT default).
+
+    It applies to runs started from now on: Temporal fixes a run's execution timeout when it starts.
+    """
+    run_timeout = _optional_int(run_timeout, field="run_timeout", minimum=1)
+    if run_timeout is not None and run_timeout > MAX_RUN_TIMEOUT:
+        raise InvalidInput(
+            f"run_timeout must be at most {MAX_RUN_TIMEOUT} seconds, got {run_timeout}", field="run_timeout"
+        )
+    with transaction.atomic():
+        workflow = Workflow.objects.select_for_update().get(pk=workflow.pk)
+        old, workflow.run_timeout = workflow.run_timeout, run_timeout
+        workflow.save(update_fields=["run_timeout"])
+    logger.info("workflow %s: run_timeout %s -> %s by %s", workflow.name, old, run_timeout, actor)
+    return workflow
+
+
 def provider_pause(
     *, provider: Provider, until: datetime, org: Org | None = None, actor: str, reason: str = ""
 ) -> ProviderPause:
@@ -190,6 +212,42 @@ def provider_pause(
             )
         changed(kind="provider", org_id=org.pk if org else None, provider=provider.slug)
     return pause
+
+
+def provider_throttle_record(
+    *, provider: Provider, org: Org, until: datetime, actor: str, reason: str = ""
+) -> list[ProviderPause]:
+    """A provider throttled a run of `org`: pause it for that org, and for everyone when the limit is
+    evidently the provider's own. Returns the pauses written. Steps:
+
+    1. Lock the provider's row, so that two reconcilers recording throttles at once count each other.
+    2. Pause the provider for `org` until `until`.
+    3. Count the distinct orgs whose throttle pauses (those written by `actor`) of this provider began
+       within the last FAIRSCHED_THROTTLE_SPREAD_WINDOW seconds, this one included.
+    4. At FAIRSCHED_THROTTLE_SPREAD_ORGS or more, a provider-wide limit is not one tenant's fault:
+       pause the provider for everyone until `until`, unless a pause for everyone already lasts as long.
+    """
+    with transaction.atomic():
+        Provider.objects.select_for_update().get(pk=provider.pk)
+        pauses = [provider_pause(provider=provider, org=org, until=until, actor=actor, reason=reason)]
+        since = timezone.now() - timedelta(seconds=settings.FAIRSCHED_THROTTLE_SPREAD_WINDOW)
+        throttled_orgs = (
+            ProviderPause.objects.filter(provider=provider, org__isnull=False, created_by=actor, created_at__gte=since)
+            .values("org")
+            .distinct()
+            .count()
+        )
+        covered = ProviderPause.objects.filter(provider=provider, org__isnull=True, until__gte=until).exists()
+        if throttled_orgs >= settings.FAIRSCHED_THROTTLE_SPREAD_ORGS and not covered:
+            pauses.append(
+                provider_pause(
+                    provider=provider,
+                    until=until,
+                    actor=actor,
+                    reason=f"throttled {throttled_orgs} orgs within {settings.FAIRSCHED_THROTTLE_SPREAD_WINDOW:g} s",
+                )
+            )
+    return pauses
 
 
 def provider_resume(*, provider: Provider, org: Org | None = None, actor: str) -> int:

@@ -7,8 +7,9 @@ dispatcher that dies releases it with its connection.
 
 Starting a chart has two phases, so that a crash can never run a chart twice:
 1. claim it (`queued`/`retry_wait` -> `dispatching`, compare-and-swap) and commit;
-2. start its Temporal workflow under a deterministic id (one per chart attempt: Temporal refuses a
-   second run of one id), then mark it `running` with the run id.
+2. start its Temporal workflow under a deterministic id (one per chart run: Temporal refuses a
+   second run of one id), with its workflow's run timeout as Temporal's execution timeout, then
+   mark it `running` with the run id.
 A crash between the phases leaves a `dispatching` chart that the reconciler repairs by describing the
 workflow: started (mark it running) or never started (back to `queued` at its old place).
 """
@@ -20,6 +21,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from django.db import connection, transaction
 from django.db.models import F
@@ -65,10 +67,11 @@ def advisory_lock(key: int) -> Iterator[bool]:
                 cursor.execute("SELECT pg_advisory_unlock(%s)", [key])
 
 
-def workflow_id_for(chart: Chart | int, attempt: int, created_at: float) -> str:
-    """One id per chart attempt; the creation time keeps ids apart across databases on one Temporal."""
+def workflow_id_for(chart: Chart | int, run: int, created_at: float) -> str:
+    """One id per chart run (`Chart.runs`, which a throttled run also counts, unlike `attempt`); the
+    creation time keeps ids apart across databases on one Temporal."""
     chart_id = chart if isinstance(chart, int) else chart.pk
-    return f"chart-{chart_id}-{int(created_at * 1_000_000)}-a{attempt}"
+    return f"chart-{chart_id}-{int(created_at * 1_000_000)}-r{run}"
 
 
 def dispatch_run() -> DispatchResult:
@@ -138,9 +141,9 @@ def _choose(result: DispatchResult) -> tuple[list[Chart], str]:
             Chart.objects.filter(state__in=[ChartState.QUEUED, ChartState.RETRY_WAIT], plan__position__gt=last_position)
             .exclude(org_id__in=held)
             .order_by("plan__position")
-            .only("id", "org_id", "workflow_id", "available_at", "attempt", "created_at", "state", "high_priority")[
-                :PAGE_SIZE
-            ]
+            .only(
+                "id", "org_id", "workflow_id", "available_at", "attempt", "runs", "created_at", "state", "high_priority"
+            )[:PAGE_SIZE]
         )
         if not page:
             break
@@ -172,7 +175,7 @@ def _claim(chart: Chart, *, policy: str) -> bool:
     same transaction, a fair-tier start adds to its org's service (a chart, or its cost under deficit:
     see `snapshot.fair_service`)."""
     attempt = chart.attempt + 1
-    workflow_id = workflow_id_for(chart, attempt, to_seconds(chart.created_at))
+    workflow_id = workflow_id_for(chart, chart.runs + 1, to_seconds(chart.created_at))
     with transaction.atomic():
         won = _claim_row(chart, attempt, workflow_id)
         if won and not chart.high_priority:
@@ -190,8 +193,9 @@ def _claim_row(chart: Chart, attempt: int, workflow_id: str) -> bool:
         ChartState.DISPATCHING,
         actor=DISPATCHER,
         reason=f"attempt {attempt}",
-        where={"attempt": chart.attempt},
+        where={"attempt": chart.attempt, "runs": chart.runs},
         attempt=F("attempt") + 1,
+        runs=F("runs") + 1,
         cost=chart.cost,
         claimed_at=timezone.now(),
         temporal_workflow_id=workflow_id,
@@ -220,6 +224,7 @@ def _start(chart: Chart) -> bool:
             task_queue=chart.workflow.task_queue,
             workflow_id=chart.temporal_workflow_id,
             payload=payload,
+            execution_timeout=timedelta(seconds=chart.workflow.effective_run_timeout),
         )
     except Exception:
         logger.warning("could not start %s; the reconciler will settle it", chart.temporal_workflow_id, exc_info=True)

@@ -80,6 +80,24 @@ def observe_finish(*, org: str, cost: int, retry: bool) -> None:
     _safely("finish", record)
 
 
+def observe_failure(*, org: str, kind: str) -> None:
+    """A run did not succeed: `kind` is how it ended ("failed", "timed_out", "terminated", "lost")."""
+
+    def record() -> None:
+        _redis().hincrby(f"{PREFIX}failed_runs", f"{org}|{kind}", 1)
+
+    _safely("failure", record)
+
+
+def observe_throttle(*, org: str, provider: str) -> None:
+    """A run was throttled by its provider: not a failure, counted apart (`provider` may be "")."""
+
+    def record() -> None:
+        _redis().hincrby(f"{PREFIX}throttled_runs", f"{org}|{provider}", 1)
+
+    _safely("throttle", record)
+
+
 def observe_dispatch(*, latency: float, started: int, skips: dict[str, int]) -> None:
     def record() -> None:
         _observe("dispatch_latency", "all", latency, PASS_BUCKETS)
@@ -162,6 +180,24 @@ class FairschedCollector(Collector):
             org, kind = key.decode().rsplit("|", 1)
             finished.add_metric([org, kind], float(value))
         yield finished
+        failed = CounterMetricFamily(
+            "fairsched_failed_runs",
+            "Runs that did not succeed, by how they ended (failed, timed_out, terminated, lost)",
+            labels=["org", "kind"],
+        )
+        for key, value in _hash(client, f"{PREFIX}failed_runs").items():
+            org, kind = key.decode().rsplit("|", 1)
+            failed.add_metric([org, kind], float(value))
+        yield failed
+        throttled = CounterMetricFamily(
+            "fairsched_throttled_runs",
+            "Runs their provider throttled: back in the queue, no attempt spent (not failures)",
+            labels=["org", "provider"],
+        )
+        for key, value in _hash(client, f"{PREFIX}throttled_runs").items():
+            org, provider = key.decode().split("|", 1)
+            throttled.add_metric([org, provider], float(value))
+        yield throttled
         skips = CounterMetricFamily(
             "fairsched_dispatch_skips", "Charts the dispatcher passed over, by reason", labels=["reason"]
         )

@@ -1,6 +1,10 @@
 """The reconcile pass: Temporal, not a callback, is the record of what ran and how it ended.
 
 A completion hint from a workflow only makes the pass look at that chart sooner (`reconcile_chart`).
+
+How a run's end is read (`settle`): completed is a success; failed, timed out (the workflow's run
+timeout) or lost follow the retry policy; a provider's throttle is no failure (back to the queue, no
+attempt spent); a termination in Temporal is an operator's decision, so the chart fails at once.
 """
 
 from __future__ import annotations
@@ -12,26 +16,34 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from charts.models import Chart, ChartState, DurationStat
+from charts.services import chart_workflow_closed
 from charts.states import transition_if
 from fairsched.actors import RECONCILER
 from fairsched.events import changed
-from orgs.models import Org
-from orgs.services import provider_get_or_create, provider_pause
+from orgs.models import Org, Provider
+from orgs.services import provider_get_or_create, provider_throttle_record
 from scheduling import metrics
 from scheduling.models import SchedulerConfig
-from scheduling.temporal.client import WorkflowOutcome, describe_workflow, list_open_workflow_ids
+from scheduling.temporal.client import (
+    WorkflowOutcome,
+    cancel_workflow,
+    describe_workflow,
+    list_open_workflow_ids,
+    terminate_workflow,
+)
 
 logger = logging.getLogger(__name__)
 
 IN_FLIGHT = [ChartState.DISPATCHING, ChartState.RUNNING]
-FAILED_STATUSES = {"failed", "terminated", "timed_out"}
 MAX_ERROR_CHARS = 4000
+TIMED_OUT = "timed out"
 
 
 @dataclass
@@ -41,11 +53,14 @@ class ReconcileResult:
     failed: list[int] = field(default_factory=list)
     cancelled: list[int] = field(default_factory=list)
     requeued: list[int] = field(default_factory=list)
+    throttled: list[int] = field(default_factory=list)
     marked_running: list[int] = field(default_factory=list)
+    closed_after_cancel: list[int] = field(default_factory=list)
 
     @property
     def finished(self) -> int:
-        return len(self.succeeded) + len(self.retried) + len(self.failed) + len(self.cancelled) + len(self.requeued)
+        """Runs that ended or never began: each freed its budget units."""
+        return sum(map(len, (self.succeeded, self.retried, self.failed, self.cancelled, self.requeued, self.throttled)))
 
 
 def reconcile_run() -> ReconcileResult:
@@ -55,17 +70,18 @@ def reconcile_run() -> ReconcileResult:
     2. Ask Temporal which of our workflows still run (visibility may lag, so this only narrows the
        list: a running chart listed as open is left alone).
     3. Describe each of the others, and act on what describe says (`settle`).
+    4. Make sure the workflows of cancelled charts close (`close_cancelled`).
     """
     result = ReconcileResult()
     charts = list(Chart.objects.filter(state__in=IN_FLIGHT).select_related("org"))
-    if not charts:
-        return result
-    open_ids = list_open_workflow_ids()
-    config = SchedulerConfig.load()
-    for chart in charts:
-        if chart.state == ChartState.RUNNING and chart.temporal_workflow_id in open_ids:
-            continue
-        settle(chart, config=config, result=result)
+    if charts:
+        open_ids = list_open_workflow_ids()
+        config = SchedulerConfig.load()
+        for chart in charts:
+            if chart.state == ChartState.RUNNING and chart.temporal_workflow_id in open_ids:
+                continue
+            settle(chart, config=config, result=result)
+    close_cancelled(result)
     if result.finished or result.marked_running:
         changed(kind="reconcile", finished=result.finished)
     return result
@@ -90,9 +106,13 @@ def settle(chart: Chart, *, config: SchedulerConfig, result: ReconcileResult) ->
       died before the start): back to `queued` at its old place, the attempt not counted; a `running`
       one that Temporal lost counts as a failed run;
     - running: a `dispatching` chart is marked `running` (its dispatcher died after the start);
-    - completed: `succeeded`, and the duration feeds the (org, workflow) statistics;
-    - failed, terminated, timed out: a retry with backoff, or `failed` after the last attempt; a
-      provider throttle also pauses that provider for the chart's org until its Retry-After;
+    - completed: `succeeded` (the previous attempt's `last_error` cleared; the history keeps it),
+      and the duration feeds the (org, workflow) statistics;
+    - failed with a provider throttle: back to `queued` without spending an attempt (`_throttle`);
+    - failed, or timed out (reason `timed out`): a retry with backoff, or `failed` after the last
+      attempt;
+    - terminated: `failed` at once, with reason `terminated in Temporal: <reason>`; terminating is
+      an operator's decision, never retried;
     - canceled (from outside fairsched): `cancelled`.
     """
     workflow_id = chart.temporal_workflow_id
@@ -104,7 +124,9 @@ def settle(chart: Chart, *, config: SchedulerConfig, result: ReconcileResult) ->
             if stale and _requeue(chart, config=config):
                 result.requeued.append(chart.pk)
             return False
-        _fail(chart, config=config, message="Temporal has no record of the workflow", result=result, now=now)
+        _fail(
+            chart, config=config, message="Temporal has no record of the workflow", kind="lost", result=result, now=now
+        )
         return False
     if outcome.status == "running":
         if chart.state == ChartState.DISPATCHING and transition_if(
@@ -127,11 +149,15 @@ def settle(chart: Chart, *, config: SchedulerConfig, result: ReconcileResult) ->
             where={"temporal_workflow_id": workflow_id}, finished_at=outcome.close_time or now,
         ):  # fmt: skip
             result.cancelled.append(chart.pk)
+    elif outcome.throttled:
+        _throttle(chart, outcome, result=result, now=now)
+    elif outcome.status == "terminated":
+        _end_terminated(chart, outcome, result=result, now=outcome.close_time or now)
     else:
-        if outcome.retry_after_seconds and outcome.provider:
-            _pause_provider(chart, outcome)
-        message = outcome.failure_message or f"workflow {outcome.status}"
-        _fail(chart, config=config, message=message, result=result, now=outcome.close_time or now)
+        message = (
+            TIMED_OUT if outcome.status == "timed_out" else outcome.failure_message or f"workflow {outcome.status}"
+        )
+        _fail(chart, config=config, message=message, kind=outcome.status, result=result, now=outcome.close_time or now)
     return False
 
 
@@ -147,6 +173,7 @@ def _requeue(chart: Chart, *, config: SchedulerConfig) -> bool:
             reason="claimed but never started",
             where={"temporal_workflow_id": chart.temporal_workflow_id},
             attempt=F("attempt") - 1,
+            runs=F("runs") - 1,  # its workflow id was never used: the next claim takes it again
             cost=None,
             claimed_at=None,
             temporal_workflow_id="",
@@ -163,7 +190,7 @@ def _succeed(chart: Chart, outcome: WorkflowOutcome, result: ReconcileResult) ->
         if not transition_if(
             chart.pk, IN_FLIGHT, ChartState.SUCCEEDED, actor=RECONCILER, reason="workflow completed",
             where={"temporal_workflow_id": chart.temporal_workflow_id},
-            finished_at=finished, started_at=outcome.start_time, temporal_run_id=outcome.run_id,
+            finished_at=finished, started_at=outcome.start_time, temporal_run_id=outcome.run_id, last_error="",
         ):  # fmt: skip
             return
         duration_record(
@@ -173,8 +200,11 @@ def _succeed(chart: Chart, outcome: WorkflowOutcome, result: ReconcileResult) ->
     metrics.observe_finish(org=chart.org.slug, cost=chart.cost or 1, retry=chart.attempt > 1)
 
 
-def _fail(chart: Chart, *, config: SchedulerConfig, message: str, result: ReconcileResult, now: datetime) -> None:
-    """A failed run: back to the queue after a backoff, or `failed` after the last attempt."""
+def _fail(
+    chart: Chart, *, config: SchedulerConfig, message: str, kind: str, result: ReconcileResult, now: datetime
+) -> None:
+    """A failed run: back to the queue after a backoff, or `failed` after the last attempt; counted as
+    a failure of `kind` by the reconcile that records it."""
     error = message[:MAX_ERROR_CHARS]
     common: dict[str, Any] = {
         "where": {"temporal_workflow_id": chart.temporal_workflow_id},
@@ -188,6 +218,7 @@ def _fail(chart: Chart, *, config: SchedulerConfig, message: str, result: Reconc
             finished_at=now, **common,
         ):  # fmt: skip
             result.failed.append(chart.pk)
+            metrics.observe_failure(org=chart.org.slug, kind=kind)
         return
     delay = retry_delay(attempt=chart.attempt, base=config.backoff_base, ceiling=config.backoff_ceiling)
     if transition_if(
@@ -196,6 +227,7 @@ def _fail(chart: Chart, *, config: SchedulerConfig, message: str, result: Reconc
         available_at=timezone.now() + delay, **common,
     ):  # fmt: skip
         result.retried.append(chart.pk)
+        metrics.observe_failure(org=chart.org.slug, kind=kind)
 
 
 def retry_delay(*, attempt: int, base: float, ceiling: float, rng: random.Random | None = None) -> timedelta:
@@ -218,12 +250,94 @@ def duration_record(*, org_id: int, workflow_id: int, seconds: float) -> None:
     )
 
 
-def _pause_provider(chart: Chart, outcome: WorkflowOutcome) -> None:
-    """A throttled provider is paused for the chart's org until its Retry-After."""
-    provider_pause(
-        provider=provider_get_or_create(slug=outcome.provider or ""),
-        org=chart.org,
-        until=timezone.now() + timedelta(seconds=outcome.retry_after_seconds or 0),
-        actor=RECONCILER,
-        reason="throttled (Retry-After)",
+def _end_terminated(chart: Chart, outcome: WorkflowOutcome, *, result: ReconcileResult, now: datetime) -> None:
+    """A run terminated in Temporal: someone decided it must stop, so the chart fails, not retried."""
+    error = f"terminated in Temporal: {outcome.failure_message or 'no reason given'}"[:MAX_ERROR_CHARS]
+    if transition_if(
+        chart.pk, IN_FLIGHT, ChartState.FAILED, actor=RECONCILER, reason=error,
+        where={"temporal_workflow_id": chart.temporal_workflow_id},
+        last_error=error, cost=None, finished_at=now,
+    ):  # fmt: skip
+        result.failed.append(chart.pk)
+        metrics.observe_failure(org=chart.org.slug, kind="terminated")
+
+
+def _throttle(chart: Chart, outcome: WorkflowOutcome, *, result: ReconcileResult, now: datetime) -> None:
+    """A provider throttled the run: that is no failure of the chart. Steps:
+
+    1. The pause ends the throttle's Retry-After after the run closed, or FAIRSCHED_THROTTLE_PAUSE
+       seconds after it without one.
+    2. The chart goes back to `queued`, available at the pause's end, and gets its attempt back
+       (`runs` still counts the run, so the next one gets a fresh workflow id).
+    3. In the same transaction, the provider (the one the throttle names, else its workflow's) is
+       paused for the chart's org, and for everyone when it throttled enough orgs lately
+       (`provider_throttle_record`).
+    4. The throttle is counted in its own metric, apart from failures.
+    """
+    seconds = outcome.retry_after_seconds
+    until = (outcome.close_time or now) + timedelta(
+        seconds=settings.FAIRSCHED_THROTTLE_PAUSE if seconds is None else seconds
     )
+    provider = _throttled_provider(chart, outcome)
+    label = provider.slug if provider is not None else "its provider"
+    with transaction.atomic():
+        won = transition_if(
+            chart.pk, IN_FLIGHT, ChartState.QUEUED, actor=RECONCILER,
+            reason=f"throttled by {label}: back in the queue until {until:%H:%M:%S}, no attempt spent",
+            where={"temporal_workflow_id": chart.temporal_workflow_id},
+            attempt=F("attempt") - 1, cost=None, claimed_at=None, available_at=until,
+        )  # fmt: skip
+        if won and provider is not None and until > timezone.now():
+            provider_throttle_record(
+                provider=provider,
+                org=chart.org,
+                until=until,
+                actor=RECONCILER,
+                reason="throttled (Retry-After)"
+                if seconds is not None
+                else "throttled (no Retry-After: default pause)",
+            )
+    if won:
+        result.throttled.append(chart.pk)
+        metrics.observe_throttle(org=chart.org.slug, provider=provider.slug if provider is not None else "")
+
+
+def _throttled_provider(chart: Chart, outcome: WorkflowOutcome) -> Provider | None:
+    if outcome.provider:
+        return provider_get_or_create(slug=outcome.provider)
+    return Provider.objects.filter(workflows=chart.workflow_id).first()
+
+
+def close_cancelled(result: ReconcileResult) -> None:
+    """Make sure the workflow of every cancelled chart closes in Temporal. For each chart whose cancel
+    request is not yet settled (`Chart.cancel_requested_at`):
+
+    1. Describe its workflow.
+    2. Still running within FAIRSCHED_CANCEL_GRACE seconds of the request: ask again to cancel (the
+       first request may never have reached Temporal) and look again on the next pass.
+    3. Still running after the grace: terminate it, and describe it again.
+    4. Closed, or unknown to Temporal after the grace (a claim's start may still be on its way before
+       it): settle the request, noting in the chart's history how the workflow ended.
+    If Temporal cannot be reached, the error leaves the request unsettled for the next pass.
+    """
+    grace = timedelta(seconds=settings.FAIRSCHED_CANCEL_GRACE)
+    for chart in Chart.objects.filter(state=ChartState.CANCELLED, cancel_requested_at__isnull=False):
+        workflow_id = chart.temporal_workflow_id
+        outcome = describe_workflow(workflow_id)
+        overdue = timezone.now() - (chart.cancel_requested_at or timezone.now()) > grace
+        if outcome is not None and outcome.status == "running":
+            if not overdue:
+                cancel_workflow(workflow_id)
+                continue
+            terminate_workflow(
+                workflow_id,
+                reason=f"cancelled in fairsched; still running {grace.total_seconds():g} s after the cancel request",
+            )
+            outcome = describe_workflow(workflow_id)
+            if outcome is not None and outcome.status == "running":
+                continue
+        if outcome is None and not overdue:
+            continue
+        how = outcome.status if outcome is not None else "never started"
+        if chart_workflow_closed(chart=chart, how=how, actor=RECONCILER):
+            result.closed_after_cancel.append(chart.pk)

@@ -7,6 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from fairsched.settings import env_positive
+
 ROOT = Path(__file__).resolve().parents[1]
 PRODUCTION = {
     "SECRET_KEY": "x7-production-secret-of-fifty-or-more-characters-0123456789-abcdef",
@@ -53,3 +58,30 @@ def test_only_postgresql_is_accepted() -> None:
     )
     assert result.returncode != 0
     assert "DATABASE_URL must point at PostgreSQL" in result.stderr
+
+
+def test_run_timeout_cancel_grace_and_throttle_settings_must_be_positive(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAIRSCHED_CANCEL_GRACE", "2.5")
+    assert env_positive("FAIRSCHED_CANCEL_GRACE", 30.0) == 2.5
+    monkeypatch.delenv("FAIRSCHED_CANCEL_GRACE")
+    assert env_positive("FAIRSCHED_CANCEL_GRACE", 30.0) == 30.0
+    for bad in ("0", "-1", "soon", "nan", "inf"):
+        monkeypatch.setenv("FAIRSCHED_THROTTLE_PAUSE", bad)
+        with pytest.raises(ImproperlyConfigured, match="FAIRSCHED_THROTTLE_PAUSE"):
+            env_positive("FAIRSCHED_THROTTLE_PAUSE", 60.0)
+    monkeypatch.setenv("FAIRSCHED_RUN_TIMEOUT", "1.5")
+    with pytest.raises(ImproperlyConfigured, match="FAIRSCHED_RUN_TIMEOUT must be a whole number"):
+        env_positive("FAIRSCHED_RUN_TIMEOUT", 86400, whole=True)
+
+
+def test_a_bad_run_timeout_stops_the_process_naming_the_variable() -> None:
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        cwd=ROOT,
+        env={**os.environ, "FAIRSCHED_RUN_TIMEOUT": "0"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "FAIRSCHED_RUN_TIMEOUT must be a whole number greater than 0" in result.stderr

@@ -481,13 +481,13 @@ class LoadRun:
             plan = planned[(chart.org.slug, chart.external_id)]
             created = to_seconds(chart.created_at)
             runs = []
-            for attempt in range(1, chart.attempt + 1):
-                workflow_id = workflow_id_for(chart, attempt, created)
+            for run in range(1, chart.runs + 1):
+                workflow_id = workflow_id_for(chart, run, created)
                 known_ids.add(workflow_id)
                 outcome = describe_workflow(workflow_id)
                 runs.append(
                     {
-                        "attempt": attempt,
+                        "run": run,
                         "workflow_id": workflow_id,
                         "status": outcome.status if outcome else None,
                         "start": _rel(outcome.start_time, self.t0) if outcome else None,

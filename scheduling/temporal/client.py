@@ -27,7 +27,7 @@ import os
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from django.conf import settings
@@ -69,8 +69,9 @@ class WorkflowOutcome:
     """What Temporal says about the latest run of one workflow id.
 
     `status` is one of the values of `STATUS_NAMES`. For a run that did not succeed,
-    `failure_message` says why; `retry_after_seconds` and `provider` are set when it failed with a
-    `ProviderThrottled` ApplicationError (details `{"retry_after": s, "provider": p}`).
+    `failure_message` says why; `throttled` is set when it failed with a `ProviderThrottled`
+    ApplicationError, with `retry_after_seconds` and `provider` from its details
+    (`{"retry_after": s, "provider": p}`) where it gave them.
     """
 
     status: str
@@ -78,6 +79,7 @@ class WorkflowOutcome:
     start_time: datetime
     close_time: datetime | None
     failure_message: str | None = None
+    throttled: bool = False
     retry_after_seconds: float | None = None
     provider: str | None = None
 
@@ -172,8 +174,18 @@ def reset_client() -> None:
             _BRIDGE.loop.call_soon_threadsafe(_BRIDGE.clients.clear)
 
 
-def start_chart_workflow(*, workflow_type: str, task_queue: str, workflow_id: str, payload: dict[str, Any]) -> str:
+def start_chart_workflow(
+    *,
+    workflow_type: str,
+    task_queue: str,
+    workflow_id: str,
+    payload: dict[str, Any],
+    execution_timeout: timedelta | None = None,
+) -> str:
     """Start a workflow with the caller's deterministic id and return its run id.
+
+    `execution_timeout` is the run timeout: Temporal closes the workflow as timed out when it has
+    not finished by then, whether or not any worker ever picked it up.
 
     A repeated start of the same id never runs it twice:
     - `id_conflict_policy=USE_EXISTING`: if a run with this id is still running, the server starts
@@ -193,6 +205,7 @@ def start_chart_workflow(*, workflow_type: str, task_queue: str, workflow_id: st
                 task_queue=task_queue,
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                execution_timeout=execution_timeout,
             )
         except WorkflowAlreadyStartedError as err:
             if err.run_id:
@@ -245,8 +258,8 @@ async def _unsuccessful_failure(client: Client, workflow_id: str, outcome: Workf
        event and raises `WorkflowFailureError` whose cause is the decoded failure (an
        ApplicationError, or a cancel, terminate or timeout error).
     2. The message is the cause's, with its type when it has one.
-    3. Walk the cause chain for the first `ProviderThrottled` ApplicationError and take its
-       `retry_after` and `provider` details.
+    3. Walk the cause chain for the first `ProviderThrottled` ApplicationError: the run was
+       throttled; take its `retry_after` and `provider` details where given.
     """
     handle = client.get_workflow_handle(workflow_id, run_id=outcome.run_id)
     try:
@@ -256,11 +269,13 @@ async def _unsuccessful_failure(client: Client, workflow_id: str, outcome: Workf
     else:
         return outcome
     message = str(failure)
+    throttled = False
     retry_after: float | None = None
     provider: str | None = None
     link: BaseException | None = failure
     while link is not None:
         if isinstance(link, ApplicationError) and link.type == THROTTLE_ERROR_TYPE:
+            throttled = True
             details = link.details[0] if link.details else {}
             if isinstance(details, dict):
                 if details.get("retry_after") is not None:
@@ -275,6 +290,7 @@ async def _unsuccessful_failure(client: Client, workflow_id: str, outcome: Workf
         start_time=outcome.start_time,
         close_time=outcome.close_time,
         failure_message=message,
+        throttled=throttled,
         retry_after_seconds=retry_after,
         provider=provider,
     )
@@ -310,3 +326,16 @@ def cancel_workflow(workflow_id: str) -> None:
                 raise
 
     temporal_call(cancel)
+
+
+def terminate_workflow(workflow_id: str, *, reason: str) -> None:
+    """Terminate the workflow's running run with `reason`; a missing or closed one is ignored."""
+
+    async def terminate(client: Client) -> None:
+        try:
+            await client.get_workflow_handle(workflow_id).terminate(reason=reason)
+        except RPCError as err:
+            if err.status != RPCStatusCode.NOT_FOUND:
+                raise
+
+    temporal_call(terminate)

@@ -303,3 +303,21 @@ def test_api_tokens_are_listed_and_revoked_in_the_admin(tenants, client) -> None
     assert client.get("/admin/orgs/apitoken/add/").status_code == 403
     client.post(f"/admin/orgs/apitoken/{token.pk}/delete/", {"post": "yes"})
     assert not ApiToken.objects.filter(pk=token.pk).exists()
+
+
+def test_a_workflow_s_run_timeout_is_set_in_the_admin(staff_client: Client, tenants: Tenants, settings: Any) -> None:
+    settings.FAIRSCHED_RUN_TIMEOUT = 7200
+    listing = staff_client.get(reverse("admin:orgs_workflow_changelist")).content.decode()
+    assert "7200 (default)" in listing
+
+    url = reverse("admin:orgs_workflow_change", args=[tenants.workflow.pk])
+    data = change_form_data(staff_client.get(url))
+    data["run_timeout"] = "0"
+    refused = staff_client.post(url, data)
+    assert refused.status_code == 200  # the form again, with the error
+    assert Workflow.objects.get(pk=tenants.workflow.pk).run_timeout is None
+
+    data["run_timeout"] = "900"
+    assert staff_client.post(url, data).status_code == 302
+    assert Workflow.objects.get(pk=tenants.workflow.pk).run_timeout == 900
+    assert ">900<" in staff_client.get(reverse("admin:orgs_workflow_changelist")).content.decode()

@@ -52,3 +52,19 @@ def test_a_scraper_presents_the_metrics_token(tenants: Tenants, client: Client, 
     settings.METRICS_TOKEN = "s3cret-scrape"  # type: ignore[attr-defined]
     assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer wrong").status_code == 403
     assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer s3cret-scrape").status_code == 200
+
+
+def test_throttles_are_counted_apart_from_failures(tenants: Tenants, client: Client) -> None:
+    metrics.observe_throttle(org="acme", provider="gpu-east")
+    metrics.observe_throttle(org="acme", provider="gpu-east")
+    metrics.observe_throttle(org="beta", provider="")
+    metrics.observe_failure(org="acme", kind="timed_out")
+    metrics.observe_failure(org="beta", kind="terminated")
+
+    client.force_login(tenants.staff)
+    text = client.get("/metrics").content.decode()
+    assert 'fairsched_throttled_runs_total{org="acme",provider="gpu-east"} 2.0' in text
+    assert 'fairsched_throttled_runs_total{org="beta",provider=""} 1.0' in text
+    assert 'fairsched_failed_runs_total{kind="timed_out",org="acme"} 1.0' in text
+    assert 'fairsched_failed_runs_total{kind="terminated",org="beta"} 1.0' in text
+    assert 'fairsched_failed_runs_total{kind="failed"' not in text

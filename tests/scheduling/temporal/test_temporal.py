@@ -12,6 +12,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -29,6 +30,7 @@ from scheduling.temporal.client import (
     list_open_workflow_ids,
     start_chart_workflow,
     temporal_call,
+    terminate_workflow,
 )
 from scheduling.temporal.worker import RECONCILE_HINT_TASK
 from scheduling.temporal.workflows import DEMO_WORKFLOW_TYPE
@@ -175,6 +177,7 @@ def test_failing_workflow_reports_its_failure(temporal_worker: str, temporal_hin
 
     assert outcome.status == "failed"
     assert outcome.failure_message == "DemoFailure: chart 104 attempt 1 failed"
+    assert not outcome.throttled
     assert outcome.retry_after_seconds is None
     assert outcome.provider is None
     assert temporal_hints == [(104, "failed")]
@@ -192,6 +195,7 @@ def test_throttled_failure_carries_retry_after_and_provider(temporal_worker: str
     outcome = closed_outcome(workflow_id)
 
     assert outcome.status == "failed"
+    assert outcome.throttled
     assert outcome.retry_after_seconds == 42.0
     assert outcome.provider == "gpu-east"
     assert outcome.failure_message is not None
@@ -226,12 +230,41 @@ def test_list_open_then_cancel(temporal_worker: str) -> None:
     assert closed_outcome(other_id).status == "canceled"
     eventually(lambda: not list_open_workflow_ids(prefix))
     cancel_workflow(workflow_id)  # closed: ignored
+    terminate_workflow(workflow_id, reason="too late")  # closed: ignored
+    assert closed_outcome(workflow_id).status == "canceled"
+
+
+@pytest.mark.temporal
+def test_terminate_with_a_reason(temporal_worker: str) -> None:
+    workflow_id, _ = start_demo(temporal_worker, chart_id=111, payload={"duration": 60})
+
+    terminate_workflow(workflow_id, reason="operator: stop it")
+
+    outcome = closed_outcome(workflow_id)
+    assert (outcome.status, outcome.failure_message, outcome.throttled) == ("terminated", "operator: stop it", False)
+
+
+@pytest.mark.temporal
+def test_the_execution_timeout_closes_a_workflow_no_worker_serves(temporal_settings: Any) -> None:
+    workflow_id = f"chart-unserved-{uuid.uuid4().hex[:8]}"
+    start_chart_workflow(
+        workflow_type="fairsched.nobody-serves-this",
+        task_queue=f"nobody-polls-{uuid.uuid4().hex[:8]}",
+        workflow_id=workflow_id,
+        payload={},
+        execution_timeout=timedelta(seconds=1),
+    )
+
+    outcome = closed_outcome(workflow_id)
+    assert outcome.status == "timed_out"
+    assert outcome.throttled is False
 
 
 @pytest.mark.temporal
 def test_unknown_workflow(temporal_settings: Any) -> None:
     assert describe_workflow("chart-does-not-exist") is None
     cancel_workflow("chart-does-not-exist")
+    terminate_workflow("chart-does-not-exist", reason="nothing there")
 
 
 def _forked_child(workflow_id: str, answers: Any) -> None:
