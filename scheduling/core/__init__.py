@@ -27,7 +27,17 @@ command prints as `eta_low`, `eta_high`, `org_clear_low` and `org_clear_high` wh
 """
 
 from .io import ScenarioError, parse_scenario, plan_to_json
-from .model import Aging, Arrival, OrgPolicy, Plan, QueueColumns, QueuedChart, RunningChart, Scenario
+from .model import (
+    Aging,
+    Arrival,
+    OrgPolicy,
+    Plan,
+    QueueColumns,
+    QueuedChart,
+    RunningChart,
+    Scenario,
+    Submission,
+)
 from .order import fair_order
 from .planner import plan
 from .replay import dispatch_walk
@@ -42,6 +52,7 @@ __all__ = [
     "RunningChart",
     "Scenario",
     "ScenarioError",
+    "Submission",
     "dispatch_walk",
     "fair_order",
     "parse_scenario",

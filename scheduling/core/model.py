@@ -73,6 +73,20 @@ class Arrival:
 
 
 @dataclass(frozen=True, slots=True)
+class Submission:
+    """Charts an org submitted at `created` (an extension, see `scheduling.core.forecast`): `count`
+    charts of the given expected duration, cost and spread. The recent past from which the core
+    derives the arrivals it expects (`Scenario.history`)."""
+
+    org: str
+    created: float
+    avg: float
+    cost: int = 1
+    spread: float = 0.0
+    count: int = 1
+
+
+@dataclass(frozen=True, slots=True)
 class Aging:
     """Waiting bonus: +1 priority per `step` seconds waited, at most `cap`."""
 
@@ -96,6 +110,10 @@ class Scenario:
     # Extensions for the ETAs only (see `scheduling.core.forecast`); the order never depends on them.
     arrivals: Sequence[Arrival] = ()
     spread: Mapping[str, float] = field(default_factory=dict)
+    # The submissions of the recent past, complete from `history_since` (default: the earliest of
+    # them); the core expects arrivals from them (`forecast.expected_arrivals`).
+    history: Sequence[Submission] = ()
+    history_since: float | None = None
 
 
 class ChartIds:
