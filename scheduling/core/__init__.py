@@ -30,6 +30,7 @@ from .io import ScenarioError, parse_scenario, plan_to_json
 from .model import (
     Aging,
     Arrival,
+    History,
     OrgPolicy,
     Plan,
     QueueColumns,
@@ -45,6 +46,7 @@ from .replay import dispatch_walk
 __all__ = [
     "Aging",
     "Arrival",
+    "History",
     "OrgPolicy",
     "Plan",
     "QueueColumns",

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from .model import Arrival, QueueColumns
+from .model import Arrival, History, QueueColumns
 
 # z-score of the 90th percentile of a normal distribution: the band's edges are p10 and p90.
 Z90 = 1.2815515655446004
@@ -40,6 +40,96 @@ Z90 = 1.2815515655446004
 MAX_EXPECTED = 5_000
 # Past this share of the budget taken by arrivals, their feedback on a start's spread stops growing.
 MAX_ARRIVAL_SHARE = 0.8
+# Past this share of the budget taken by the expected streams, the horizon they are carried to stops
+# growing (at most 1 / (1 - share) times the time the backlog takes alone).
+MAX_HORIZON_SHARE = 0.5
+# A bulk upload: at least this many charts of one org, each within BURST_GAP seconds of the last.
+BURST_SIZE = 10
+BURST_GAP = 1.0
+# The least span a rate is measured over, as a share of the decay: one early chart is not a rate.
+MIN_SPAN_SHARE = 0.25
+# With no history, orgs not seen yet may take this share of the budget (newcomer risk); the share
+# fades as history grows, by e every decay.
+NEWCOMER_LOAD = 0.5
+RATE_DOUBT = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Forecast:
+    """What the core expects from `Scenario.history` (see `forecast`).
+
+    `arrivals`: the steady streams, until the horizon; `evidence`: the (decayed) count of steady
+    submissions their rates rest on; `burst_rate` (bulk uploads per second) and `burst_work` (mean
+    cost-unit seconds of one): bursts, which no org's rate foresees; `newcomer_load`: the share of
+    the budget orgs not seen yet may take.
+    """
+
+    arrivals: list[Arrival]
+    evidence: float
+    burst_rate: float
+    burst_work: float
+    newcomer_load: float
+
+
+def forecast(history: History, *, now: float, budget: int, backlog: float) -> Forecast:
+    """The arrivals expected from `history`, carried out to the horizon of the charts they affect.
+
+    `backlog` is the cost-unit seconds queued and still to run, over the budget: how long the pool
+    takes to drain what it has without arrivals.
+    1. Each org's submissions in time order: one within BURST_GAP s of the last joins its group; a
+       group of BURST_SIZE charts or more is a bulk upload (a burst), the others are steady.
+    2. The span of history: now - since, at least MIN_SPAN_SHARE x decay. A steady submission of
+       age a counts e^(-a / decay); each (org, avg, cost, spread)'s rate is its count over
+       decay x (1 - e^(-span / decay)), the same weights summed over the span: a rate with decay
+       over several windows, and unbiased on a history shorter than the decay.
+    3. Bursts: their decayed count over the same span, and their mean work.
+    4. The horizon: with rho the share of the budget the streams take (at most MAX_HORIZON_SHARE),
+       the backlog drains in backlog / (1 - rho) seconds, and arrivals after a chart's start no
+       longer touch it: the streams run until now + that.
+    5. Newcomer load: NEWCOMER_LOAD x e^(-span / decay).
+    """
+    decay = history.decay
+    since = min([history.since, *(s.created for s in history.submissions)])
+    span = max(now - since, MIN_SPAN_SHARE * decay)
+    scale = decay * -math.expm1(-span / decay)
+    by_org: dict[str, list[tuple[float, int, float, int, float]]] = defaultdict(list)
+    for s in history.submissions:
+        if s.created <= now and s.count > 0:
+            by_org[s.org].append((s.created, s.count, s.avg, s.cost, s.spread))
+    steady: dict[tuple[str, float, int, float], float] = defaultdict(float)
+    burst_weight = burst_work = evidence = 0.0
+    for org, submissions in by_org.items():
+        submissions.sort()
+        groups: list[list[tuple[float, int, float, int, float]]] = []
+        last = -math.inf
+        for submission in submissions:
+            if submission[0] - last > BURST_GAP:
+                groups.append([])
+            groups[-1].append(submission)
+            last = submission[0]
+        for group in groups:
+            size = sum(count for _, count, *_ in group)
+            if size >= BURST_SIZE:
+                weight = math.exp(-(now - group[0][0]) / decay)
+                burst_weight += weight
+                burst_work += weight * sum(count * avg * min(cost, budget) for _, count, avg, cost, _ in group)
+                continue
+            for created, count, avg, cost, spread in group:
+                weight = count * math.exp(-(now - created) / decay)
+                steady[(org, avg, cost, spread)] += weight
+                evidence += weight
+    rates = {key: weight / scale for key, weight in steady.items()}
+    rho = sum(rate * avg * min(cost, budget) for (_, avg, cost, _), rate in rates.items()) / budget
+    until = now + backlog / (1.0 - min(rho, MAX_HORIZON_SHARE))
+    return Forecast(
+        arrivals=[
+            Arrival(org, rate, until, avg, cost, spread) for (org, avg, cost, spread), rate in sorted(rates.items())
+        ],
+        evidence=evidence,
+        burst_rate=burst_weight / scale,
+        burst_work=burst_work / burst_weight if burst_weight else 0.0,
+        newcomer_load=NEWCOMER_LOAD * math.exp(-span / decay),
+    )
 
 
 def expected_charts(arrivals: Sequence[Arrival], *, now: float, queued: int) -> tuple[QueueColumns, list[float]]:
@@ -96,6 +186,7 @@ def eta_bands(
     running_units: Sequence[int],
     running_spread: Sequence[float],
     arrivals: Sequence[Arrival] = (),
+    foreseen: Forecast | None = None,
 ) -> Bands:
     """The p10-p90 finish of each chart of a replay (see the module doc), None where it has no start.
 
@@ -122,6 +213,13 @@ def eta_bands(
     by_start = planned[np.argsort(start[planned], kind="stable")]
     before = np.zeros(len(start))
     before[by_start] = np.cumsum(variance[by_start]) - variance[by_start]
+    if foreseen is not None and foreseen.evidence > 0:
+        # The rates are measured on `evidence` submissions: their relative variance is 1 / evidence,
+        # which the expected work started before a chart carries whole.
+        expected_work = np.where(np.asarray(expected, dtype=bool), np.sqrt(work), 0.0)
+        work_before = np.zeros(len(start))
+        work_before[by_start] = np.cumsum(expected_work[by_start]) - expected_work[by_start]
+        before += RATE_DOUBT * np.square(work_before) / foreseen.evidence
     start_spread = Z90 * np.sqrt(before + running_variance) / budget
     if arrivals:
         # Arrivals feed back: a later start lets more of them in first. With a share rho of the
@@ -134,6 +232,9 @@ def eta_bands(
         for until, share in share_until.items():
             rho[started < until] += share
         start_spread /= 1.0 - np.minimum(rho, MAX_ARRIVAL_SHARE)
+    late_spread = start_spread
+    if foreseen is not None:
+        late_spread = _late_spread(start_spread, start - now, foreseen, budget)
     # Own duration: lognormal with mean avg, so median avg * e^(-sigma^2 / 2).
     sigma = np.sqrt(sigma2)
     median = mean * np.exp(-sigma2 / 2)
@@ -141,8 +242,27 @@ def eta_bands(
     above = median * np.exp(Z90 * sigma) - mean
     eta = start + mean
     low = np.maximum(eta - np.hypot(start_spread, below), now)
-    high = eta + np.hypot(start_spread, above)
+    high = eta + np.hypot(late_spread, above)
     return Bands(_times(low), _times(high))
+
+
+def _late_spread(
+    start_spread: NDArray[np.float64], wait: NDArray[np.float64], foreseen: Forecast, budget: int
+) -> NDArray[np.float64]:
+    """The upper half-width of each start: `start_spread` and what no rate foresees, which only
+    delays a chart.
+
+    1. Bursts: over a wait w, a Poisson count of bulk uploads (burst_rate x w expected), each taking
+       its work or, if less, half the pool for the rest of the wait: the p90 of that extra work
+       (mean + Z90 x standard deviation), over the budget.
+    2. Newcomers: orgs not seen yet taking a share q of the budget stretch the wait by 1 / (1 - q).
+    """
+    wait = np.maximum(np.nan_to_num(wait, nan=0.0), 0.0)
+    burst = np.minimum(foreseen.burst_work, wait * budget / 2)
+    expected_bursts = foreseen.burst_rate * wait
+    burst_delay = (expected_bursts * burst + Z90 * np.sqrt(expected_bursts) * burst) / budget
+    newcomer_delay = wait * foreseen.newcomer_load / (1.0 - foreseen.newcomer_load)
+    return np.hypot(start_spread, burst_delay) + newcomer_delay
 
 
 def running_band(*, now: float, started: Sequence[float], avg: Sequence[float], spread: Sequence[float]) -> Bands:

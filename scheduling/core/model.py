@@ -87,6 +87,17 @@ class Submission:
 
 
 @dataclass(frozen=True, slots=True)
+class History:
+    """The submissions of the recent past, complete from `since`, from which the core expects the
+    arrivals to come (see `scheduling.core.forecast.forecast`). A submission counts less the older
+    it is: its weight falls by e every `decay` seconds."""
+
+    submissions: Sequence[Submission]
+    since: float
+    decay: float = 600.0
+
+
+@dataclass(frozen=True, slots=True)
 class Aging:
     """Waiting bonus: +1 priority per `step` seconds waited, at most `cap`."""
 
@@ -110,10 +121,7 @@ class Scenario:
     # Extensions for the ETAs only (see `scheduling.core.forecast`); the order never depends on them.
     arrivals: Sequence[Arrival] = ()
     spread: Mapping[str, float] = field(default_factory=dict)
-    # The submissions of the recent past, complete from `history_since` (default: the earliest of
-    # them); the core expects arrivals from them (`forecast.expected_arrivals`).
-    history: Sequence[Submission] = ()
-    history_since: float | None = None
+    history: History | None = None
 
 
 class ChartIds:

@@ -48,11 +48,13 @@ from scheduling.core import (
     plan,
 )
 from scheduling.core.model import Plan, Policy
-from scheduling.core import Submission
+from scheduling.core import History, Submission
 from scheduling.loadtest.metrics import ErrorFigures, error_figures, quantile
 
 # The live loop's default arrival window (`SchedulerConfig.arrival_window`): today's forecast.
 ARRIVAL_WINDOW = 600.0
+# The history the live snapshot passes: this many arrival windows.
+HISTORY_DECAYS = 5.0
 # A chart is deep when it waited this many mean durations or more.
 DEEP_WAITS = 5.0
 # Org clear-times are scored once this much history exists (one arrival window).
@@ -309,6 +311,7 @@ class Context:
     arrived: Sequence[SimChart]  # every chart that arrived up to the moment, in arrival order
     ended: Sequence[tuple[float, float, float]]  # (start, finish, duration) of the runs ended by then
     future: Sequence[SimChart]  # the charts still to arrive (the floor's knowledge)
+    arrival_times: Sequence[float]  # of `arrived`
 
 
 def _scenario(context: Context, **extensions: object) -> Scenario:
@@ -341,11 +344,14 @@ def _from_plan(result: Plan, context: Context) -> Prediction:
 
 
 def fairsched(context: Context) -> Prediction:
-    """The project's ETAs: the plan from the submissions so far (`Scenario.history`)."""
-    history = [
+    """The project's ETAs: the plan from the submissions of the last HISTORY_DECAYS arrival windows
+    (`Scenario.history`, decaying by e every window), as the live snapshot passes them."""
+    since = max(0.0, context.moment.at - HISTORY_DECAYS * ARRIVAL_WINDOW)
+    submissions = [
         Submission(org=c.org, created=c.arrival, avg=c.kind.mean, cost=c.kind.cost, spread=c.kind.sigma)
-        for c in context.arrived
+        for c in context.arrived[bisect.bisect_left(context.arrival_times, since) :]
     ]
+    history = History(submissions, since=since, decay=ARRIVAL_WINDOW)
     return _from_plan(plan(_scenario(context, history=history)), context)
 
 
@@ -461,6 +467,7 @@ class _Tally:
     signed: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     inside: dict[str, list[bool]] = field(default_factory=lambda: defaultdict(list))
     width: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    above: dict[str, list[bool]] = field(default_factory=lambda: defaultdict(list))
 
     def scores(self) -> Scores:
         def share(flags: list[bool]) -> float | None:
@@ -493,13 +500,14 @@ def score(schedule: Schedule, predictors: Mapping[str, Callable[[Context], Predi
     ends = sorted(((schedule.start[c.id], schedule.finish[c.id], c.duration) for c in charts), key=lambda run: run[1])
     finish_times = [run[1] for run in ends]
     tallies = {name: _Tally() for name in predictors}
+    arrival_times = [chart.arrival for chart in charts]
     arrived = 0
     for moment in schedule.moments:
         at = moment.at
         while arrived < len(charts) and charts[arrived].arrival <= at:
             arrived += 1
         ended = ends[: bisect.bisect_right(finish_times, at)]
-        context = Context(schedule, moment, charts[:arrived], ended, charts[arrived:])
+        context = Context(schedule, moment, charts[:arrived], ended, charts[arrived:], arrival_times[:arrived])
         sampled = moment.sampled
         for name, predict in predictors.items():
             prediction = predict(context)
@@ -522,6 +530,8 @@ def score(schedule: Schedule, predictors: Mapping[str, Callable[[Context], Predi
                     if prediction.low is not None and prediction.high is not None:
                         low, high = prediction.low[chart.id], prediction.high[chart.id]
                         tally.inside[place].append(low <= finish <= high)
+                        tally.inside[f"{place} {depth}"].append(low <= finish <= high)
+                        tally.above[place].append(finish > high)
                         tally.width[place].append((high - low) / (finish - at))
             if sampled and at >= CLEAR_AFTER:
                 _score_clear(tally, schedule, moment, prediction)
