@@ -39,11 +39,12 @@ Z90 = 1.2815515655446004
 # forecast horizon is shortened alike, so a plan's cost stays bounded by its queue.
 MAX_EXPECTED = 5_000
 # Past this share of the budget taken by arrivals, their feedback on a start's spread stops growing.
-MAX_ARRIVAL_SHARE = 0.8
+MAX_ARRIVAL_SHARE = 0.6
 # Past this share of the budget taken by the expected streams, the horizon they are carried to stops
 # growing (at most 1 / (1 - share) times the time the backlog takes alone).
 MAX_HORIZON_SHARE = 0.5
-# A bulk upload: at least this many charts of one org, each within BURST_GAP seconds of the last.
+# A bulk upload: at least BURST_SIZE charts of one org, each within BURST_GAP seconds of the last,
+# and BURST_SIZE or more per BURST_GAP on average (a steady stream of one a second is no burst).
 BURST_SIZE = 10
 BURST_GAP = 1.0
 # The least span a rate is measured over, as a share of the decay: one early chart is not a rate.
@@ -51,7 +52,11 @@ MIN_SPAN_SHARE = 0.25
 # With no history, orgs not seen yet may take this share of the budget (newcomer risk); the share
 # fades as history grows, by e every decay.
 NEWCOMER_LOAD = 0.5
-RATE_DOUBT = 1.0
+# The rates' relative variance is RATE_DOUBT / evidence: more than a Poisson count's (1 / evidence),
+# since orgs change pace. Chosen on the open-arrival simulator (`scheduling.loadtest.simulate`).
+RATE_DOUBT = 9.0
+# Bulk uploads are rarer than charts: their rate is measured with this many times the decay.
+BURST_MEMORY = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +82,8 @@ def forecast(history: History, *, now: float, budget: int, backlog: float) -> Fo
     `backlog` is the cost-unit seconds queued and still to run, over the budget: how long the pool
     takes to drain what it has without arrivals.
     1. Each org's submissions in time order: one within BURST_GAP s of the last joins its group; a
-       group of BURST_SIZE charts or more is a bulk upload (a burst), the others are steady.
+       group of BURST_SIZE charts or more, at BURST_SIZE or more per BURST_GAP, is a bulk upload (a
+       burst); the others are steady.
     2. The span of history: now - since, at least MIN_SPAN_SHARE x decay. A steady submission of
        age a counts e^(-a / decay); each (org, avg, cost, spread)'s rate is its count over
        decay x (1 - e^(-span / decay)), the same weights summed over the span: a rate with decay
@@ -109,8 +115,9 @@ def forecast(history: History, *, now: float, budget: int, backlog: float) -> Fo
             last = submission[0]
         for group in groups:
             size = sum(count for _, count, *_ in group)
-            if size >= BURST_SIZE:
-                weight = math.exp(-(now - group[0][0]) / decay)
+            lasted = max(group[-1][0] - group[0][0], BURST_GAP)
+            if size >= BURST_SIZE * lasted / BURST_GAP:
+                weight = math.exp(-(now - group[0][0]) / (BURST_MEMORY * decay))
                 burst_weight += weight
                 burst_work += weight * sum(count * avg * min(cost, budget) for _, count, avg, cost, _ in group)
                 continue
@@ -126,7 +133,7 @@ def forecast(history: History, *, now: float, budget: int, backlog: float) -> Fo
             Arrival(org, rate, until, avg, cost, spread) for (org, avg, cost, spread), rate in sorted(rates.items())
         ],
         evidence=evidence,
-        burst_rate=burst_weight / scale,
+        burst_rate=burst_weight / (BURST_MEMORY * decay * -math.expm1(-span / (BURST_MEMORY * decay))),
         burst_work=burst_work / burst_weight if burst_weight else 0.0,
         newcomer_load=NEWCOMER_LOAD * math.exp(-span / decay),
     )
