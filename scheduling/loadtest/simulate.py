@@ -141,19 +141,19 @@ def steady(*, seed: int = 1, seconds: float = 6000.0, budget: int = 20) -> Workl
 
 def bursty(*, seed: int = 2, seconds: float = 8000.0, budget: int = 40) -> Workload:
     """Poisson at load 0.6 from 12 orgs, plus bulk uploads of 50-300 charts from one org at a time
-    (one of the same orgs or one of 4 bulk-only orgs), adding about 0.4: load about 1."""
+    (one of the same orgs or one of 4 bulk-only orgs) of the medium workflow, one at a random moment
+    of each stretch of the time 175 of them (the mean bulk) take at 0.4 of the budget: load about 1."""
     build = _Builder("bursty", budget, seed)
     orgs = [build.org(f"org{index:02d}", 1 + index % 3) for index in range(12)]
     bulk_orgs = orgs + [build.org(f"bulk{index}", 1) for index in range(4)]
     build.poisson(orgs, [1.0 / (rank + 1) for rank in range(12)], load=0.6, start=0.0, end=seconds)
-    bulk_every = 175 * _mean_work(budget) / budget / 0.4
-    at = build.rng.expovariate(1.0 / bulk_every)
-    while at < seconds:
+    bulk = KINDS[1]  # a backfill of one workflow
+    bulk_every = 175 * bulk.mean * min(bulk.cost, budget) / budget / 0.4
+    for index in range(int(seconds / bulk_every)):  # one bulk somewhere in each stretch
+        at = (index + build.rng.uniform(0.1, 0.9)) * bulk_every
         org = build.rng.choice(bulk_orgs)
-        kind = build.rng.choice(KINDS)
         for _ in range(build.rng.randint(50, 300)):
-            build.add(org, at, kind)
-        at += build.rng.expovariate(1.0 / bulk_every)
+            build.add(org, at, bulk)
     return build.build()
 
 
