@@ -1,9 +1,14 @@
 """What the plan cannot see in the queue: the charts still to come, and the spread of durations.
 
-Two extensions of the contract's ETAs, both off by default (a scenario without them plans exactly as
-the contract says):
+Three extensions of the contract's ETAs, all off by default (a scenario without them plans exactly
+as the contract says):
 
-- **Expected arrivals** (`Scenario.arrivals`). An org that keeps submitting will take its turns in
+- **History** (`Scenario.history`): the submissions of the recent past, from which `forecast`
+  derives the arrivals the core expects, so the live system, the plan command and the simulator
+  share one rule: each org's steady rate with a decay over several windows, bulk uploads set apart
+  as bursts (a risk, not a rate), a share of the budget expected of orgs not seen yet while history
+  is thin, all carried out to the horizon of the backlog they delay.
+- **Expected arrivals** (`Scenario.arrivals`), stated directly or derived from history. An org that keeps submitting will take its turns in
   the rounds ahead, and a chart planned without them is promised too early. Each `Arrival` says an
   org is expected to submit one chart of a kind every 1/rate seconds until `until`. `expected_charts`
   turns them into queued charts that become available when they arrive (`available_at`), so the
@@ -19,6 +24,11 @@ the contract says):
   2. Its own duration is lognormal with mean `avg`: its p10 and p90.
   3. The two spreads are independent: the band's half-widths add in quadrature on each side, with
      the normal z of p90 for the start.
+  4. From history, what the rates cannot say: the rates' own doubt (RATE_DOUBT / evidence, relative
+     variance of the expected work started first), bursts (upper side only) and newcomers (both
+     sides: fewer or more may come); see `_unforeseen_spreads`.
+  The constants were chosen on the open-arrival simulator (`scheduling.loadtest.simulate`), which
+  scores the bands' coverage on three workloads.
 """
 
 from __future__ import annotations
@@ -49,8 +59,8 @@ BURST_SIZE = 10
 BURST_GAP = 1.0
 # The least span a rate is measured over, as a share of the decay: one early chart is not a rate.
 MIN_SPAN_SHARE = 0.25
-# With no history, orgs not seen yet may take this share of the budget (newcomer risk); the share
-# fades as history grows, by e every decay.
+# With no history, orgs not seen yet are expected to take this share of the budget, less what the
+# orgs seen take (newcomer risk); the share fades as history grows, by e every decay.
 NEWCOMER_LOAD = 0.5
 # The rates' relative variance is RATE_DOUBT / evidence: more than a Poisson count's (1 / evidence),
 # since orgs change pace. Chosen on the open-arrival simulator (`scheduling.loadtest.simulate`).
@@ -63,10 +73,10 @@ BURST_MEMORY = 5.0
 class Forecast:
     """What the core expects from `Scenario.history` (see `forecast`).
 
-    `arrivals`: the steady streams, until the horizon; `evidence`: the (decayed) count of steady
-    submissions their rates rest on; `burst_rate` (bulk uploads per second) and `burst_work` (mean
-    cost-unit seconds of one): bursts, which no org's rate foresees; `newcomer_load`: the share of
-    the budget orgs not seen yet may take.
+    `arrivals`: the steady streams (the newcomers' among them), until the horizon; `evidence`: the
+    (decayed) count of steady submissions their rates rest on; `burst_rate` (bulk uploads per
+    second) and `burst_work` (mean cost-unit seconds of one): bursts, which no org's rate foresees;
+    `newcomer_load`: the share of the budget expected of orgs not seen yet.
     """
 
     arrivals: list[Arrival]
@@ -76,7 +86,11 @@ class Forecast:
     newcomer_load: float
 
 
-def forecast(history: History, *, now: float, budget: int, backlog: float) -> Forecast:
+# The org the newcomers' expected charts are given (no real org id starts with "~").
+NEWCOMERS = "~newcomers"
+
+
+def forecast(history: History, *, now: float, budget: int, backlog: float, typical_avg: float = 0.0) -> Forecast:
     """The arrivals expected from `history`, carried out to the horizon of the charts they affect.
 
     `backlog` is the cost-unit seconds queued and still to run, over the budget: how long the pool
@@ -88,11 +102,14 @@ def forecast(history: History, *, now: float, budget: int, backlog: float) -> Fo
        age a counts e^(-a / decay); each (org, avg, cost, spread)'s rate is its count over
        decay x (1 - e^(-span / decay)), the same weights summed over the span: a rate with decay
        over several windows, and unbiased on a history shorter than the decay.
-    3. Bursts: their decayed count over the same span, and their mean work.
+    3. Bursts: their count, decayed BURST_MEMORY times slower, over a span at least MIN_SPAN_SHARE
+       of that memory, and their mean work.
     4. The horizon: with rho the share of the budget the streams take (at most MAX_HORIZON_SHARE),
        the backlog drains in backlog / (1 - rho) seconds, and arrivals after a chart's start no
        longer touch it: the streams run until now + that.
-    5. Newcomer load: NEWCOMER_LOAD x e^(-span / decay).
+    5. Newcomers: orgs not seen yet are expected to take q = max(0, NEWCOMER_LOAD - rho) x
+       e^(-span / decay) of the budget, as one more stream of charts of `typical_avg` seconds (the
+       org NEWCOMERS); q also widens the band (`eta_bands`).
     """
     decay = history.decay
     since = min([history.since, *(s.created for s in history.submissions)])
@@ -117,7 +134,7 @@ def forecast(history: History, *, now: float, budget: int, backlog: float) -> Fo
             size = sum(count for _, count, *_ in group)
             lasted = max(group[-1][0] - group[0][0], BURST_GAP)
             if size >= BURST_SIZE * lasted / BURST_GAP:
-                weight = math.exp(-(now - group[0][0]) / (BURST_MEMORY * decay))
+                weight = math.exp(-(now - group[0][0]) / (BURST_MEMORY * decay))  # see `memory`
                 burst_weight += weight
                 burst_work += weight * sum(count * avg * min(cost, budget) for _, count, avg, cost, _ in group)
                 continue
@@ -126,16 +143,21 @@ def forecast(history: History, *, now: float, budget: int, backlog: float) -> Fo
                 steady[(org, avg, cost, spread)] += weight
                 evidence += weight
     rates = {key: weight / scale for key, weight in steady.items()}
+    memory = BURST_MEMORY * decay
     rho = sum(rate * avg * min(cost, budget) for (_, avg, cost, _), rate in rates.items()) / budget
+    newcomer_load = max(0.0, NEWCOMER_LOAD - rho) * math.exp(-span / decay)
+    if newcomer_load > 0 and typical_avg > 0:
+        rates[(NEWCOMERS, typical_avg, 1, 0.0)] = newcomer_load * budget / typical_avg
+        rho += newcomer_load
     until = now + backlog / (1.0 - min(rho, MAX_HORIZON_SHARE))
     return Forecast(
         arrivals=[
             Arrival(org, rate, until, avg, cost, spread) for (org, avg, cost, spread), rate in sorted(rates.items())
         ],
         evidence=evidence,
-        burst_rate=burst_weight / (BURST_MEMORY * decay * -math.expm1(-span / (BURST_MEMORY * decay))),
+        burst_rate=burst_weight / (memory * -math.expm1(-max(span, MIN_SPAN_SHARE * memory) / memory)),
         burst_work=burst_work / burst_weight if burst_weight else 0.0,
-        newcomer_load=NEWCOMER_LOAD * math.exp(-span / decay),
+        newcomer_load=newcomer_load,
     )
 
 
@@ -239,37 +261,37 @@ def eta_bands(
         for until, share in share_until.items():
             rho[started < until] += share
         start_spread /= 1.0 - np.minimum(rho, MAX_ARRIVAL_SHARE)
-    late_spread = start_spread
+    early_spread = late_spread = start_spread
     if foreseen is not None:
-        late_spread = _late_spread(start_spread, start - now, foreseen, budget)
+        early_spread, late_spread = _unforeseen_spreads(start_spread, start - now, foreseen, budget)
     # Own duration: lognormal with mean avg, so median avg * e^(-sigma^2 / 2).
     sigma = np.sqrt(sigma2)
     median = mean * np.exp(-sigma2 / 2)
     below = mean - median * np.exp(-Z90 * sigma)
     above = median * np.exp(Z90 * sigma) - mean
     eta = start + mean
-    low = np.maximum(eta - np.hypot(start_spread, below), now)
+    low = np.maximum(eta - np.hypot(early_spread, below), now)
     high = eta + np.hypot(late_spread, above)
     return Bands(_times(low), _times(high))
 
 
-def _late_spread(
+def _unforeseen_spreads(
     start_spread: NDArray[np.float64], wait: NDArray[np.float64], foreseen: Forecast, budget: int
-) -> NDArray[np.float64]:
-    """The upper half-width of each start: `start_spread` and what no rate foresees, which only
-    delays a chart.
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """The lower and upper half-widths of each start: `start_spread` and what no rate foresees.
 
-    1. Bursts: over a wait w, a Poisson count of bulk uploads (burst_rate x w expected), each taking
-       its work or, if less, half the pool for the rest of the wait: the p90 of that extra work
-       (mean + Z90 x standard deviation), over the budget.
-    2. Newcomers: orgs not seen yet taking a share q of the budget stretch the wait by 1 / (1 - q).
+    1. Bursts, which only delay a chart: over a wait w, a Poisson count of bulk uploads
+       (burst_rate x w expected), each taking its work or, if less, half the pool for the rest of
+       the wait: the p90 of that extra work (mean + Z90 x standard deviation), over the budget.
+    2. Newcomers, expected at a share q of the budget in the ETA itself: q x w either way, as
+       fewer or more of them may come.
     """
     wait = np.maximum(np.nan_to_num(wait, nan=0.0), 0.0)
     burst = np.minimum(foreseen.burst_work, wait * budget / 2)
     expected_bursts = foreseen.burst_rate * wait
     burst_delay = (expected_bursts * burst + Z90 * np.sqrt(expected_bursts) * burst) / budget
-    newcomer_delay = wait * foreseen.newcomer_load / (1.0 - foreseen.newcomer_load)
-    return np.hypot(start_spread, burst_delay) + newcomer_delay
+    newcomer_shift = wait * foreseen.newcomer_load
+    return start_spread + newcomer_shift, np.hypot(start_spread, burst_delay)
 
 
 def running_band(*, now: float, started: Sequence[float], avg: Sequence[float], spread: Sequence[float]) -> Bands:

@@ -12,7 +12,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .forecast import Forecast, eta_bands, expected_charts, forecast, running_band, spreads
-from .model import QUEUED_FIELDS, ChartIds, ChartTimes, Plan, QueueColumns, RunningChart, Scenario
+from .model import QUEUED_FIELDS, ChartIds, ChartTimes, History, Plan, QueueColumns, RunningChart, Scenario
 from .order import DEFAULT_POLICY, Indices, column, fair_order_indices, org_codes
 from .replay import Dispatcher, EventReplay, lane_replay
 
@@ -70,7 +70,10 @@ def _plan(scenario: Scenario) -> Plan:
     arrivals = list(scenario.arrivals)
     foreseen: Forecast | None = None
     if scenario.history is not None:
-        foreseen = forecast(scenario.history, now=now, budget=budget, backlog=_backlog(queue, running, now, budget))
+        foreseen = forecast(
+            scenario.history, now=now, budget=budget, backlog=_backlog(queue, running, now, budget),
+            typical_avg=_typical_avg(scenario.history, queue),
+        )  # fmt: skip
         arrivals += foreseen.arrivals
     if arrivals:
         expected, expected_spread = expected_charts(arrivals, now=now, queued=real_count)
@@ -180,6 +183,14 @@ def _backlog(queue: QueueColumns, running: Sequence[RunningChart], now: float, b
     work = float(np.dot(np.minimum(column(queue.cost, np.int64), budget), column(queue.avg, np.float64)))
     work += sum(min(c.cost, budget) * max(0.0, c.started + c.avg - now) for c in running)
     return work / budget
+
+
+def _typical_avg(history: History, queue: QueueColumns) -> float:
+    """The mean expected duration of the charts submitted lately (of the queue if none)."""
+    count = sum(submission.count for submission in history.submissions)
+    if count:
+        return sum(submission.avg * submission.count for submission in history.submissions) / count
+    return sum(queue.avg) / len(queue) if len(queue) else 0.0
 
 
 def _joined(queue: QueueColumns, more: QueueColumns) -> QueueColumns:

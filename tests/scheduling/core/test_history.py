@@ -22,7 +22,14 @@ from scheduling.core import (
     plan,
     plan_to_json,
 )
-from scheduling.core.forecast import BURST_SIZE, MAX_HORIZON_SHARE, MIN_SPAN_SHARE, NEWCOMER_LOAD, forecast
+from scheduling.core.forecast import (
+    BURST_SIZE,
+    MAX_HORIZON_SHARE,
+    MIN_SPAN_SHARE,
+    NEWCOMER_LOAD,
+    NEWCOMERS,
+    forecast,
+)
 
 DECAY = 600.0
 
@@ -119,15 +126,33 @@ def test_history_plans_as_the_arrivals_it_foresees_stated_directly() -> None:
     assert set(told.eta) == set(alone.eta)
 
 
-def test_thin_history_widens_the_band_above_the_eta() -> None:
+def test_thin_history_expects_newcomers_and_widens_the_band() -> None:
+    # Nothing seen yet: orgs not seen may come and take their turns; with a long quiet history, no.
     queued = backlog(60)
     spread = {chart.id: 0.3 for chart in queued}
     thin = plan(Scenario(now=100.0, budget=4, queued=queued, spread=spread, history=History([], since=100.0)))
     long = plan(Scenario(now=100.0, budget=4, queued=queued, spread=spread, history=History([], since=-1e5)))
-    assert dict(thin.eta) == dict(long.eta)  # the point ETA is not moved by the risk
+    alone = plan(Scenario(now=100.0, budget=4, queued=queued, spread=spread))
     last = "a059"
-    assert thin.eta_high[last] > long.eta_high[last] + 0.3 * (long.eta[last] - 100.0)  # type: ignore[operator]
-    assert thin.eta_low[last] == long.eta_low[last]
+    assert dict(long.eta) == dict(alone.eta)
+    assert thin.eta[last] > long.eta[last] * 1.3  # type: ignore[operator]
+    assert thin.order == long.order  # the newcomers' expected charts are never in the plan
+    thin_width = thin.eta_high[last] - thin.eta_low[last]  # type: ignore[operator]
+    long_width = long.eta_high[last] - long.eta_low[last]  # type: ignore[operator]
+    assert thin_width > 2 * long_width
+    assert thin.eta_low[last] < long.eta[last]  # type: ignore[operator]  # none may come after all
+
+
+def test_the_newcomers_share_is_what_the_orgs_seen_leave() -> None:
+    now = 300.0
+    busy = History(stream("b", rate=0.3, start=0.0, end=now), since=0.0, decay=DECAY)  # 0.75 of 4 lanes
+    assert [arrival.org for arrival in forecast(busy, now=now, budget=4, backlog=10.0, typical_avg=10.0).arrivals] == ["b"]
+    quiet = History(stream("b", rate=0.04, start=0.0, end=now), since=0.0, decay=DECAY)  # 0.1 of the lanes
+    result = forecast(quiet, now=now, budget=4, backlog=10.0, typical_avg=10.0)
+    assert [arrival.org for arrival in result.arrivals] == ["b", NEWCOMERS]
+    rho = 0.04 * 10.0 / 4
+    assert result.newcomer_load == pytest.approx((NEWCOMER_LOAD - rho) * math.exp(-now / DECAY), rel=0.1)
+    assert result.arrivals[1].rate == pytest.approx(result.newcomer_load * 4 / 10.0)
 
 
 HISTORY: dict[str, Any] = {
