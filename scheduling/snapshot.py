@@ -375,9 +375,13 @@ def recent_history(
         mean, spread = durations.of(org_id, workflow_id)
         submissions.append(
             core.Submission(
-                org=org_key(org_id), created=second, avg=mean, cost=costs.of(org_id, workflow_id),
-                spread=spread, count=count,
-            )  # fmt: skip
+                org=org_key(org_id),
+                created=second,
+                avg=mean,
+                cost=costs.of(org_id, workflow_id),
+                spread=spread,
+                count=count,
+            )
         )
     first = Chart.objects.order_by("created_at").values_list(Epoch("created_at"), flat=True).first()
     start = to_seconds(since) if first is None else max(to_seconds(since), first)

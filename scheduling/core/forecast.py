@@ -8,8 +8,9 @@ as the contract says):
   share one rule: each org's steady rate with a decay over several windows, bulk uploads set apart
   as bursts (a risk, not a rate), a share of the budget expected of orgs not seen yet while history
   is thin, all carried out to the horizon of the backlog they delay.
-- **Expected arrivals** (`Scenario.arrivals`), stated directly or derived from history. An org that keeps submitting will take its turns in
-  the rounds ahead, and a chart planned without them is promised too early. Each `Arrival` says an
+- **Expected arrivals** (`Scenario.arrivals`), stated directly or derived from history. An org
+  that keeps submitting will take its turns in the rounds ahead, and a chart planned without them is
+  promised too early. Each `Arrival` says an
   org is expected to submit one chart of a kind every 1/rate seconds until `until`. `expected_charts`
   turns them into queued charts that become available when they arrive (`available_at`), so the
   ordinary fair order and replay place them: behind the org's own backlog, or, for an idle org, in

@@ -36,8 +36,7 @@ from scheduling.core.baselines import (
     replay_proportional,
 )
 from scheduling.core.model import Policy
-from scheduling.loadtest import metrics
-from scheduling.loadtest import simulate
+from scheduling.loadtest import metrics, simulate
 from scheduling.loadtest.ideal import ideal_etas, workflow_means
 from scheduling.loadtest.svg import PALETTE, Chart
 
@@ -308,7 +307,13 @@ def eta_table(eta: metrics.EtaFigures) -> Table:
         return [name, str(figures.count), pct(figures.median), pct(figures.p90), pct(figures.bias)]
 
     return Table(
-        ["prediction", "charts (samples)", "median abs. rel. error", "p90", "median signed (+: predicted later than actual)"],
+        [
+            "prediction",
+            "charts (samples)",
+            "median abs. rel. error",
+            "p90",
+            "median signed (+: predicted later than actual)",
+        ],
         [
             row("fairsched ETA at enqueue", eta.at_enqueue),
             row("  deep charts (waited >= 5 mean durations)", eta.enqueue_deep),
@@ -746,7 +751,8 @@ def main(argv: list[str] | None = None) -> None:
         print("ETAs in an open system (simulator; errors median / p90 / signed):")
         print(simulate.markdown(simulate.TABLE_HEADER, simulate.table_rows(simulated)))
         for target in simulate.targets(simulated):
-            print(f"{_met(target.met).strip('*'):>4}  {target.workload} / {target.policy}: {target.target}: {target.measured}")
+            where = f"{target.workload} / {target.policy}"
+            print(f"{_met(target.met).strip('*'):>4}  {where}: {target.target}: {target.measured}")
     print(f"report written to {args.out / 'report.md'} and {args.out / 'report.html'}")
 
 

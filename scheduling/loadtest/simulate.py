@@ -31,7 +31,6 @@ import bisect
 import heapq
 import math
 import random
-import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
@@ -39,16 +38,17 @@ from dataclasses import dataclass, field, replace
 
 from scheduling.core import (
     Arrival,
+    History,
     OrgPolicy,
     QueuedChart,
     RunningChart,
     Scenario,
+    Submission,
     dispatch_walk,
     fair_order,
     plan,
 )
 from scheduling.core.model import Plan, Policy
-from scheduling.core import History, Submission
 from scheduling.loadtest.metrics import ErrorFigures, error_figures, quantile
 
 # The live loop's default arrival window (`SchedulerConfig.arrival_window`): today's forecast.
@@ -229,7 +229,9 @@ def simulate(workload: Workload, *, policy: Policy, sample_every: float, enqueue
     `sample_every` seconds, and the arrival of every `enqueue_every`-th chart (see the module doc)."""
     charts = workload.charts
     budget, weights = workload.budget, workload.weights
-    queued = {chart.id: QueuedChart(chart.id, chart.org, chart.arrival, chart.kind.mean, chart.kind.cost) for chart in charts}
+    queued = {
+        chart.id: QueuedChart(chart.id, chart.org, chart.arrival, chart.kind.mean, chart.kind.cost) for chart in charts
+    }
     by_id = {chart.id: chart for chart in charts}
     schedule = Schedule(workload, policy)
     served = dict.fromkeys(weights, 0.0)
@@ -267,7 +269,9 @@ def simulate(workload: Workload, *, policy: Policy, sample_every: float, enqueue
         scenario = Scenario(
             now=instant, budget=budget, policy=policy, orgs=orgs, queued=[queued[chart_id] for chart_id in waiting]
         )
-        in_flight = [RunningChart(i, by_id[i].org, s, by_id[i].kind.mean, by_id[i].kind.cost) for i, s in running.items()]
+        in_flight = [
+            RunningChart(i, by_id[i].org, s, by_id[i].kind.mean, by_id[i].kind.cost) for i, s in running.items()
+        ]
         for started in dispatch_walk(fair_order(scenario), now=instant, budget=budget, running=in_flight, orgs=orgs):
             chart = waiting.pop(started.id)
             running[chart.id] = instant
@@ -336,9 +340,9 @@ def _from_plan(result: Plan, context: Context) -> Prediction:
     low = {chart_id: result.eta_low[chart_id] for chart_id in ids}
     high = {chart_id: result.eta_high[chart_id] for chart_id in ids}
     return Prediction(
-        {k: v for k, v in eta.items() if v is not None},  # type: ignore[misc]
-        {k: v for k, v in low.items() if v is not None},  # type: ignore[misc]
-        {k: v for k, v in high.items() if v is not None},  # type: ignore[misc]
+        {k: v for k, v in eta.items() if v is not None},
+        {k: v for k, v in low.items() if v is not None},
+        {k: v for k, v in high.items() if v is not None},
         {org: clear for org, clear in result.org_clear.items() if clear is not None},
     )
 
@@ -467,20 +471,25 @@ class _Tally:
     signed: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     inside: dict[str, list[bool]] = field(default_factory=lambda: defaultdict(list))
     width: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
-    above: dict[str, list[bool]] = field(default_factory=lambda: defaultdict(list))
 
     def scores(self) -> Scores:
         def share(flags: list[bool]) -> float | None:
             return sum(flags) / len(flags) if flags else None
 
+        errors = {key: error_figures(values) for key, values in self.signed.items()}
+        empty = error_figures([])
         return Scores(
-            *(error_figures(self.signed[key]) for key in ("enqueue", "enqueue deep", "enqueue shallow")),
-            *(error_figures(self.signed[key]) for key in ("sampled", "sampled deep", "sampled shallow")),
-            error_figures(self.signed["org clear"]),
-            share(self.inside["enqueue"]),
-            share(self.inside["sampled"]),
-            quantile(self.width["enqueue"], 0.5),
-            quantile(self.width["sampled"], 0.5),
+            enqueue=errors.get("enqueue", empty),
+            enqueue_deep=errors.get("enqueue deep", empty),
+            enqueue_shallow=errors.get("enqueue shallow", empty),
+            sampled=errors.get("sampled", empty),
+            sampled_deep=errors.get("sampled deep", empty),
+            sampled_shallow=errors.get("sampled shallow", empty),
+            org_clear=errors.get("org clear", empty),
+            band_enqueue=share(self.inside["enqueue"]),
+            band_sampled=share(self.inside["sampled"]),
+            width_enqueue=quantile(self.width["enqueue"], 0.5),
+            width_sampled=quantile(self.width["sampled"], 0.5),
         )
 
 
@@ -530,8 +539,6 @@ def score(schedule: Schedule, predictors: Mapping[str, Callable[[Context], Predi
                     if prediction.low is not None and prediction.high is not None:
                         low, high = prediction.low[chart.id], prediction.high[chart.id]
                         tally.inside[place].append(low <= finish <= high)
-                        tally.inside[f"{place} {depth}"].append(low <= finish <= high)
-                        tally.above[place].append(finish > high)
                         tally.width[place].append((high - low) / (finish - at))
             if sampled and at >= CLEAR_AFTER:
                 _score_clear(tally, schedule, moment, prediction)
@@ -590,9 +597,12 @@ def run(
             waits = [schedule.start[c.id] - c.arrival for c in workload.charts]
             results.append(
                 Result(
-                    name, policy, len(workload.charts), sum(w >= deep for w in waits) / len(waits),
+                    name,
+                    policy,
+                    len(workload.charts),
+                    sum(w >= deep for w in waits) / len(waits),
                     score(schedule, predictors),
-                )  # fmt: skip
+                )
             )
     return results
 
@@ -665,7 +675,7 @@ def targets(results: Sequence[Result], *, predictor: str = "fairsched") -> list[
         before = result.scores["fairsched, one window (before)"]
         naive_ones = [result.scores["naive: pending x avg / capacity"], result.scores["queue depth ahead / drain rate"]]
 
-        def add(target: str, measured: str, met: bool | None) -> None:
+        def add(target: str, measured: str, met: bool | None, result: Result = result) -> None:
             judged.append(Target(result.workload, result.policy, target, measured, met))
 
         def ratio(a: ErrorFigures, b: ErrorFigures) -> float | None:
@@ -735,4 +745,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -146,7 +146,9 @@ def test_thin_history_expects_newcomers_and_widens_the_band() -> None:
 def test_the_newcomers_share_is_what_the_orgs_seen_leave() -> None:
     now = 300.0
     busy = History(stream("b", rate=0.3, start=0.0, end=now), since=0.0, decay=DECAY)  # 0.75 of 4 lanes
-    assert [arrival.org for arrival in forecast(busy, now=now, budget=4, backlog=10.0, typical_avg=10.0).arrivals] == ["b"]
+    assert [arrival.org for arrival in forecast(busy, now=now, budget=4, backlog=10.0, typical_avg=10.0).arrivals] == [
+        "b"
+    ]
     quiet = History(stream("b", rate=0.04, start=0.0, end=now), since=0.0, decay=DECAY)  # 0.1 of the lanes
     result = forecast(quiet, now=now, budget=4, backlog=10.0, typical_avg=10.0)
     assert [arrival.org for arrival in result.arrivals] == ["b", NEWCOMERS]
@@ -190,6 +192,10 @@ def test_history_since_defaults_to_the_earliest_submission() -> None:
     assert empty.history == History([], since=100, decay=600)
 
 
+def _submission(**fields: object) -> dict[str, object]:
+    return {"submissions": [{"org": "b", "created": 1, "avg": 1} | fields]}
+
+
 @pytest.mark.parametrize(
     ("history", "message"),
     [
@@ -201,10 +207,10 @@ def test_history_since_defaults_to_the_earliest_submission() -> None:
         ({"submissions": [{"created": 1, "avg": 1}]}, "history.submissions[0]: org required"),
         ({"submissions": [{"org": "b", "avg": 1}]}, "history.submissions[0].created: required"),
         ({"submissions": [{"org": "b", "created": 1}]}, "history.submissions[0].avg: required"),
-        ({"submissions": [{"org": "b", "created": 1, "avg": -1}]}, "history.submissions[0].avg: must be a number > 0, got -1"),
-        ({"submissions": [{"org": "b", "created": 1, "avg": 1, "count": 0}]}, "history.submissions[0].count: must be an integer >= 1, got 0"),
-        ({"submissions": [{"org": "b", "created": 1, "avg": 1, "cost": 1.5}]}, "history.submissions[0].cost: must be an integer >= 1, got 1.5"),
-        ({"submissions": [{"org": "b", "created": 1, "avg": 1, "spread": -0.1}]}, "history.submissions[0].spread: must be a number >= 0, got -0.1"),
+        (_submission(avg=-1), "history.submissions[0].avg: must be a number > 0, got -1"),
+        (_submission(count=0), "history.submissions[0].count: must be an integer >= 1, got 0"),
+        (_submission(cost=1.5), "history.submissions[0].cost: must be an integer >= 1, got 1.5"),
+        (_submission(spread=-0.1), "history.submissions[0].spread: must be a number >= 0, got -0.1"),
     ],
 )  # fmt: skip
 def test_bad_history_exits_2_naming_the_field(history: object, message: str) -> None:

@@ -105,7 +105,14 @@ def test_the_floor_beats_the_naive_predictors(cold_start_scores: dict[str, simul
 
 def test_fairsched_is_scored_on_every_figure(cold_start_scores: dict[str, simulate.Scores]) -> None:
     ours = cold_start_scores["fairsched"]
-    for errors in (ours.enqueue, ours.enqueue_deep, ours.sampled, ours.sampled_deep, ours.sampled_shallow, ours.org_clear):
+    for errors in (
+        ours.enqueue,
+        ours.enqueue_deep,
+        ours.sampled,
+        ours.sampled_deep,
+        ours.sampled_shallow,
+        ours.org_clear,
+    ):
         assert errors.count > 0
     assert ours.band_enqueue is not None
     assert ours.band_sampled is not None
