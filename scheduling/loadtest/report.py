@@ -547,11 +547,14 @@ def build_report(
             "each second), 'at start' the last one before its first dispatch. The naive formula is "
             "pending cost units x mean finished run / budget, at the same instants as the enqueue ETAs. "
             f"Band coverage (p10-p90): at enqueue {pct(figures.eta.band_enqueue)}, at start "
-            f"{pct(figures.eta.band_start)}. The ETAs expect each org to submit over the next arrival window "
-            "as much as over the last one; the bands come from the learned spread of durations and those "
-            "expected arrivals (`scheduling.core.forecast`), not from orgs that have not submitted yet, "
-            "which is why the table by time sets the ETAs made in the first tenth of the run (before most "
-            "orgs had shown up) apart from the rest.",
+            f"{pct(figures.eta.band_start)}, sampled over the wait {pct(figures.eta.band_sampled)} (median width "
+            f"{num(figures.eta.band_width_sampled, 2)} of the time left). The ETAs forecast arrivals from the "
+            "submissions of the last arrival windows (`scheduling.core.forecast`: rates with decay, bulk uploads "
+            "as bursts, newcomers expected while history is thin); the bands add the learned spread of "
+            "durations. Deep charts waited 5 mean durations or more before their first dispatch. The org "
+            "clear-time is each org's latest ETA, sampled every 5 s, against the latest finish of what it had "
+            "then. The table by time sets the ETAs made in the first tenth of the run (before most orgs had "
+            "shown up, and before any duration was learned) apart from the rest.",
             [eta_table(figures.eta), "eta.svg", eta_time_table(figures.eta), eta_org_table(figures.eta)],
         ),
         (
