@@ -116,6 +116,7 @@ def forecast(history: History, *, now: float, budget: int, backlog: float, typic
     since = min([history.since, *(s.created for s in history.submissions)])
     span = max(now - since, MIN_SPAN_SHARE * decay)
     scale = decay * -math.expm1(-span / decay)
+    memory = BURST_MEMORY * decay
     by_org: dict[str, list[tuple[float, int, float, int, float]]] = defaultdict(list)
     for s in history.submissions:
         if s.created <= now and s.count > 0:
@@ -135,7 +136,7 @@ def forecast(history: History, *, now: float, budget: int, backlog: float, typic
             size = sum(count for _, count, *_ in group)
             lasted = max(group[-1][0] - group[0][0], BURST_GAP)
             if size >= BURST_SIZE * lasted / BURST_GAP:
-                weight = math.exp(-(now - group[0][0]) / (BURST_MEMORY * decay))  # see `memory`
+                weight = math.exp(-(now - group[0][0]) / memory)
                 burst_weight += weight
                 burst_work += weight * sum(count * avg * min(cost, budget) for _, count, avg, cost, _ in group)
                 continue
@@ -144,7 +145,6 @@ def forecast(history: History, *, now: float, budget: int, backlog: float, typic
                 steady[(org, avg, cost, spread)] += weight
                 evidence += weight
     rates = {key: weight / scale for key, weight in steady.items()}
-    memory = BURST_MEMORY * decay
     rho = sum(rate * avg * min(cost, budget) for (_, avg, cost, _), rate in rates.items()) / budget
     newcomer_load = max(0.0, NEWCOMER_LOAD - rho) * math.exp(-span / decay)
     if newcomer_load > 0 and typical_avg > 0:
