@@ -98,7 +98,7 @@ class Chart(models.Model):
                 name="chart_active_org_state_idx",
                 condition=Q(state__in=[s.value for s in ACTIVE_STATES]),
             ),
-            # The replan counts the charts submitted in the arrival window (`snapshot.expected_arrivals`).
+            # The replan reads the charts submitted in the last arrival windows (`snapshot.recent_history`).
             models.Index(fields=["created_at"], name="chart_created_at_idx"),
             # Reconcile finds the few cancelled charts whose workflow may still run (`close_cancelled`).
             models.Index(

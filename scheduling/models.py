@@ -31,8 +31,8 @@ class SchedulerConfig(models.Model):
     )
     arrival_window = models.FloatField(
         default=600.0,
-        help_text="Seconds of past submissions the ETAs expect to repeat: each org is expected to submit as many "
-        "charts over the next window as over the last one (0 turns the forecast off).",
+        help_text="Seconds over which the ETAs' arrival forecast forgets: a submission counts e^-1 as much one "
+        "window later; the last 5 windows are read (0 turns the forecast off).",
     )
     updated_at = models.DateTimeField(auto_now=True)
 

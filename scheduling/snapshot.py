@@ -330,7 +330,7 @@ def load_snapshot(*, now: datetime | None = None) -> Snapshot:
         queued=queued,
         running=running,
         retry_budget=retry_budget_of(config),
-        arrivals=expected_arrivals(now, config, org_rows, costs, durations),
+        history=recent_history(now, config, org_rows, costs, durations),
         spread=sigma,
     )
     return Snapshot(
@@ -343,38 +343,49 @@ def load_snapshot(*, now: datetime | None = None) -> Snapshot:
     )
 
 
-def expected_arrivals(
+# The history the ETAs are forecast from: this many arrival windows (a submission that old counts
+# e^-5 of a new one).
+HISTORY_WINDOWS = 5
+
+
+def recent_history(
     now: datetime, config: SchedulerConfig, org_rows: dict[str, OrgRow], costs: Costs, durations: Durations
-) -> list[core.Arrival]:
-    """What each org is expected to submit next: over the next `arrival_window` seconds, as many
-    charts of each workflow as it submitted over the last one, evenly spread (none for a held org,
-    none with a window of 0). One grouped count over the charts created in the window."""
+) -> core.History | None:
+    """The submissions of the last HISTORY_WINDOWS arrival windows, from which the core forecasts
+    the arrivals (`scheduling.core.forecast.forecast`; decay: one arrival window). One grouped
+    query: per (org, workflow, second of creation), a count; a bulk submission is one row. Held
+    orgs are left out (their charts never compete while held); none with a window of 0. History is
+    complete from the first chart ever submitted, or from the start of the span if earlier."""
     window = config.arrival_window
     if window <= 0:
-        return []
-    since = now - timedelta(seconds=window)
-    counts = (
+        return None
+    since = now - timedelta(seconds=HISTORY_WINDOWS * window)
+    rows = (
         Chart.objects.filter(created_at__gte=since, created_at__lte=now)
-        .values_list("org_id", "workflow_id")
+        .annotate(second=Func(Epoch("created_at"), function="FLOOR", output_field=FloatField()))
+        .values_list("org_id", "workflow_id", "second")
         .annotate(count=Count("id"))
+        .order_by()
     )
-    arrivals = []
-    for org_id, workflow_id, count in counts:
+    submissions = []
+    for org_id, workflow_id, second, count in rows:
         row = org_rows.get(org_key(org_id))
         if row is None or row.weight == 0:
             continue
         mean, spread = durations.of(org_id, workflow_id)
-        arrivals.append(
-            core.Arrival(
+        submissions.append(
+            core.Submission(
                 org=org_key(org_id),
-                rate=count / window,
-                until=to_seconds(now) + window,
+                created=second,
                 avg=mean,
                 cost=costs.of(org_id, workflow_id),
                 spread=spread,
+                count=count,
             )
         )
-    return arrivals
+    first = Chart.objects.order_by("created_at").values_list(Epoch("created_at"), flat=True).first()
+    start = to_seconds(since) if first is None else max(to_seconds(since), first)
+    return core.History(submissions=submissions, since=min(start, to_seconds(now)), decay=window)
 
 
 def _started() -> Func:

@@ -22,12 +22,26 @@ exceeds the retry budget can never start: its start and ETA are null. Without a 
 For the ETAs only (`forecast`; the order never depends on them): `Scenario.arrivals` (`arrivals` in
 the JSON: `[{"org", "rate", "until", "avg", "cost", "spread"}]`), the charts orgs are expected to
 submit, which the replay counts; and `Scenario.spread` (a chart's `spread` in the JSON), each chart's
-log-sigma of duration. From them `Plan.eta_low` / `eta_high` give a p10-p90 band, which the plan
-command prints as `eta_low`, `eta_high`, `org_clear_low` and `org_clear_high` when either is given.
+log-sigma of duration; and `Scenario.history` (`history` in the JSON: `{"since", "decay",
+"submissions": [{"org", "created", "avg", "cost", "spread", "count"}]}`), the submissions of the
+recent past from which the core derives the arrivals it expects (`forecast.forecast`). From them
+`Plan.eta_low` / `eta_high` give a p10-p90 band, which the plan command prints as `eta_low`,
+`eta_high`, `org_clear_low` and `org_clear_high` when any of them is given.
 """
 
 from .io import ScenarioError, parse_scenario, plan_to_json
-from .model import Aging, Arrival, OrgPolicy, Plan, QueueColumns, QueuedChart, RunningChart, Scenario
+from .model import (
+    Aging,
+    Arrival,
+    History,
+    OrgPolicy,
+    Plan,
+    QueueColumns,
+    QueuedChart,
+    RunningChart,
+    Scenario,
+    Submission,
+)
 from .order import fair_order
 from .planner import plan
 from .replay import dispatch_walk
@@ -35,6 +49,7 @@ from .replay import dispatch_walk
 __all__ = [
     "Aging",
     "Arrival",
+    "History",
     "OrgPolicy",
     "Plan",
     "QueueColumns",
@@ -42,6 +57,7 @@ __all__ = [
     "RunningChart",
     "Scenario",
     "ScenarioError",
+    "Submission",
     "dispatch_walk",
     "fair_order",
     "parse_scenario",

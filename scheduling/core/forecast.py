@@ -1,10 +1,16 @@
 """What the plan cannot see in the queue: the charts still to come, and the spread of durations.
 
-Two extensions of the contract's ETAs, both off by default (a scenario without them plans exactly as
-the contract says):
+Three extensions of the contract's ETAs, all off by default (a scenario without them plans exactly
+as the contract says):
 
-- **Expected arrivals** (`Scenario.arrivals`). An org that keeps submitting will take its turns in
-  the rounds ahead, and a chart planned without them is promised too early. Each `Arrival` says an
+- **History** (`Scenario.history`): the submissions of the recent past, from which `forecast`
+  derives the arrivals the core expects, so the live system, the plan command and the simulator
+  share one rule: each org's steady rate with a decay over several windows, bulk uploads set apart
+  as bursts (a risk, not a rate), a share of the budget expected of orgs not seen yet while history
+  is thin, all carried out to the horizon of the backlog they delay.
+- **Expected arrivals** (`Scenario.arrivals`), stated directly or derived from history. An org
+  that keeps submitting will take its turns in the rounds ahead, and a chart planned without them is
+  promised too early. Each `Arrival` says an
   org is expected to submit one chart of a kind every 1/rate seconds until `until`. `expected_charts`
   turns them into queued charts that become available when they arrive (`available_at`), so the
   ordinary fair order and replay place them: behind the org's own backlog, or, for an idle org, in
@@ -19,6 +25,11 @@ the contract says):
   2. Its own duration is lognormal with mean `avg`: its p10 and p90.
   3. The two spreads are independent: the band's half-widths add in quadrature on each side, with
      the normal z of p90 for the start.
+  4. From history, what the rates cannot say: the rates' own doubt (RATE_DOUBT / evidence, relative
+     variance of the expected work started first), bursts (upper side only) and newcomers (both
+     sides: fewer or more may come); see `_unforeseen_spreads`.
+  The constants were chosen on the open-arrival simulator (`scheduling.loadtest.simulate`), which
+  scores the bands' coverage on three workloads.
 """
 
 from __future__ import annotations
@@ -31,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from .model import Arrival, QueueColumns
+from .model import Arrival, History, QueueColumns
 
 # z-score of the 90th percentile of a normal distribution: the band's edges are p10 and p90.
 Z90 = 1.2815515655446004
@@ -39,7 +50,116 @@ Z90 = 1.2815515655446004
 # forecast horizon is shortened alike, so a plan's cost stays bounded by its queue.
 MAX_EXPECTED = 5_000
 # Past this share of the budget taken by arrivals, their feedback on a start's spread stops growing.
-MAX_ARRIVAL_SHARE = 0.8
+MAX_ARRIVAL_SHARE = 0.6
+# Past this share of the budget taken by the expected streams, the horizon they are carried to stops
+# growing (at most 1 / (1 - share) times the time the backlog takes alone).
+MAX_HORIZON_SHARE = 0.5
+# A bulk upload: at least BURST_SIZE charts of one org, each within BURST_GAP seconds of the last,
+# and BURST_SIZE or more per BURST_GAP on average (a steady stream of one a second is no burst).
+BURST_SIZE = 10
+BURST_GAP = 1.0
+# The least span a rate is measured over, as a share of the decay: one early chart is not a rate.
+MIN_SPAN_SHARE = 0.25
+# With no history, orgs not seen yet are expected to take this share of the budget, less what the
+# orgs seen take (newcomer risk); the share fades as history grows, by e every decay.
+NEWCOMER_LOAD = 0.5
+# The rates' relative variance is RATE_DOUBT / evidence: more than a Poisson count's (1 / evidence),
+# since orgs change pace. Chosen on the open-arrival simulator (`scheduling.loadtest.simulate`).
+RATE_DOUBT = 9.0
+# Bulk uploads are rarer than charts: their rate is measured with this many times the decay.
+BURST_MEMORY = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class Forecast:
+    """What the core expects from `Scenario.history` (see `forecast`).
+
+    `arrivals`: the steady streams (the newcomers' among them), until the horizon; `evidence`: the
+    (decayed) count of steady submissions their rates rest on; `burst_rate` (bulk uploads per
+    second) and `burst_work` (mean cost-unit seconds of one): bursts, which no org's rate foresees;
+    `newcomer_load`: the share of the budget expected of orgs not seen yet.
+    """
+
+    arrivals: list[Arrival]
+    evidence: float
+    burst_rate: float
+    burst_work: float
+    newcomer_load: float
+
+
+# The org the newcomers' expected charts are given (no real org id starts with "~").
+NEWCOMERS = "~newcomers"
+
+
+def forecast(history: History, *, now: float, budget: int, backlog: float, typical_avg: float = 0.0) -> Forecast:
+    """The arrivals expected from `history`, carried out to the horizon of the charts they affect.
+
+    `backlog` is the cost-unit seconds queued and still to run, over the budget: how long the pool
+    takes to drain what it has without arrivals.
+    1. Each org's submissions in time order: one within BURST_GAP s of the last joins its group; a
+       group of BURST_SIZE charts or more, at BURST_SIZE or more per BURST_GAP, is a bulk upload (a
+       burst); the others are steady.
+    2. The span of history: now - since, at least MIN_SPAN_SHARE x decay. A steady submission of
+       age a counts e^(-a / decay); each (org, avg, cost, spread)'s rate is its count over
+       decay x (1 - e^(-span / decay)), the same weights summed over the span: a rate with decay
+       over several windows, and unbiased on a history shorter than the decay.
+    3. Bursts: their count, decayed BURST_MEMORY times slower, over a span at least MIN_SPAN_SHARE
+       of that memory, and their mean work.
+    4. The horizon: with rho the share of the budget the streams take (at most MAX_HORIZON_SHARE),
+       the backlog drains in backlog / (1 - rho) seconds, and arrivals after a chart's start no
+       longer touch it: the streams run until now + that.
+    5. Newcomers: orgs not seen yet are expected to take q = max(0, NEWCOMER_LOAD - rho) x
+       e^(-span / decay) of the budget, as one more stream of charts of `typical_avg` seconds (the
+       org NEWCOMERS); q also widens the band (`eta_bands`).
+    """
+    decay = history.decay
+    since = min([history.since, *(s.created for s in history.submissions)])
+    span = max(now - since, MIN_SPAN_SHARE * decay)
+    scale = decay * -math.expm1(-span / decay)
+    memory = BURST_MEMORY * decay
+    by_org: dict[str, list[tuple[float, int, float, int, float]]] = defaultdict(list)
+    for s in history.submissions:
+        if s.created <= now and s.count > 0:
+            by_org[s.org].append((s.created, s.count, s.avg, s.cost, s.spread))
+    steady: dict[tuple[str, float, int, float], float] = defaultdict(float)
+    burst_weight = burst_work = evidence = 0.0
+    for org, submissions in by_org.items():
+        submissions.sort()
+        groups: list[list[tuple[float, int, float, int, float]]] = []
+        last = -math.inf
+        for submission in submissions:
+            if submission[0] - last > BURST_GAP:
+                groups.append([])
+            groups[-1].append(submission)
+            last = submission[0]
+        for group in groups:
+            size = sum(count for _, count, *_ in group)
+            lasted = max(group[-1][0] - group[0][0], BURST_GAP)
+            if size >= BURST_SIZE * lasted / BURST_GAP:
+                weight = math.exp(-(now - group[0][0]) / memory)
+                burst_weight += weight
+                burst_work += weight * sum(count * avg * min(cost, budget) for _, count, avg, cost, _ in group)
+                continue
+            for created, count, avg, cost, spread in group:
+                weight = count * math.exp(-(now - created) / decay)
+                steady[(org, avg, cost, spread)] += weight
+                evidence += weight
+    rates = {key: weight / scale for key, weight in steady.items()}
+    rho = sum(rate * avg * min(cost, budget) for (_, avg, cost, _), rate in rates.items()) / budget
+    newcomer_load = max(0.0, NEWCOMER_LOAD - rho) * math.exp(-span / decay)
+    if newcomer_load > 0 and typical_avg > 0:
+        rates[(NEWCOMERS, typical_avg, 1, 0.0)] = newcomer_load * budget / typical_avg
+        rho += newcomer_load
+    until = now + backlog / (1.0 - min(rho, MAX_HORIZON_SHARE))
+    return Forecast(
+        arrivals=[
+            Arrival(org, rate, until, avg, cost, spread) for (org, avg, cost, spread), rate in sorted(rates.items())
+        ],
+        evidence=evidence,
+        burst_rate=burst_weight / (memory * -math.expm1(-max(span, MIN_SPAN_SHARE * memory) / memory)),
+        burst_work=burst_work / burst_weight if burst_weight else 0.0,
+        newcomer_load=newcomer_load,
+    )
 
 
 def expected_charts(arrivals: Sequence[Arrival], *, now: float, queued: int) -> tuple[QueueColumns, list[float]]:
@@ -96,6 +216,7 @@ def eta_bands(
     running_units: Sequence[int],
     running_spread: Sequence[float],
     arrivals: Sequence[Arrival] = (),
+    foreseen: Forecast | None = None,
 ) -> Bands:
     """The p10-p90 finish of each chart of a replay (see the module doc), None where it has no start.
 
@@ -122,6 +243,13 @@ def eta_bands(
     by_start = planned[np.argsort(start[planned], kind="stable")]
     before = np.zeros(len(start))
     before[by_start] = np.cumsum(variance[by_start]) - variance[by_start]
+    if foreseen is not None and foreseen.evidence > 0:
+        # The rates are measured on `evidence` submissions: their relative variance is 1 / evidence,
+        # which the expected work started before a chart carries whole.
+        expected_work = np.where(np.asarray(expected, dtype=bool), np.sqrt(work), 0.0)
+        work_before = np.zeros(len(start))
+        work_before[by_start] = np.cumsum(expected_work[by_start]) - expected_work[by_start]
+        before += RATE_DOUBT * np.square(work_before) / foreseen.evidence
     start_spread = Z90 * np.sqrt(before + running_variance) / budget
     if arrivals:
         # Arrivals feed back: a later start lets more of them in first. With a share rho of the
@@ -134,15 +262,37 @@ def eta_bands(
         for until, share in share_until.items():
             rho[started < until] += share
         start_spread /= 1.0 - np.minimum(rho, MAX_ARRIVAL_SHARE)
+    early_spread = late_spread = start_spread
+    if foreseen is not None:
+        early_spread, late_spread = _unforeseen_spreads(start_spread, start - now, foreseen, budget)
     # Own duration: lognormal with mean avg, so median avg * e^(-sigma^2 / 2).
     sigma = np.sqrt(sigma2)
     median = mean * np.exp(-sigma2 / 2)
     below = mean - median * np.exp(-Z90 * sigma)
     above = median * np.exp(Z90 * sigma) - mean
     eta = start + mean
-    low = np.maximum(eta - np.hypot(start_spread, below), now)
-    high = eta + np.hypot(start_spread, above)
+    low = np.maximum(eta - np.hypot(early_spread, below), now)
+    high = eta + np.hypot(late_spread, above)
     return Bands(_times(low), _times(high))
+
+
+def _unforeseen_spreads(
+    start_spread: NDArray[np.float64], wait: NDArray[np.float64], foreseen: Forecast, budget: int
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """The lower and upper half-widths of each start: `start_spread` and what no rate foresees.
+
+    1. Bursts, which only delay a chart: over a wait w, a Poisson count of bulk uploads
+       (burst_rate x w expected), each taking its work or, if less, half the pool for the rest of
+       the wait: the p90 of that extra work (mean + Z90 x standard deviation), over the budget.
+    2. Newcomers, expected at a share q of the budget in the ETA itself: q x w either way, as
+       fewer or more of them may come.
+    """
+    wait = np.maximum(np.nan_to_num(wait, nan=0.0), 0.0)
+    burst = np.minimum(foreseen.burst_work, wait * budget / 2)
+    expected_bursts = foreseen.burst_rate * wait
+    burst_delay = (expected_bursts * burst + Z90 * np.sqrt(expected_bursts) * burst) / budget
+    newcomer_shift = wait * foreseen.newcomer_load
+    return start_spread + newcomer_shift, np.hypot(start_spread, burst_delay)
 
 
 def running_band(*, now: float, started: Sequence[float], avg: Sequence[float], spread: Sequence[float]) -> Bands:

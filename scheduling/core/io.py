@@ -19,12 +19,14 @@ from .model import (
     Aging,
     Arrival,
     ChartTimes,
+    History,
     OrgPolicy,
     Plan,
     Policy,
     QueueColumns,
     RunningChart,
     Scenario,
+    Submission,
 )
 
 MAX_EXACT_INTEGER = 2**53
@@ -41,8 +43,8 @@ def parse_scenario(data: object) -> Scenario:
 
     1. The top level is an object; its fields are checked in the contract's order: `now`,
        `budget` (required), `policy`, `quantum`, `aging`, `orgs` (each org's weight and cap),
-       `queued` (into columns), `running`, and the extensions' `retry_budget`, `arrivals` and
-       each chart's `spread`.
+       `queued` (into columns), `running`, and the extensions' `retry_budget`, `arrivals`,
+       `history` and each chart's `spread`.
     2. Chart ids are unique across `queued` and `running`.
     """
     if not isinstance(data, dict):
@@ -62,6 +64,7 @@ def parse_scenario(data: object) -> Scenario:
     running = _running(data.get("running", []), spread)
     retry_budget = data.get("retry_budget")
     arrivals = _arrivals(data.get("arrivals", []))
+    history = data.get("history")
     scenario = Scenario(
         now=now,
         budget=budget,
@@ -74,6 +77,7 @@ def parse_scenario(data: object) -> Scenario:
         retry_budget=None if retry_budget is None else _integer(retry_budget, "retry_budget", minimum=0),
         arrivals=arrivals,
         spread=spread,
+        history=None if history is None else _history(history, now),
     )
     _check_unique_ids(queue, running)
     return scenario
@@ -81,7 +85,7 @@ def parse_scenario(data: object) -> Scenario:
 
 def plan_to_json(plan: Plan) -> dict[str, object]:
     """The plan as the contract's JSON object; with the ETA bands too when the scenario asked for
-    them (a chart's `spread`, or `arrivals`)."""
+    them (a chart's `spread`, `arrivals` or `history`)."""
     document: dict[str, object] = {
         "order": plan.order,
         "start": _plain(plan.start),
@@ -165,6 +169,43 @@ def _arrivals(arrivals: object) -> list[Arrival]:
             )
         )
     return expected
+
+
+def _history(history: object, now: float) -> History:
+    """The extension's history: {"since", "decay" > 0, "submissions": [{"org", "created", "avg" > 0,
+    "cost", "spread", "count"}]}; `since` defaults to the earliest submission (or `now`)."""
+    if not isinstance(history, dict):
+        raise ScenarioError(f"history: must be an object or absent, got {_show(history)}")
+    submissions = history.get("submissions", [])
+    if not isinstance(submissions, list):
+        raise ScenarioError(f"history.submissions: must be an array, got {_show(submissions)}")
+    past = []
+    for index, submission in enumerate(submissions):
+        where = f"history.submissions[{index}]"
+        if not isinstance(submission, dict):
+            raise ScenarioError(f"{where}: must be an object, got {_show(submission)}")
+        org = submission.get("org", _MISSING)
+        if type(org) is not str:
+            raise ScenarioError(f"{where}: org required" if org is _MISSING else f"{where}: org must be a string")
+        for field in ("created", "avg"):
+            if field not in submission:
+                raise ScenarioError(f"{where}.{field}: required")
+        past.append(
+            Submission(
+                org=org,
+                created=_number(submission["created"], f"{where}.created"),
+                avg=_number(submission["avg"], f"{where}.avg", positive=True),
+                cost=_integer(submission.get("cost", 1), f"{where}.cost", minimum=1),
+                spread=_non_negative(submission.get("spread", 0), f"{where}.spread"),
+                count=_integer(submission.get("count", 1), f"{where}.count", minimum=1),
+            )
+        )
+    since = history.get("since")
+    return History(
+        submissions=past,
+        since=min([now, *(s.created for s in past)]) if since is None else _number(since, "history.since"),
+        decay=_number(history.get("decay", 600), "history.decay", positive=True),
+    )
 
 
 def _chart_spread(chart: dict[str, Any], where: _ChartPlace, spread: dict[str, float]) -> None:

@@ -73,6 +73,31 @@ class Arrival:
 
 
 @dataclass(frozen=True, slots=True)
+class Submission:
+    """Charts an org submitted at `created` (an extension, see `scheduling.core.forecast`): `count`
+    charts of the given expected duration, cost and spread. The recent past from which the core
+    derives the arrivals it expects (`Scenario.history`)."""
+
+    org: str
+    created: float
+    avg: float
+    cost: int = 1
+    spread: float = 0.0
+    count: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class History:
+    """The submissions of the recent past, complete from `since`, from which the core expects the
+    arrivals to come (see `scheduling.core.forecast.forecast`). A submission counts less the older
+    it is: its weight falls by e every `decay` seconds."""
+
+    submissions: Sequence[Submission]
+    since: float
+    decay: float = 600.0
+
+
+@dataclass(frozen=True, slots=True)
 class Aging:
     """Waiting bonus: +1 priority per `step` seconds waited, at most `cap`."""
 
@@ -96,6 +121,7 @@ class Scenario:
     # Extensions for the ETAs only (see `scheduling.core.forecast`); the order never depends on them.
     arrivals: Sequence[Arrival] = ()
     spread: Mapping[str, float] = field(default_factory=dict)
+    history: History | None = None
 
 
 class ChartIds:

@@ -11,8 +11,8 @@ from typing import TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
-from .forecast import eta_bands, expected_charts, running_band, spreads
-from .model import QUEUED_FIELDS, ChartIds, ChartTimes, Plan, QueueColumns, Scenario
+from .forecast import Forecast, eta_bands, expected_charts, forecast, running_band, spreads
+from .model import QUEUED_FIELDS, ChartIds, ChartTimes, History, Plan, QueueColumns, RunningChart, Scenario
 from .order import DEFAULT_POLICY, Indices, column, fair_order_indices, org_codes
 from .replay import Dispatcher, EventReplay, lane_replay
 
@@ -67,8 +67,16 @@ def _plan(scenario: Scenario) -> Plan:
     budget, now = scenario.budget, scenario.now
     real_count = len(queue)
     expected_spread: list[float] = []
-    if scenario.arrivals:
-        expected, expected_spread = expected_charts(scenario.arrivals, now=now, queued=real_count)
+    arrivals = list(scenario.arrivals)
+    foreseen: Forecast | None = None
+    if scenario.history is not None:
+        foreseen = forecast(
+            scenario.history, now=now, budget=budget, backlog=_backlog(queue, running, now, budget),
+            typical_avg=_typical_avg(scenario.history, queue),
+        )  # fmt: skip
+        arrivals += foreseen.arrivals
+    if arrivals:
+        expected, expected_spread = expected_charts(arrivals, now=now, queued=real_count)
         queue = _joined(queue, expected)
     queued_count = len(queue)
     chart_org, org_names = org_codes([*queue.org, *(chart.org for chart in running)])
@@ -117,14 +125,14 @@ def _plan(scenario: Scenario) -> Plan:
     highs: Sequence[float | None] = etas
     running_low: Sequence[float | None] = running_finish
     running_high: Sequence[float | None] = running_finish
-    if scenario.spread or scenario.arrivals:
+    if scenario.spread or arrivals or foreseen is not None:
         spread = np.array(spreads(queue.id[:real_count], scenario.spread) + expected_spread)[order]
         running_avg = [chart.avg for chart in running]
         running_spread = spreads([chart.id for chart in running], scenario.spread)
         bands = eta_bands(
             now=now, budget=budget, starts=starts, avg=avg, units=units.tolist(), spread=spread.tolist(),
             expected=(order >= real_count).tolist(), running_avg=running_avg, running_units=running_units,
-            running_spread=running_spread, arrivals=scenario.arrivals,
+            running_spread=running_spread, arrivals=arrivals, foreseen=foreseen,
         )  # fmt: skip
         lows, highs = bands.low, bands.high
         running_bands = running_band(
@@ -168,6 +176,21 @@ def _plan(scenario: Scenario) -> Plan:
         org_clear_low=org_clear_low,
         org_clear_high=org_clear_high,
     )
+
+
+def _backlog(queue: QueueColumns, running: Sequence[RunningChart], now: float, budget: int) -> float:
+    """Seconds the pool takes to run what is queued and what is left of what runs, at full budget."""
+    work = float(np.dot(np.minimum(column(queue.cost, np.int64), budget), column(queue.avg, np.float64)))
+    work += sum(min(c.cost, budget) * max(0.0, c.started + c.avg - now) for c in running)
+    return work / budget
+
+
+def _typical_avg(history: History, queue: QueueColumns) -> float:
+    """The mean expected duration of the charts submitted lately (of the queue if none)."""
+    count = sum(submission.count for submission in history.submissions)
+    if count:
+        return sum(submission.avg * submission.count for submission in history.submissions) / count
+    return sum(queue.avg) / len(queue) if len(queue) else 0.0
 
 
 def _joined(queue: QueueColumns, more: QueueColumns) -> QueueColumns:

@@ -435,6 +435,17 @@ class EtaFigures:
     points: list[tuple[float, float, float, float]]  # (at, actual finish, eta, naive eta) at enqueue
     by_time: list[tuple[float, float, ErrorFigures, float | None]] = field(default_factory=list)
     """(from, to, errors at enqueue, band coverage) for the enqueue ETAs made in [from, to) s of the run."""
+    enqueue_deep: ErrorFigures = field(default_factory=lambda: error_figures([]))
+    enqueue_shallow: ErrorFigures = field(default_factory=lambda: error_figures([]))
+    sampled: ErrorFigures = field(default_factory=lambda: error_figures([]))
+    sampled_deep: ErrorFigures = field(default_factory=lambda: error_figures([]))
+    sampled_shallow: ErrorFigures = field(default_factory=lambda: error_figures([]))
+    band_sampled: float | None = None
+    band_width_sampled: float | None = None
+    """Median width of the band over the wait, relative to the time left."""
+    org_clear: ErrorFigures = field(default_factory=lambda: error_figures([]))
+    after_first_tenth: ErrorFigures = field(default_factory=lambda: error_figures([]))
+    """Enqueue ETAs made after the first tenth of the submission window."""
 
 
 def naive_eta(log: Mapping[str, Any], at: float) -> float:
@@ -459,10 +470,16 @@ def naive_eta(log: Mapping[str, Any], at: float) -> float:
     return at + pending * average / budget
 
 
+# A chart is deep when its first wait lasted this many mean durations or more.
+DEEP_WAITS = 5.0
+
+
 def eta_figures(log: Mapping[str, Any]) -> EtaFigures:
-    """ETA error at enqueue (first ETA written after submission) and at start (the last one before
-    the first dispatch), each |predicted - actual finish| / (actual finish - time of prediction);
-    the naive formula at the same instants as the enqueue ETAs; share of finishes inside the band."""
+    """ETA error at enqueue (first ETA written after submission), over the wait (the samples kept
+    every few seconds until the first dispatch) and at start (the last one before it), each
+    |predicted - actual finish| / (actual finish - time of prediction), split by deep (first wait
+    >= DEEP_WAITS mean durations) and shallow; the naive formula at the same instants as the enqueue
+    ETAs; share of finishes inside the band; org clear-time error (`org_clear_error`)."""
     enqueue: list[float] = []
     naive: list[float] = []
     start: list[float] = []
@@ -472,13 +489,28 @@ def eta_figures(log: Mapping[str, Any]) -> EtaFigures:
     by_org: dict[str, list[float]] = defaultdict(list)
     points = []
     timed: list[tuple[float, float, bool | None]] = []
+    by_depth: dict[str, list[float]] = defaultdict(list)
+    inside_sampled: list[bool] = []
+    widths: list[float] = []
+    deep_wait = DEEP_WAITS * float(log["meta"]["default_duration"])
     for chart in log["charts"]:
         finished = chart["finished"]
         if chart["state"] != "succeeded" or finished is None:
             continue
+        first_start = next((run["start"] for run in chart["runs"] if run["start"] is not None), chart["started"])
+        depth = "deep" if first_start is not None and first_start - chart["submitted"] >= deep_wait else "shallow"
+        for sample in chart.get("eta_wait", []):
+            if finished > sample["at"]:
+                error = (sample["eta"] - finished) / (finished - sample["at"])
+                by_depth["sampled"].append(error)
+                by_depth[f"sampled {depth}"].append(error)
+                if sample["low"] is not None and sample["high"] is not None:
+                    inside_sampled.append(sample["low"] <= finished <= sample["high"])
+                    widths.append((sample["high"] - sample["low"]) / (finished - sample["at"]))
         sample = chart["eta_enqueue"]
         if sample and finished > sample["at"]:
             error = (sample["eta"] - finished) / (finished - sample["at"])
+            by_depth[f"enqueue {depth}"].append(error)
             naive_at = naive_eta(log, sample["at"])
             enqueue.append(error)
             naive.append((naive_at - finished) / (finished - sample["at"]))
@@ -506,7 +538,37 @@ def eta_figures(log: Mapping[str, Any]) -> EtaFigures:
         by_org={org: error_figures(errors) for org, errors in sorted(by_org.items())},
         points=points,
         by_time=_by_time(timed, float(log["meta"].get("seconds", 0.0))),
+        enqueue_deep=error_figures(by_depth["enqueue deep"]),
+        enqueue_shallow=error_figures(by_depth["enqueue shallow"]),
+        sampled=error_figures(by_depth["sampled"]),
+        sampled_deep=error_figures(by_depth["sampled deep"]),
+        sampled_shallow=error_figures(by_depth["sampled shallow"]),
+        band_sampled=sum(inside_sampled) / len(inside_sampled) if inside_sampled else None,
+        band_width_sampled=quantile(widths, 0.5),
+        org_clear=org_clear_error(log),
+        after_first_tenth=error_figures(
+            [error for at, error, _ in timed if at >= 0.1 * float(log["meta"].get("seconds", 0.0))]
+        ),
     )
+
+
+def org_clear_error(log: Mapping[str, Any]) -> ErrorFigures:
+    """Each sampled org clear-time against the actual one: the latest finish of the charts the org
+    had submitted and not finished at the sample's time (samples whose charts did not all finish,
+    or whose org had none, are left out); error relative to the time left."""
+    charts_by_org: dict[str, list[tuple[float, float | None]]] = defaultdict(list)
+    for chart in log["charts"]:
+        charts_by_org[chart["org"]].append((chart["submitted"], chart["finished"]))
+    errors = []
+    for sample in log.get("org_clear", []):
+        at = sample["at"]
+        present = [finished for submitted, finished in charts_by_org[sample["org"]] if submitted <= at
+                   and (finished is None or finished > at)]  # fmt: skip
+        if not present or any(finished is None for finished in present):
+            continue
+        actual = max(finished for finished in present if finished is not None)
+        errors.append((sample["clear"] - actual) / (actual - at))
+    return error_figures(errors)
 
 
 def _by_time(

@@ -58,6 +58,8 @@ from scheduling.loadtest.workload import TASK_QUEUE, Workload, build
 T = TypeVar("T")
 
 ACTOR = "loadtest"
+# ETAs over the wait and org clear-times are kept every this many samples (one a second).
+WAIT_SAMPLE_EVERY = 5
 DATABASE = "loadtest"
 FAULT_AT = {"kill_worker": 0.2, "temporal": 0.35, "redis": 0.55, "postgres": 0.7}
 ALL_FAULTS = tuple(FAULT_AT)
@@ -249,6 +251,9 @@ class LoadRun:
         self.faults: list[Fault] = []
         self.eta_enqueue: dict[int, EtaSample] = {}
         self.eta_start: dict[int, EtaSample] = {}
+        self.eta_wait: dict[int, list[EtaSample]] = defaultdict(list)
+        self.org_clear: list[dict[str, Any]] = []
+        self.samples_taken = 0
         self.samples: list[list[float]] = []
         self.holds: list[dict[str, Any]] = []
         self.pauses: list[dict[str, Any]] = []
@@ -407,11 +412,15 @@ class LoadRun:
         return True
 
     def _sample(self) -> bool:
-        """Keep each waiting chart's first ETA (at enqueue) and its latest before its first dispatch."""
+        """Keep each waiting chart's first ETA (at enqueue) and its latest before its first dispatch;
+        every WAIT_SAMPLE_EVERY samples, the ETAs over the first wait and the orgs' clear-times."""
         from charts.models import ChartPlan, ChartState
+        from orgs.models import Org
         from scheduling.snapshot import Epoch
 
         now = self.clock()
+        over_the_wait = self.samples_taken % WAIT_SAMPLE_EVERY == 0
+        self.samples_taken += 1
         rows = ChartPlan.objects.filter(
             chart__state__in=[ChartState.QUEUED, ChartState.RETRY_WAIT], eta__isnull=False
         ).values_list("chart_id", "chart__attempt", Epoch("eta"), Epoch("eta_low"), Epoch("eta_high"))
@@ -420,6 +429,11 @@ class LoadRun:
             self.eta_enqueue.setdefault(chart_id, sample)
             if attempt == 0:
                 self.eta_start[chart_id] = sample
+                if over_the_wait:
+                    self.eta_wait[chart_id].append(sample)
+        if over_the_wait:
+            for slug, clear in Org.objects.filter(clear_at__isnull=False).values_list("slug", Epoch("clear_at")):
+                self.org_clear.append({"at": now, "org": slug, "clear": clear - self.t0})
         return True
 
     def _revive(self) -> None:
@@ -511,6 +525,7 @@ class LoadRun:
                     "finished": _rel(chart.finished_at, self.t0),
                     "eta_enqueue": asdict(enqueue) if enqueue else None,
                     "eta_start": asdict(start) if start else None,
+                    "eta_wait": [asdict(sample) for sample in self.eta_wait.get(chart.pk, [])],
                     "runs": runs,
                 }
             )
@@ -541,6 +556,7 @@ class LoadRun:
             "faults": [asdict(fault) for fault in self.faults],
             "charts": charts,
             "transitions": transitions,
+            "org_clear": self.org_clear,
             "temporal_unknown_workflows": unknown,
         }
 

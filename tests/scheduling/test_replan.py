@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
 import pytest
 from django.utils import timezone
 
@@ -89,25 +91,68 @@ def test_a_pass_is_due_once_per_interval() -> None:
     cache.delete(LAST_RUN_KEY.format("probe"))
 
 
-def test_the_etas_expect_the_submissions_of_the_last_window_to_repeat(backlog: tuple[Org, Org]) -> None:
-    # gamma submitted 30 charts in the last window, all done by now: it is expected to submit as
-    # many over the next one, and those take their turns ahead of the backlog's later charts.
+def _gamma_submitted(*, every: float) -> Org:
+    """gamma submitted 30 charts, one every `every` seconds up to now (0: in one bulk), all done."""
     gamma = OrgFactory(slug="gamma")
     chart_submit_bulk(org=gamma, items=[Submission("w", f"g{i}") for i in range(30)], actor=ACTOR)
-    Chart.objects.filter(org=gamma).update(state="succeeded")
     now = timezone.now()
-    scheduler_config_set(actor=ACTOR, arrival_window=0)
+    for index, chart_id in enumerate(Chart.objects.filter(org=gamma).order_by("id").values_list("id", flat=True)):
+        created = now - timedelta(seconds=every * (29.5 - index))
+        Chart.objects.filter(pk=chart_id).update(state="succeeded", created_at=created)
+    return gamma
+
+
+def _etas(*, window: float, now: datetime) -> dict[str, datetime]:
+    scheduler_config_set(actor=ACTOR, arrival_window=window)
     plan_refresh(now=now)
-    without = {chart.external_id: chart.eta for chart in Chart.objects.filter(plan__isnull=False)}  # type: ignore[attr-defined]
-    scheduler_config_set(actor=ACTOR, arrival_window=600)
-    plan_refresh(now=now)
+    return {chart.external_id: chart.eta for chart in Chart.objects.filter(plan__isnull=False)}  # type: ignore[attr-defined]
+
+
+def test_the_etas_expect_an_org_that_keeps_submitting_to_go_on(backlog: tuple[Org, Org]) -> None:
+    # gamma submitted a chart every 20 s over the last 10 minutes: it is expected to go on, and its
+    # charts take their turns ahead of the backlog's later charts.
+    _gamma_submitted(every=20)
+    now = timezone.now()
+    without = _etas(window=0, now=now)
+    expected = _etas(window=600, now=now)
     charts = Chart.objects.filter(plan__isnull=False).order_by("position")
-    expected = {chart.external_id: chart.eta for chart in charts}  # type: ignore[attr-defined]
     assert [chart.external_id for chart in charts] == ["acme0", "acme1", "beta0", "acme2", "acme3", "beta1"]
     assert set(expected) == set(without)  # gamma's expected charts are never written
     assert expected["acme0"] == without["acme0"]  # the head starts now either way
     assert expected["beta1"] > without["beta1"]
     assert not Org.objects.get(slug="gamma").clear_at
+
+
+def test_a_bulk_upload_is_not_expected_to_repeat(backlog: tuple[Org, Org]) -> None:
+    _gamma_submitted(every=0)
+    now = timezone.now()
+    assert _etas(window=600, now=now) == _etas(window=0, now=now)
+
+
+def test_the_snapshot_passes_the_recent_submissions_grouped_by_second(backlog: tuple[Org, Org]) -> None:
+    from orgs.services import org_hold
+    from scheduling.snapshot import HISTORY_WINDOWS, load_snapshot
+
+    scheduler_config_set(actor=ACTOR, arrival_window=60)
+    gamma = _gamma_submitted(every=20)  # 30 charts over 600 s: those of the last 300 s count
+    snapshot = load_snapshot()
+    history = snapshot.scenario.history
+    assert history is not None
+    assert history.decay == 60
+    by_org: dict[str, int] = {}
+    for submission in history.submissions:
+        by_org[submission.org] = by_org.get(submission.org, 0) + submission.count
+    acme, beta = backlog
+    assert by_org == {str(acme.pk): 4, str(beta.pk): 2, str(gamma.pk): HISTORY_WINDOWS * 60 // 20}
+    assert len([s for s in history.submissions if s.org == str(acme.pk)]) == 1  # one bulk, one row
+    # Complete from the start of the span (charts exist from before it).
+    assert history.since == pytest.approx(snapshot.scenario.now - HISTORY_WINDOWS * 60, abs=1)
+    org_hold(org=gamma, actor=ACTOR)
+    held = load_snapshot().scenario.history
+    assert held is not None
+    assert str(gamma.pk) not in {submission.org for submission in held.submissions}
+    scheduler_config_set(actor=ACTOR, arrival_window=0)
+    assert load_snapshot().scenario.history is None
 
 
 def test_charts_of_one_bulk_keep_their_order_across_a_digit_boundary() -> None:

@@ -151,6 +151,44 @@ def test_eta_errors_band_coverage_and_the_naive_formula() -> None:
     assert metrics.naive_eta(log_of(charts, []), 5.5) == pytest.approx(5.5 + 1 * 4.5 / 2)
 
 
+def test_etas_over_the_wait_by_depth_and_org_clear_times() -> None:
+    # Mean duration 2 s: a chart that waited 10 s or more is deep. Chart 1 waited 12 s (deep), chart 2
+    # 1 s (shallow). Samples over the wait: chart 1 at 0 (ETA 10, finished 14: -4/14) and at 7 (ETA
+    # 15, band [13, 16]: +1/7, inside); chart 2 at 2 (ETA 4, band [3.5, 3.8], finished 5: -1/3, outside).
+    charts = [
+        chart(1, "big", 0, finished=14, runs=[("completed", 12, 14)],
+              eta_enqueue={"at": 0, "eta": 10, "low": None, "high": None}),
+        chart(2, "small", 2, finished=5, runs=[("completed", 3, 5)],
+              eta_enqueue={"at": 2, "eta": 4, "low": 3.5, "high": 3.8}),
+    ]  # fmt: skip
+    charts[0]["eta_wait"] = [
+        {"at": 0, "eta": 10, "low": None, "high": None},
+        {"at": 7, "eta": 15, "low": 13, "high": 16},
+    ]
+    charts[1]["eta_wait"] = [{"at": 2, "eta": 4, "low": 3.5, "high": 3.8}]
+    log = log_of(charts, lifecycle(1, 0, 12, 14) + lifecycle(2, 2, 3, 5), seconds=10.0)
+    # big at 1 holds chart 1 (finishes 14): clear 15 -> +1/13. small at 3 holds chart 2 (finishes 5):
+    # clear 4 -> -1/2. big at 14 holds nothing: left out.
+    log["org_clear"] = [{"at": 1, "org": "big", "clear": 15}, {"at": 3, "org": "small", "clear": 4},
+                        {"at": 14, "org": "big", "clear": 14}]  # fmt: skip
+    figures = metrics.eta_figures(log)
+    assert figures.enqueue_deep.count == 1
+    assert figures.enqueue_deep.median == pytest.approx(4 / 14)
+    assert figures.enqueue_deep.bias == pytest.approx(-4 / 14)
+    assert figures.enqueue_shallow.median == pytest.approx(1 / 3)
+    assert figures.sampled.count == 3
+    assert figures.sampled_deep.count == 2
+    assert figures.sampled_deep.median == pytest.approx((4 / 14 + 1 / 7) / 2)
+    assert figures.sampled_shallow.bias == pytest.approx(-1 / 3)
+    assert figures.band_sampled == 0.5
+    assert figures.band_width_sampled == pytest.approx(((3 / 7) + (0.3 / 3)) / 2)
+    assert figures.org_clear.count == 2
+    assert figures.org_clear.median == pytest.approx((1 / 13 + 1 / 2) / 2)
+    # Enqueue ETAs made after the first tenth of the 10 s run: chart 2's (at 2), not chart 1's (at 0).
+    assert figures.after_first_tenth.count == 1
+    assert figures.after_first_tenth.median == pytest.approx(1 / 3)
+
+
 def schedule(charts: list[metrics.ChartRun], budget: int = 2, weights: dict[str, int] | None = None,
              kinds: dict[str, str] | None = None) -> metrics.Schedule:  # fmt: skip
     return metrics.Schedule(

@@ -1,0 +1,748 @@
+"""`python -m scheduling.loadtest.simulate`: an open-arrival simulator that scores ETA predictors
+on the same charts, over the core and the live loop's shell rules, in a minute or two.
+
+Work keeps arriving, so an ETA made now is overtaken, fairly, by charts that do not exist yet. The
+simulator measures how much that costs each predictor against the best any predictor could do.
+
+Steps:
+1. A workload: charts (org, kind, arrival, true duration), drawn from a seed. `steady` (Poisson at
+   load 0.95), `bursty` (Poisson at load 0.6 plus bulk uploads of 50-300 charts from one org at a
+   time, about 1 in all), `cold_start` (one org's 300-chart backfill at t = 0, ten small orgs
+   trickling in from the first minute).
+2. The schedule (`simulate`), event-driven: decision instants are arrivals, finishes and the
+   sample instants. At each one, as the live loop does: count the finishes, let the arrivals in,
+   give each org its place in the rounds (`served_rounds`, the shell's rule), take the core's fair
+   order and walk it (`dispatch_walk`); a fair-tier start adds to its org's service. The state
+   before each walk is kept at the sample instants (`Moment`). The order never depends on the
+   ETAs, so one schedule serves every predictor.
+3. The predictors, at every kept moment, for the charts waiting then (`PREDICTORS`): fairsched's
+   plan from the submissions so far (`history`), today's one-window forecast, the floor (the plan
+   told every chart that will arrive, with their arrival times: what it misses is the durations'
+   own spread), the naive pending x average / capacity, and queue depth ahead / recent drain rate.
+4. The scores (`score`): error = |ETA - finish| / (finish - time of the ETA), at enqueue and
+   sampled over the wait, split by deep (waited >= 5 mean durations) and shallow; org clear-time
+   error; band coverage and median width relative to the time left.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import heapq
+import math
+import random
+import time
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from scheduling.core import (
+    Arrival,
+    History,
+    OrgPolicy,
+    QueuedChart,
+    RunningChart,
+    Scenario,
+    Submission,
+    dispatch_walk,
+    fair_order,
+    plan,
+)
+from scheduling.core.model import Plan, Policy
+from scheduling.loadtest.metrics import ErrorFigures, error_figures, quantile
+
+# The live loop's default arrival window (`SchedulerConfig.arrival_window`): today's forecast.
+ARRIVAL_WINDOW = 600.0
+# The history the live snapshot passes: this many arrival windows.
+HISTORY_DECAYS = 5.0
+# A chart is deep when it waited this many mean durations or more.
+DEEP_WAITS = 5.0
+# Org clear-times are scored once this much history exists (one arrival window).
+CLEAR_AFTER = ARRIVAL_WINDOW
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    """A workflow: lognormal durations of mean `mean` and log-sigma `sigma`, `cost` units each."""
+
+    name: str
+    mean: float
+    sigma: float
+    cost: int
+
+
+KINDS = (Kind("short", 30.0, 0.5, 1), Kind("medium", 60.0, 0.6, 1), Kind("long", 120.0, 0.4, 2))
+
+
+@dataclass(frozen=True, slots=True)
+class SimChart:
+    id: str
+    org: str
+    kind: Kind
+    arrival: float
+    duration: float
+
+
+@dataclass
+class Workload:
+    name: str
+    budget: int
+    weights: dict[str, int]
+    charts: list[SimChart]
+
+    @property
+    def mean_duration(self) -> float:
+        return sum(chart.kind.mean for chart in self.charts) / len(self.charts)
+
+
+def _mean_work(budget: int) -> float:
+    """Mean unit-seconds of a chart whose kind is drawn uniformly."""
+    return sum(kind.mean * min(kind.cost, budget) for kind in KINDS) / len(KINDS)
+
+
+class _Builder:
+    def __init__(self, name: str, budget: int, seed: int) -> None:
+        self.name = name
+        self.budget = budget
+        self.rng = random.Random(seed)
+        self.charts: list[SimChart] = []
+        self.weights: dict[str, int] = {}
+
+    def org(self, name: str, weight: int = 1) -> str:
+        self.weights[name] = weight
+        return name
+
+    def add(self, org: str, at: float, kind: Kind | None = None) -> None:
+        kind = kind or self.rng.choice(KINDS)
+        # Lognormal with mean kind.mean: median mean * e^(-sigma^2 / 2).
+        duration = kind.mean * math.exp(self.rng.gauss(0.0, kind.sigma) - kind.sigma**2 / 2)
+        self.charts.append(SimChart(f"c{len(self.charts):06d}", org, kind, at, duration))
+
+    def poisson(self, orgs: Sequence[str], shares: Sequence[float], *, load: float, start: float, end: float) -> None:
+        """Poisson arrivals at `load` of the budget between `start` and `end`, orgs drawn by `shares`."""
+        rate = load * self.budget / _mean_work(self.budget)
+        at = start + self.rng.expovariate(rate)
+        while at < end:
+            self.add(self.rng.choices(orgs, shares)[0], at)
+            at += self.rng.expovariate(rate)
+
+    def build(self) -> Workload:
+        self.charts.sort(key=lambda chart: (chart.arrival, chart.id))
+        return Workload(self.name, self.budget, self.weights, self.charts)
+
+
+def steady(*, seed: int = 1, seconds: float = 6000.0, budget: int = 20) -> Workload:
+    """Poisson arrivals at load 0.95 from 12 orgs of skewed sizes and weights 1-3."""
+    build = _Builder("steady", budget, seed)
+    orgs = [build.org(f"org{index:02d}", 1 + index % 3) for index in range(12)]
+    build.poisson(orgs, [1.0 / (rank + 1) for rank in range(12)], load=0.95, start=0.0, end=seconds)
+    return build.build()
+
+
+def bursty(*, seed: int = 2, seconds: float = 8000.0, budget: int = 40) -> Workload:
+    """Poisson at load 0.6 from 12 orgs, plus bulk uploads of 50-300 charts from one org at a time
+    (one of the same orgs or one of 4 bulk-only orgs) of the medium workflow, one at a random moment
+    of each stretch of the time 175 of them (the mean bulk) take at 0.4 of the budget: load about 1."""
+    build = _Builder("bursty", budget, seed)
+    orgs = [build.org(f"org{index:02d}", 1 + index % 3) for index in range(12)]
+    bulk_orgs = orgs + [build.org(f"bulk{index}", 1) for index in range(4)]
+    build.poisson(orgs, [1.0 / (rank + 1) for rank in range(12)], load=0.6, start=0.0, end=seconds)
+    bulk = KINDS[1]  # a backfill of one workflow
+    bulk_every = 175 * bulk.mean * min(bulk.cost, budget) / budget / 0.4
+    for index in range(int(seconds / bulk_every)):  # one bulk somewhere in each stretch
+        at = (index + build.rng.uniform(0.1, 0.9)) * bulk_every
+        org = build.rng.choice(bulk_orgs)
+        for _ in range(build.rng.randint(50, 300)):
+            build.add(org, at, bulk)
+    return build.build()
+
+
+def cold_start(*, seed: int = 3, seconds: float = 3000.0, budget: int = 20) -> Workload:
+    """One org's 300-chart backfill at t = 0; ten small orgs, each starting in the first minutes
+    (the first at 60 s), then trickling in Poisson, together about 0.6 of the budget."""
+    build = _Builder("cold_start", budget, seed)
+    backfill = build.org("backfill", 1)
+    for _ in range(300):
+        build.add(backfill, 0.0, KINDS[1])
+    for index in range(10):
+        small = build.org(f"small{index}", 1 + index % 2)
+        build.poisson([small], [1.0], load=0.06, start=60.0 + 30.0 * index, end=seconds)
+    return build.build()
+
+
+WORKLOADS: dict[str, Callable[[], Workload]] = {"steady": steady, "bursty": bursty, "cold_start": cold_start}
+
+
+# -- the schedule ------------------------------------------------------------------------------------
+
+
+def served_rounds(
+    served: Mapping[str, float], weights: Mapping[str, int], backlogged: set[str], *, policy: Policy, quantum: float
+) -> tuple[dict[str, OrgPolicy], dict[str, float]]:
+    """The shell's rule for each org's place in the rounds (`scheduling.snapshot.fair_service`,
+    written here over plain dicts, since the shell's reads the org rows): each org's policy for the
+    core, and the floor every org's service is raised to.
+
+    1. A round gives an org `weight` charts (round_robin) or weight x quantum units (deficit).
+    2. The round under way is the least service per round among the backlogged orgs.
+    3. An org's `served` for the core is its service beyond that round; an idle org is raised to it.
+
+    When the live rule changes (virtual time in rounds), this is the one function to point at it.
+    """
+
+    def unit(org: str) -> float:
+        return weights[org] * (quantum if policy == "deficit" else 1.0)
+
+    current = min((served[org] / unit(org) for org in backlogged), default=0.0)
+    policies = {}
+    floors = {}
+    for org, weight in weights.items():
+        floors[org] = current * unit(org)
+        policies[org] = OrgPolicy(weight=weight, served=max(0.0, served[org] - floors[org]))
+    return policies, floors
+
+
+@dataclass(frozen=True, slots=True)
+class Moment:
+    """The state at a sample instant, before the walk: what waits (in arrival order), what runs
+    (chart, start) and each org's policy (its place in the rounds)."""
+
+    at: float
+    waiting: tuple[SimChart, ...]
+    running: tuple[tuple[SimChart, float], ...]
+    orgs: Mapping[str, OrgPolicy]
+    enqueue: bool  # the arrival of a chart chosen for the enqueue scores
+    sampled: bool  # a sample instant
+
+
+@dataclass
+class Schedule:
+    workload: Workload
+    policy: Policy
+    start: dict[str, float] = field(default_factory=dict)
+    finish: dict[str, float] = field(default_factory=dict)
+    moments: list[Moment] = field(default_factory=list)
+
+
+def simulate(workload: Workload, *, policy: Policy, sample_every: float, enqueue_every: int) -> Schedule:
+    """The schedule of `workload` under `policy`, with the moments kept for the predictors: every
+    `sample_every` seconds, and the arrival of every `enqueue_every`-th chart (see the module doc)."""
+    charts = workload.charts
+    budget, weights = workload.budget, workload.weights
+    queued = {
+        chart.id: QueuedChart(chart.id, chart.org, chart.arrival, chart.kind.mean, chart.kind.cost) for chart in charts
+    }
+    by_id = {chart.id: chart for chart in charts}
+    schedule = Schedule(workload, policy)
+    served = dict.fromkeys(weights, 0.0)
+    waiting: dict[str, SimChart] = {}
+    running: dict[str, float] = {}
+    finishes: list[tuple[float, str]] = []
+    scored = {chart.arrival for chart in charts[::enqueue_every]}
+    next_arrival = 0
+    next_sample = 0.0
+    instant = 0.0
+    while next_arrival < len(charts) or waiting or finishes:
+        while finishes and finishes[0][0] <= instant:
+            del running[heapq.heappop(finishes)[1]]
+        while next_arrival < len(charts) and charts[next_arrival].arrival <= instant:
+            waiting[charts[next_arrival].id] = charts[next_arrival]
+            next_arrival += 1
+        backlogged = {chart.org for chart in waiting.values()}
+        orgs, floors = served_rounds(served, weights, backlogged, policy=policy, quantum=1.0)
+        for org, floor in floors.items():
+            served[org] = max(served[org], floor)
+        sampled = instant >= next_sample
+        if (sampled or instant in scored) and waiting:
+            schedule.moments.append(
+                Moment(
+                    instant,
+                    tuple(waiting.values()),
+                    tuple((by_id[chart_id], started) for chart_id, started in running.items()),
+                    orgs,
+                    instant in scored,
+                    sampled,
+                )
+            )
+        if sampled:
+            next_sample += sample_every
+        scenario = Scenario(
+            now=instant, budget=budget, policy=policy, orgs=orgs, queued=[queued[chart_id] for chart_id in waiting]
+        )
+        in_flight = [
+            RunningChart(i, by_id[i].org, s, by_id[i].kind.mean, by_id[i].kind.cost) for i, s in running.items()
+        ]
+        for started in dispatch_walk(fair_order(scenario), now=instant, budget=budget, running=in_flight, orgs=orgs):
+            chart = waiting.pop(started.id)
+            running[chart.id] = instant
+            schedule.start[chart.id] = instant
+            schedule.finish[chart.id] = instant + chart.duration
+            heapq.heappush(finishes, (instant + chart.duration, chart.id))
+            served[chart.org] += 1.0 if policy == "round_robin" else float(min(chart.kind.cost, budget))
+        ahead = [math.inf]
+        if finishes:
+            ahead.append(finishes[0][0])
+        if next_arrival < len(charts):
+            ahead.append(charts[next_arrival].arrival)
+        if waiting or next_arrival < len(charts):
+            ahead.append(next_sample)
+        instant = min(ahead)
+        if instant == math.inf:
+            break
+    return schedule
+
+
+# -- the predictors ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Prediction:
+    """ETAs (and bands, where the predictor gives them) of the charts waiting at a moment, and
+    each org's clear-time (the latest ETA of its waiting and running charts)."""
+
+    eta: dict[str, float]
+    low: dict[str, float] | None = None
+    high: dict[str, float] | None = None
+    org_clear: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a predictor may know at a moment: the past, and (for the floor only) the future."""
+
+    schedule: Schedule
+    moment: Moment
+    arrived: Sequence[SimChart]  # every chart that arrived up to the moment, in arrival order
+    ended: Sequence[tuple[float, float, float]]  # (start, finish, duration) of the runs ended by then
+    future: Sequence[SimChart]  # the charts still to arrive (the floor's knowledge)
+    arrival_times: Sequence[float]  # of `arrived`
+
+
+def _scenario(context: Context, **extensions: object) -> Scenario:
+    moment, workload = context.moment, context.schedule.workload
+    spread = {chart.id: chart.kind.sigma for chart in moment.waiting}
+    spread |= {chart.id: chart.kind.sigma for chart, _ in moment.running}
+    return Scenario(
+        now=moment.at,
+        budget=workload.budget,
+        policy=context.schedule.policy,
+        orgs=moment.orgs,
+        queued=[QueuedChart(c.id, c.org, c.arrival, c.kind.mean, c.kind.cost) for c in moment.waiting],
+        running=[RunningChart(c.id, c.org, started, c.kind.mean, c.kind.cost) for c, started in moment.running],
+        spread=spread,
+        **extensions,  # type: ignore[arg-type]
+    )
+
+
+def _from_plan(result: Plan, context: Context) -> Prediction:
+    ids = [chart.id for chart in context.moment.waiting]
+    eta = {chart_id: result.eta[chart_id] for chart_id in ids}
+    low = {chart_id: result.eta_low[chart_id] for chart_id in ids}
+    high = {chart_id: result.eta_high[chart_id] for chart_id in ids}
+    return Prediction(
+        {k: v for k, v in eta.items() if v is not None},
+        {k: v for k, v in low.items() if v is not None},
+        {k: v for k, v in high.items() if v is not None},
+        {org: clear for org, clear in result.org_clear.items() if clear is not None},
+    )
+
+
+def fairsched(context: Context) -> Prediction:
+    """The project's ETAs: the plan from the submissions of the last HISTORY_DECAYS arrival windows
+    (`Scenario.history`, decaying by e every window), as the live snapshot passes them."""
+    since = max(0.0, context.moment.at - HISTORY_DECAYS * ARRIVAL_WINDOW)
+    submissions = [
+        Submission(org=c.org, created=c.arrival, avg=c.kind.mean, cost=c.kind.cost, spread=c.kind.sigma)
+        for c in context.arrived[bisect.bisect_left(context.arrival_times, since) :]
+    ]
+    history = History(submissions, since=since, decay=ARRIVAL_WINDOW)
+    return _from_plan(plan(_scenario(context, history=history)), context)
+
+
+def one_window(context: Context) -> Prediction:
+    """Before `Scenario.history`: as many charts of each (org, kind) over the next arrival window
+    as over the last one, evenly spread (the shell's `expected_arrivals` until this issue)."""
+    now = context.moment.at
+    counts: dict[tuple[str, Kind], int] = defaultdict(int)
+    for chart in reversed(context.arrived):
+        if chart.arrival < now - ARRIVAL_WINDOW:
+            break
+        counts[(chart.org, chart.kind)] += 1
+    arrivals = [
+        Arrival(org, count / ARRIVAL_WINDOW, now + ARRIVAL_WINDOW, kind.mean, kind.cost, kind.sigma)
+        for (org, kind), count in counts.items()
+    ]
+    return _from_plan(plan(_scenario(context, arrivals=arrivals)), context)
+
+
+def floor(context: Context) -> Prediction:
+    """Told every chart that will arrive (at its arrival time, with its kind's mean duration): the
+    plan misses only the durations' own spread. Charts arriving after the last waiting chart's
+    actual finish cannot touch any of them and are left out."""
+    schedule, moment = context.schedule, context.moment
+    last = max(schedule.finish[chart.id] for chart in moment.waiting)
+    coming = [
+        QueuedChart(c.id, c.org, c.arrival, c.kind.mean, c.kind.cost, available_at=c.arrival)
+        for c in context.future
+        if c.arrival < last
+    ]
+    scenario = _scenario(context)
+    scenario = replace(scenario, queued=[*scenario.queued, *coming], spread={})
+    prediction = _from_plan(plan(scenario), context)
+    prediction.low = prediction.high = None
+    prediction.org_clear = {}  # the plan's counts the future charts too: only those present count
+    for chart in moment.waiting:
+        prediction.org_clear[chart.org] = max(prediction.org_clear.get(chart.org, 0.0), prediction.eta[chart.id])
+    for chart, started in moment.running:
+        finish = max(moment.at, started + chart.kind.mean)
+        prediction.org_clear[chart.org] = max(prediction.org_clear.get(chart.org, 0.0), finish)
+    return prediction
+
+
+def _mean_run(context: Context) -> float:
+    """The mean of the runs ended so far (the configured default, 60 s, before any)."""
+    ended = context.ended
+    return sum(duration for _, _, duration in ended) / len(ended) if ended else 60.0
+
+
+def naive(context: Context) -> Prediction:
+    """pending cost units x mean finished run / budget, for every chart alike."""
+    moment, budget = context.moment, context.schedule.workload.budget
+    pending = sum(min(c.kind.cost, budget) for c in moment.waiting)
+    pending += sum(min(c.kind.cost, budget) for c, _ in moment.running)
+    eta = moment.at + pending * _mean_run(context) / budget
+    orgs = {c.org for c in moment.waiting} | {c.org for c, _ in moment.running}
+    return Prediction({chart.id: eta for chart in moment.waiting}, org_clear=dict.fromkeys(orgs, eta))
+
+
+def queue_depth(context: Context) -> Prediction:
+    """What a Kueue user computes: the chart starts after the charts ahead of it in the queue
+    (the fair order) have drained at the recent rate of starts (over the last arrival window, or
+    since the first start), and finishes its mean duration later."""
+    moment, schedule = context.moment, context.schedule
+    budget = schedule.workload.budget
+    now = moment.at
+    recent = [start for start, _, _ in context.ended if start >= now - ARRIVAL_WINDOW]
+    recent += [started for _, started in moment.running if started >= now - ARRIVAL_WINDOW]
+    span = min(ARRIVAL_WINDOW, now - min(recent)) if recent else 0.0
+    drain = len(recent) / span if span > 0 and len(recent) > 1 else budget / _mean_run(context)
+    scenario = _scenario(context)
+    eta = {chart.id: now + ahead / drain + chart.avg for ahead, chart in enumerate(fair_order(scenario))}
+    org_clear: dict[str, float] = {}
+    for chart in moment.waiting:
+        org_clear[chart.org] = max(org_clear.get(chart.org, now), eta[chart.id])
+    for chart, started in moment.running:
+        org_clear[chart.org] = max(org_clear.get(chart.org, now), started + chart.kind.mean)
+    return Prediction(eta, org_clear=org_clear)
+
+
+PREDICTORS: dict[str, Callable[[Context], Prediction]] = {
+    "fairsched": fairsched,
+    "fairsched, one window (before)": one_window,
+    "floor: told every arrival": floor,
+    "naive: pending x avg / capacity": naive,
+    "queue depth ahead / drain rate": queue_depth,
+}
+BANDED = ("fairsched", "fairsched, one window (before)")
+
+
+# -- the scores --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Scores:
+    """One predictor's figures on one schedule (errors: see `metrics.error_figures`)."""
+
+    enqueue: ErrorFigures
+    enqueue_deep: ErrorFigures
+    enqueue_shallow: ErrorFigures
+    sampled: ErrorFigures
+    sampled_deep: ErrorFigures
+    sampled_shallow: ErrorFigures
+    org_clear: ErrorFigures
+    band_enqueue: float | None = None
+    band_sampled: float | None = None
+    width_enqueue: float | None = None
+    width_sampled: float | None = None
+
+
+@dataclass
+class _Tally:
+    signed: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    inside: dict[str, list[bool]] = field(default_factory=lambda: defaultdict(list))
+    width: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+
+    def scores(self) -> Scores:
+        def share(flags: list[bool]) -> float | None:
+            return sum(flags) / len(flags) if flags else None
+
+        errors = {key: error_figures(values) for key, values in self.signed.items()}
+        empty = error_figures([])
+        return Scores(
+            enqueue=errors.get("enqueue", empty),
+            enqueue_deep=errors.get("enqueue deep", empty),
+            enqueue_shallow=errors.get("enqueue shallow", empty),
+            sampled=errors.get("sampled", empty),
+            sampled_deep=errors.get("sampled deep", empty),
+            sampled_shallow=errors.get("sampled shallow", empty),
+            org_clear=errors.get("org clear", empty),
+            band_enqueue=share(self.inside["enqueue"]),
+            band_sampled=share(self.inside["sampled"]),
+            width_enqueue=quantile(self.width["enqueue"], 0.5),
+            width_sampled=quantile(self.width["sampled"], 0.5),
+        )
+
+
+def score(schedule: Schedule, predictors: Mapping[str, Callable[[Context], Prediction]]) -> dict[str, Scores]:
+    """Each predictor's scores on `schedule` (see the module doc, step 4).
+
+    1. At each kept moment, each predictor predicts the charts waiting then.
+    2. A chart's error at the moment: (ETA - finish) / (finish - moment); at enqueue only at the
+       moment of its own arrival (when it was chosen for that), sampled at every sample instant
+       it waits through. Deep: its wait (start - arrival) was at least 5 mean durations.
+    3. An org's clear-time (the latest actual finish of the charts it had waiting or running at a
+       sample instant after the first arrival window) against the predicted one.
+    """
+    workload = schedule.workload
+    deep_wait = DEEP_WAITS * workload.mean_duration
+    charts = workload.charts
+    ends = sorted(((schedule.start[c.id], schedule.finish[c.id], c.duration) for c in charts), key=lambda run: run[1])
+    finish_times = [run[1] for run in ends]
+    tallies = {name: _Tally() for name in predictors}
+    arrival_times = [chart.arrival for chart in charts]
+    arrived = 0
+    for moment in schedule.moments:
+        at = moment.at
+        while arrived < len(charts) and charts[arrived].arrival <= at:
+            arrived += 1
+        ended = ends[: bisect.bisect_right(finish_times, at)]
+        context = Context(schedule, moment, charts[:arrived], ended, charts[arrived:], arrival_times[:arrived])
+        sampled = moment.sampled
+        for name, predict in predictors.items():
+            prediction = predict(context)
+            tally = tallies[name]
+            for chart in moment.waiting:
+                eta = prediction.eta.get(chart.id)
+                finish = schedule.finish[chart.id]
+                if eta is None or finish <= at:
+                    continue
+                error = (eta - finish) / (finish - at)
+                depth = "deep" if schedule.start[chart.id] - chart.arrival >= deep_wait else "shallow"
+                places = []
+                if moment.enqueue and chart.arrival == at:
+                    places.append("enqueue")
+                if sampled:
+                    places.append("sampled")
+                for place in places:
+                    tally.signed[place].append(error)
+                    tally.signed[f"{place} {depth}"].append(error)
+                    if prediction.low is not None and prediction.high is not None:
+                        low, high = prediction.low[chart.id], prediction.high[chart.id]
+                        tally.inside[place].append(low <= finish <= high)
+                        tally.width[place].append((high - low) / (finish - at))
+            if sampled and at >= CLEAR_AFTER:
+                _score_clear(tally, schedule, moment, prediction)
+    return {name: tally.scores() for name, tally in tallies.items()}
+
+
+def _score_clear(tally: _Tally, schedule: Schedule, moment: Moment, prediction: Prediction) -> None:
+    actual: dict[str, float] = {}
+    for chart in moment.waiting:
+        actual[chart.org] = max(actual.get(chart.org, 0.0), schedule.finish[chart.id])
+    for chart, _ in moment.running:
+        if chart.org in actual:
+            actual[chart.org] = max(actual[chart.org], schedule.finish[chart.id])
+    for org, finish in actual.items():
+        predicted = prediction.org_clear.get(org)
+        if predicted is not None and finish > moment.at:
+            tally.signed["org clear"].append((predicted - finish) / (finish - moment.at))
+
+
+# -- the run and its table ---------------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    workload: str
+    policy: Policy
+    charts: int
+    deep_share: float
+    scores: dict[str, Scores]
+
+
+POLICIES: tuple[Policy, ...] = ("round_robin", "deficit")
+
+
+def run(
+    workloads: Sequence[str] = tuple(WORKLOADS),
+    policies: Sequence[Policy] = POLICIES,
+    *,
+    predictors: Mapping[str, Callable[[Context], Prediction]] = PREDICTORS,
+    scale: float = 1.0,
+) -> list[Result]:
+    """Every workload under every policy, scored by every predictor. `scale` < 1 samples more
+    sparsely (for a quick look): enqueue scores on every 4th / scale chart, samples every mean
+    duration / scale."""
+    results = []
+    for name in workloads:
+        workload = WORKLOADS[name]()
+        for policy in policies:
+            schedule = simulate(
+                workload,
+                policy=policy,
+                sample_every=workload.mean_duration / scale,
+                enqueue_every=max(1, round(4 / scale)),
+            )
+            deep = DEEP_WAITS * workload.mean_duration
+            waits = [schedule.start[c.id] - c.arrival for c in workload.charts]
+            results.append(
+                Result(
+                    name,
+                    policy,
+                    len(workload.charts),
+                    sum(w >= deep for w in waits) / len(waits),
+                    score(schedule, predictors),
+                )
+            )
+    return results
+
+
+def _figure(errors: ErrorFigures) -> str:
+    if errors.median is None:
+        return "-"
+    return f"{errors.median:.2f} / {errors.p90:.2f} / {errors.bias:+.2f}"
+
+
+def _share(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0%}"
+
+
+TABLE_HEADER = [
+    "workload",
+    "policy",
+    "predictor",
+    "at enqueue",
+    "enqueue deep",
+    "enqueue shallow",
+    "sampled",
+    "sampled deep",
+    "sampled shallow",
+    "org clear",
+    "band enqueue (width)",
+    "band sampled (width)",
+]
+
+
+def table_rows(results: Sequence[Result]) -> list[list[str]]:
+    """One row per (workload, policy, predictor); errors as median / p90 / signed bias."""
+    rows = []
+    for result in results:
+        for name, scores in result.scores.items():
+            rows.append(
+                [
+                    result.workload,
+                    result.policy,
+                    name,
+                    *(_figure(getattr(scores, key)) for key in ("enqueue", "enqueue_deep", "enqueue_shallow")),
+                    *(_figure(getattr(scores, key)) for key in ("sampled", "sampled_deep", "sampled_shallow")),
+                    _figure(scores.org_clear),
+                    f"{_share(scores.band_enqueue)} ({_width(scores.width_enqueue)})",
+                    f"{_share(scores.band_sampled)} ({_width(scores.width_sampled)})",
+                ]
+            )
+    return [row if row[-1] != "- (-)" else [*row[:-2], "-", "-"] for row in rows]
+
+
+def _width(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+@dataclass(frozen=True)
+class Target:
+    workload: str
+    policy: Policy
+    target: str
+    measured: str
+    met: bool | None
+
+
+def targets(results: Sequence[Result], *, predictor: str = "fairsched") -> list[Target]:
+    """The issue's targets for `predictor`, judged on each workload and policy."""
+    judged = []
+    for result in results:
+        ours = result.scores[predictor]
+        best = result.scores["floor: told every arrival"]
+        before = result.scores["fairsched, one window (before)"]
+        naive_ones = [result.scores["naive: pending x avg / capacity"], result.scores["queue depth ahead / drain rate"]]
+
+        def add(target: str, measured: str, met: bool | None, result: Result = result) -> None:
+            judged.append(Target(result.workload, result.policy, target, measured, met))
+
+        def ratio(a: ErrorFigures, b: ErrorFigures) -> float | None:
+            return None if a.median is None or not b.median else a.median / b.median
+
+        sampled_ratio = ratio(ours.sampled, best.sampled)
+        deep_ratio = ratio(ours.sampled_deep, best.sampled_deep)
+        add("sampled median <= 1.5x floor", _x(sampled_ratio), None if sampled_ratio is None else sampled_ratio <= 1.5)
+        add("sampled deep median <= 2x floor", _x(deep_ratio), None if deep_ratio is None else deep_ratio <= 2.0)
+        bias = ours.sampled.bias
+        add("sampled bias within +-10%", _signed(bias), None if bias is None else abs(bias) <= 0.10)
+        enqueue, old = ours.enqueue, before.enqueue
+        add(
+            "enqueue no worse than before (median, p90)",
+            f"{_figure(enqueue)} vs {_figure(old)}",
+            None if enqueue.median is None or old.median is None else
+            enqueue.median <= old.median * 1.02 and enqueue.p90 <= old.p90 * 1.02,  # type: ignore[operator]
+        )  # fmt: skip
+        add(
+            "enqueue better than both naive predictors (median, p90)",
+            f"{_figure(enqueue)} vs " + ", ".join(_figure(n.enqueue) for n in naive_ones),
+            None if enqueue.median is None else all(
+                n.enqueue.median is not None and enqueue.median < n.enqueue.median and enqueue.p90 < n.enqueue.p90  # type: ignore[operator]
+                for n in naive_ones
+            ),
+        )  # fmt: skip
+        for place, coverage in (("enqueue", ours.band_enqueue), ("sampled", ours.band_sampled)):
+            add(f"band coverage {place} 70-90%", _share(coverage), None if coverage is None else 0.7 <= coverage <= 0.9)
+        if result.workload in ("steady", "bursty"):
+            clear = ours.org_clear.median
+            add("org clear-time median <= 10%", _share(clear), None if clear is None else clear <= 0.10)
+    return judged
+
+
+def _x(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def _signed(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.1%}"
+
+
+def markdown(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Score ETA predictors on open-arrival workloads.")
+    parser.add_argument("--workload", action="append", choices=sorted(WORKLOADS), help="default: all")
+    parser.add_argument("--policy", action="append", choices=POLICIES, help="default: both")
+    parser.add_argument("--scale", type=float, default=1.0, help="sample density (below 1: a quicker look)")
+    args = parser.parse_args(argv)
+    began = time.perf_counter()
+    results = run(args.workload or tuple(WORKLOADS), args.policy or POLICIES, scale=args.scale)
+    print(markdown(TABLE_HEADER, table_rows(results)))
+    print()
+    judged = targets(results)
+    print(markdown(["workload", "policy", "target", "measured", "met"], [
+        [t.workload, t.policy, t.target, t.measured, {True: "yes", False: "**no**", None: "-"}[t.met]] for t in judged
+    ]))  # fmt: skip
+    print()
+    for result in results:
+        print(f"{result.workload} / {result.policy}: {result.charts} charts, {result.deep_share:.0%} deep")
+    print(f"simulated in {time.perf_counter() - began:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,227 @@
+"""The forecast from history (`Scenario.history`, `scheduling.core.forecast.forecast`): the core
+derives the arrivals it expects from the submissions of the recent past."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from scheduling.core import (
+    History,
+    QueuedChart,
+    Scenario,
+    ScenarioError,
+    Submission,
+    parse_scenario,
+    plan,
+    plan_to_json,
+)
+from scheduling.core.forecast import (
+    BURST_SIZE,
+    MAX_HORIZON_SHARE,
+    MIN_SPAN_SHARE,
+    NEWCOMER_LOAD,
+    NEWCOMERS,
+    forecast,
+)
+
+DECAY = 600.0
+
+
+def stream(org: str, *, rate: float, start: float, end: float, avg: float = 10.0) -> list[Submission]:
+    """One submission every 1 / rate seconds in [start, end)."""
+    count = int((end - start) * rate)
+    return [Submission(org, start + index / rate, avg) for index in range(count)]
+
+
+def backlog(count: int = 40, org: str = "a") -> list[QueuedChart]:
+    return [QueuedChart(f"{org}{i:03d}", org, created=i, avg=10.0) for i in range(count)]
+
+
+@pytest.mark.parametrize("span", [200.0, 600.0, 3000.0])
+def test_a_steady_stream_gives_its_rate_whatever_the_span_of_history(span: float) -> None:
+    now = 10_000.0
+    history = History(stream("b", rate=0.1, start=now - span, end=now), since=now - span, decay=DECAY)
+    (arrival,) = forecast(history, now=now, budget=4, backlog=100.0).arrivals
+    assert arrival.org == "b"
+    assert arrival.rate == pytest.approx(0.1, rel=0.06)
+
+
+def test_the_rate_decays_with_the_age_of_the_submissions() -> None:
+    # b submitted at 0.1/s for an hour and stopped two windows ago: far less than 0.1/s is expected.
+    now = 10_000.0
+    history = History(stream("b", rate=0.1, start=now - 3600, end=now - 2 * DECAY), since=now - 3600, decay=DECAY)
+    (arrival,) = forecast(history, now=now, budget=4, backlog=100.0).arrivals
+    assert arrival.rate < 0.1 * math.exp(-2) * 1.2
+
+
+def test_one_early_submission_is_not_a_rate_of_one_a_second() -> None:
+    history = History([Submission("b", 99.0, 10.0)], since=98.0, decay=DECAY)
+    (arrival,) = forecast(history, now=100.0, budget=4, backlog=100.0).arrivals
+    assert arrival.rate == pytest.approx(1 / (DECAY * -math.expm1(-MIN_SPAN_SHARE)), rel=0.01)
+
+
+def test_a_bulk_upload_is_a_burst_not_a_rate() -> None:
+    now = 1_000.0
+    bulk = [Submission("b", 900.0, 10.0, count=BURST_SIZE)]
+    quick = [Submission("b", 900.0 + 0.05 * index, 10.0) for index in range(BURST_SIZE)]  # 0.05 s apart
+    steady = stream("c", rate=0.05, start=0.0, end=now)
+    for submissions in (bulk, quick):
+        result = forecast(History([*submissions, *steady], since=0.0, decay=DECAY), now=now, budget=4, backlog=50.0)
+        assert [arrival.org for arrival in result.arrivals] == ["c"]
+        assert result.burst_rate > 0
+        assert result.burst_work == pytest.approx(BURST_SIZE * 10.0)
+    # Fewer charts, or as many at a steady one a second, are a rate.
+    few = [Submission("b", 900.0, 10.0, count=BURST_SIZE - 1)]
+    steady_b = [Submission("b", 900.0 + index, 10.0) for index in range(3 * BURST_SIZE)]
+    for submissions in (few, steady_b):
+        result = forecast(History(submissions, since=0.0, decay=DECAY), now=now, budget=4, backlog=50.0)
+        assert [arrival.org for arrival in result.arrivals] == ["b"]
+        assert result.burst_rate == 0
+
+
+def test_the_arrivals_are_carried_to_the_horizon_of_the_backlog() -> None:
+    # The streams take rho of the budget: the backlog of 100 s drains in 100 / (1 - rho) s.
+    now = 5_000.0
+    history = History(stream("b", rate=0.1, start=0.0, end=now), since=0.0, decay=DECAY)
+    result = forecast(history, now=now, budget=4, backlog=100.0)
+    rho = sum(a.rate * a.avg for a in result.arrivals) / 4
+    assert 0 < rho < MAX_HORIZON_SHARE
+    assert result.arrivals[0].until == pytest.approx(now + 100.0 / (1 - rho))
+    heavy = History(stream("b", rate=1.0, start=0.0, end=now), since=0.0, decay=DECAY)
+    assert forecast(heavy, now=now, budget=4, backlog=100.0).arrivals[0].until == pytest.approx(
+        now + 100.0 / (1 - MAX_HORIZON_SHARE)
+    )
+
+
+def test_newcomer_risk_fades_as_history_grows() -> None:
+    fresh = forecast(History([], since=100.0), now=100.0, budget=4, backlog=10.0)
+    known = forecast(History([], since=0.0, decay=10.0), now=100.0, budget=4, backlog=10.0)
+    assert fresh.newcomer_load == pytest.approx(NEWCOMER_LOAD * math.exp(-MIN_SPAN_SHARE))
+    assert known.newcomer_load < 1e-4
+
+
+def test_history_plans_as_the_arrivals_it_foresees_stated_directly() -> None:
+    # One rule: a scenario with history plans exactly as one that states the forecast's arrivals.
+    now = 3_000.0
+    rng = random.Random(3)
+    submissions = [Submission(rng.choice("bcd"), rng.uniform(0, now), 10.0) for _ in range(300)]
+    history = History(submissions, since=0.0, decay=DECAY)
+    queued = [*backlog(60), *backlog(20, "b")]
+    told = plan(Scenario(now=now, budget=4, queued=queued, history=history))
+    backlog_seconds = sum(chart.avg for chart in queued) / 4
+    arrivals = forecast(history, now=now, budget=4, backlog=backlog_seconds).arrivals
+    stated = plan(Scenario(now=now, budget=4, queued=queued, arrivals=arrivals))
+    assert told.order == stated.order
+    assert dict(told.eta) == dict(stated.eta)
+    # The expected arrivals push the backlog's tail back, and they are never in the plan.
+    alone = plan(Scenario(now=now, budget=4, queued=queued))
+    assert told.eta["a059"] > alone.eta["a059"]  # type: ignore[operator]
+    assert set(told.eta) == set(alone.eta)
+
+
+def test_thin_history_expects_newcomers_and_widens_the_band() -> None:
+    # Nothing seen yet: orgs not seen may come and take their turns; with a long quiet history, no.
+    queued = backlog(60)
+    spread = {chart.id: 0.3 for chart in queued}
+    thin = plan(Scenario(now=100.0, budget=4, queued=queued, spread=spread, history=History([], since=100.0)))
+    long = plan(Scenario(now=100.0, budget=4, queued=queued, spread=spread, history=History([], since=-1e5)))
+    alone = plan(Scenario(now=100.0, budget=4, queued=queued, spread=spread))
+    last = "a059"
+    assert dict(long.eta) == dict(alone.eta)
+    assert thin.eta[last] > long.eta[last] * 1.3  # type: ignore[operator]
+    assert thin.order == long.order  # the newcomers' expected charts are never in the plan
+    thin_width = thin.eta_high[last] - thin.eta_low[last]  # type: ignore[operator]
+    long_width = long.eta_high[last] - long.eta_low[last]  # type: ignore[operator]
+    assert thin_width > 2 * long_width
+    assert thin.eta_low[last] < long.eta[last]  # type: ignore[operator]  # none may come after all
+
+
+def test_the_newcomers_share_is_what_the_orgs_seen_leave() -> None:
+    now = 300.0
+    busy = History(stream("b", rate=0.3, start=0.0, end=now), since=0.0, decay=DECAY)  # 0.75 of 4 lanes
+    assert [arrival.org for arrival in forecast(busy, now=now, budget=4, backlog=10.0, typical_avg=10.0).arrivals] == [
+        "b"
+    ]
+    quiet = History(stream("b", rate=0.04, start=0.0, end=now), since=0.0, decay=DECAY)  # 0.1 of the lanes
+    result = forecast(quiet, now=now, budget=4, backlog=10.0, typical_avg=10.0)
+    assert [arrival.org for arrival in result.arrivals] == ["b", NEWCOMERS]
+    rho = 0.04 * 10.0 / 4
+    assert result.newcomer_load == pytest.approx((NEWCOMER_LOAD - rho) * math.exp(-now / DECAY), rel=0.1)
+    assert result.arrivals[1].rate == pytest.approx(result.newcomer_load * 4 / 10.0)
+
+
+HISTORY: dict[str, Any] = {
+    "since": 0,
+    "decay": 300,
+    "submissions": [
+        {"org": "b", "created": 50, "avg": 10},
+        {"org": "b", "created": 90, "avg": 10, "cost": 2, "spread": 0.4, "count": 3},
+    ],
+}
+
+
+def test_the_plan_command_reads_history_and_prints_the_bands() -> None:
+    document = {"now": 100, "budget": 2, "queued": [{"id": "a1", "org": "a", "created": 0, "avg": 10}],
+                "history": HISTORY}  # fmt: skip
+    scenario = parse_scenario(document)
+    assert scenario.history == History(
+        [Submission("b", 50, 10), Submission("b", 90, 10, cost=2, spread=0.4, count=3)], since=0, decay=300
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "scheduling.core", "plan", "-"],
+        input=json.dumps(document), capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    printed = json.loads(result.stdout)
+    assert printed == json.loads(json.dumps(plan_to_json(plan(scenario))))
+    assert {"eta_low", "eta_high", "org_clear_low", "org_clear_high"} <= printed.keys()
+
+
+def test_history_since_defaults_to_the_earliest_submission() -> None:
+    scenario = parse_scenario({"now": 100, "budget": 1, "history": {"submissions": HISTORY["submissions"]}})
+    assert scenario.history is not None
+    assert scenario.history.since == 50
+    assert scenario.history.decay == 600
+    empty = parse_scenario({"now": 100, "budget": 1, "history": {}})
+    assert empty.history == History([], since=100, decay=600)
+
+
+def _submission(**fields: object) -> dict[str, object]:
+    return {"submissions": [{"org": "b", "created": 1, "avg": 1} | fields]}
+
+
+@pytest.mark.parametrize(
+    ("history", "message"),
+    [
+        ([], "history: must be an object or absent, got []"),
+        ({"submissions": {}}, "history.submissions: must be an array, got {}"),
+        ({"since": "x"}, 'history.since: must be a finite number, got "x"'),
+        ({"decay": 0}, "history.decay: must be a number > 0, got 0"),
+        ({"submissions": [7]}, "history.submissions[0]: must be an object, got 7"),
+        ({"submissions": [{"created": 1, "avg": 1}]}, "history.submissions[0]: org required"),
+        ({"submissions": [{"org": "b", "avg": 1}]}, "history.submissions[0].created: required"),
+        ({"submissions": [{"org": "b", "created": 1}]}, "history.submissions[0].avg: required"),
+        (_submission(avg=-1), "history.submissions[0].avg: must be a number > 0, got -1"),
+        (_submission(count=0), "history.submissions[0].count: must be an integer >= 1, got 0"),
+        (_submission(cost=1.5), "history.submissions[0].cost: must be an integer >= 1, got 1.5"),
+        (_submission(spread=-0.1), "history.submissions[0].spread: must be a number >= 0, got -0.1"),
+    ],
+)  # fmt: skip
+def test_bad_history_exits_2_naming_the_field(history: object, message: str) -> None:
+    document = {"now": 100, "budget": 1, "history": history}
+    with pytest.raises(ScenarioError) as error:
+        parse_scenario(document)
+    assert str(error.value) == message
+    result = subprocess.run(
+        [sys.executable, "-m", "scheduling.core", "plan", "-"],
+        input=json.dumps(document), capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr.strip() == message
