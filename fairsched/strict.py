@@ -140,10 +140,8 @@ def _shown(key: str) -> str:
 
 def id_problem(value: object, *, name: str) -> str | None:
     """Why `value` is not an acceptable id (a non-empty string of visible characters), or None."""
-    if not isinstance(value, str):
-        return f"{name} must be a string"
-    if not value.strip():
-        return f"{name} must not be empty"
+    if not isinstance(value, str) or not value.strip():
+        return f"{name} must be a non-empty string"
     for char in value:
         if unicodedata.category(char) in HIDDEN_CATEGORIES:
             return f"{name} must not contain control or invisible characters (found U+{ord(char):04X})"
