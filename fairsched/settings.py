@@ -7,6 +7,7 @@ test suite. PostgreSQL is the only database (the dispatcher relies on its adviso
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -66,6 +67,8 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "channels",
+    "axes",
+    "csp",
     "orgs",
     "charts",
     "scheduling",
@@ -81,7 +84,43 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
+    # Last, as axes asks: it answers a locked-out login after the view has run.
+    "axes.middleware.AxesMiddleware",
 ]
+
+# Login throttling (django-axes; see fairsched/logins.py): failures are counted per username and per
+# address; either one past the limit is locked out for the cool-off, with 429 and Retry-After.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = int(os.environ.get("FAIRSCHED_LOGIN_FAILURES", 5))
+AXES_COOLOFF_TIME = timedelta(minutes=env_float("FAIRSCHED_LOGIN_COOLOFF_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "fairsched.logins.locked_out"
+# Behind a proxy, the address is the left-most of X-Forwarded-For only when the proxy is trusted to set it.
+AXES_IPWARE_META_PRECEDENCE_ORDER = (
+    ("HTTP_X_FORWARDED_FOR", "REMOTE_ADDR") if env_bool("FAIRSCHED_BEHIND_PROXY", False) else ("REMOTE_ADDR",)
+)
+
+# Content-Security-Policy on every page: scripts and styles come from our own static files only (no
+# inline script or style runs), the live pages connect back to this host only, nothing frames us.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
 
 ROOT_URLCONF = "fairsched.urls"
 WSGI_APPLICATION = "fairsched.wsgi.application"
