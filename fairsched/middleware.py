@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views import defaults
 
 
 def _refusal(field: str, message: str, status: int) -> JsonResponse:
@@ -50,3 +51,21 @@ def _read_chunked(request: HttpRequest) -> HttpResponse | None:
     request._body = body  # type: ignore[attr-defined]
     request.META["CONTENT_LENGTH"] = str(len(body))
     return None
+
+
+def _is_api(request: HttpRequest) -> bool:
+    return request.path.startswith("/api/")
+
+
+def api_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """handler404: JSON under /api/ (as the schema documents), Django's page elsewhere."""
+    if _is_api(request):
+        return _refusal("detail", "Not found.", 404)
+    return defaults.page_not_found(request, exception)
+
+
+def api_bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """handler400: JSON under /api/, Django's page elsewhere."""
+    if _is_api(request):
+        return _refusal("detail", "Bad request.", 400)
+    return defaults.bad_request(request, exception)

@@ -5,7 +5,12 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from fairsched.middleware import api_bad_request, api_not_found
 from scheduling.metrics import metrics_view
+
+# Under /api/ an unknown URL (a malformed id, say) answers JSON like every other API error.
+handler404 = api_not_found
+handler400 = api_bad_request
 
 urlpatterns = [
     path("admin/", admin.site.urls),
