@@ -363,12 +363,28 @@ def test_a_nul_in_a_query_is_a_clean_answer(tenants: Tenants, path: str) -> None
         assert response.status_code < 500, (path, user, response.status_code)
 
 
-@pytest.mark.parametrize("path", ["/portal/acme%00/", "/api/v1/orgs/ac%00me/", "/api/v1/charts/1%00/"])
-def test_a_nul_in_a_path_is_a_clean_answer(tenants: Tenants, path: str) -> None:
-    client = Client()
-    client.force_login(tenants.staff)
-
-    assert client.get(quote(path, safe="/%")).status_code in (400, 404)
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/portal/acme%00/",
+        "/api/v1/orgs/ac%00me/",
+        "/api/v1/charts/1%00/",
+        "/api/v1/charts/99999999999999999999999/",
+        "/api/v1/charts/abc/",
+        "/api/v1/provider-pauses/99999999999999999999999/end/",
+        "/portal/acme/charts/99999999999999999999999/",
+        "/dashboard/levers/charts/99999999999999999999999/top/",
+    ],
+)
+def test_a_bad_path_is_a_clean_answer(tenants: Tenants, path: str) -> None:
+    for user in (tenants.staff, tenants.member_a):
+        client = Client()
+        client.force_login(user)
+        method = client.post if "/levers/" in path or path.endswith("/end/") else client.get
+        response = method(quote(path, safe="/%"))
+        assert response.status_code in (400, 403, 404), (path, response.status_code)
+        if path.startswith("/api/"):
+            assert response["Content-Type"] == "application/json"
 
 
 def test_the_probe_bodies_never_reach_a_500(tenants: Tenants, staff_api: APIClient, org_api: APIClient) -> None:
