@@ -79,12 +79,12 @@ class ChartSubmitSerializer(StrictSerializer):
         required=False, max_length=100, help_text="The org's slug; implied for org tokens and members of one org."
     )
     workflow = StrictCharField(max_length=200, visible=True)
-    external_id = StrictCharField(max_length=MAX_EXTERNAL_ID, visible=True, trim_whitespace=False, help_text="Your id; unique within the org.")
+    external_id = StrictCharField(
+        max_length=MAX_EXTERNAL_ID, visible=True, trim_whitespace=False, help_text="Your id; unique within the org."
+    )
     payload = serializers.DictField(required=False, allow_null=True, help_text="Passed to the workflow (JSON object).")
     high_priority = StrictBooleanField(required=False, default=False)
-    priority = StrictIntegerField(
-        required=False, default=0, min_value=PRIORITY_RANGE[0], max_value=PRIORITY_RANGE[1]
-    )
+    priority = StrictIntegerField(required=False, default=0, min_value=PRIORITY_RANGE[0], max_value=PRIORITY_RANGE[1])
 
 
 class BulkItemSerializer(StrictSerializer):
@@ -94,9 +94,7 @@ class BulkItemSerializer(StrictSerializer):
     external_id = StrictCharField(max_length=MAX_EXTERNAL_ID, visible=True, trim_whitespace=False)
     payload = serializers.DictField(required=False, allow_null=True)
     high_priority = StrictBooleanField(required=False, default=False)
-    priority = StrictIntegerField(
-        required=False, default=0, min_value=PRIORITY_RANGE[0], max_value=PRIORITY_RANGE[1]
-    )
+    priority = StrictIntegerField(required=False, default=0, min_value=PRIORITY_RANGE[0], max_value=PRIORITY_RANGE[1])
 
 
 class BulkSubmitSerializer(StrictSerializer):

@@ -248,11 +248,11 @@ class CursorPagination(pagination.CursorPagination):
     page_size = 100
     page_size_query_param = "page_size"
     max_page_size = 1000
-    _position_field: Field[Any, Any, Any, Any] | None = None
+    _position_field: Field[Any, Any] | None = None
 
     def paginate_queryset(self, queryset: Any, request: Request, view: APIView | None = None) -> list[Any] | None:
         # DRF decodes the cursor inside; the field that orders this queryset is what the position must fit.
-        name = self.get_ordering(request, queryset, view)[0].lstrip("-")
+        name = self.get_ordering(request, queryset, view)[0].lstrip("-")  # type: ignore[arg-type]
         self._position_field = queryset.model._meta.get_field(name)
         return super().paginate_queryset(queryset, request, view)
 
@@ -265,7 +265,7 @@ class CursorPagination(pagination.CursorPagination):
         return cursor
 
 
-def _fits(field: Field[Any, Any, Any, Any] | None, position: str) -> bool:
+def _fits(field: Field[Any, Any] | None, position: str) -> bool:
     """Whether a cursor's position is a value the database can compare with `field`."""
     if "\x00" in position or strict.find_problem(position) is not None:
         return False

@@ -15,7 +15,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 
-def locked_out(request: HttpRequest, original_response: HttpResponse | None = None, credentials: Any = None) -> HttpResponse:
+def locked_out(
+    request: HttpRequest, original_response: HttpResponse | None = None, credentials: Any = None
+) -> HttpResponse:
     """429 with Retry-After and a page that says why and for how long."""
     cooloff = settings.AXES_COOLOFF_TIME
     minutes = max(1, round(cooloff.total_seconds() / 60))

@@ -48,7 +48,7 @@ def _read_chunked(request: HttpRequest) -> HttpResponse | None:
     if limit is not None and len(body) > limit:
         return _refusal("detail", f"the request body is larger than {limit} bytes", 413)
     # Django keeps a read body in `_body`; `request.body` and DRF's parsers read it from there.
-    request._body = body  # type: ignore[attr-defined]
+    request._body = body
     request.META["CONTENT_LENGTH"] = str(len(body))
     return None
 

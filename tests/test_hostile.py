@@ -236,7 +236,12 @@ def test_bulk_submit_is_as_strict(tenants: Tenants, org_api: APIClient, item: di
         ("post", "/api/v1/provider-pauses/", {"provider": "llm", "until": "2030-01-01T00:00:00Z", "x": 1}, "x"),
         ("post", "/api/v1/scheduler/plan-preview/", {"weights": {"acme": 2}, "budgt": 3}, "budgt"),
         ("post", "/api/v1/scheduler/plan-preview/", {"weights": ["acme"]}, "weights"),
-        ("post", "/api/v1/scheduler/plan-preview/", {"costs": [{"org": "acme", "workflow": "render", "cost": "1"}]}, "costs"),
+        (
+            "post",
+            "/api/v1/scheduler/plan-preview/",
+            {"costs": [{"org": "acme", "workflow": "render", "cost": "1"}]},
+            "costs",
+        ),
     ],
 )
 def test_every_api_body_is_strict(
@@ -404,7 +409,20 @@ def test_the_probe_bodies_never_reach_a_500(tenants: Tenants, staff_api: APIClie
         ("post", "/api/v1/provider-pauses/"),
         ("post", "/api/v1/scheduler/plan-preview/"),
     ]
-    bodies = [b"", b"null", b"[]", b"1", b'"x"', b"{", b"\xff", b'{"\\u0000": 1}', b'{"a": NaN}', b"[" * 3000]
+    bodies = [
+        b"",
+        b"null",
+        b"[]",
+        b"1",
+        b'"x"',
+        b"{",
+        b"\xff",
+        b'{"\\u0000": 1}',
+        b'{"a": NaN}',
+        b'{"payload": {"a": 1e999}, "workflow": "render", "external_id": "inf"}',
+        b'{"payload": {"a": -Infinity}, "workflow": "render", "external_id": "inf"}',
+        b"[" * 3000,
+    ]
     sent: Callable[..., Any]
     for client in (staff_api, org_api):
         for method, url in writes:

@@ -104,7 +104,7 @@ def test_every_operation_conforms(tenants: Tenants, wsgi_app: Any, who: str) -> 
         response_schema_conformance,
         content_type_conformance,
         response_headers_conformance,
-        ]
+    ]
     failures: list[str] = []
     calls: list[int] = []
     for result in schema.get_all_operations():
