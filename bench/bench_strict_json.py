@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "fairsched.settings")
 
-from fairsched import strict  # noqa: E402
+from fairsched import strict
 
 
 def best(action: Callable[[], object], runs: int = 9) -> float:
