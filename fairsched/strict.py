@@ -195,7 +195,7 @@ class StrictCharField(serializers.CharField):
             self.fail("invalid")
         value = super().to_internal_value(data)
         if self.visible and value:
-            problem = id_problem(value, name="the value")
+            problem = id_problem(value, name=self.field_name or "the value")
             if problem is not None:
                 raise serializers.ValidationError(problem)
         return value
