@@ -108,7 +108,7 @@ def loads(raw: bytes | str) -> Any:
 
 def _depth(data: object) -> int:
     """How deeply containers nest in a parsed value (a scalar: 0), counted level by level."""
-    level = [data] if type(data) in _CONTAINERS else []
+    level: list[Any] = [data] if type(data) in _CONTAINERS else []
     depth = 0
     while level and depth <= MAX_JSON_DEPTH:
         depth += 1
