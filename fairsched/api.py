@@ -250,6 +250,13 @@ class CursorPagination(pagination.CursorPagination):
     max_page_size = 1000
     _position_field: Field[Any, Any] | None = None
 
+    def get_page_size(self, request: Request) -> int | None:
+        """`page_size` from 1 up (above the maximum: the maximum); anything else is a 400, not ignored."""
+        raw = request.query_params.get(self.page_size_query_param or "", "")
+        if raw and not (raw.isascii() and raw.isdigit() and int(raw) >= 1):
+            raise exceptions.ValidationError({"page_size": [f"must be a whole number from 1, got {raw[:20]!r}"]})
+        return super().get_page_size(request)
+
     def paginate_queryset(self, queryset: Any, request: Request, view: APIView | None = None) -> list[Any] | None:
         # DRF decodes the cursor inside; the field that orders this queryset is what the position must fit.
         name = self.get_ordering(request, queryset, view)[0].lstrip("-")  # type: ignore[arg-type]

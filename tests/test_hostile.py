@@ -93,6 +93,15 @@ def test_a_forged_cursor_is_404(tenants: Tenants, staff_api: APIClient, url: str
     assert "cursor" in str(response.json()).lower()
 
 
+@pytest.mark.parametrize("page_size", ["abc", "0", "-5", "1.5", "\u0661"])
+@pytest.mark.parametrize("url", ["/api/v1/charts/", "/api/v1/orgs/", "/api/v1/provider-pauses/"])
+def test_a_bad_page_size_is_400(tenants: Tenants, staff_api: APIClient, url: str, page_size: str) -> None:
+    response = staff_api.get(url, {"page_size": page_size})
+
+    assert response.status_code == 400
+    assert "page_size" in response.json()
+
+
 def test_a_genuine_cursor_still_pages(tenants: Tenants, staff_api: APIClient) -> None:
     ChartFactory.create_batch(3, org=tenants.org_a, workflow=tenants.workflow)
 
