@@ -34,6 +34,7 @@ bench: venv
 	$(PY) bench/bench_reconcile.py
 	$(PY) bench/bench_latency.py
 	$(PY) bench/bench_api.py
+	$(PY) bench/bench_strict_json.py
 	REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} $(PY) bench/bench_rate_limit.py
 	REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} $(PY) bench/bench_dashboard.py
 

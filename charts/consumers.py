@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from fairsched.events import org_group
+from fairsched.sockets import LiveConsumer
 from orgs.models import Membership
 
 # Close code for a refused socket (the client does not retry it at once).
@@ -25,7 +25,7 @@ def _member_org_id(user_id: int, slug: str) -> int | None:
     return Membership.objects.filter(user_id=user_id, org__slug=slug).values_list("org_id", flat=True).first()
 
 
-class OrgConsumer(AsyncJsonWebsocketConsumer):
+class OrgConsumer(LiveConsumer):
     """1. Refuse anyone but an active member of the org in the URL. 2. Join that org's group.
     3. Forward each event's hint; the page refetches its table.
 
@@ -45,10 +45,12 @@ class OrgConsumer(AsyncJsonWebsocketConsumer):
         self.group = org_group(org_id)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
+        await self.join_session()
 
     async def disconnect(self, code: int) -> None:
         if self.group is not None:
             await self.channel_layer.group_discard(self.group, self.channel_name)
+        await self.leave_session()
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         if self.group is not None and isinstance(content, dict) and content.get("type") == "ping":

@@ -10,6 +10,13 @@ from charts.models import Chart, ChartState
 from charts.selectors import last_error_summary
 from charts.services import MAX_BULK_ITEMS, MAX_EXTERNAL_ID, PRIORITY_RANGE, Submission
 from fairsched.errors import BulkInvalid, InvalidInput
+from fairsched.strict import (
+    StrictBooleanField,
+    StrictCharField,
+    StrictIntegerField,
+    StrictSerializer,
+    StrictSlugField,
+)
 
 
 class ChartSerializer(serializers.ModelSerializer[Chart]):
@@ -67,33 +74,31 @@ class ChartFilterSerializer(serializers.Serializer[Any]):
     )
 
 
-class ChartSubmitSerializer(serializers.Serializer[Any]):
-    org = serializers.SlugField(
+class ChartSubmitSerializer(StrictSerializer):
+    org = StrictSlugField(
         required=False, max_length=100, help_text="The org's slug; implied for org tokens and members of one org."
     )
-    workflow = serializers.CharField(max_length=200)
-    external_id = serializers.CharField(max_length=MAX_EXTERNAL_ID, help_text="Your id; unique within the org.")
-    payload = serializers.DictField(required=False, allow_null=True, help_text="Passed to the workflow (JSON object).")
-    high_priority = serializers.BooleanField(required=False, default=False)
-    priority = serializers.IntegerField(
-        required=False, default=0, min_value=PRIORITY_RANGE[0], max_value=PRIORITY_RANGE[1]
+    workflow = StrictCharField(max_length=200, visible=True)
+    external_id = StrictCharField(
+        max_length=MAX_EXTERNAL_ID, visible=True, trim_whitespace=False, help_text="Your id; unique within the org."
     )
+    payload = serializers.DictField(required=False, allow_null=True, help_text="Passed to the workflow (JSON object).")
+    high_priority = StrictBooleanField(required=False, default=False)
+    priority = StrictIntegerField(required=False, default=0, min_value=PRIORITY_RANGE[0], max_value=PRIORITY_RANGE[1])
 
 
-class BulkItemSerializer(serializers.Serializer[Any]):
+class BulkItemSerializer(StrictSerializer):
     """One item of a bulk submission (the schema; `parse_bulk_items` reads them fast)."""
 
-    workflow = serializers.CharField(max_length=200)
-    external_id = serializers.CharField(max_length=MAX_EXTERNAL_ID)
+    workflow = StrictCharField(max_length=200, visible=True)
+    external_id = StrictCharField(max_length=MAX_EXTERNAL_ID, visible=True, trim_whitespace=False)
     payload = serializers.DictField(required=False, allow_null=True)
-    high_priority = serializers.BooleanField(required=False, default=False)
-    priority = serializers.IntegerField(
-        required=False, default=0, min_value=PRIORITY_RANGE[0], max_value=PRIORITY_RANGE[1]
-    )
+    high_priority = StrictBooleanField(required=False, default=False)
+    priority = StrictIntegerField(required=False, default=0, min_value=PRIORITY_RANGE[0], max_value=PRIORITY_RANGE[1])
 
 
-class BulkSubmitSerializer(serializers.Serializer[Any]):
-    org = serializers.SlugField(required=False, max_length=100)
+class BulkSubmitSerializer(StrictSerializer):
+    org = StrictSlugField(required=False, max_length=100)
     items = serializers.ListField(
         child=BulkItemSerializer(), min_length=1, max_length=MAX_BULK_ITEMS, help_text=f"1 to {MAX_BULK_ITEMS} charts."
     )
@@ -111,15 +116,15 @@ class BulkResultSerializer(serializers.Serializer[Any]):
     charts = BulkResultItemSerializer(many=True)
 
 
-class PrioritizeSerializer(serializers.Serializer[Any]):
-    high_priority = serializers.BooleanField(required=False, allow_null=True, default=None)
-    priority = serializers.IntegerField(
+class PrioritizeSerializer(StrictSerializer):
+    high_priority = StrictBooleanField(required=False, allow_null=True, default=None)
+    priority = StrictIntegerField(
         required=False, allow_null=True, default=None, min_value=PRIORITY_RANGE[0], max_value=PRIORITY_RANGE[1]
     )
 
 
-class ReasonSerializer(serializers.Serializer[Any]):
-    reason = serializers.CharField(required=False, allow_blank=True, max_length=500, default="")
+class ReasonSerializer(StrictSerializer):
+    reason = StrictCharField(required=False, allow_blank=True, max_length=500, default="")
 
 
 ITEM_KEYS = frozenset(BulkItemSerializer().fields)

@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from charts.models import IN_FLIGHT_STATES, Chart, ChartEvent, ChartState
 from charts.states import record_created, transition, transition_if
+from fairsched import strict
 from fairsched.errors import BulkInvalid, Conflict, InvalidInput, NotFound, QueueFull, ServiceError
 from fairsched.events import changed
 from orgs.models import Org, Workflow
@@ -124,15 +125,20 @@ def chart_submit_bulk(*, org: Org, items: Sequence[Submission], actor: str) -> l
 
 
 def _validate(item: Submission, workflows: Mapping[str, Workflow]) -> None:
-    if not isinstance(item.external_id, str) or not item.external_id.strip():
-        raise InvalidInput("external_id must be a non-empty string", field="external_id")
+    problem = strict.id_problem(item.external_id, name="external_id")
+    if problem is not None:
+        raise InvalidInput(problem, field="external_id")
     if len(item.external_id) > MAX_EXTERNAL_ID:
         raise InvalidInput(f"external_id is longer than {MAX_EXTERNAL_ID} characters", field="external_id")
-    if item.workflow not in workflows:
+    if not isinstance(item.workflow, str) or item.workflow not in workflows:
         raise InvalidInput(f"unknown workflow {item.workflow!r}", field="workflow")
     if item.payload is not None:
         if not isinstance(item.payload, Mapping):
             raise InvalidInput("payload must be a JSON object", field="payload")
+        # Interfaces that parse with `strict.loads` refused these already; the admin and the shell did not.
+        bad = strict.find_problem(dict(item.payload))
+        if bad is not None:
+            raise InvalidInput(f"payload {bad.message}", field="payload")
         if len(json.dumps(item.payload, default=str)) > MAX_PAYLOAD_BYTES:
             raise InvalidInput(f"payload is larger than {MAX_PAYLOAD_BYTES} bytes", field="payload")
     if not isinstance(item.high_priority, bool):

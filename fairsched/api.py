@@ -8,7 +8,6 @@ exception handler turns them into `{"field": ["message"]}` bodies with their HTT
 from __future__ import annotations
 
 import hashlib
-import io
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.exceptions import RequestDataTooBig
 from django.db import transaction
-from django.db.models import OuterRef, Subquery
+from django.db.models import Field, IntegerField, OuterRef, Subquery
 from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import exceptions, pagination, permissions, status
@@ -29,6 +28,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import SimpleRateThrottle
 
+from fairsched import strict
 from fairsched.errors import QueueFull, ServiceError
 from orgs.models import ApiToken, Membership, Org
 
@@ -38,6 +38,8 @@ if TYPE_CHECKING:
 TOKEN_KEYWORDS = (b"token", b"bearer")
 # last_used_at is refreshed at most this often, so that reads stay free of writes.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
+# The largest value of PostgreSQL's bigint (the ids).
+BIGINT_MAX = 2**63 - 1
 
 
 def _digest(secret: str) -> str:
@@ -197,27 +199,6 @@ def visible_org_ids(request: Request) -> frozenset[int] | None:
     return None if scope.staff else scope.org_ids
 
 
-def contains_nul(value: object) -> bool:
-    """Whether a JSON value holds a NUL character anywhere: PostgreSQL refuses those in text and jsonb."""
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(contains_nul(k) or contains_nul(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(contains_nul(v) for v in value)
-    return False
-
-
-def nul_field(data: object) -> str | None:
-    """The top-level field of a parsed body that holds a NUL character, if any."""
-    if isinstance(data, dict):
-        for key, value in data.items():
-            if contains_nul(key) or contains_nul(value):
-                return str(key).replace("\x00", "")
-        return None
-    return "detail" if contains_nul(data) else None
-
-
 class IsStaffScope(permissions.BasePermission):
     """Staff-only operations. Refused with 403 whatever the object, so a refusal confirms nothing."""
 
@@ -240,8 +221,10 @@ class PayloadTooLarge(exceptions.APIException):
 
 
 class LimitedJSONParser(JSONParser):
-    """JSON bodies up to DATA_UPLOAD_MAX_MEMORY_SIZE. DRF reads the body as a stream, past Django's own
-    check, so the limit is enforced here: by the declared length first, then by what is really read."""
+    """JSON bodies up to DATA_UPLOAD_MAX_MEMORY_SIZE, read strictly (`fairsched.strict.loads`: no
+    duplicate keys, bounded depth, no NUL or lone surrogate). DRF reads the body as a stream, past
+    Django's own check, so the limit is enforced here: by the declared length first, then by what is
+    really read."""
 
     def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
@@ -252,29 +235,50 @@ class LimitedJSONParser(JSONParser):
         raw = stream.read(limit + 1) if limit is not None else stream.read()
         if limit is not None and len(raw) > limit:
             raise PayloadTooLarge()
-        data = super().parse(io.BytesIO(raw), media_type, parser_context)
-        field = nul_field(data)
-        if field is not None:
-            raise exceptions.ValidationError({field: ["must not contain NUL characters"]})
-        return data
+        try:
+            return strict.loads(raw)
+        except strict.BadInput as error:
+            raise exceptions.ValidationError(error.as_dict()) from None
 
 
 class CursorPagination(pagination.CursorPagination):
-    """DRF's cursor pagination, refusing a forged cursor whose position the database would choke on."""
+    """DRF's cursor pagination, refusing a forged cursor whose position the database would choke on:
+    the position must be a value of the ordering's field (a whole number in range for an integer id)."""
 
     page_size = 100
     page_size_query_param = "page_size"
     max_page_size = 1000
+    _position_field: Field[Any, Any] | None = None
+
+    def get_page_size(self, request: Request) -> int | None:
+        """`page_size` from 1 up (above the maximum: the maximum); anything else is a 400, not ignored."""
+        raw = request.query_params.get(self.page_size_query_param or "", "")
+        if raw and not (raw.isascii() and raw.isdigit() and int(raw) >= 1):
+            raise exceptions.ValidationError({"page_size": [f"must be a whole number from 1, got {raw[:20]!r}"]})
+        return super().get_page_size(request)
+
+    def paginate_queryset(self, queryset: Any, request: Request, view: APIView | None = None) -> list[Any] | None:
+        # DRF decodes the cursor inside; the field that orders this queryset is what the position must fit.
+        name = self.get_ordering(request, queryset, view)[0].lstrip("-")  # type: ignore[arg-type]
+        self._position_field = queryset.model._meta.get_field(name)
+        return super().paginate_queryset(queryset, request, view)
 
     def decode_cursor(self, request: Request) -> pagination.Cursor | None:
         cursor = super().decode_cursor(request)
         if cursor is None or cursor.position is None:
             return cursor
-        position = str(cursor.position)
-        numeric = self.ordering in ("id", "-id")
-        if "\x00" in position or (numeric and not position.isdigit()):
+        if not _fits(self._position_field, str(cursor.position)):
             raise exceptions.NotFound(self.invalid_cursor_message)
         return cursor
+
+
+def _fits(field: Field[Any, Any] | None, position: str) -> bool:
+    """Whether a cursor's position is a value the database can compare with `field`."""
+    if "\x00" in position or strict.find_problem(position) is not None:
+        return False
+    if isinstance(field, IntegerField):
+        return position.isascii() and position.isdigit() and int(position) <= BIGINT_MAX
+    return True
 
 
 class FairschedAPIView:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -80,6 +81,8 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "channels",
+    "axes",
+    "csp",
     "orgs",
     "charts",
     "scheduling",
@@ -88,13 +91,50 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    "fairsched.middleware.RequestGuardMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
+    # Last, as axes asks: it answers a locked-out login after the view has run.
+    "axes.middleware.AxesMiddleware",
 ]
+
+# Login throttling (django-axes; see fairsched/logins.py): failures are counted per username and per
+# address; either one past the limit is locked out for the cool-off, with 429 and Retry-After.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = int(os.environ.get("FAIRSCHED_LOGIN_FAILURES", 5))
+AXES_COOLOFF_TIME = timedelta(minutes=env_float("FAIRSCHED_LOGIN_COOLOFF_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "fairsched.logins.locked_out"
+# Behind a proxy, the address is the left-most of X-Forwarded-For only when the proxy is trusted to set it.
+AXES_IPWARE_META_PRECEDENCE_ORDER = (
+    ("HTTP_X_FORWARDED_FOR", "REMOTE_ADDR") if env_bool("FAIRSCHED_BEHIND_PROXY", False) else ("REMOTE_ADDR",)
+)
+
+# Content-Security-Policy on every page: scripts and styles come from our own static files only (no
+# inline script or style runs), the live pages connect back to this host only, nothing frames us.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
 
 ROOT_URLCONF = "fairsched.urls"
 WSGI_APPLICATION = "fairsched.wsgi.application"
@@ -220,6 +260,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Every operation documents its error answers (fairsched/schema.py).
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "fairsched.schema.document_errors"],
 }
 
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")

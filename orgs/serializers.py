@@ -7,6 +7,7 @@ from typing import Any
 from rest_framework import serializers
 
 from charts.models import ChartState
+from fairsched.strict import StrictCharField, StrictIntegerField, StrictSerializer
 from orgs.models import Org, Workflow, WorkflowCost
 from orgs.services import MAX_RUN_TIMEOUT, MAX_WEIGHT
 
@@ -52,11 +53,11 @@ class OrgDetailSerializer(serializers.Serializer[Any]):
     counts = StateCountsSerializer()
 
 
-class OrgUpdateSerializer(serializers.Serializer[Any]):
-    weight = serializers.IntegerField(required=False, min_value=0, max_value=MAX_WEIGHT)
-    max_concurrency = serializers.IntegerField(required=False, allow_null=True, min_value=1)
-    queue_limit = serializers.IntegerField(required=False, allow_null=True, min_value=1)
-    reason = serializers.CharField(required=False, allow_blank=True, max_length=500, default="")
+class OrgUpdateSerializer(StrictSerializer):
+    weight = StrictIntegerField(required=False, min_value=0, max_value=MAX_WEIGHT)
+    max_concurrency = StrictIntegerField(required=False, allow_null=True, min_value=1)
+    queue_limit = StrictIntegerField(required=False, allow_null=True, min_value=1)
+    reason = StrictCharField(required=False, allow_blank=True, max_length=500, default="")
 
 
 class WorkflowCostSerializer(serializers.ModelSerializer[WorkflowCost]):
@@ -68,9 +69,9 @@ class WorkflowCostSerializer(serializers.ModelSerializer[WorkflowCost]):
         read_only_fields = fields
 
 
-class WorkflowCostSetSerializer(serializers.Serializer[Any]):
-    cost = serializers.IntegerField(min_value=1, max_value=1_000_000)
-    reason = serializers.CharField(required=False, allow_blank=True, max_length=500, default="")
+class WorkflowCostSetSerializer(StrictSerializer):
+    cost = StrictIntegerField(min_value=1, max_value=1_000_000)
+    reason = StrictCharField(required=False, allow_blank=True, max_length=500, default="")
 
 
 class WorkflowSerializer(serializers.ModelSerializer[Workflow]):
@@ -90,7 +91,7 @@ class WorkflowSerializer(serializers.ModelSerializer[Workflow]):
         read_only_fields = fields
 
 
-class WorkflowUpdateSerializer(serializers.Serializer[Any]):
-    run_timeout = serializers.IntegerField(
+class WorkflowUpdateSerializer(StrictSerializer):
+    run_timeout = StrictIntegerField(
         allow_null=True, min_value=1, max_value=MAX_RUN_TIMEOUT, help_text="Seconds; null: the deployment's default."
     )

@@ -16,6 +16,7 @@ from django.utils.text import slugify
 
 from fairsched.errors import InvalidInput, NotFound
 from fairsched.events import changed
+from fairsched.strict import MAX_INT32
 from orgs.models import Org, OrgChange, Provider, ProviderPause, Workflow, WorkflowCost
 
 MAX_WEIGHT = 10_000
@@ -33,7 +34,8 @@ def _require_int(value: object, *, field: str, minimum: int, maximum: int | None
 
 
 def _optional_int(value: object, *, field: str, minimum: int) -> int | None:
-    return None if value is None else _require_int(value, field=field, minimum=minimum)
+    # The columns are PostgreSQL integers: a larger number is refused here, not by the database.
+    return None if value is None else _require_int(value, field=field, minimum=minimum, maximum=MAX_INT32)
 
 
 def _locked(org: Org) -> Org:

@@ -17,6 +17,13 @@ from rest_framework.views import APIView
 from fairsched.actors import actor_for
 from fairsched.api import CursorPagination, FairschedAPIView, IsStaffScope
 from fairsched.errors import InvalidInput, NotFound
+from fairsched.strict import (
+    StrictCharField,
+    StrictFloatField,
+    StrictIntegerField,
+    StrictSerializer,
+    StrictSlugField,
+)
 from orgs import services as org_services
 from orgs.models import Org, Provider, ProviderPause, Workflow
 from orgs.selectors import provider_pauses
@@ -50,22 +57,22 @@ class SchedulerConfigSerializer(serializers.ModelSerializer[SchedulerConfig]):
         read_only_fields = fields
 
 
-class SchedulerConfigUpdateSerializer(serializers.Serializer[Any]):
+class SchedulerConfigUpdateSerializer(StrictSerializer):
     """Any subset of the settings; `scheduler_config_set` checks the ranges and how they fit together."""
 
-    budget = serializers.IntegerField(required=False, min_value=1, max_value=MAX_BUDGET)
+    budget = StrictIntegerField(required=False, min_value=1, max_value=MAX_BUDGET)
     policy = serializers.ChoiceField(choices=SchedulerConfig.Policy.choices, required=False)
-    quantum = serializers.FloatField(required=False)
-    aging_step = serializers.FloatField(required=False, allow_null=True)
-    aging_cap = serializers.IntegerField(required=False, min_value=0, max_value=1000)
-    replan_interval = serializers.FloatField(required=False)
-    reconcile_interval = serializers.FloatField(required=False)
-    dispatch_stale_after = serializers.FloatField(required=False)
-    max_attempts = serializers.IntegerField(required=False, min_value=1, max_value=100)
-    backoff_base = serializers.FloatField(required=False)
-    backoff_ceiling = serializers.FloatField(required=False)
-    retry_budget_share = serializers.FloatField(required=False, min_value=0, max_value=1)
-    arrival_window = serializers.FloatField(required=False, min_value=0, max_value=7 * 86400)
+    quantum = StrictFloatField(required=False)
+    aging_step = StrictFloatField(required=False, allow_null=True)
+    aging_cap = StrictIntegerField(required=False, min_value=0, max_value=1000)
+    replan_interval = StrictFloatField(required=False)
+    reconcile_interval = StrictFloatField(required=False)
+    dispatch_stale_after = StrictFloatField(required=False)
+    max_attempts = StrictIntegerField(required=False, min_value=1, max_value=100)
+    backoff_base = StrictFloatField(required=False)
+    backoff_ceiling = StrictFloatField(required=False)
+    retry_budget_share = StrictFloatField(required=False, min_value=0, max_value=1)
+    arrival_window = StrictFloatField(required=False, min_value=0, max_value=7 * 86400)
 
 
 class SchedulerConfigView(FairschedAPIView, APIView):
@@ -96,11 +103,11 @@ class ProviderPauseSerializer(serializers.ModelSerializer[ProviderPause]):
         return pause.org.slug if pause.org is not None else None
 
 
-class ProviderPauseCreateSerializer(serializers.Serializer[Any]):
-    provider = serializers.SlugField(max_length=100)
-    org = serializers.SlugField(max_length=100, required=False, allow_null=True, default=None)
+class ProviderPauseCreateSerializer(StrictSerializer):
+    provider = StrictSlugField(max_length=100)
+    org = StrictSlugField(max_length=100, required=False, allow_null=True, default=None)
     until = serializers.DateTimeField()
-    reason = serializers.CharField(required=False, allow_blank=True, max_length=500, default="")
+    reason = StrictCharField(required=False, allow_blank=True, max_length=500, default="")
 
 
 class PauseCursorPagination(CursorPagination):
@@ -155,24 +162,24 @@ class ProviderPauseViewSet(FairschedAPIView, viewsets.GenericViewSet[ProviderPau
         return Response({"ended": ended})
 
 
-class CostChangeSerializer(serializers.Serializer[Any]):
-    org = serializers.SlugField(max_length=100)
-    workflow = serializers.CharField(max_length=200)
-    cost = serializers.IntegerField(min_value=1, max_value=1_000_000)
+class CostChangeSerializer(StrictSerializer):
+    org = StrictSlugField(max_length=100)
+    workflow = StrictCharField(max_length=200)
+    cost = StrictIntegerField(min_value=1, max_value=1_000_000)
 
 
-class PlanChangesSerializer(serializers.Serializer[Any]):
+class PlanChangesSerializer(StrictSerializer):
     """A proposed change; nothing is written. Unknown orgs and workflows are refused with 400."""
 
     weights = serializers.DictField(
-        child=serializers.IntegerField(min_value=0, max_value=MAX_WEIGHT),
+        child=StrictIntegerField(min_value=0, max_value=MAX_WEIGHT),
         required=False,
         help_text="org slug -> weight",
     )
-    budget = serializers.IntegerField(required=False, min_value=1, max_value=MAX_BUDGET)
+    budget = StrictIntegerField(required=False, min_value=1, max_value=MAX_BUDGET)
     costs = CostChangeSerializer(many=True, required=False)
-    hold = serializers.ListField(child=serializers.SlugField(max_length=100), required=False)
-    release = serializers.ListField(child=serializers.SlugField(max_length=100), required=False)
+    hold = serializers.ListField(child=StrictSlugField(max_length=100), required=False)
+    release = serializers.ListField(child=StrictSlugField(max_length=100), required=False)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         slugs = {*attrs.get("weights", {}), *attrs.get("hold", []), *attrs.get("release", [])}

@@ -9,15 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
-
 from fairsched.events import STAFF_GROUP
+from fairsched.sockets import LiveConsumer
 
 # Close codes a client should not retry at once (4403: not staff).
 FORBIDDEN = 4403
 
 
-class DashboardConsumer(AsyncJsonWebsocketConsumer):
+class DashboardConsumer(LiveConsumer):
     """1. Refuse anyone but active staff. 2. Join the staff group. 3. Forward each event's hint.
 
     The client pings; each ping renews the group membership (channels-redis expires groups, and a
@@ -31,11 +30,13 @@ class DashboardConsumer(AsyncJsonWebsocketConsumer):
             return
         await self.channel_layer.group_add(STAFF_GROUP, self.channel_name)
         await self.accept()
+        await self.join_session()
         await self.send_json({"type": "hello"})
 
     async def disconnect(self, code: int) -> None:
         if self.channel_layer is not None and getattr(self, "channel_name", None):
             await self.channel_layer.group_discard(STAFF_GROUP, self.channel_name)
+        await self.leave_session()
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         if isinstance(content, dict) and content.get("type") == "ping":

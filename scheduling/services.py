@@ -115,6 +115,10 @@ def plan_preview(*, changes: dict[str, Any]) -> dict[str, Any]:
     for name in changes:
         if name not in {"weights", "budget", "costs", "hold", "release"}:
             raise InvalidInput(f"unknown change {name!r}", field=name)
+    for name, shape in (("weights", dict), ("costs", list), ("hold", list), ("release", list)):
+        if changes.get(name) is not None and not isinstance(changes[name], shape):
+            kind = "an object of org slug -> weight" if shape is dict else "a list"
+            raise InvalidInput(f"{name} must be {kind}", field=name)
     snapshot = load_snapshot()
     scenario = snapshot.scenario
     key_of = {slug: key for key, slug in snapshot.org_slugs.items()}
@@ -150,7 +154,7 @@ def plan_preview(*, changes: dict[str, Any]) -> dict[str, Any]:
             workflow_id = workflow_ids.get(str(entry.get("workflow")))
             if workflow_id is None:
                 raise InvalidInput(f"unknown workflow {entry.get('workflow')!r}", field="costs")
-            new_cost = _whole(entry.get("cost"), field="costs", minimum=1)
+            new_cost = _whole(entry.get("cost"), field="costs", minimum=1, maximum=1_000_000)
             for index, org in enumerate(queued.org):
                 if org == key and snapshot.queued_workflow[index] == workflow_id:
                     cost[index] = new_cost

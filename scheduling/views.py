@@ -8,7 +8,6 @@ open dashboard refetch; a lever's response carries no state of its own.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from functools import wraps
 from typing import Any, TypeVar
@@ -24,6 +23,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from charts import services as chart_services
 from charts.models import Chart
+from fairsched import strict
 from fairsched.actors import actor_for
 from fairsched.errors import InvalidInput, NotFound, ServiceError
 from orgs import services as org_services
@@ -145,9 +145,9 @@ def lever(action: Lever) -> Callable[..., JsonResponse]:
         if not _is_staff(request):
             return _refused()
         try:
-            body = json.loads(request.body or b"{}")
-        except (ValueError, UnicodeDecodeError):
-            return JsonResponse({"detail": ["the body must be JSON"]}, status=400)
+            body = strict.loads(request.body or b"{}")
+        except strict.BadInput as error:
+            return JsonResponse(error.as_dict(), status=400)
         if not isinstance(body, dict):
             return JsonResponse({"detail": ["the body must be a JSON object"]}, status=400)
         try:
@@ -190,7 +190,10 @@ def _provider(slug: str) -> Provider:
 
 
 def _reason(body: dict[str, Any]) -> str:
-    return str(body.get("reason") or "")[:500]
+    reason = body.get("reason") or ""
+    if not isinstance(reason, str):
+        raise InvalidInput("reason must be a string", field="reason")
+    return reason[:500]
 
 
 @lever
@@ -273,7 +276,10 @@ def chart_cancel(body: dict[str, Any], actor: str, *, pk: int) -> None:
 @lever
 def provider_pause(body: dict[str, Any], actor: str, *, slug: str) -> dict[str, Any]:
     raw = _required(body, "until")
-    until = parse_datetime(raw) if isinstance(raw, str) else None
+    try:
+        until = parse_datetime(raw) if isinstance(raw, str) else None
+    except ValueError:  # well formed but not a date, like month 99
+        until = None
     if until is None:
         raise InvalidInput(f"until must be an ISO 8601 date and time, got {raw!r}", field="until")
     org = _org(body["org"]) if body.get("org") else None

@@ -338,7 +338,7 @@
     const elapsed = startedAt ? Math.max(0, (now() - Date.parse(startedAt)) / 1000) : 0;
     const share = expected > 0 ? Math.min(1, elapsed / expected) : 0;
     const badge = st === "dispatching" ? '<span class="badge dispatching">starting</span> ' : "";
-    return `${badge}${dur(elapsed)} / ${dur(expected)}<div class="progress"><div class="${elapsed > expected ? "over" : ""}" style="width:${(share * 100).toFixed(1)}%"></div></div>`;
+    return `${badge}${dur(elapsed)} / ${dur(expected)}<svg class="progress" viewBox="0 0 100 6" preserveAspectRatio="none" aria-hidden="true"><rect class="${elapsed > expected ? "over" : ""}" width="${(share * 100).toFixed(1)}" height="6"></rect></svg>`;
   }
 
   // --- orgs -----------------------------------------------------------------------------------
@@ -729,9 +729,10 @@
         socket = null;
         attempt += 1;
         // Exponential backoff with jitter, at most 10 s; a refusal (signed out) retries slowly.
-        const base = e.code === 4403 ? 30000 : Math.min(10000, 300 * Math.pow(2, attempt - 1));
+        const refused = e.code === 4403 || e.code === 4401; // not staff, or logged out
+        const base = refused ? 30000 : Math.min(10000, 300 * Math.pow(2, attempt - 1));
         const delay = base * (0.6 + Math.random() * 0.4);
-        status(e.code === 4403 ? "refused" : "reconnecting", e.code === 4403 ? "not allowed: sign in again" : `reconnecting in ${Math.ceil(delay / 1000)}s`);
+        status(refused ? "refused" : "reconnecting", refused ? "not allowed: sign in again" : `reconnecting in ${Math.ceil(delay / 1000)}s`);
         setTimeout(connect, delay);
       };
     }

@@ -42,6 +42,7 @@
     socket.onclose = function (event) {
       clearInterval(pinger);
       if (event.code === 4403) { say("Live updates are not available; reload the page."); return; }
+      if (event.code === 4401) { say("You have logged out; log in again for live updates."); return; }
       say("Reconnecting…");
       setTimeout(connect, backoff);
       backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);

@@ -16,7 +16,12 @@ from hypothesis import HealthCheck, given, settings
 from rest_framework.test import APIClient
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
-from schemathesis.specs.openapi.checks import content_type_conformance, response_schema_conformance
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_headers_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
 
 from fairsched.api import api_token_issue
 from scheduling import services
@@ -49,6 +54,29 @@ def test_schema_is_served(tenants: Tenants) -> None:
     assert "/api/v1/scheduler/plan-preview/" in paths
 
 
+def test_every_operation_documents_its_errors(tenants: Tenants) -> None:
+    schema = APIClient().get("/api/schema/?format=json").json()
+    operations = [
+        (path, method, operation)
+        for path, methods in schema["paths"].items()
+        for method, operation in methods.items()
+        if method in {"get", "post", "put", "patch", "delete"}
+    ]
+
+    assert len(operations) >= 20
+    for path, method, operation in operations:
+        codes = set(operation["responses"])
+        assert {"400", "401", "403", "404", "429"} <= codes, (method, path, codes)
+        if method != "get":
+            assert "409" in codes, (method, path)
+        if method in {"post", "put", "patch"}:
+            assert {"413", "415"} <= codes, (method, path)
+        assert "Retry-After" in operation["responses"]["429"]["headers"]
+    prioritize = schema["components"]["schemas"]["PrioritizeRequest"]
+    assert [option["required"] for option in prioritize["anyOf"]] == [["high_priority"], ["priority"]]
+    assert schema["components"]["schemas"]["ChartSubmitRequest"]["additionalProperties"] is False
+
+
 def test_docs_load_nothing_from_elsewhere(tenants: Tenants) -> None:
     response = APIClient().get("/api/docs/")
 
@@ -69,7 +97,14 @@ def test_every_operation_conforms(tenants: Tenants, wsgi_app: Any, who: str) -> 
     user, org = (tenants.member_a, tenants.org_a) if who == "member" else (tenants.staff, None)
     secret = api_token_issue(user=user, org=org, staff=org is None)  # type: ignore[arg-type]
     schema = schemathesis.openapi.from_wsgi("/api/schema/?format=json", wsgi_app)
-    checks = [not_a_server_error, response_schema_conformance, content_type_conformance]
+    # Every answer, errors included, is one the schema documents, with the documented body and headers.
+    checks = [
+        not_a_server_error,
+        status_code_conformance,
+        response_schema_conformance,
+        content_type_conformance,
+        response_headers_conformance,
+    ]
     failures: list[str] = []
     calls: list[int] = []
     for result in schema.get_all_operations():

@@ -47,8 +47,9 @@ def _wait_for_port(port: int, proc: subprocess.Popen[bytes], log: Path, timeout:
 
 
 @contextmanager
-def daphne(env: Mapping[str, str], *, port: int | None = None) -> Iterator[str]:
-    """Collect the static files, start daphne on a free port with `env`, yield its base URL, stop it."""
+def daphne(env: Mapping[str, str], *, port: int | None = None, log_to: Path | None = None) -> Iterator[str]:
+    """Collect the static files, start daphne on a free port with `env`, yield its base URL, stop it.
+    Its output goes to `log_to` when given (to read what it logged), else to a temporary file."""
     port = port or free_port()
     with tempfile.TemporaryDirectory(prefix="fairsched-live-") as tmp:
         full_env = {**os.environ, **env, "STATIC_ROOT": str(Path(tmp) / "static"), "PYTHONUNBUFFERED": "1"}
@@ -58,7 +59,7 @@ def daphne(env: Mapping[str, str], *, port: int | None = None) -> Iterator[str]:
             env=full_env,
             check=True,
         )
-        log = Path(tmp) / "daphne.log"
+        log = log_to or Path(tmp) / "daphne.log"
         with log.open("wb") as out:
             proc = subprocess.Popen(
                 [

@@ -1,0 +1,248 @@
+"""Strict, predictable input: what every interface accepts, decided in one place.
+
+A JSON body is UTF-8, has no duplicate keys, no NaN or Infinity, nests at most `MAX_JSON_DEPTH` levels
+and holds no NUL character or lone surrogate anywhere (PostgreSQL refuses both in text and jsonb). An id
+(external id, workflow name) is a string without control or invisible format characters. Typed API
+fields take their JSON type only: `5` is not a string, `"5"` is not a number, `1` is not `true`; and
+an object with a key nobody reads is refused rather than half understood.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import unicodedata
+from typing import Any
+
+from rest_framework import serializers
+
+# Deeper than any real payload; far below where Python's recursion (in json and in Django's encoder) fails.
+MAX_JSON_DEPTH = 32
+# Control (Cc), format (Cf: zero-width and bidi overrides) and surrogate (Cs) characters.
+HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs"})
+# PostgreSQL's integer columns (PositiveIntegerField and IntegerField).
+MAX_INT32 = 2**31 - 1
+_FORBIDDEN_IN_TEXT = re.compile("[\x00\ud800-\udfff]")
+# JSON escapes that decode to a NUL or to half of a surrogate pair (a whole pair is fine: the walk decides).
+_SUSPECT_ESCAPES = re.compile(r"\\u(?:0000|d[89a-f][0-9a-f]{2})", re.IGNORECASE)
+_CONTAINERS = (dict, list)
+
+
+class BadInput(ValueError):
+    """Input refused before it reaches a view; `field` is the top-level key at fault ("detail": none)."""
+
+    def __init__(self, message: str, *, field: str = "detail") -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+    def as_dict(self) -> dict[str, list[str]]:
+        return {self.field: [self.message]}
+
+
+class _Duplicated(dict[str, Any]):
+    """An object that repeated a key; the walk refuses it, naming the top-level key it sits under."""
+
+    duplicate: str = ""
+
+
+def _mark_duplicate(pairs: list[tuple[str, Any]], result: dict[str, Any]) -> _Duplicated:
+    marked = _Duplicated(result)
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            marked.duplicate = key
+            break
+        seen.add(key)
+    return marked
+
+
+def _no_constant(name: str) -> Any:
+    raise BadInput(f"{name} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e999 parses as infinity, which PostgreSQL's jsonb refuses
+        raise BadInput(f"{text[:30]} is out of range for a JSON number")
+    return value
+
+
+def loads(raw: bytes | str) -> Any:
+    """Parse a JSON body strictly (see the module's rules); refusals raise `BadInput`.
+
+    1. Decode UTF-8 and parse, refusing NaN, Infinity and numbers out of range, and marking objects
+       that repeat a key; a body nested deeper than Python's parser can go is refused here.
+    2. Measure the depth, level by level (containers only: a 10,000-item bulk body costs ~20 ms).
+    3. Only if something was marked, or the text holds an escaped NUL or surrogate, walk everything
+       for the first problem, naming the top-level key where it sits.
+    """
+    try:
+        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+    except UnicodeDecodeError:
+        raise BadInput("the body must be UTF-8 encoded JSON") from None
+    duplicated: list[bool] = []
+
+    def keep_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        result = dict(pairs)
+        if len(result) == len(pairs):
+            return result
+        duplicated.append(True)
+        return _mark_duplicate(pairs, result)
+
+    try:
+        data = json.loads(text, object_pairs_hook=keep_duplicates, parse_constant=_no_constant, parse_float=_finite)
+    except BadInput:
+        raise
+    except RecursionError:
+        raise BadInput(f"the JSON is nested too deeply (at most {MAX_JSON_DEPTH} levels)") from None
+    except ValueError as error:
+        raise BadInput(f"the body is not valid JSON: {error}") from None
+    if duplicated or _depth(data) > MAX_JSON_DEPTH or _SUSPECT_ESCAPES.search(text) or _FORBIDDEN_IN_TEXT.search(text):
+        problem = find_problem(data)
+        if problem is not None:
+            raise problem
+    return data
+
+
+def _depth(data: object) -> int:
+    """How deeply containers nest in a parsed value (a scalar: 0), counted level by level."""
+    level: list[Any] = [data] if type(data) in _CONTAINERS else []
+    depth = 0
+    while level and depth <= MAX_JSON_DEPTH:
+        depth += 1
+        below: list[Any] = []
+        for value in level:
+            below += [item for item in (value.values() if type(value) is dict else value) if type(item) in _CONTAINERS]
+        level = below
+    return depth
+
+
+def find_problem(data: object, *, max_depth: int = MAX_JSON_DEPTH) -> BadInput | None:
+    """The first problem in a parsed JSON value (a repeated key, too deep, a NUL or a lone surrogate).
+
+    Iterative: a value of any depth is walked with a list, never with recursion."""
+    stack: list[tuple[object, int, str]] = []
+    if isinstance(data, _Duplicated):
+        return BadInput(f"duplicate key {_shown(data.duplicate)}", field=_clean(data.duplicate))
+    if isinstance(data, dict):
+        stack.extend((value, 1, _clean(key)) for key, value in data.items())
+        for key in data:
+            if isinstance(key, str) and _FORBIDDEN_IN_TEXT.search(key):
+                return BadInput(_text_problem(key), field=_clean(key) or "detail")
+    else:
+        stack.append((data, 0, "detail"))
+    while stack:
+        value, depth, field = stack.pop()
+        if depth > max_depth:
+            return BadInput(f"the JSON is nested too deeply (at most {max_depth} levels)", field=field)
+        if isinstance(value, str):
+            if _FORBIDDEN_IN_TEXT.search(value):
+                return BadInput(_text_problem(value), field=field)
+        elif isinstance(value, dict):
+            if isinstance(value, _Duplicated):
+                return BadInput(f"duplicate key {_shown(value.duplicate)}", field=field)
+            for key, item in value.items():
+                if isinstance(key, str) and _FORBIDDEN_IN_TEXT.search(key):
+                    return BadInput(_text_problem(key), field=field)
+                stack.append((item, depth + 1, field))
+        elif isinstance(value, list):
+            stack.extend((item, depth + 1, field) for item in value)
+        elif isinstance(value, float) and not math.isfinite(value):
+            return BadInput("numbers must be finite", field=field)
+    return None
+
+
+def _text_problem(text: str) -> str:
+    if "\x00" in text:
+        return "must not contain NUL characters"
+    return "must not contain lone surrogates (text must be valid Unicode)"
+
+
+def _clean(key: object) -> str:
+    """A key fit to name a field in an error body."""
+    return _FORBIDDEN_IN_TEXT.sub("", str(key))[:100] or "detail"
+
+
+def _shown(key: str) -> str:
+    return repr(_clean(key))
+
+
+def id_problem(value: object, *, name: str) -> str | None:
+    """Why `value` is not an acceptable id (a non-empty string of visible characters), or None."""
+    if not isinstance(value, str) or not value.strip():
+        return f"{name} must be a non-empty string"
+    for char in value:
+        if unicodedata.category(char) in HIDDEN_CATEGORIES:
+            return f"{name} must not contain control or invisible characters (found U+{ord(char):04X})"
+    return None
+
+
+# DRF fields and serializers that take JSON's own types only ---------------------------------------
+
+
+class StrictCharField(serializers.CharField):
+    """A string, never a number or boolean turned into one. `visible=True` also refuses control and
+    invisible format characters (for ids)."""
+
+    def __init__(self, *, visible: bool = False, **kwargs: Any) -> None:
+        self.visible = visible
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        value = super().to_internal_value(data)
+        if self.visible and value:
+            problem = id_problem(value, name=self.field_name or "the value")
+            if problem is not None:
+                raise serializers.ValidationError(problem)
+        return value
+
+
+class StrictSlugField(StrictCharField, serializers.SlugField):
+    pass
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """A JSON whole number (not a string, a float or a boolean), within PostgreSQL's integer unless
+    told otherwise."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("max_value", MAX_INT32)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return int(super().to_internal_value(data))
+
+
+class StrictFloatField(serializers.FloatField):
+    """A JSON number (not a string or a boolean)."""
+
+    def to_internal_value(self, data: Any) -> float:
+        if isinstance(data, bool) or not isinstance(data, int | float):
+            self.fail("invalid")
+        return float(super().to_internal_value(data))
+
+
+class StrictBooleanField(serializers.BooleanField):
+    """`true` or `false`, not "yes", 1 or "true"."""
+
+    def to_internal_value(self, data: Any) -> bool:
+        if not isinstance(data, bool):
+            self.fail("invalid")
+        return data
+
+
+class StrictSerializer(serializers.Serializer[Any]):
+    """A request body: a JSON object whose every key is a field; unknown keys are refused by name."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, dict):
+            unknown = sorted(str(key) for key in data.keys() - self.fields.keys())
+            if unknown:
+                raise serializers.ValidationError({key: ["unknown field"] for key in unknown})
+        return super().to_internal_value(data)
