@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 from django.conf import settings
-from django.db.models import Count
 
 from charts.models import Chart, ChartEvent, ChartState
 from charts.services import Submission, chart_submit_bulk
@@ -99,12 +98,12 @@ def test_beat_drives_charts_to_success_and_survives_a_worker_kill(
     celery_worker()
     wait_for(lambda: Chart.objects.filter(state=ChartState.SUCCEEDED).count() == 10, timeout=90)
 
-    # Nothing lost, nothing run twice: each chart ran once, and Temporal agrees it completed. A claim
-    # whose dispatcher the kill took before the start may be claimed again, but only after reconcile
-    # undid it (the same attempt, so the same workflow id).
-    runs = ChartEvent.objects.filter(to_state=ChartState.RUNNING).values("chart").annotate(n=Count("id"))
-    assert [row["n"] for row in runs] == [1] * 10
+    # Nothing lost, nothing run twice: each chart had one run (one workflow id; a claim that the kill
+    # took before its start is undone by reconcile and claimed again under the same id), and Temporal
+    # agrees it completed. A run whose dispatcher died before marking it running may go straight from
+    # dispatching to succeeded, so runs are counted on the chart, not by its running events.
     for chart in Chart.objects.all():
+        assert (chart.attempt, chart.runs) == (1, 1), chart
         claims = chart.events.filter(to_state=ChartState.DISPATCHING).count()
         undone = chart.events.filter(from_state=ChartState.DISPATCHING, to_state=ChartState.QUEUED).count()
         assert claims - undone == 1, chart
