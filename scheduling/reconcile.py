@@ -13,8 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F, Value
-from django.db.models.functions import Greatest
+from django.db.models import F
 from django.utils import timezone
 
 from charts.models import Chart, ChartState, DurationStat
@@ -101,7 +100,7 @@ def settle(chart: Chart, *, config: SchedulerConfig, result: ReconcileResult) ->
     if outcome is None:
         if chart.state == ChartState.DISPATCHING:
             stale = chart.claimed_at is None or now - chart.claimed_at > timedelta(seconds=config.dispatch_stale_after)
-            if stale and _requeue(chart, config=config):
+            if stale and _requeue(chart):
                 result.requeued.append(chart.pk)
             return False
         _fail(chart, config=config, message="Temporal has no record of the workflow", result=result, now=now)
@@ -135,9 +134,10 @@ def settle(chart: Chart, *, config: SchedulerConfig, result: ReconcileResult) ->
     return False
 
 
-def _requeue(chart: Chart, *, config: SchedulerConfig) -> bool:
+def _requeue(chart: Chart) -> bool:
     """A claim whose workflow never started is undone: the chart goes back to its place, the attempt
-    is not counted, and its org gets back the service the claim had added (see `dispatch._claim`)."""
+    is not counted, and its org gets back exactly the virtual time the claim had added (recorded on the
+    chart by `dispatch._claim`, whatever its weight or the policy has become since)."""
     with transaction.atomic():
         won = transition_if(
             chart.pk,
@@ -148,12 +148,12 @@ def _requeue(chart: Chart, *, config: SchedulerConfig) -> bool:
             where={"temporal_workflow_id": chart.temporal_workflow_id},
             attempt=F("attempt") - 1,
             cost=None,
+            service=0.0,
             claimed_at=None,
             temporal_workflow_id="",
         )
-        if won and not chart.high_priority:
-            given = (chart.cost or 1) if config.policy == SchedulerConfig.Policy.DEFICIT else 1
-            Org.objects.filter(pk=chart.org_id).update(served=Greatest(F("served") - given, Value(0.0)))
+        if won and chart.service:
+            Org.objects.filter(pk=chart.org_id).update(served=F("served") - chart.service)
     return won
 
 
