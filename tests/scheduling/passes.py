@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import pytest
 from django.utils import timezone
 
-from charts.models import IN_FLIGHT_STATES, Chart, ChartState
+from charts.models import IN_FLIGHT_STATES, WAITING_STATES, Chart, ChartState
 from charts.services import Submission, chart_submit_bulk
 from charts.states import transition_if
 from orgs.models import Org
@@ -34,6 +34,11 @@ def submit(org: Org, workflow: str, count: int, *, prefix: str | None = None) ->
 def replan_and_dispatch() -> list[str]:
     """One replan then one dispatch; the slugs of the orgs whose charts started, in start order."""
     plan_refresh()
+    return dispatch()
+
+
+def dispatch() -> list[str]:
+    """One dispatch; the slugs of the orgs whose charts started, in start order."""
     started = dispatch_run().started
     slug = dict(Chart.objects.filter(pk__in=started).values_list("pk", "org__slug"))
     return [slug[pk] for pk in started]
@@ -55,9 +60,9 @@ def finish(count: int | None = None, *, orgs: Sequence[str] | None = None) -> in
 
 
 def fair_order() -> list[str]:
-    """The org slug of each chart in the persisted fair order."""
+    """The org slug of each waiting chart of the fair tier, in the persisted fair order."""
     return list(
-        Chart.objects.filter(plan__position__isnull=False, high_priority=False)
+        Chart.objects.filter(plan__position__isnull=False, high_priority=False, state__in=WAITING_STATES)
         .order_by("plan__position")
         .values_list("org__slug", flat=True)
     )

@@ -1,15 +1,16 @@
 """The lever fuzz test: random sequences of levers on the real replan and dispatch passes over
 PostgreSQL (Temporal faked), with charts starting and finishing between them.
 
-After every start it checks, for each org that has been backlogged, unheld and uncapped since the
-last lever (the "competing" orgs; a round gives each its unit: its weight, x the quantum under
-deficit, all charts costing 1):
+After every replan and every dispatch it takes the charts started since the last lever, followed by
+those the new plan starts next, and checks them one start at a time, for each org that has been
+backlogged, unheld and uncapped since the lever (the "competing" orgs; a round gives each its unit u:
+its weight, x the quantum under deficit, all charts costing 1; U is the competing orgs' sum):
 - its wait: between two of its starts (or since the lever), the other competing orgs start no more
-  than the rest of the round under way plus one round: 2 x (U - u) charts, U the competing units;
-- its share: over the starts of the competing orgs since the last lever (T of them), it started
-  T x u / U charts, give or take its round under way and one chart: |s - T u / U| <= u + 1.
+  than the rest of the round under way plus one round: 2 x (U - u) charts;
+- its share: of the T starts of the competing orgs so far it has T x u / U, give or take its round
+  under way and one chart: |s - T u / U| <= u + 1.
 A lever that rescaled an org's past (the bug this guards) leaves an org out of whole rounds, or
-hands it a burst of them, and breaks both.
+hands it a burst of them, and breaks both at the first replan after it.
 """
 
 from __future__ import annotations
@@ -28,15 +29,16 @@ from charts.services import chart_pause, chart_resume
 from orgs.models import Org
 from orgs.services import org_cap_set, org_hold, org_release, org_weight_set
 from scheduling.models import SchedulerConfig
+from scheduling.replan import plan_refresh
 from scheduling.services import scheduler_config_set
 from tests.factories import OrgFactory, WorkflowFactory
-from tests.scheduling.passes import ACTOR, fake_temporal, finish, replan_and_dispatch, submit
+from tests.scheduling.passes import ACTOR, dispatch, fair_order, fake_temporal, finish, submit
 
 pytestmark = pytest.mark.django_db
 
 ORGS = ("o0", "o1", "o2", "o3")  # o3 starts idle
 # Enough history that a lever rescaling the past would move an org by several rounds.
-WARM_UP_BUDGET, WARM_UP_TICKS = 12, 4
+WARM_UP_BUDGET, WARM_UP_TICKS = 12, 3
 EXAMPLES = int(os.environ.get("FAIRSCHED_FUZZ_EXAMPLES", "12"))
 
 org_name = st.sampled_from(ORGS)
@@ -54,9 +56,9 @@ lever = st.one_of(
     st.tuples(st.just("policy"), st.sampled_from([("round_robin", 1.0), ("deficit", 1.0), ("deficit", 2.0)])),
     st.tuples(st.just("submit"), org_name, st.integers(1, 12)),
 )
-# After each lever, 2 to 4 ticks: a replan and a dispatch, then a share of what runs finishes (at
+# After each lever, 2 or 3 ticks: a replan and a dispatch, then a share of what runs finishes (at
 # least one chart, so that something starts at the next tick).
-ticks = st.lists(st.sampled_from([1.0, 0.5, 0.25]), min_size=2, max_size=4)
+ticks = st.lists(st.sampled_from([1.0, 0.5, 0.25]), min_size=2, max_size=3)
 steps = st.lists(st.tuples(lever, ticks), min_size=2, max_size=5)
 
 
@@ -102,45 +104,48 @@ def competing_units() -> dict[str, float]:
 
 @dataclass
 class Window:
-    """What the competing orgs got since the last lever."""
+    """The competing orgs since the last lever, and the orgs of the charts started since."""
 
     units: dict[str, float]
-    starts: Counter[str] = field(default_factory=Counter)
-    others_since_own: Counter[str] = field(default_factory=Counter)
     log: list[str] = field(default_factory=list)
-
-    def record(self, started: list[str]) -> None:
-        for slug in started:
-            self.log.append(slug)
-            if slug not in self.units:
-                continue
-            self.starts[slug] += 1
-            self.others_since_own[slug] = 0
-            for other in self.units.keys() - {slug}:
-                self.others_since_own[other] += 1
-            self.check()
 
     def keep_only(self, still: dict[str, float]) -> None:
         """An org that stopped competing (drained) leaves the window; nobody joins without a lever."""
         self.units = {slug: unit for slug, unit in self.units.items() if slug in still}
 
-    def check(self) -> None:
+    def check(self, planned: list[str] | None = None) -> None:
+        """Check the starts since the lever, followed by the starts the plan has next (cut where the
+        first competing org runs out of charts), one start at a time."""
         total_units = sum(self.units.values())
-        total = sum(self.starts[slug] for slug in self.units)
-        for slug, unit in self.units.items():
-            waited = self.others_since_own[slug]
-            assert waited <= 2 * (total_units - unit), (
-                f"{slug} (unit {unit}) waited {waited} starts of the others {self.units}; starts {self.log}"
-            )
-            share = total * unit / total_units
-            assert abs(self.starts[slug] - share) <= unit + 1, (
-                f"{slug} (unit {unit}) started {self.starts[slug]} of {total}, its share is {share:.1f};"
-                f" units {self.units}; starts {self.log}"
-            )
+        sequence = [*self.log, *_while_all_compete(planned or [], self.units)]
+        starts: Counter[str] = Counter()
+        waited: Counter[str] = Counter()
+        for index, slug in enumerate(sequence):
+            if slug not in self.units:
+                continue
+            starts[slug] += 1
+            waited[slug] = 0
+            for other in self.units.keys() - {slug}:
+                waited[other] += 1
+            total = sum(starts.values())
+            for org, unit in self.units.items():
+                where = f"at start {index} of {sequence} (the first {len(self.log)} done), units {self.units}"
+                assert waited[org] <= 2 * (total_units - unit), f"{org} waited {waited[org]} starts {where}"
+                share = total * unit / total_units
+                assert abs(starts[org] - share) <= unit + 1, f"{org} had {starts[org]} of {total} {where}"
+
+
+def _while_all_compete(planned: list[str], units: dict[str, float]) -> list[str]:
+    last = {slug: index for index, slug in enumerate(planned) if slug in units}
+    return planned[: min(last.values()) + 1] if len(last) == len(units) else []
 
 
 def tick(window: Window, finishing: float) -> None:
-    window.record(replan_and_dispatch())
+    """Replan and check the plan ahead; dispatch and check what started; finish a share of what runs."""
+    plan_refresh()
+    window.check(fair_order())
+    window.log += dispatch()
+    window.check()
     running = Chart.objects.filter(state__in=[ChartState.DISPATCHING, ChartState.RUNNING]).count()
     finish(max(1, round(running * finishing)))
     window.keep_only(competing_units())
@@ -178,7 +183,7 @@ def test_no_lever_starves_an_org_or_hands_it_a_burst(
         for slug, weight in zip(ORGS, weights, strict=True):
             org = OrgFactory(slug=slug, weight=weight)
             if slug != "o3":
-                submit(org, "w", 80)
+                submit(org, "w", 70)
         window = Window(competing_units())
         for _ in range(WARM_UP_TICKS):  # some history before the first lever
             tick(window, 1.0)
