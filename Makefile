@@ -31,6 +31,7 @@ lint: venv
 bench: venv
 	$(PY) bench/bench_core.py
 	$(PY) bench/bench_replan.py
+	$(PY) bench/bench_fair_service.py
 	$(PY) bench/bench_latency.py
 	$(PY) bench/bench_api.py
 	REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} $(PY) bench/bench_rate_limit.py

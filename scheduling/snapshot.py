@@ -349,18 +349,18 @@ def _backlogged_and_ready(
     tier), and among them those that can start one now: available now (no backoff, no provider
     pause) and under the org's cap."""
     in_flight = Counter(chart.org for chart in running)
+    weighted = {key for key, row in org_rows.items() if row.weight > 0}
+    under_cap = {key for key in weighted if (cap := org_rows[key].max_concurrency) is None or in_flight[key] < cap}
     backlogged: set[str] = set()
     ready: set[str] = set()
+    # One pass over the queue; an org found ready is done with (most charts stop at that test).
     for org, paused, high, available_at in zip(
         queued.org, queued.paused, queued.high_priority, queued.available_at, strict=True
     ):
-        row = org_rows.get(org)
-        if paused or high or row is None or row.weight == 0:
+        if org in ready or paused or high or org not in weighted:
             continue
         backlogged.add(org)
-        if org in ready or (available_at is not None and available_at > instant):
-            continue
-        if row.max_concurrency is None or in_flight[org] < row.max_concurrency:
+        if (available_at is None or available_at <= instant) and org in under_cap:
             ready.add(org)
     return backlogged, ready
 
