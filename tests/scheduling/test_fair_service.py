@@ -5,15 +5,18 @@ on, and an org that was idle or held joins the round under way with no credit an
 from __future__ import annotations
 
 from collections import Counter
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 
 from charts.models import ChartState
 from charts.services import chart_prioritize
-from orgs.services import org_cap_set, org_hold, org_release, org_weight_set
+from orgs.models import Provider
+from orgs.services import org_cap_set, org_hold, org_release, org_weight_set, provider_pause, provider_resume
 from scheduling.reconcile import _requeue
 from scheduling.services import scheduler_config_set
-from tests.factories import OrgFactory, WorkflowFactory
+from tests.factories import OrgFactory, ProviderFactory, WorkflowFactory
 from tests.scheduling.passes import ACTOR, fair_order, fake_temporal, finish, replan_and_dispatch, submit
 
 pytestmark = pytest.mark.django_db
@@ -129,6 +132,24 @@ def test_a_capped_org_is_not_owed_the_rounds_its_cap_kept_it_from() -> None:
         finish(orgs=["acme"])
     org_cap_set(org=beta, max_concurrency=None, actor=ACTOR)
     finish()
+    replan_and_dispatch()
+
+    order = fair_order()
+    assert Counter(order[:4]) == {"acme": 2, "beta": 2}, order[:10]
+
+
+def test_an_org_behind_a_paused_provider_is_not_owed_the_rounds_it_missed() -> None:
+    scheduler_config_set(actor=ACTOR, budget=2)
+    WorkflowFactory(name="w")
+    WorkflowFactory(name="mail", provider=ProviderFactory(slug="mailer"))
+    acme, beta = OrgFactory(slug="acme"), OrgFactory(slug="beta")
+    submit(acme, "w", 40)
+    submit(beta, "mail", 40)
+    provider = Provider.objects.get(slug="mailer")
+    provider_pause(provider=provider, org=beta, until=timezone.now() + timedelta(hours=1), actor=ACTOR)
+    assert Counter(serve(6)) == {"acme": 12}
+
+    provider_resume(provider=provider, org=beta, actor=ACTOR)
     replan_and_dispatch()
 
     order = fair_order()
