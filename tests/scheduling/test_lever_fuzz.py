@@ -129,7 +129,9 @@ class Window:
                 waited[other] += 1
             total = sum(starts.values())
             for org, unit in self.units.items():
-                where = f"at start {index} of {sequence} (the first {len(self.log)} done), units {self.units}"
+                where = (
+                    f"at start {index}: {sequence[: index + 1]} (the first {len(self.log)} done), units {self.units}"
+                )
                 assert waited[org] <= 2 * (total_units - unit), f"{org} waited {waited[org]} starts {where}"
                 share = total * unit / total_units
                 assert abs(starts[org] - share) <= unit + 1, f"{org} had {starts[org]} of {total} {where}"
