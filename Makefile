@@ -32,6 +32,7 @@ bench: venv
 	$(PY) bench/bench_core.py
 	$(PY) bench/bench_replan.py
 	$(PY) bench/bench_reconcile.py
+	$(PY) bench/bench_fair_service.py
 	$(PY) bench/bench_latency.py
 	$(PY) bench/bench_api.py
 	$(PY) bench/bench_strict_json.py

@@ -1,4 +1,11 @@
-"""Chart endpoints: submit (one or in bulk), list, retrieve, and the customer's levers on a chart."""
+"""Chart endpoints: submit (one or in bulk), list, retrieve, and the customer's levers on a chart.
+
+Who may do what: staff (staff tokens, staff sessions) pull every lever on every org. Tenants (org
+tokens, members' sessions) act on their own org's charts (viewers only read): submit, pause, resume,
+cancel, move to top, and `priority` from -10 to 10, which only orders the org's own charts inside its
+share of each round. `high_priority` (the operators' tier, ahead of every org's share) and a priority
+beyond that range are staff levers: a tenant asking for them gets 403 naming the field.
+"""
 
 from __future__ import annotations
 
@@ -17,14 +24,16 @@ from charts.serializers import (
     BulkSubmitSerializer,
     ChartDetailSerializer,
     ChartFilterSerializer,
+    ChartLeverSerializer,
     ChartSerializer,
     ChartSubmitSerializer,
     PrioritizeSerializer,
     ReasonSerializer,
     parse_bulk_items,
 )
+from charts.services import PRIORITY_RANGE, TENANT_PRIORITY_RANGE
 from fairsched.actors import actor_for
-from fairsched.api import CursorPagination, FairschedAPIView, require_write, visible_org_ids
+from fairsched.api import CursorPagination, FairschedAPIView, require_write, scope_of, visible_org_ids
 from fairsched.errors import InvalidInput
 from orgs.selectors import org_for_input
 
@@ -66,8 +75,12 @@ class ChartViewSet(FairschedAPIView, viewsets.GenericViewSet[Chart]):
     @extend_schema(
         request=ChartSubmitSerializer,
         responses={
-            201: ChartDetailSerializer,
-            200: OpenApiResponse(ChartDetailSerializer, description="A repeat: the chart submitted before."),
+            201: ChartLeverSerializer,
+            200: OpenApiResponse(ChartLeverSerializer, description="A repeat: the chart submitted before."),
+            403: OpenApiResponse(
+                description="A tenant asked for a staff lever: high_priority, or a priority beyond -10..10"
+                " (the body names the field)."
+            ),
         },
     )
     def create(self, request: Request) -> Response:
@@ -77,6 +90,8 @@ class ChartViewSet(FairschedAPIView, viewsets.GenericViewSet[Chart]):
         data = submission.validated_data
         org = org_for_input(org_ids=visible_org_ids(request), slug=data.get("org"))
         require_write(request, org.pk)
+        if not scope_of(request).staff:
+            services.tenant_levers_check(high_priority=data["high_priority"], priority=data["priority"])
         chart, created = services.chart_submit(
             org=org,
             workflow=data["workflow"],
@@ -86,16 +101,17 @@ class ChartViewSet(FairschedAPIView, viewsets.GenericViewSet[Chart]):
             priority=data["priority"],
             actor=actor_for(request.user),
         )
-        chart = chart_get(org_ids=None, chart_id=chart.pk)
-        return Response(
-            ChartDetailSerializer(chart).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK
-        )
+        return self._fresh(chart, replanning=created, code=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
     @extend_schema(
         request=BulkSubmitSerializer,
         responses={
             201: BulkResultSerializer,
             200: OpenApiResponse(BulkResultSerializer, description="Every item was a repeat."),
+            403: OpenApiResponse(
+                description='A tenant asked for a staff lever in some items (`{"items": {"3":'
+                ' {"high_priority": [...]}}}`); nothing was written.'
+            ),
         },
     )
     @action(detail=False, methods=["post"])
@@ -112,6 +128,8 @@ class ChartViewSet(FairschedAPIView, viewsets.GenericViewSet[Chart]):
         org = org_for_input(org_ids=visible_org_ids(request), slug=slug)
         require_write(request, org.pk)
         items = parse_bulk_items(body.get("items"))
+        if not scope_of(request).staff:
+            services.tenant_levers_check_bulk(items)
         results = services.chart_submit_bulk(org=org, items=items, actor=actor_for(request.user))
         created = sum(1 for _, is_new in results if is_new)
         result = {
@@ -121,26 +139,39 @@ class ChartViewSet(FairschedAPIView, viewsets.GenericViewSet[Chart]):
         }
         return Response(result, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
-    @extend_schema(request=ReasonSerializer, responses=ChartDetailSerializer)
+    @extend_schema(request=ReasonSerializer, responses=ChartLeverSerializer)
     @action(detail=True, methods=["post"])
     def pause(self, request: Request, pk: str) -> Response:
         chart, reason = self._writable(request, pk), self._reason(request)
         services.chart_pause(chart=chart, actor=actor_for(request.user), reason=reason)
         return self._fresh(chart)
 
-    @extend_schema(request=ReasonSerializer, responses=ChartDetailSerializer)
+    @extend_schema(request=ReasonSerializer, responses=ChartLeverSerializer)
     @action(detail=True, methods=["post"])
     def resume(self, request: Request, pk: str) -> Response:
         chart, reason = self._writable(request, pk), self._reason(request)
         services.chart_resume(chart=chart, actor=actor_for(request.user), reason=reason)
         return self._fresh(chart)
 
-    @extend_schema(request=PrioritizeSerializer, responses=ChartDetailSerializer)
+    @extend_schema(
+        request=PrioritizeSerializer,
+        responses={
+            200: ChartLeverSerializer,
+            403: OpenApiResponse(
+                description="A tenant asked for a staff lever: high_priority, or a priority beyond -10..10"
+                " (the body names the field)."
+            ),
+        },
+    )
     @action(detail=True, methods=["post"])
     def prioritize(self, request: Request, pk: str) -> Response:
+        """Set `priority` (tenants: -10 to 10, their own charts' order inside the org's share) and/or
+        `high_priority` (staff only)."""
         chart = self._writable(request, pk)
         levers = PrioritizeSerializer(data=request.data)
         levers.is_valid(raise_exception=True)
+        if not scope_of(request).staff:
+            services.tenant_levers_check(**levers.validated_data)
         services.chart_prioritize(
             chart=chart,
             high_priority=levers.validated_data["high_priority"],
@@ -149,14 +180,16 @@ class ChartViewSet(FairschedAPIView, viewsets.GenericViewSet[Chart]):
         )
         return self._fresh(chart)
 
-    @extend_schema(request=None, responses=ChartDetailSerializer)
+    @extend_schema(request=None, responses=ChartLeverSerializer)
     @action(detail=True, methods=["post"], url_path="move-to-top")
     def move_to_top(self, request: Request, pk: str) -> Response:
+        """First among the org's own waiting charts (a tenant's priority stops at 10)."""
         chart = self._writable(request, pk)
-        services.chart_move_to_top(chart=chart, actor=actor_for(request.user))
+        highest = PRIORITY_RANGE[1] if scope_of(request).staff else TENANT_PRIORITY_RANGE[1]
+        services.chart_move_to_top(chart=chart, actor=actor_for(request.user), highest=highest)
         return self._fresh(chart)
 
-    @extend_schema(request=ReasonSerializer, responses=ChartDetailSerializer)
+    @extend_schema(request=ReasonSerializer, responses=ChartLeverSerializer)
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: str) -> Response:
         chart, reason = self._writable(request, pk), self._reason(request)
@@ -177,5 +210,8 @@ class ChartViewSet(FairschedAPIView, viewsets.GenericViewSet[Chart]):
         reason: str = body.validated_data["reason"]
         return reason
 
-    def _fresh(self, chart: Chart) -> Response:
-        return Response(ChartDetailSerializer(chart_get(org_ids=None, chart_id=chart.pk)).data)
+    def _fresh(self, chart: Chart, *, replanning: bool = True, code: int = status.HTTP_200_OK) -> Response:
+        """The chart after a change, saying whether its plan fields predate it (a replan is under way:
+        replanning in the request would read the whole backlog per lever, behind the replan lock)."""
+        chart = chart_get(org_ids=None, chart_id=chart.pk)
+        return Response(ChartLeverSerializer(chart, context={"replanning": replanning}).data, status=code)

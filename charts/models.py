@@ -71,6 +71,9 @@ class Chart(models.Model):
     )
     last_error = models.TextField(blank=True)
     cost = models.PositiveIntegerField(null=True, blank=True, help_text="Budget units held while in flight.")
+    service = models.FloatField(
+        default=0.0, editable=False, help_text="Rounds its claim added to its org's virtual time (undone: given back)."
+    )
     temporal_workflow_id = models.CharField(max_length=200, blank=True)
     temporal_run_id = models.CharField(max_length=200, blank=True)
     claimed_at = models.DateTimeField(null=True, blank=True)

@@ -65,6 +65,24 @@ class ChartDetailSerializer(ChartSerializer):
         read_only_fields = fields
 
 
+class ChartLeverSerializer(ChartDetailSerializer):
+    """A chart as a submission or a lever left it. The plan fields are still those of the plan before
+    the change: a replan is under way (`replanning`), and its result reaches the chart's page, its
+    WebSocket group and the next read within seconds."""
+
+    replanning = serializers.SerializerMethodField(
+        help_text="True when this change moves the plan: position, predicted_start and eta are from the"
+        " plan before it, and a replan is under way (refetch the chart for the new place)."
+    )
+
+    class Meta(ChartDetailSerializer.Meta):
+        fields = [*ChartDetailSerializer.Meta.fields, "replanning"]
+        read_only_fields = fields
+
+    def get_replanning(self, chart: Chart) -> bool:
+        return bool(self.context.get("replanning", True))
+
+
 class ChartFilterSerializer(serializers.Serializer[Any]):
     state = serializers.ChoiceField(choices=ChartState.choices, required=False)
     workflow = serializers.CharField(required=False, max_length=200)
@@ -83,8 +101,20 @@ class ChartSubmitSerializer(StrictSerializer):
         max_length=MAX_EXTERNAL_ID, visible=True, trim_whitespace=False, help_text="Your id; unique within the org."
     )
     payload = serializers.DictField(required=False, allow_null=True, help_text="Passed to the workflow (JSON object).")
-    high_priority = StrictBooleanField(required=False, default=False)
-    priority = StrictIntegerField(required=False, default=0, min_value=PRIORITY_RANGE[0], max_value=PRIORITY_RANGE[1])
+    high_priority = StrictBooleanField(
+        required=False,
+        default=False,
+        help_text="Staff only: the operators' tier, ahead of every org's share. A tenant gets 403.",
+    )
+    priority = StrictIntegerField(
+        required=False,
+        default=0,
+        min_value=PRIORITY_RANGE[0],
+        max_value=PRIORITY_RANGE[1],
+        help_text="Orders the org's own charts (higher first) inside its share of each round; it never"
+        " changes how many charts per round the org gets. Tenants: -10 to 10 (beyond: 403); staff: -1000"
+        " to 1000.",
+    )
 
 
 class BulkItemSerializer(StrictSerializer):
@@ -93,8 +123,20 @@ class BulkItemSerializer(StrictSerializer):
     workflow = StrictCharField(max_length=200, visible=True)
     external_id = StrictCharField(max_length=MAX_EXTERNAL_ID, visible=True, trim_whitespace=False)
     payload = serializers.DictField(required=False, allow_null=True)
-    high_priority = StrictBooleanField(required=False, default=False)
-    priority = StrictIntegerField(required=False, default=0, min_value=PRIORITY_RANGE[0], max_value=PRIORITY_RANGE[1])
+    high_priority = StrictBooleanField(
+        required=False,
+        default=False,
+        help_text="Staff only: the operators' tier, ahead of every org's share. A tenant gets 403.",
+    )
+    priority = StrictIntegerField(
+        required=False,
+        default=0,
+        min_value=PRIORITY_RANGE[0],
+        max_value=PRIORITY_RANGE[1],
+        help_text="Orders the org's own charts (higher first) inside its share of each round; it never"
+        " changes how many charts per round the org gets. Tenants: -10 to 10 (beyond: 403); staff: -1000"
+        " to 1000.",
+    )
 
 
 class BulkSubmitSerializer(StrictSerializer):
@@ -117,9 +159,19 @@ class BulkResultSerializer(serializers.Serializer[Any]):
 
 
 class PrioritizeSerializer(StrictSerializer):
-    high_priority = StrictBooleanField(required=False, allow_null=True, default=None)
+    high_priority = StrictBooleanField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Staff only: put the chart in (true) or take it out of (false) the operators' tier.",
+    )
     priority = StrictIntegerField(
-        required=False, allow_null=True, default=None, min_value=PRIORITY_RANGE[0], max_value=PRIORITY_RANGE[1]
+        required=False,
+        allow_null=True,
+        default=None,
+        min_value=PRIORITY_RANGE[0],
+        max_value=PRIORITY_RANGE[1],
+        help_text="Orders the org's own charts inside its share. Tenants: -10 to 10; staff: -1000 to 1000.",
     )
 
 

@@ -18,7 +18,16 @@ from django.utils import timezone
 from charts.models import IN_FLIGHT_STATES, Chart, ChartEvent, ChartState
 from charts.states import record_created, transition, transition_if
 from fairsched import strict
-from fairsched.errors import BulkInvalid, Conflict, InvalidInput, NotFound, QueueFull, ServiceError
+from fairsched.errors import (
+    BulkForbidden,
+    BulkInvalid,
+    Conflict,
+    Forbidden,
+    InvalidInput,
+    NotFound,
+    QueueFull,
+    ServiceError,
+)
 from fairsched.events import changed
 from orgs.models import Org, Workflow
 
@@ -26,6 +35,9 @@ MAX_EXTERNAL_ID = 200
 MAX_PAYLOAD_BYTES = 64 * 1024
 MAX_BULK_ITEMS = 10_000
 PRIORITY_RANGE = (-1000, 1000)
+# A tenant's priority only reorders its own charts inside its share, in a narrower range; staff keep
+# PRIORITY_RANGE and the high-priority tier (the operators' lever).
+TENANT_PRIORITY_RANGE = (-10, 10)
 # Charts that count against the queue limit: waiting, whether eligible or not.
 QUEUE_STATES = (ChartState.QUEUED, ChartState.PAUSED, ChartState.RETRY_WAIT)
 
@@ -39,6 +51,36 @@ class Submission:
     payload: Mapping[str, Any] | None = None
     high_priority: bool = False
     priority: int = 0
+
+
+def tenant_levers_check(*, high_priority: object = None, priority: object = None) -> None:
+    """Refuse what only staff may ask for: the high-priority tier, or a priority outside
+    TENANT_PRIORITY_RANGE. Interfaces call it for tenants (org tokens, members' sessions). A value
+    that no one may set (not a bool, past PRIORITY_RANGE) is left to validation: 400, not 403."""
+    if high_priority is True:
+        raise Forbidden(
+            "only operators (staff) may set high_priority; it jumps every org's share", field="high_priority"
+        )
+    low, high = TENANT_PRIORITY_RANGE
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        return
+    if PRIORITY_RANGE[0] <= priority <= PRIORITY_RANGE[1] and not low <= priority <= high:
+        raise Forbidden(
+            f"tenants may set priority from {low} to {high} (it orders the org's own charts); only staff go beyond",
+            field="priority",
+        )
+
+
+def tenant_levers_check_bulk(items: Sequence[Submission]) -> None:
+    """`tenant_levers_check` for every item of a bulk submission, the refusals by index."""
+    errors: dict[int, dict[str, list[str]]] = {}
+    for index, item in enumerate(items):
+        try:
+            tenant_levers_check(high_priority=item.high_priority, priority=item.priority)
+        except Forbidden as refused:
+            errors[index] = refused.as_dict()
+    if errors:
+        raise BulkForbidden(errors)
 
 
 def chart_submit(
@@ -163,10 +205,11 @@ def _admit(org: Org, incoming: int) -> None:
         return
     waiting = Chart.objects.filter(org=org, state__in=QUEUE_STATES).count()
     if waiting + incoming > org.queue_limit:
-        raise QueueFull(
-            f"org {org.slug} has {waiting} waiting charts; its queue limit is {org.queue_limit}",
-            retry_after=_retry_after(org),
-        )
+        full = f"org {org.slug} has {waiting} waiting charts; its queue limit is {org.queue_limit}"
+        if org.is_held:
+            # Nothing of a held org starts until an operator releases it: no time to retry after.
+            raise QueueFull(f"{full}, and it is held: its queue moves only once released", retry_after=None, held=True)
+        raise QueueFull(full, retry_after=_retry_after(org))
 
 
 def _retry_after(org: Org) -> int:
@@ -235,9 +278,10 @@ def chart_prioritize(
     return chart
 
 
-def chart_move_to_top(*, chart: Chart, actor: str) -> Chart:
+def chart_move_to_top(*, chart: Chart, actor: str, highest: int = PRIORITY_RANGE[1]) -> Chart:
     """Put a chart first among its org's waiting charts by raising its priority above theirs
-    (including the largest waiting bonus aging could give them)."""
+    (including the largest waiting bonus aging could give them), up to `highest` (a tenant's is
+    the top of TENANT_PRIORITY_RANGE)."""
     from scheduling.models import SchedulerConfig
 
     with transaction.atomic():
@@ -248,7 +292,7 @@ def chart_move_to_top(*, chart: Chart, actor: str) -> Chart:
             .aggregate(top=Max("priority"))["top"]
         )
         bonus = SchedulerConfig.load().aging_cap
-        priority = min(PRIORITY_RANGE[1], (top if top is not None else 0) + bonus + 1)
+        priority = min(highest, (top if top is not None else 0) + bonus + 1)
         return chart_prioritize(chart=chart, priority=max(priority, chart.priority), actor=actor)
 
 

@@ -289,10 +289,11 @@ class FairschedAPIView:
 
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """Map domain errors to HTTP: `ServiceError` -> its status with `{"field": ["message"]}`,
-    `QueueFull` -> 429 with Retry-After, an oversized body -> 413; the rest as DRF does."""
+    `QueueFull` -> 429 with Retry-After (none for a held org), an oversized body -> 413; the rest as
+    DRF does."""
     if isinstance(exc, ServiceError):
         response = Response(exc.as_dict(), status=exc.status)
-        if isinstance(exc, QueueFull):
+        if isinstance(exc, QueueFull) and exc.retry_after is not None:
             response["Retry-After"] = str(exc.retry_after)
         return response
     # Imported here: this module is loaded while DRF's settings (and so its views module) still load.

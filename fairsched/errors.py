@@ -38,6 +38,18 @@ class NotFound(ServiceError):
     status = 404
 
 
+class Forbidden(ServiceError):
+    """A lever the caller may not pull (an operators' lever asked for by a tenant)."""
+
+    status = 403
+
+
+class BulkForbidden(BulkInvalid):
+    """Some items of a bulk request ask for a lever the caller may not pull; nothing was written."""
+
+    status = 403
+
+
 class Conflict(ServiceError):
     """The request clashes with the current state (an illegal transition, a reused external id)."""
 
@@ -45,10 +57,15 @@ class Conflict(ServiceError):
 
 
 class QueueFull(ServiceError):
-    """The org is at its queue limit: admission refused (HTTP 429 with Retry-After)."""
+    """The org is at its queue limit: admission refused (HTTP 429, with Retry-After when its queue is
+    expected to move; a held org's cannot move until it is released, and the body says so)."""
 
     status = 429
 
-    def __init__(self, message: str, *, retry_after: int) -> None:
+    def __init__(self, message: str, *, retry_after: int | None, held: bool = False) -> None:
         super().__init__(message, field="org")
         self.retry_after = retry_after
+        self.held = held
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**super().as_dict(), "held": self.held}

@@ -28,7 +28,10 @@ class Org(models.Model):
     served = models.FloatField(
         default=0.0,
         editable=False,
-        help_text="Fair-tier service given so far (charts, or cost units under deficit), kept across replans.",
+        help_text=(
+            "Virtual time in rounds: each fair-tier start adds 1/weight (or cost/(weight x quantum) under"
+            " deficit); an org that cannot start is raised to the round under way at each replan."
+        ),
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

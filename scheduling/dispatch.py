@@ -92,8 +92,8 @@ def dispatch_run() -> DispatchResult:
         if not locked:
             result.locked = False
             return result
-        chosen, policy = _choose(result)
-        claimed = [chart for chart in chosen if _claim(chart, policy=policy)]
+        chosen = _choose(result)
+        claimed = [chart for chart in chosen if _claim(chart)]
         for chart in claimed:
             if _start(chart):
                 result.started.append(chart.pk)
@@ -105,7 +105,9 @@ def dispatch_run() -> DispatchResult:
     return result
 
 
-def _choose(result: DispatchResult) -> tuple[list[Chart], str]:
+def _choose(result: DispatchResult) -> list[Chart]:
+    """The charts to start now, each with the cost it will hold and the service its start gives its
+    org (`fair_rounds`)."""
     now = timezone.now()
     instant = to_seconds(now)
     config = load_config()
@@ -115,6 +117,7 @@ def _choose(result: DispatchResult) -> tuple[list[Chart], str]:
     org_rows = list(Org.objects.values_list("id", "weight", "max_concurrency"))
     code = {org_id: index for index, (org_id, _, _) in enumerate(org_rows)}
     held = {org_id for org_id, weight, _ in org_rows if weight == 0}
+    weight_of = {org_id: weight for org_id, weight, _ in org_rows}
     units: list[int] = []
     org_of: list[int] = []
     available_at: list[float | None] = []
@@ -159,6 +162,7 @@ def _choose(result: DispatchResult) -> tuple[list[Chart], str]:
             retry.append(chart.attempt > 0)
             if dispatcher.walk([index], instant):
                 chart.cost = cost
+                chart.service = 0.0 if chart.high_priority else fair_rounds(config, weight_of[chart.org_id], cost)
                 chosen.append(chart)
                 continue
             reason = SKIP_REASONS[dispatcher.last_verdict]
@@ -166,21 +170,29 @@ def _choose(result: DispatchResult) -> tuple[list[Chart], str]:
                 reason = "provider"  # waiting for its provider's pause to end, not for its own backoff
             result.skips[reason] = result.skips.get(reason, 0) + 1
             if dispatcher.last_verdict == STOP:
-                return chosen, config.policy
-    return chosen, config.policy
+                return chosen
+    return chosen
 
 
-def _claim(chart: Chart, *, policy: str) -> bool:
+def fair_rounds(config: SchedulerConfig, weight: int, cost: int) -> float:
+    """The virtual time (in rounds) a fair-tier start adds to its org, with the weight and quantum of
+    the moment: 1/weight under round_robin, cost/(weight x quantum) under deficit (see
+    `snapshot.fair_service`)."""
+    if config.policy == SchedulerConfig.Policy.DEFICIT:
+        return cost / (weight * config.quantum)
+    return 1 / weight
+
+
+def _claim(chart: Chart) -> bool:
     """Phase 1: queued or retry_wait -> dispatching, only if nobody moved the chart meanwhile; in the
-    same transaction, a fair-tier start adds to its org's service (a chart, or its cost under deficit:
-    see `snapshot.fair_service`)."""
+    same transaction, the org's virtual time advances by the chart's `service` (0 in the high tier),
+    which the claim records so that an undone claim gives back exactly that (`reconcile._requeue`)."""
     attempt = chart.attempt + 1
     workflow_id = workflow_id_for(chart, chart.runs + 1, to_seconds(chart.created_at))
     with transaction.atomic():
         won = _claim_row(chart, attempt, workflow_id)
-        if won and not chart.high_priority:
-            given = chart.cost if policy == SchedulerConfig.Policy.DEFICIT else 1
-            Org.objects.filter(pk=chart.org_id).update(served=F("served") + given)
+        if won and chart.service:
+            Org.objects.filter(pk=chart.org_id).update(served=F("served") + chart.service)
     if won:
         chart.attempt, chart.temporal_workflow_id = attempt, workflow_id
     return won
@@ -197,6 +209,7 @@ def _claim_row(chart: Chart, attempt: int, workflow_id: str) -> bool:
         attempt=F("attempt") + 1,
         runs=F("runs") + 1,
         cost=chart.cost,
+        service=chart.service,
         claimed_at=timezone.now(),
         temporal_workflow_id=workflow_id,
         temporal_run_id="",

@@ -18,8 +18,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Value
-from django.db.models.functions import Greatest
+from django.db.models import F
 from django.utils import timezone
 
 from charts.models import Chart, ChartState, DurationStat
@@ -121,7 +120,7 @@ def settle(chart: Chart, *, config: SchedulerConfig, result: ReconcileResult) ->
     if outcome is None:
         if chart.state == ChartState.DISPATCHING:
             stale = chart.claimed_at is None or now - chart.claimed_at > timedelta(seconds=config.dispatch_stale_after)
-            if stale and _requeue(chart, config=config):
+            if stale and _requeue(chart):
                 result.requeued.append(chart.pk)
             return False
         _fail(
@@ -161,9 +160,10 @@ def settle(chart: Chart, *, config: SchedulerConfig, result: ReconcileResult) ->
     return False
 
 
-def _requeue(chart: Chart, *, config: SchedulerConfig) -> bool:
+def _requeue(chart: Chart) -> bool:
     """A claim whose workflow never started is undone: the chart goes back to its place, the attempt
-    is not counted, and its org gets back the service the claim had added (see `dispatch._claim`)."""
+    is not counted, and its org gets back exactly the virtual time the claim had added (recorded on the
+    chart by `dispatch._claim`, whatever its weight or the policy has become since)."""
     with transaction.atomic():
         won = transition_if(
             chart.pk,
@@ -175,12 +175,12 @@ def _requeue(chart: Chart, *, config: SchedulerConfig) -> bool:
             attempt=F("attempt") - 1,
             runs=F("runs") - 1,  # its workflow id was never used: the next claim takes it again
             cost=None,
+            service=0.0,
             claimed_at=None,
             temporal_workflow_id="",
         )
-        if won and not chart.high_priority:
-            given = (chart.cost or 1) if config.policy == SchedulerConfig.Policy.DEFICIT else 1
-            Org.objects.filter(pk=chart.org_id).update(served=Greatest(F("served") - given, Value(0.0)))
+        if won and chart.service:
+            Org.objects.filter(pk=chart.org_id).update(served=F("served") - chart.service)
     return won
 
 
@@ -268,7 +268,8 @@ def _throttle(chart: Chart, outcome: WorkflowOutcome, *, result: ReconcileResult
     1. The pause ends the throttle's Retry-After after the run closed, or FAIRSCHED_THROTTLE_PAUSE
        seconds after it without one.
     2. The chart goes back to `queued`, available at the pause's end, and gets its attempt back
-       (`runs` still counts the run, so the next one gets a fresh workflow id).
+       (`runs` still counts the run, so the next one gets a fresh workflow id); its org gets back the
+       virtual time the claim added (`Chart.service`), as for an undone claim.
     3. In the same transaction, the provider (the one the throttle names, else its workflow's) is
        paused for the chart's org, and for everyone when it throttled enough orgs lately
        (`provider_throttle_record`).
@@ -285,8 +286,10 @@ def _throttle(chart: Chart, outcome: WorkflowOutcome, *, result: ReconcileResult
             chart.pk, IN_FLIGHT, ChartState.QUEUED, actor=RECONCILER,
             reason=f"throttled by {label}: back in the queue until {until:%H:%M:%S}, no attempt spent",
             where={"temporal_workflow_id": chart.temporal_workflow_id},
-            attempt=F("attempt") - 1, cost=None, claimed_at=None, available_at=until,
+            attempt=F("attempt") - 1, cost=None, service=0.0, claimed_at=None, available_at=until,
         )  # fmt: skip
+        if won and chart.service:  # no turn of its org's either: the claim's virtual time is given back
+            Org.objects.filter(pk=chart.org_id).update(served=F("served") - chart.service)
         if won and provider is not None and until > timezone.now():
             provider_throttle_record(
                 provider=provider,

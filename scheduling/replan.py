@@ -116,25 +116,25 @@ def _field(value: float | None) -> str:
 
 
 def _write_org_clear(snapshot: Snapshot, plan: core.Plan) -> dict[str, datetime | None]:
-    """Every org's clear-time with its p10-p90 band, and its service raised to the floor of the round
-    under way (see `snapshot.fair_service`), in one statement. GREATEST keeps a start counted meanwhile.
-    Times go as epoch seconds through `to_timestamp`, like the charts' ETAs, so an org's clear-time is
-    exactly its last chart's ETA."""
+    """Every org's clear-time with its p10-p90 band, and its virtual time raised to the round under
+    way (see `snapshot.fair_service`), in one statement. GREATEST keeps a start counted meanwhile (and
+    ignores a NULL round: nothing waits). Times go as epoch seconds through `to_timestamp`, like the
+    charts' ETAs, so an org's clear-time is exactly its last chart's ETA."""
     clear = {key: to_datetime(value) for key, value in plan.org_clear.items()}
     keys = list(snapshot.org_slugs)
     with connection.cursor() as cursor:
         cursor.execute(
             f"UPDATE {Org._meta.db_table} AS o SET clear_at = to_timestamp(v.clear_at),"  # noqa: S608
             " clear_low = to_timestamp(v.clear_low), clear_high = to_timestamp(v.clear_high),"
-            " served = GREATEST(o.served, v.served_floor)"
-            " FROM unnest(%s::bigint[], %s::float8[], %s::float8[], %s::float8[], %s::float8[])"
-            " AS v(id, clear_at, clear_low, clear_high, served_floor) WHERE o.id = v.id",
+            " served = GREATEST(o.served, %s::float8)"
+            " FROM unnest(%s::bigint[], %s::float8[], %s::float8[], %s::float8[])"
+            " AS v(id, clear_at, clear_low, clear_high) WHERE o.id = v.id",
             [
+                snapshot.round_under_way,
                 [int(key) for key in keys],
                 [_seconds(plan.org_clear.get(key)) for key in keys],
                 [_seconds(plan.org_clear_low.get(key)) for key in keys],
                 [_seconds(plan.org_clear_high.get(key)) for key in keys],
-                [float(snapshot.served_floor[key]) for key in keys],
             ],
         )
     return clear

@@ -8,7 +8,7 @@ columns. Times become seconds since the Unix epoch, the core's clock.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -108,8 +108,8 @@ class Snapshot:
     org_slugs: dict[str, str]
     # The workflow of each queued chart, aligned with `scenario.queued` (for what-if cost changes).
     queued_workflow: list[int] = field(default_factory=list)
-    # The least service an org may have (see `fair_service`): idle orgs are raised to it.
-    served_floor: dict[str, float] = field(default_factory=dict)
+    # The round under way (see `fair_service`): every org's virtual time is raised to it, or None.
+    round_under_way: float | None = None
 
 
 WAITING = (ChartState.QUEUED, ChartState.PAUSED, ChartState.RETRY_WAIT)
@@ -153,37 +153,38 @@ def load_orgs() -> dict[str, OrgRow]:
 
 
 def fair_service(
-    org_rows: dict[str, OrgRow], backlogged: set[str], *, policy: str, quantum: float
-) -> tuple[dict[str, core.OrgPolicy], dict[str, float]]:
-    """Each org's policy for the core, with what it was served in the rounds under way, and the floor
-    below which no org's service may fall.
+    org_rows: dict[str, OrgRow], *, ready: set[str], backlogged: set[str], policy: str, quantum: float
+) -> tuple[dict[str, core.OrgPolicy], float | None]:
+    """Each org's policy for the core, with its place in the rounds under way, and that round.
 
     The core numbers rounds from the waiting charts alone; replanning after every start would then
     restart every org at round 0 and hand each slot that frees one at a time to the oldest head. So
-    the shell keeps each org's service (`Org.served`: charts, or cost units under deficit, added at
-    each fair-tier start) and passes the part of it beyond the current round:
-    1. A round gives an org `weight` charts (round_robin) or weight x quantum units (deficit).
-    2. The current round R is the least served/unit among the backlogged orgs (those with eligible
-       charts waiting): every one of them has had R full rounds.
-    3. An org's `served` for the core is what it had beyond R rounds; a backlogged org the core
-       sees at 0 is one that the round under way still owes.
-    4. An org that is idle or held banks nothing: its service is raised to R rounds (the floor,
-       written back by the replan), so coming back it joins the round under way, no burst.
+    the shell keeps each org's service as virtual time in rounds (`Org.served`), as in start-time
+    fair queueing, in a unit that no lever can rescale:
+    1. Each fair-tier start adds 1/weight (round_robin) or cost/(weight x quantum) (deficit) to its
+       org's virtual time, with the weight and quantum of that moment (`dispatch._claim`, recorded on
+       the chart; an undone claim gives back exactly that, `reconcile._requeue`).
+    2. The round under way R is the least virtual time among the `ready` orgs: backlogged (eligible
+       fair-tier charts waiting, weight > 0) *and* able to start now (a chart available now, under
+       the org's cap). With none ready, the least among the `backlogged`; with none, there is no R.
+    3. Every other org (idle, held, capped, all its charts in backoff or behind a paused provider, or
+       paused) is raised to R (written back by the replan), so it joins the round under way with no
+       credit and no debt; an org ahead of R keeps its lead, which it was already given.
+    4. The core receives `served` in its contract unit: (virtual time - R) x the org's current unit
+       (weight, or weight x quantum). A weight change, hold, release, cap, pause or policy switch
+       thus takes effect from the next round, with no rescaled past.
     """
-
-    def unit(row: OrgRow) -> float:
-        weight = row.weight or row.weight_before_hold or 1
-        return weight * (quantum if policy == "deficit" else 1.0)
-
-    current = min((org_rows[key].served / unit(org_rows[key]) for key in backlogged), default=0.0)
+    times = {key: org_rows[key].served for key in ready or backlogged}
+    round_under_way = min(times.values(), default=None)
     policies: dict[str, core.OrgPolicy] = {}
-    floors: dict[str, float] = {}
     for key, row in org_rows.items():
-        floors[key] = current * unit(row)
+        unit = row.weight * (quantum if policy == "deficit" else 1.0)
+        ahead = 0.0 if round_under_way is None else max(0.0, row.served - round_under_way)
+        # Rounded so that three starts of 1/3 are one whole round, not 0.999... of one.
         policies[key] = core.OrgPolicy(
-            weight=row.weight, max_concurrency=row.max_concurrency, served=max(0.0, row.served - floors[key])
+            weight=row.weight, max_concurrency=row.max_concurrency, served=round(ahead * unit, 9)
         )
-    return policies, floors
+    return policies, round_under_way
 
 
 @dataclass(frozen=True)
@@ -312,12 +313,10 @@ def load_snapshot(*, now: datetime | None = None) -> Snapshot:
         if spread:
             sigma[key] = spread
 
-    backlogged = {
-        org
-        for org, paused, high in zip(queued.org, queued.paused, queued.high_priority, strict=True)
-        if not paused and not high and org in org_rows and org_rows[org].weight > 0
-    }
-    orgs, served_floor = fair_service(org_rows, backlogged, policy=config.policy, quantum=config.quantum)
+    backlogged, ready = _backlogged_and_ready(queued, running, org_rows, to_seconds(now))
+    orgs, round_under_way = fair_service(
+        org_rows, ready=ready, backlogged=backlogged, policy=config.policy, quantum=config.quantum
+    )
     for org in {*queued.org, *(r.org for r in running)} - orgs.keys():  # an org newer than the read above
         orgs[org] = core.OrgPolicy()
     scenario = core.Scenario(
@@ -339,8 +338,31 @@ def load_snapshot(*, now: datetime | None = None) -> Snapshot:
         config=config,
         org_slugs=slugs,
         queued_workflow=list(workflow_ids),
-        served_floor=served_floor,
+        round_under_way=round_under_way,
     )
+
+
+def _backlogged_and_ready(
+    queued: core.QueueColumns, running: list[core.RunningChart], org_rows: dict[str, OrgRow], instant: float
+) -> tuple[set[str], set[str]]:
+    """The orgs with eligible fair-tier charts waiting (weight > 0, chart not paused, not in the high
+    tier), and among them those that can start one now: available now (no backoff, no provider
+    pause) and under the org's cap."""
+    in_flight = Counter(chart.org for chart in running)
+    weighted = {key for key, row in org_rows.items() if row.weight > 0}
+    under_cap = {key for key in weighted if (cap := org_rows[key].max_concurrency) is None or in_flight[key] < cap}
+    backlogged: set[str] = set()
+    ready: set[str] = set()
+    # One pass over the queue; an org found ready is done with (most charts stop at that test).
+    for org, paused, high, available_at in zip(
+        queued.org, queued.paused, queued.high_priority, queued.available_at, strict=True
+    ):
+        if org in ready or paused or high or org not in weighted:
+            continue
+        backlogged.add(org)
+        if (available_at is None or available_at <= instant) and org in under_cap:
+            ready.add(org)
+    return backlogged, ready
 
 
 # The history the ETAs are forecast from: this many arrival windows (a submission that old counts

@@ -9,7 +9,13 @@ Extensions go beyond the contract; all are off by default and leave every contra
 
 `OrgPolicy.served` (`orgs.NAME.served` in the JSON, a number >= 0): what the org was already given in
 the rounds under way (charts, or cost units under `deficit`); its k-th chart falls in the round of
-k + served (or S_k + served). The live system keeps it across replans (see `scheduling.snapshot`).
+k + served (or S_k + served). The live system keeps each org's service as virtual time in rounds, as
+in start-time fair queueing (see `scheduling.snapshot.fair_service`): each fair-tier start adds
+1/weight (round_robin) or cost/(weight x quantum) (deficit), with the weight of that moment; the round
+under way R is the least virtual time among the orgs that are backlogged and can start now, and
+every other org is raised to R; the core then receives served = (virtual time - R) x the org's
+current unit (weight, or weight x quantum). So a weight change, hold, release, cap, pause or policy
+switch takes effect from the next round, with no rescaled past, no credit and no debt.
 
 The other: `Scenario.retry_budget`
 (`retry_budget` in the JSON, an integer >= 0 or null). Charts marked `retry` (queued or running)

@@ -23,7 +23,11 @@ class OrgPolicy:
     way: charts for `round_robin`, cost units for `deficit`. Its charts are counted from there, so
     its k-th chart falls in the round of k + served (`round_robin`) or of S_k + served (`deficit`).
     The live system keeps it across replans; without it, each replan would start every org at round
-    0 again and the org with the oldest head would win every slot that frees one at a time.
+    0 again and the org with the oldest head would win every slot that frees one at a time. It keeps
+    it as virtual time in rounds V (+1/weight per start, or cost/(weight x quantum), at the weight of
+    the start) and passes served = (V - R) x weight (x quantum under deficit), R being the round
+    under way: the least V among orgs that can start now, to which every other org is raised. A lever
+    therefore never rescales an org's past: the new weight applies from the next round.
     """
 
     weight: int = 1

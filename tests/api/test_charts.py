@@ -286,8 +286,8 @@ def test_actions_on_own_chart(tenants: Tenants, client_for: Client, chart_a: Cha
 
     assert client.post(f"{url}/pause/", {"reason": "later"}, format="json").json()["state"] == "paused"
     assert client.post(f"{url}/resume/").json()["state"] == "queued"
-    prioritized = client.post(f"{url}/prioritize/", {"priority": 7, "high_priority": True}, format="json").json()
-    assert (prioritized["priority"], prioritized["high_priority"]) == (7, True)
+    prioritized = client.post(f"{url}/prioritize/", {"priority": 7}, format="json").json()
+    assert (prioritized["priority"], prioritized["high_priority"]) == (7, False)
     assert client.post(f"{url}/move-to-top/").json()["priority"] >= 7
     assert client.post(f"{url}/cancel/").json()["state"] == "cancelled"
     # A finished chart cannot be paused: 409 naming the state.

@@ -147,6 +147,20 @@ def test_a_throttle_requeues_without_spending_an_attempt(tenants: Tenants, tempo
     assert counters("failed_runs") == {}
 
 
+def test_a_throttle_gives_back_the_service_its_claim_added(tenants: Tenants, temporal: FakeTemporal) -> None:
+    """A throttled run is no turn of its org's: the virtual time its claim added is given back."""
+    (chart,) = submit(tenants.org_a, tenants.workflow)
+    before = Org.objects.get(pk=tenants.org_a.pk).served
+    running = start(chart)
+    assert running.service > 0
+    assert Org.objects.get(pk=tenants.org_a.pk).served == pytest.approx(before + running.service)
+
+    throttled = throttle(running, temporal, retry_after_seconds=5.0)
+
+    assert throttled.service == 0.0
+    assert Org.objects.get(pk=tenants.org_a.pk).served == pytest.approx(before)
+
+
 def test_many_throttles_never_fail_the_chart_and_each_run_has_its_own_id(
     tenants: Tenants, temporal: FakeTemporal
 ) -> None:
