@@ -34,7 +34,7 @@ from fairsched.events import changed
 from orgs.models import Org
 from scheduling import metrics
 from scheduling.core.replay import SKIP_CAPPED, SKIP_RETRY, SKIP_UNAVAILABLE, STOP, Dispatcher
-from scheduling.models import SchedulerConfig
+from scheduling.core.service import start_service
 from scheduling.snapshot import load_config, load_costs, retry_budget_of, to_seconds
 from scheduling.temporal.client import start_chart_workflow
 
@@ -107,7 +107,7 @@ def dispatch_run() -> DispatchResult:
 
 def _choose(result: DispatchResult) -> list[Chart]:
     """The charts to start now, each with the cost it will hold and the service its start gives its
-    org (`fair_rounds`)."""
+    org (`scheduling.core.service.start_service`)."""
     now = timezone.now()
     instant = to_seconds(now)
     config = load_config()
@@ -162,7 +162,13 @@ def _choose(result: DispatchResult) -> list[Chart]:
             retry.append(chart.attempt > 0)
             if dispatcher.walk([index], instant):
                 chart.cost = cost
-                chart.service = 0.0 if chart.high_priority else fair_rounds(config, weight_of[chart.org_id], cost)
+                chart.service = (
+                    0.0
+                    if chart.high_priority
+                    else start_service(
+                        weight=weight_of[chart.org_id], cost=cost, policy=config.policy, quantum=config.quantum
+                    )
+                )
                 chosen.append(chart)
                 continue
             reason = SKIP_REASONS[dispatcher.last_verdict]
@@ -172,15 +178,6 @@ def _choose(result: DispatchResult) -> list[Chart]:
             if dispatcher.last_verdict == STOP:
                 return chosen
     return chosen
-
-
-def fair_rounds(config: SchedulerConfig, weight: int, cost: int) -> float:
-    """The virtual time (in rounds) a fair-tier start adds to its org, with the weight and quantum of
-    the moment: 1/weight under round_robin, cost/(weight x quantum) under deficit (see
-    `snapshot.fair_service`)."""
-    if config.policy == SchedulerConfig.Policy.DEFICIT:
-        return cost / (weight * config.quantum)
-    return 1 / weight
 
 
 def _claim(chart: Chart) -> bool:

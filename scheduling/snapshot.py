@@ -20,6 +20,7 @@ from django.utils import timezone
 from charts.models import Chart, ChartState, DurationStat
 from orgs.models import Org, ProviderPause, Workflow, WorkflowCost
 from scheduling import core
+from scheduling.core import service as core_service
 from scheduling.models import SchedulerConfig
 
 
@@ -155,36 +156,16 @@ def load_orgs() -> dict[str, OrgRow]:
 def fair_service(
     org_rows: dict[str, OrgRow], *, ready: set[str], backlogged: set[str], policy: str, quantum: float
 ) -> tuple[dict[str, core.OrgPolicy], float | None]:
-    """Each org's policy for the core, with its place in the rounds under way, and that round.
-
-    The core numbers rounds from the waiting charts alone; replanning after every start would then
-    restart every org at round 0 and hand each slot that frees one at a time to the oldest head. So
-    the shell keeps each org's service as virtual time in rounds (`Org.served`), as in start-time
-    fair queueing, in a unit that no lever can rescale:
-    1. Each fair-tier start adds 1/weight (round_robin) or cost/(weight x quantum) (deficit) to its
-       org's virtual time, with the weight and quantum of that moment (`dispatch._claim`, recorded on
-       the chart; an undone claim gives back exactly that, `reconcile._requeue`).
-    2. The round under way R is the least virtual time among the `ready` orgs: backlogged (eligible
-       fair-tier charts waiting, weight > 0) *and* able to start now (a chart available now, under
-       the org's cap). With none ready, the least among the `backlogged`; with none, there is no R.
-    3. Every other org (idle, held, capped, all its charts in backoff or behind a paused provider, or
-       paused) is raised to R (written back by the replan), so it joins the round under way with no
-       credit and no debt; an org ahead of R keeps its lead, which it was already given.
-    4. The core receives `served` in its contract unit: (virtual time - R) x the org's current unit
-       (weight, or weight x quantum). A weight change, hold, release, cap, pause or policy switch
-       thus takes effect from the next round, with no rescaled past.
-    """
-    times = {key: org_rows[key].served for key in ready or backlogged}
-    round_under_way = min(times.values(), default=None)
-    policies: dict[str, core.OrgPolicy] = {}
-    for key, row in org_rows.items():
-        unit = row.weight * (quantum if policy == "deficit" else 1.0)
-        ahead = 0.0 if round_under_way is None else max(0.0, row.served - round_under_way)
-        # Rounded so that three starts of 1/3 are one whole round, not 0.999... of one.
-        policies[key] = core.OrgPolicy(
-            weight=row.weight, max_concurrency=row.max_concurrency, served=round(ahead * unit, 9)
-        )
-    return policies, round_under_way
+    """Each org's policy for the core, with its place in the rounds under way, and that round: the
+    core's rule (`scheduling.core.service.fair_service`) over the org rows, whose `served` is each
+    org's virtual time in rounds. The replan raises every org to the round it returns."""
+    return core_service.fair_service(
+        {key: core_service.OrgService(row.weight, row.max_concurrency, row.served) for key, row in org_rows.items()},
+        ready=ready,
+        backlogged=backlogged,
+        policy=policy,
+        quantum=quantum,
+    )
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ Steps:
    trickling in from the first minute).
 2. The schedule (`simulate`), event-driven: decision instants are arrivals, finishes and the
    sample instants. At each one, as the live loop does: count the finishes, let the arrivals in,
-   give each org its place in the rounds (`served_rounds`, the shell's rule), take the core's fair
+   give each org its place in the rounds (`scheduling.core.service`, the shell's rule), take the core's fair
    order and walk it (`dispatch_walk`); a fair-tier start adds to its org's service. The state
    before each walk is kept at the sample instants (`Moment`). The order never depends on the
    ETAs, so one schedule serves every predictor.
@@ -49,6 +49,7 @@ from scheduling.core import (
     plan,
 )
 from scheduling.core.model import Plan, Policy
+from scheduling.core.service import OrgService, fair_service, start_service
 from scheduling.loadtest.metrics import ErrorFigures, error_figures, quantile
 
 # The live loop's default arrival window (`SchedulerConfig.arrival_window`): today's forecast.
@@ -176,32 +177,6 @@ WORKLOADS: dict[str, Callable[[], Workload]] = {"steady": steady, "bursty": burs
 # -- the schedule ------------------------------------------------------------------------------------
 
 
-def served_rounds(
-    served: Mapping[str, float], weights: Mapping[str, int], backlogged: set[str], *, policy: Policy, quantum: float
-) -> tuple[dict[str, OrgPolicy], dict[str, float]]:
-    """The shell's rule for each org's place in the rounds (`scheduling.snapshot.fair_service`,
-    written here over plain dicts, since the shell's reads the org rows): each org's policy for the
-    core, and the floor every org's service is raised to.
-
-    1. A round gives an org `weight` charts (round_robin) or weight x quantum units (deficit).
-    2. The round under way is the least service per round among the backlogged orgs.
-    3. An org's `served` for the core is its service beyond that round; an idle org is raised to it.
-
-    When the live rule changes (virtual time in rounds), this is the one function to point at it.
-    """
-
-    def unit(org: str) -> float:
-        return weights[org] * (quantum if policy == "deficit" else 1.0)
-
-    current = min((served[org] / unit(org) for org in backlogged), default=0.0)
-    policies = {}
-    floors = {}
-    for org, weight in weights.items():
-        floors[org] = current * unit(org)
-        policies[org] = OrgPolicy(weight=weight, served=max(0.0, served[org] - floors[org]))
-    return policies, floors
-
-
 @dataclass(frozen=True, slots=True)
 class Moment:
     """The state at a sample instant, before the walk: what waits (in arrival order), what runs
@@ -248,10 +223,18 @@ def simulate(workload: Workload, *, policy: Policy, sample_every: float, enqueue
         while next_arrival < len(charts) and charts[next_arrival].arrival <= instant:
             waiting[charts[next_arrival].id] = charts[next_arrival]
             next_arrival += 1
+        # The live shell's rule (`scheduling.core.service`): no caps or pauses here, so every backlogged
+        # org can start now; idle orgs are raised to the round under way.
         backlogged = {chart.org for chart in waiting.values()}
-        orgs, floors = served_rounds(served, weights, backlogged, policy=policy, quantum=1.0)
-        for org, floor in floors.items():
-            served[org] = max(served[org], floor)
+        orgs, round_under_way = fair_service(
+            {org: OrgService(weight, None, served[org]) for org, weight in weights.items()},
+            ready=backlogged,
+            backlogged=backlogged,
+            policy=policy,
+            quantum=1.0,
+        )
+        if round_under_way is not None:
+            served = {org: max(time, round_under_way) for org, time in served.items()}
         sampled = instant >= next_sample
         if (sampled or instant in scored) and waiting:
             schedule.moments.append(
@@ -278,7 +261,9 @@ def simulate(workload: Workload, *, policy: Policy, sample_every: float, enqueue
             schedule.start[chart.id] = instant
             schedule.finish[chart.id] = instant + chart.duration
             heapq.heappush(finishes, (instant + chart.duration, chart.id))
-            served[chart.org] += 1.0 if policy == "round_robin" else float(min(chart.kind.cost, budget))
+            served[chart.org] += start_service(
+                weight=weights[chart.org], cost=chart.kind.cost, policy=policy, quantum=1.0
+            )
         ahead = [math.inf]
         if finishes:
             ahead.append(finishes[0][0])

@@ -3,7 +3,6 @@ the scores of the predictors on the same charts."""
 
 from __future__ import annotations
 
-import random
 from collections import Counter
 
 import pytest
@@ -13,25 +12,7 @@ from scheduling.loadtest.simulate import (
     KINDS,
     SimChart,
     Workload,
-    served_rounds,
 )
-
-
-def test_served_rounds_is_the_shells_rule() -> None:
-    # The simulator's copy of the live rule (`snapshot.fair_service`) must stay the same rule.
-    from scheduling.snapshot import OrgRow, fair_service
-
-    rng = random.Random(4)
-    for _ in range(200):
-        weights = {f"o{i}": rng.randint(1, 4) for i in range(rng.randint(1, 6))}
-        served = {org: float(rng.randint(0, 30)) for org in weights}
-        backlogged = {org for org in weights if rng.random() < 0.6}
-        policy = rng.choice(simulate.POLICIES)
-        quantum = rng.choice((1.0, 2.5))
-        rows = {org: OrgRow(org, weights[org], None, served[org], None) for org in weights}
-        assert served_rounds(served, weights, backlogged, policy=policy, quantum=quantum) == fair_service(
-            rows, backlogged, policy=policy, quantum=quantum
-        )
 
 
 def _load(workload: Workload, seconds: float) -> float:
