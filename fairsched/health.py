@@ -156,4 +156,8 @@ class HealthMiddleware:
         started = time.perf_counter()
         status, body = readiness_body(readiness_checks())
         body["seconds"] = round(time.perf_counter() - started, 3)
-        return _json(status, body)
+        response = _json(status, body)
+        # A probe every few seconds must not log an ERROR per failed probe through django.request
+        # (which logs every 5xx); `readiness_checks` has logged what failed, once per check.
+        response._has_been_logged = True  # type: ignore[attr-defined]
+        return response

@@ -43,11 +43,12 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(line, default=str, ensure_ascii=False)
 
 
-def logging_config(*, json_lines: bool, level: str = "INFO") -> dict[str, Any]:
+def logging_config(*, json_lines: bool, level: str = "INFO", access_log: bool = False) -> dict[str, Any]:
     """The `logging.config.dictConfig` of every process: one console handler on the root logger.
 
     Django's own loggers, Celery's, gunicorn's and uvicorn's propagate to the root, so they come out in
-    the same format. Database query logs stay at WARNING (DEBUG would log every query).
+    the same format. Database query logs stay at WARNING (DEBUG would log every query), and so does
+    the web server's line per request unless `access_log`.
     """
     return {
         "version": 1,
@@ -67,6 +68,6 @@ def logging_config(*, json_lines: bool, level: str = "INFO") -> dict[str, Any]:
             "gunicorn.access": {"handlers": [], "propagate": True},
             "uvicorn": {"handlers": [], "propagate": True},
             "uvicorn.error": {"handlers": [], "propagate": True},
-            "uvicorn.access": {"handlers": [], "propagate": True},
+            "uvicorn.access": {"handlers": [], "propagate": True, "level": "INFO" if access_log else "WARNING"},
         },
     }

@@ -145,6 +145,10 @@ CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Pool processes of a Celery worker (default: one per core).
+CELERY_WORKER_CONCURRENCY = int(os.environ.get("CELERY_WORKER_CONCURRENCY") or 0) or None
+# Beat keeps its one-entry schedule in memory: no file, so any number of beats can run on one host.
+CELERY_BEAT_SCHEDULER = "celery.beat:Scheduler"
 # Celery logs through Django's LOGGING (plain or JSON lines) instead of replacing the root's handlers.
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
@@ -236,4 +240,8 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 
 # Plain lines, or JSON lines (FAIRSCHED_LOG_JSON) for a log pipeline; the same for every process type.
-LOGGING = logging_config(json_lines=env_bool("FAIRSCHED_LOG_JSON", False), level=os.environ.get("LOG_LEVEL", "INFO"))
+LOGGING = logging_config(
+    json_lines=env_bool("FAIRSCHED_LOG_JSON", False),
+    level=os.environ.get("LOG_LEVEL", "INFO"),
+    access_log=env_bool("FAIRSCHED_ACCESS_LOG", False),
+)

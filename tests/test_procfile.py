@@ -1,0 +1,190 @@
+"""The Procfile as an operator runs it: two of every process type under honcho against the test
+database, Redis and a real Temporal dev server. Each comes up healthy, charts submitted through
+either web process run to success once each, and SIGTERM stops every process cleanly (exit 0)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.db.models import Count
+
+from charts.models import Chart, ChartEvent, ChartState
+from fairsched.api import api_token_issue
+from fairsched.celery import app as celery_app
+from fairsched.launcher import free_port, port_is_free
+from orgs.models import Membership
+from scheduling.services import scheduler_config_set
+from tests.factories import MembershipFactory, OrgFactory, UserFactory, WorkflowFactory
+
+pytestmark = [pytest.mark.temporal, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+ROOT = Path(__file__).resolve().parents[1]
+BIN_DIR = Path(sys.executable).parent
+KINDS = ("web", "worker", "beat", "temporal")
+INSTANCES = 2
+START_SECONDS = 120.0
+STOP_SECONDS = 60.0
+
+
+def procfile_commands() -> dict[str, str]:
+    """The Procfile's process types and their commands."""
+    lines = (ROOT / "Procfile").read_text().splitlines()
+    return dict(line.split(": ", 1) for line in lines if line.strip() and not line.startswith("#"))
+
+
+def database_url() -> str:
+    db = settings.DATABASES["default"]
+    return f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+def two_free_ports() -> int:
+    """A port p with p and p + 1 free: honcho gives web.1 PORT=p and web.2 PORT=p+1."""
+    while True:
+        port = free_port()
+        if port < 65000 and port_is_free(port + 1):
+            return port
+
+
+
+
+def http(method: str, url: str, *, token: str = "", body: Any = None) -> tuple[int, Any]:
+    request = urllib.request.Request(url, method=method, data=None if body is None else json.dumps(body).encode())
+    request.add_header("Content-Type", "application/json")
+    if token:
+        request.add_header("Authorization", f"Token {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read() or b"null")
+    except OSError:
+        return 0, None
+
+
+@dataclass
+class Stack:
+    process: subprocess.Popen[bytes]
+    log: Path
+    web_urls: list[str]
+    task_queue: str
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait_for(self, what: str, predicate: Callable[[], bool], timeout: float = START_SECONDS) -> None:
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{what}: not within {timeout:.0f} s\n{self.output()[-4000:]}")
+            time.sleep(0.25)
+
+    def logged(self, message: str) -> int:
+        """How many processes logged `message` (as a JSON line)."""
+        return self.output().count(f'"message": "{message}')
+
+
+@pytest.fixture
+def stack(temporal_settings: Any, tmp_path: Path) -> Iterator[Stack]:
+    port = two_free_ports()
+    queue = f"procfile-{uuid.uuid4().hex[:10]}"
+    (tmp_path / "empty.env").write_text("")
+    env = {
+        **os.environ,
+        "PATH": f"{BIN_DIR}{os.pathsep}{os.environ.get('PATH', '')}",
+        "DATABASE_URL": database_url(),
+        "REDIS_URL": settings.REDIS_URL,
+        "TEMPORAL_ADDRESS": temporal_settings.TEMPORAL_ADDRESS,
+        "TEMPORAL_TASK_QUEUE": queue,
+        "CACHE_PREFIX": f"procfile-{os.getpid()}",
+        "CHANNELS_PREFIX": f"procfile-{os.getpid()}",
+        "HOST": "127.0.0.1",
+        "WEB_CONCURRENCY": "1",
+        "CELERY_WORKER_CONCURRENCY": "1",
+        "FAIRSCHED_LOG_JSON": "1",
+        "PYTHONUNBUFFERED": "1",
+    }
+    log = tmp_path / "honcho.log"
+    celery_app.control.purge()
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            [str(BIN_DIR / "honcho"), "start", "--no-colour", "-e", str(tmp_path / "empty.env"),
+             "-p", str(port), "-c", ",".join(f"{kind}={INSTANCES}" for kind in KINDS)],
+            cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+    running = Stack(process, log, [f"http://127.0.0.1:{port + i}" for i in range(INSTANCES)], queue)
+    try:
+        yield running
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(STOP_SECONDS)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        celery_app.control.purge()
+
+
+def test_the_procfile_names_every_process_type() -> None:
+    commands = procfile_commands()
+    assert set(commands) == set(KINDS)
+    assert commands["web"].startswith("exec gunicorn ")
+    assert "beat" in commands["beat"]
+
+
+def test_two_of_every_process_type_serve_and_stop_cleanly(stack: Stack) -> None:
+    # 1. Every process comes up: both web processes ready, both Celery workers answer a ping, both
+    #    beats and both Temporal workers say so.
+    for url in stack.web_urls:
+        stack.wait_for(f"{url}/healthz", lambda url=url: http("GET", f"{url}/healthz")[0] == 200)
+        status, body = http("GET", f"{url}/readyz")
+        assert status == 200, body
+    stack.wait_for("two Celery workers", lambda: len(celery_app.control.ping(timeout=1.0)) == INSTANCES)
+    stack.wait_for("two Temporal workers", lambda: stack.logged("temporal worker polling") == INSTANCES)
+    stack.wait_for("two beats", lambda: stack.logged("beat: Starting") == INSTANCES)
+
+    # 2. Charts submitted through either web process run to success, each started once.
+    scheduler_config_set(actor="user:test", budget=2, replan_interval=0.5, reconcile_interval=0.5)
+    org = OrgFactory(slug="procfile")
+    user = UserFactory(username="procfile-client")
+    MembershipFactory(user=user, org=org, role=Membership.Role.MEMBER)
+    WorkflowFactory(name="pf", task_queue=stack.task_queue, params={"duration": 0.2})
+    token = api_token_issue(user=user, org=org)
+    for i in range(6):
+        url = stack.web_urls[i % INSTANCES]
+        status, body = http("POST", f"{url}/api/v1/charts/", token=token, body={"workflow": "pf", "external_id": f"c{i}"})
+        assert status == 201, body
+    stack.wait_for(
+        "six charts succeeded",
+        lambda: Chart.objects.filter(state=ChartState.SUCCEEDED).count() == 6,
+        timeout=START_SECONDS,
+    )
+    starts = ChartEvent.objects.filter(to_state=ChartState.DISPATCHING).values("chart").annotate(n=Count("id"))
+    assert sorted(row["n"] for row in starts) == [1] * 6
+
+    # 3. JSON log lines from the processes (honcho prefixes each with its name).
+    json_lines = [line.split("| ", 1)[1] for line in stack.output().splitlines() if "| {" in line]
+    assert any(json.loads(line)["logger"].startswith("celery") for line in json_lines)
+
+    # 4. SIGTERM (what systemd, Kubernetes and honcho send) stops every process with exit 0.
+    stack.process.send_signal(signal.SIGTERM)
+    stack.process.wait(STOP_SECONDS)
+    stopped = dict(re.findall(r"(\w+\.\d) stopped \(rc=(-?\d+)\)", stack.output()))
+    expected = {f"{kind}.{i}" for kind in KINDS for i in range(1, INSTANCES + 1)}
+    assert set(stopped) == expected, stack.output()[-3000:]
+    assert {name: rc for name, rc in stopped.items() if rc != "0"} == {}, stack.output()[-3000:]
+    assert "WorkerLostError" not in stack.output()
