@@ -38,6 +38,9 @@ from urllib.parse import urlparse, urlunparse
 
 import psycopg
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from fairsched.launcher import procfile_commands
+
 ROOT = Path(__file__).resolve().parent.parent
 BULK_SIZE = 10_000
 GOAL_BULK_PER_SECOND = 2_000
@@ -115,8 +118,7 @@ def manage(env: dict[str, str], *args: str) -> str:
 def server_command(kind: str, port: int) -> list[str]:
     if kind == "daphne":
         return [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "fairsched.asgi:application"]
-    procfile = dict(line.split(": ", 1) for line in (ROOT / "Procfile").read_text().splitlines() if ": " in line)
-    return ["sh", "-c", procfile["web"]]
+    return ["sh", "-c", procfile_commands(ROOT / "Procfile")["web"]]
 
 
 def start_server(env: dict[str, str], port: int, kind: str) -> subprocess.Popen[bytes]:
@@ -268,7 +270,11 @@ def main() -> None:
             "from orgs.models import Org, Workflow; Org.objects.create(name='Bench', slug='bench'); "
             "Workflow.objects.create(name='bench', workflow_type='fairsched.demo', task_queue='bench')",
         )
-        tokens = manage(env, "shell", "-c", ISSUE_TOKENS.format(count=max(args.clients, args.submit_clients))).splitlines()[-1].split()
+        tokens = (
+            manage(env, "shell", "-c", ISSUE_TOKENS.format(count=max(args.clients, args.submit_clients)))
+            .splitlines()[-1]
+            .split()
+        )
         port = free_port()
         server = start_server(env, port, args.server)
         api = Api(port, tokens[0])
@@ -305,7 +311,9 @@ def main() -> None:
     print(f"pooled connections: {find_spec('psycopg_pool') is not None}")
     for label, figures in status_runs.items():
         if label == "back to back":
-            met = figures["req_per_s"] >= GOAL_STATUS_PER_SECOND and figures["p95_ms"] <= GOAL_STATUS_BACK_TO_BACK_P95_MS
+            met = (
+                figures["req_per_s"] >= GOAL_STATUS_PER_SECOND and figures["p95_ms"] <= GOAL_STATUS_BACK_TO_BACK_P95_MS
+            )
             goal = f"{GOAL_STATUS_PER_SECOND} req/s at p95 {GOAL_STATUS_BACK_TO_BACK_P95_MS:.0f} ms"
         else:
             met = figures["p95_ms"] <= GOAL_STATUS_P95_MS

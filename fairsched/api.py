@@ -151,14 +151,16 @@ class CallerThrottle(SimpleRateThrottle):
     """
 
     methods: frozenset[str] = frozenset()
+    # Set by SimpleRateThrottle.__init__ from the rate ("100/s": 100 requests, 1 second).
+    num_requests: int | None
+    duration: int | None
 
     def allow_request(self, request: Request, view: APIView) -> bool:
         if request.method not in self.methods or self.rate is None:
             return True
         self.key = self.get_cache_key(request, view)
-        if self.key is None:
+        if self.key is None or self.num_requests is None or self.duration is None:
             return True
-        assert self.num_requests is not None and self.duration is not None
         self.now = self.timer()
         oldest = _ThrottleStore.script()(
             keys=[self.key], args=[self.now, self.duration, self.num_requests, f"{self.now}:{secrets.token_hex(4)}"]

@@ -16,9 +16,18 @@ app.autodiscover_tasks()
 app.conf.beat_schedule = {"scheduler-tick": {"task": "scheduling.tasks.tick", "schedule": 1.0}}
 
 
+APPLICATION_NAME = "fairsched-celery-{pid}"
+
+
 @worker_process_init.connect
-def pool_child_ignores_sigterm(**kwargs: Any) -> None:
-    """A pool child ignores SIGTERM; its parent alone decides when it stops.
+def pool_child_setup(**kwargs: Any) -> None:
+    """A pool child names its database connections and ignores SIGTERM.
+
+    Its connections carry `application_name` "fairsched-celery-<pid>" (libpq reads `PGAPPNAME`), so
+    `pg_stat_activity` and `pg_locks` tell which worker process holds what, the dispatcher's advisory
+    lock included (the multi-instance run finds the leader to kill that way).
+
+    It ignores SIGTERM: its parent alone decides when it stops.
 
     Process managers stop a worker by signalling its whole process group (honcho, systemd's default
     `KillMode=control-group`), so each pool child gets the SIGTERM too. A child that died of it would
@@ -26,4 +35,5 @@ def pool_child_ignores_sigterm(**kwargs: Any) -> None:
     parent does Celery's warm shutdown (stop consuming, wait for the running tasks), then the parent
     stops it. SIGKILL still ends everything, and reconcile settles what a killed pass left.
     """
+    os.environ["PGAPPNAME"] = APPLICATION_NAME.format(pid=os.getpid())
     signal.signal(signal.SIGTERM, signal.SIG_IGN)

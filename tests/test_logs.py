@@ -12,7 +12,8 @@ from fairsched.launcher import REPO_ROOT
 from fairsched.logs import JsonFormatter
 
 LOG_A_LINE = (
-    "import logging; logging.getLogger('fairsched.probe').warning('chart %s held', 7, extra={'chart': 7, 'org': 'acme'})"
+    "import logging; "
+    "logging.getLogger('fairsched.probe').warning('chart %s held', 7, extra={'chart': 7, 'org': 'acme'})"
 )
 
 

@@ -4,6 +4,7 @@ either web process run to success once each, and SIGTERM stops every process cle
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import re
@@ -11,7 +12,7 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
+import urllib.parse
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from django.db.models import Count
 from charts.models import Chart, ChartEvent, ChartState
 from fairsched.api import api_token_issue
 from fairsched.celery import app as celery_app
-from fairsched.launcher import free_port, port_is_free
+from fairsched.launcher import free_port, port_is_free, procfile_commands
 from orgs.models import Membership
 from scheduling.services import scheduler_config_set
 from tests.factories import MembershipFactory, OrgFactory, UserFactory, WorkflowFactory
@@ -37,12 +38,6 @@ KINDS = ("web", "worker", "beat", "temporal")
 INSTANCES = 2
 START_SECONDS = 120.0
 STOP_SECONDS = 60.0
-
-
-def procfile_commands() -> dict[str, str]:
-    """The Procfile's process types and their commands."""
-    lines = (ROOT / "Procfile").read_text().splitlines()
-    return dict(line.split(": ", 1) for line in lines if line.strip() and not line.startswith("#"))
 
 
 def database_url() -> str:
@@ -58,20 +53,21 @@ def two_free_ports() -> int:
             return port
 
 
-
-
-def http(method: str, url: str, *, token: str = "", body: Any = None) -> tuple[int, Any]:
-    request = urllib.request.Request(url, method=method, data=None if body is None else json.dumps(body).encode())
-    request.add_header("Content-Type", "application/json")
+def call(method: str, url: str, *, token: str = "", body: Any = None) -> tuple[int, Any]:
+    """(status, parsed JSON body) of one request; (0, None) when nothing answers."""
+    parsed = urllib.parse.urlsplit(url)
+    headers = {"Content-Type": "application/json"}
     if token:
-        request.add_header("Authorization", f"Token {token}")
+        headers["Authorization"] = f"Token {token}"
+    connection = http.client.HTTPConnection(parsed.hostname or "", parsed.port, timeout=10)
     try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, json.loads(response.read() or b"null")
-    except urllib.error.HTTPError as err:
-        return err.code, json.loads(err.read() or b"null")
+        connection.request(method, parsed.path, body=None if body is None else json.dumps(body), headers=headers)
+        response = connection.getresponse()
+        return response.status, json.loads(response.read() or b"null")
     except OSError:
         return 0, None
+    finally:
+        connection.close()
 
 
 @dataclass
@@ -150,8 +146,8 @@ def test_two_of_every_process_type_serve_and_stop_cleanly(stack: Stack) -> None:
     # 1. Every process comes up: both web processes ready, both Celery workers answer a ping, both
     #    beats and both Temporal workers say so.
     for url in stack.web_urls:
-        stack.wait_for(f"{url}/healthz", lambda url=url: http("GET", f"{url}/healthz")[0] == 200)
-        status, body = http("GET", f"{url}/readyz")
+        stack.wait_for(f"{url}/healthz", lambda url=url: call("GET", f"{url}/healthz")[0] == 200)
+        status, body = call("GET", f"{url}/readyz")
         assert status == 200, body
     stack.wait_for("two Celery workers", lambda: len(celery_app.control.ping(timeout=1.0)) == INSTANCES)
     stack.wait_for("two Temporal workers", lambda: stack.logged("temporal worker polling") == INSTANCES)
@@ -166,7 +162,9 @@ def test_two_of_every_process_type_serve_and_stop_cleanly(stack: Stack) -> None:
     token = api_token_issue(user=user, org=org)
     for i in range(6):
         url = stack.web_urls[i % INSTANCES]
-        status, body = http("POST", f"{url}/api/v1/charts/", token=token, body={"workflow": "pf", "external_id": f"c{i}"})
+        status, body = call(
+            "POST", f"{url}/api/v1/charts/", token=token, body={"workflow": "pf", "external_id": f"c{i}"}
+        )
         assert status == 201, body
     stack.wait_for(
         "six charts succeeded",

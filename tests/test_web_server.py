@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from fairsched.launcher import free_port
-from tests.test_procfile import procfile_commands
+from fairsched.launcher import free_port, procfile_commands
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN_DIR = Path(sys.executable).parent

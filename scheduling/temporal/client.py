@@ -8,8 +8,9 @@ Process and thread model, the reason this module exists:
 1. Nothing connects at import. The first call in a process connects; later calls reuse the client.
 2. Each process gets its own `_ProcessBridge`: a temporalio `Runtime` made in that process, an asyncio
    event loop running forever in a daemon thread, and the clients connected on that loop, one per
-   `TemporalSettings` (address, namespace, TLS, key). Sync callers submit coroutines to the loop with `temporal_call` and block
-   on the result; any number of threads may do so at once, their calls interleave on the one loop.
+   `TemporalSettings` (address, namespace, TLS, key). Sync callers submit coroutines to the loop
+   with `temporal_call` and block on the result; any number of threads may do so at once, their
+   calls interleave on the one loop.
 3. Clients and runtimes do not survive a fork (Celery's prefork pool forks its children after the
    parent may have used a client): the child inherits neither the loop thread nor the Rust runtime's
    threads. The bridge is therefore keyed by `os.getpid()`: a process whose pid differs from its
