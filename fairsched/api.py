@@ -74,10 +74,11 @@ class ApiTokenAuthentication(BaseAuthentication):
             secret = words[1].decode()
         except UnicodeDecodeError:
             raise exceptions.AuthenticationFailed("Invalid token.") from None
-        # The user's role in the token's org comes along, so the scope needs no query of its own.
+        # The user's role in the token's org comes along, so the scope needs no query of its own; the
+        # org row does not (the scope needs its id only).
         membership = Membership.objects.filter(user_id=OuterRef("user_id"), org_id=OuterRef("org_id"))
         token = (
-            ApiToken.objects.select_related("user", "org")
+            ApiToken.objects.select_related("user")
             .annotate(member_role=Subquery(membership.values("role")[:1]))
             .filter(key_hash=_digest(secret))
             .first()

@@ -16,6 +16,10 @@ Every value comes from the environment:
 - `FORWARDED_ALLOW_IPS` (127.0.0.1): proxies whose X-Forwarded-* headers are believed (gunicorn's own).
 - `FAIRSCHED_ACCESS_LOG` (false): a log line per request (proxies usually keep these already).
 - `FAIRSCHED_LOG_JSON`, `LOG_LEVEL`: as for every process (`fairsched/logs.py`).
+- `FAIRSCHED_DB_POOL` is on in web processes unless set: each request would otherwise open (and
+  PostgreSQL fork a backend for) a connection of its own. Each worker pools up to
+  `FAIRSCHED_DB_POOL_SIZE` (16) connections: keep web processes x workers x that under PostgreSQL's
+  `max_connections`.
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ class UvicornWorker(_UvicornWorker):
 
     CONFIG_KWARGS: dict[str, Any] = {"loop": "auto", "http": "auto", "lifespan": "off"}
 
+
+os.environ.setdefault("FAIRSCHED_DB_POOL", "1")
 
 bind = [f"{os.environ.get('HOST', '0.0.0.0')}:{os.environ.get('PORT', '8000')}"]
 workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
