@@ -296,6 +296,7 @@ def main() -> None:
             drop_database(database_url)
 
     server_name = "daphne" if args.server == "daphne" else f"gunicorn with {args.web_workers} uvicorn workers"
+    print(f"reproduce: .venv/bin/python bench/bench_api.py {' '.join(sys.argv[1:])}".rstrip())
     print(f"server: {server_name}; rate limits on (each client its own token)")
     verdict = "meets" if single["charts_per_s"] >= GOAL_SINGLE_PER_SECOND else "MISSES"
     print(
