@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 # Tests use their own Redis database so that they never feed a running development worker.
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/9
 
-.PHONY: run test lint bench report venv
+.PHONY: run test lint bench report multirun venv
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -43,3 +43,8 @@ bench: venv
 # LOADRUN_POLICY=round_robin runs it under the other policy (the default is deficit).
 report: venv
 	LOADRUN_SECONDS=$${LOADRUN_SECONDS:-180} $(PY) -m scheduling.loadtest.report $${LOADRUN_POLICY:+--policy $$LOADRUN_POLICY}
+
+# The hostile load on two of every process (web, Celery worker with beat, Temporal worker), with the
+# faults and the dispatcher killed mid-pass repeatedly; figures in reports/multirun/. A few minutes.
+multirun: venv
+	MULTIRUN_SECONDS=$${MULTIRUN_SECONDS:-120} $(PY) -m scheduling.loadtest.multirun

@@ -382,6 +382,16 @@ def app_commands(*, port: int, data_dir: Path) -> dict[str, list[str]]:
     }
 
 
+def procfile_commands(path: Path = REPO_ROOT / "Procfile") -> dict[str, str]:
+    """The process types of a Procfile and their shell commands, in file order."""
+    commands = {}
+    for line in path.read_text().splitlines():
+        name, colon, command = line.partition(":")
+        if colon and name.strip() and not name.lstrip().startswith("#"):
+            commands[name.strip()] = command.strip()
+    return commands
+
+
 def banner(*, port: int, demo_output: str, embedded: Sequence[EmbeddedService]) -> str:
     """What the launcher prints once everything runs."""
     base = f"http://127.0.0.1:{port}"

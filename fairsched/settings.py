@@ -15,6 +15,8 @@ import dj_database_url
 import django_stubs_ext
 from django.core.exceptions import ImproperlyConfigured
 
+from fairsched.logs import logging_config
+
 # Lets admin and form classes be subscripted for the type checker (ModelAdmin[Org]).
 django_stubs_ext.monkeypatch()
 
@@ -45,7 +47,11 @@ def env_list(name: str, default: str) -> list[str]:
 
 
 def env_float(name: str, default: float) -> float:
-    return float(os.environ.get(name, default))
+    value = os.environ.get(name, str(default))
+    try:
+        return float(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a number, got {value!r}") from None
 
 
 def env_positive(name: str, default: float, *, whole: bool = False) -> float:
@@ -89,6 +95,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # /healthz and /readyz, answered before the host check and the HTTPS redirect (fairsched/health.py).
+    "fairsched.health.HealthMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "fairsched.middleware.RequestGuardMiddleware",
@@ -191,10 +199,32 @@ CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Pool processes of a Celery worker (default: one per core).
+CELERY_WORKER_CONCURRENCY = int(os.environ.get("CELERY_WORKER_CONCURRENCY") or 0) or None
+# Beat keeps its one-entry schedule in memory: no file, so any number of beats can run on one host.
+CELERY_BEAT_SCHEDULER = "celery.beat:Scheduler"
+# Celery logs through Django's LOGGING (plain or JSON lines) instead of replacing the root's handlers.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
 TEMPORAL_ADDRESS = os.environ.get("TEMPORAL_ADDRESS", "127.0.0.1:7233")
 TEMPORAL_NAMESPACE = os.environ.get("TEMPORAL_NAMESPACE", "default")
 TEMPORAL_TASK_QUEUE = os.environ.get("TEMPORAL_TASK_QUEUE", "fairsched-demo")
+# A real cluster (scheduling/temporal/connection.py): mutual TLS with a client certificate and key (PEM
+# files), the server's CA and name, or an API key (Temporal Cloud); TLS is on when either is given.
+TEMPORAL_TLS_CERT = os.environ.get("TEMPORAL_TLS_CERT", "")
+TEMPORAL_TLS_KEY = os.environ.get("TEMPORAL_TLS_KEY", "")
+TEMPORAL_TLS_CA = os.environ.get("TEMPORAL_TLS_CA", "")
+TEMPORAL_TLS_SERVER_NAME = os.environ.get("TEMPORAL_TLS_SERVER_NAME", "")
+TEMPORAL_API_KEY = os.environ.get("TEMPORAL_API_KEY", "")
+TEMPORAL_TLS = env_bool("TEMPORAL_TLS", bool(TEMPORAL_TLS_CERT or TEMPORAL_API_KEY))
+if bool(TEMPORAL_TLS_CERT) != bool(TEMPORAL_TLS_KEY):
+    raise ImproperlyConfigured("TEMPORAL_TLS_CERT and TEMPORAL_TLS_KEY go together: set both or neither")
+if (TEMPORAL_TLS_CERT or TEMPORAL_TLS_CA or TEMPORAL_TLS_SERVER_NAME) and not TEMPORAL_TLS:
+    raise ImproperlyConfigured("TEMPORAL_TLS_CERT, TEMPORAL_TLS_CA and TEMPORAL_TLS_SERVER_NAME need TEMPORAL_TLS on")
+# Seconds a process keeps retrying (with backoff) to reach Temporal at start-up before it fails.
+TEMPORAL_CONNECT_TIMEOUT = env_float("TEMPORAL_CONNECT_TIMEOUT", 60.0)
+# Seconds the Temporal worker lets running activities finish after SIGTERM before cancelling them.
+TEMPORAL_WORKER_SHUTDOWN_SECONDS = env_float("TEMPORAL_WORKER_SHUTDOWN_SECONDS", 5.0)
 
 # Fallback expected duration of a chart (seconds) when no run of its org or workflow has finished yet.
 FAIRSCHED_DEFAULT_DURATION = env_float("FAIRSCHED_DEFAULT_DURATION", 60.0)
@@ -274,11 +304,9 @@ SECURE_HSTS_PRELOAD = SECURE_HSTS_SECONDS > 0
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
-}
+# Plain lines, or JSON lines (FAIRSCHED_LOG_JSON) for a log pipeline; the same for every process type.
+LOGGING = logging_config(
+    json_lines=env_bool("FAIRSCHED_LOG_JSON", False),
+    level=os.environ.get("LOG_LEVEL", "INFO"),
+    access_log=env_bool("FAIRSCHED_ACCESS_LOG", False),
+)

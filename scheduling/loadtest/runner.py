@@ -18,6 +18,13 @@ Steps:
    workflow run of every attempt (and any chart workflow Temporal has that the database does not).
 7. Stop everything, write `events.json` (times in seconds from the first submission).
 
+Several of every process (the multi-instance run, `scheduling.loadtest.multirun`): `--celery-workers`
+workers each with its own beat, `--temporal-workers` Temporal workers, `--web` web processes (the
+Procfile's command); `--leader-kills N` kills -9, N times spread over the window, whichever Celery
+process holds the dispatcher's lock mid-pass, and times how long until another process holds it
+(the failover). With web processes, after the drain the chart status read is loaded back to back by
+50 callers through one web process, then through all of them (`api_load`).
+
 Faults (`--faults`, comma-separated, each at its own moment of the window): `kill_worker` (SIGKILL to
 the Celery worker's process group while a chart is being dispatched, restarted 2 s later),
 `temporal` (stop and restart the Temporal server on its port and database file), `redis` (stop
@@ -49,10 +56,12 @@ from fairsched.launcher import (
     ChildProcess,
     EmbeddedService,
     free_port,
+    procfile_commands,
     start_redis,
     start_temporal,
     wait_until,
 )
+from scheduling.loadtest.api_load import status_throughput
 from scheduling.loadtest.workload import TASK_QUEUE, Workload, build
 
 T = TypeVar("T")
@@ -67,6 +76,15 @@ TICK_SECONDS = 0.25
 SAMPLE_SECONDS = 1.0
 WORKER_RESTART_DELAY = 2.0
 KILL_WINDOW_SECONDS = 10.0
+FAILOVER_TIMEOUT_SECONDS = 60.0
+LOCK_POLL_SECONDS = 0.002
+API_CLIENTS = 50
+API_PER_CLIENT = 40
+# The dispatcher's advisory lock as pg_locks shows a bigint key: high half in classid, low in objid.
+LEADER_QUERY = """
+    SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+    WHERE l.locktype = 'advisory' AND l.classid = %s AND l.objid = %s AND l.objsubid = 1 AND l.granted
+"""
 SCHEDULER_SETTINGS: dict[str, Any] = {
     "replan_interval": 1.0,
     "reconcile_interval": 1.0,
@@ -165,35 +183,53 @@ class Services:
 
 
 class Children:
-    """The Celery worker (with beat) and the demo Temporal workers, restartable."""
+    """The Celery workers (each with beat), the demo Temporal workers and the web processes, restartable."""
 
-    def __init__(self, env: dict[str, str], log_dir: Path, temporal_workers: int) -> None:
+    def __init__(
+        self, env: dict[str, str], log_dir: Path, temporal_workers: int, celery_workers: int = 1, web: int = 0
+    ) -> None:
         self.env = {**os.environ, **env, "PYTHONUNBUFFERED": "1"}
         self.log_dir = log_dir
-        self.celery: ChildProcess | None = None
+        self.celery: list[ChildProcess] = []
         self.workers: list[ChildProcess] = []
+        self.web: list[ChildProcess] = []
+        self.web_ports: list[int] = []
         self.temporal_workers = temporal_workers
+        self.celery_workers = celery_workers
+        self.web_processes = web
         self.starts: dict[str, int] = defaultdict(int)
 
-    def _spawn(self, name: str, args: list[str]) -> ChildProcess:
+    def _spawn(self, name: str, args: list[str], env: dict[str, str] | None = None) -> ChildProcess:
         self.starts[name] += 1
         with open(self.log_dir / f"{name}-{self.starts[name]}.log", "ab") as log:
-            return ChildProcess.spawn(name, args, env=self.env, output=log)
+            return ChildProcess.spawn(name, args, env=env or self.env, output=log)
 
-    def start_celery(self) -> None:
-        schedule = self.log_dir / f"beat-schedule-{self.starts['celery'] + 1}"
-        self.celery = self._spawn(
-            "celery",
+    def _celery_name(self, index: int) -> str:
+        return "celery" if self.celery_workers == 1 else f"celery-{index}"
+
+    def _start_one_celery(self, index: int) -> ChildProcess:
+        name = self._celery_name(index)
+        schedule = self.log_dir / f"beat-schedule-{name}-{self.starts[name] + 1}"
+        return self._spawn(
+            name,
             [sys.executable, "-m", "celery", "-A", "fairsched", "worker", "-B", "--concurrency", "2",
              "--loglevel", "INFO", "--schedule", str(schedule), "-Q", "celery", "--without-gossip",
-             "--without-mingle"],
+             "--without-mingle", "-n", f"{name}@%h"],
         )  # fmt: skip
 
+    def start_celery(self) -> None:
+        """Start every Celery worker that is not running."""
+        for index in range(self.celery_workers):
+            if index == len(self.celery):
+                self.celery.append(self._start_one_celery(index))
+            elif not self.celery[index].alive():
+                self.celery[index] = self._start_one_celery(index)
+
     def kill_celery(self) -> None:
-        assert self.celery is not None
+        """SIGKILL the first Celery worker's whole process group (its beat and pool too)."""
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.celery.process.pid, signal.SIGKILL)
-        self.celery.process.wait(10)
+            os.killpg(self.celery[0].process.pid, signal.SIGKILL)
+        self.celery[0].process.wait(10)
 
     def start_workers(self) -> None:
         self.workers = [self._start_worker(index) for index in range(self.temporal_workers)]
@@ -203,12 +239,29 @@ class Children:
             f"temporal-worker-{index}", [sys.executable, "manage.py", "temporal_worker", "--task-queue", TASK_QUEUE]
         )
 
+    def start_web(self) -> None:
+        """Start the web processes (the Procfile's command, one uvicorn worker each) and wait for them."""
+        command = procfile_commands()["web"]
+        bin_dir = str(Path(sys.executable).parent)
+        for index in range(self.web_processes):
+            port = free_port()
+            env = {
+                **self.env,
+                "PORT": str(port),
+                "HOST": "127.0.0.1",
+                "WEB_CONCURRENCY": "1",
+                "FAIRSCHED_DB_POOL": "1",
+                "PATH": f"{bin_dir}{os.pathsep}{self.env.get('PATH', '')}",
+            }
+            self.web.append(self._spawn(f"web-{index}", ["sh", "-c", command], env))
+            self.web_ports.append(port)
+        for port, child in zip(self.web_ports, self.web, strict=True):
+            wait_until(partial(_listening, port), what=child.name, alive=child.alive, timeout=60)
+
     def revive(self) -> list[str]:
         """Restart any child that died on its own; return their names."""
-        revived = []
-        if self.celery is not None and not self.celery.alive():
-            revived.append("celery")
-            self.start_celery()
+        revived = [self._celery_name(index) for index, child in enumerate(self.celery) if not child.alive()]
+        self.start_celery()
         for index, worker in enumerate(self.workers):
             if not worker.alive():
                 revived.append(worker.name)
@@ -216,7 +269,7 @@ class Children:
         return revived
 
     def stop(self) -> None:
-        everyone = [child for child in [self.celery, *self.workers] if child is not None]
+        everyone = [*self.web, *self.celery, *self.workers]
         for child in everyone:
             child.terminate()
         for child in everyone:
@@ -236,6 +289,9 @@ class LoadRun:
         drain_timeout: float,
         scratch: Path,
         policy: str = "deficit",
+        celery_workers: int = 1,
+        web: int = 0,
+        leader_kills: int = 0,
     ) -> None:
         self.workload = workload
         self.settings: dict[str, Any] = {**SCHEDULER_SETTINGS, "policy": policy}
@@ -246,6 +302,11 @@ class LoadRun:
         self.log_dir = scratch / "logs"
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.temporal_workers = temporal_workers
+        self.celery_workers = celery_workers
+        self.web = web
+        self.leader_kills_planned = leader_kills
+        self.leader_kills: list[dict[str, Any]] = []
+        self.api: list[dict[str, Any]] = []
         self.children: Children | None = None
         self.t0 = 0.0
         self.faults: list[Fault] = []
@@ -275,9 +336,12 @@ class LoadRun:
         django.setup()
         call_command("migrate", "--noinput", verbosity=0)
         self._create_tenants()
-        self.children = Children(self.services.env, self.log_dir, self.temporal_workers)
+        self.children = Children(
+            self.services.env, self.log_dir, self.temporal_workers, celery_workers=self.celery_workers, web=self.web
+        )
         self.children.start_workers()
         self.children.start_celery()
+        self.children.start_web()
 
     def _create_tenants(self) -> None:
         from orgs.models import Workflow
@@ -310,6 +374,7 @@ class LoadRun:
             self.t0 = time.time()
             self._submit_phase()
             self._drain()
+            self._measure_api()
             return self._collect()
         finally:
             if self.children is not None:
@@ -327,11 +392,14 @@ class LoadRun:
         releases = sorted((org.held_until, org.slug) for org in self.workload.orgs if org.held_until is not None)
         pauses = sorted(self.workload.pauses, key=lambda pause: pause.start)
         faults = list(self.faults_planned)
+        kills = [
+            (i + 1) / (self.leader_kills_planned + 1) * self.workload.seconds for i in range(self.leader_kills_planned)
+        ]
         next_sample = 0.0
         for org in self.workload.orgs:
             if org.held_until is not None:
                 self.holds.append({"org": org.slug, "start": 0.0, "end": None})
-        while pending or releases or pauses or faults:
+        while pending or releases or pauses or faults or kills:
             now = self.clock()
             due = [chart for chart in pending if chart.submit_at <= now]
             if due and self._db(partial(self._submit, due)) is not None:
@@ -343,6 +411,9 @@ class LoadRun:
                 pauses.pop(0)
             if faults and FAULT_AT[faults[0]] * self.workload.seconds <= now:
                 self._inject(faults.pop(0))
+            if kills and kills[0] <= now:
+                kills.pop(0)
+                self._kill_leader()
             if now >= next_sample:
                 self._db(self._sample)
                 next_sample = now + SAMPLE_SECONDS
@@ -479,6 +550,80 @@ class LoadRun:
             time.sleep(0.005)
         return False
 
+    def _leader(self) -> str | None:
+        """The application name of the process holding the dispatcher's lock now, if any."""
+        from django.db import connection
+
+        from scheduling.dispatch import DISPATCH_LOCK
+
+        def holder() -> str | None:
+            with connection.cursor() as cursor:
+                cursor.execute(LEADER_QUERY, [DISPATCH_LOCK >> 32, DISPATCH_LOCK & 0xFFFFFFFF])
+                row = cursor.fetchone()
+            return str(row[0]) if row else None
+
+        return self._db(holder)
+
+    def _kill_leader(self) -> None:
+        """Kill -9 the dispatcher mid-pass and time the failover. Steps:
+
+        1. Poll `pg_locks` (every `LOCK_POLL_SECONDS`, `KILL_WINDOW_SECONDS` at most) until a Celery
+           pool process holds the dispatcher's advisory lock: it is mid-pass. Its connection's
+           application name ("fairsched-celery-<pid>") gives its pid.
+        2. SIGKILL it. Its connection dies with it, so PostgreSQL frees the lock at once; its Celery
+           parent starts a new pool process.
+        3. Poll until a process holds the lock again (the next pass of any worker): the failover time.
+        """
+        deadline = time.monotonic() + KILL_WINDOW_SECONDS
+        holder = None
+        while time.monotonic() < deadline:
+            holder = self._leader()
+            if holder and holder.startswith("fairsched-celery-"):
+                break
+            holder = None
+            time.sleep(LOCK_POLL_SECONDS)
+        if holder is None:
+            self.leader_kills.append({"at": self.clock(), "holder": None, "failover": None})
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(holder.rsplit("-", 1)[1]), signal.SIGKILL)
+        killed_at = self.clock()
+        failover = None
+        deadline = time.monotonic() + FAILOVER_TIMEOUT_SECONDS
+        while time.monotonic() < deadline:
+            leader = self._leader()
+            if leader and leader != holder:
+                failover = self.clock() - killed_at
+                break
+            time.sleep(LOCK_POLL_SECONDS)
+        self.leader_kills.append({"at": killed_at, "holder": holder, "failover": failover, "next_leader": leader})
+
+    def _measure_api(self) -> None:
+        """With web processes: the status read's throughput through one of them, then through all."""
+        assert self.children is not None
+        ports = self.children.web_ports
+        if not ports:
+            return
+        from django.contrib.auth.models import User
+
+        from charts.models import Chart
+        from fairsched.api import api_token_issue
+        from orgs.models import Membership, Org
+
+        org = Org.objects.order_by("id").first()
+        assert org is not None
+        tokens = []
+        for index in range(API_CLIENTS):
+            user = User.objects.create(username=f"api-load-{index}")
+            Membership.objects.create(user=user, org=org, role=Membership.Role.MEMBER)
+            tokens.append(api_token_issue(user=user, org=org))
+        chart_ids = list(Chart.objects.filter(org=org).values_list("id", flat=True)[:1000])
+        for count in sorted({1, len(ports)}):
+            figures = status_throughput(
+                ports=ports[:count], tokens=tokens, chart_ids=chart_ids, per_client=API_PER_CLIENT
+            )
+            self.api.append(asdict(figures))
+
     # -- the record --------------------------------------------------------------------------------
 
     def _collect(self) -> dict[str, Any]:
@@ -547,6 +692,8 @@ class LoadRun:
                 "default_duration": self.workload.mean_duration,
                 "faults_requested": list(self.faults_planned),
                 "temporal_workers": self.temporal_workers,
+                "celery_workers": self.celery_workers,
+                "web_processes": self.web,
                 "settings": self.settings,
             },
             "orgs": [asdict(org) for org in self.workload.orgs],
@@ -558,6 +705,8 @@ class LoadRun:
             "transitions": transitions,
             "org_clear": self.org_clear,
             "temporal_unknown_workflows": unknown,
+            "leader_kills": self.leader_kills,
+            "api": self.api,
         }
 
 
@@ -608,6 +757,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--faults", default=",".join(ALL_FAULTS), help="comma-separated; empty for none")
     parser.add_argument("--temporal-workers", type=int, default=1)
+    parser.add_argument("--celery-workers", type=int, default=1, help="Celery workers, each with beat")
+    parser.add_argument("--web", type=int, default=0, help="web processes (the Procfile's command)")
+    parser.add_argument("--leader-kills", type=int, default=0, help="kill -9 the dispatcher mid-pass N times")
     parser.add_argument("--pg-outage", type=float, default=8.0)
     parser.add_argument("--drain-timeout", type=float, default=None)
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "reports" / "events.json")
@@ -631,6 +783,9 @@ def run_to_file(args: argparse.Namespace) -> Path:
             drain_timeout=args.drain_timeout or max(120.0, 1.5 * args.seconds),
             scratch=scratch,
             policy=args.policy,
+            celery_workers=args.celery_workers,
+            web=args.web,
+            leader_kills=args.leader_kills,
         )
         log = run.run()
         logs = args.out.parent / "logs"

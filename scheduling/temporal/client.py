@@ -1,15 +1,16 @@
 """The Temporal client of the synchronous shell: dispatcher, reconciler, commands and views.
 
-Settings (read at call time, so tests can point them elsewhere): `TEMPORAL_ADDRESS` (default
-"127.0.0.1:7233") and `TEMPORAL_NAMESPACE` (default "default").
+Settings (read at call time, so tests can point them elsewhere): those of
+`scheduling.temporal.connection` (address, namespace, TLS, API key, connect timeout).
 
 Process and thread model, the reason this module exists:
 
 1. Nothing connects at import. The first call in a process connects; later calls reuse the client.
 2. Each process gets its own `_ProcessBridge`: a temporalio `Runtime` made in that process, an asyncio
    event loop running forever in a daemon thread, and the clients connected on that loop, one per
-   (address, namespace). Sync callers submit coroutines to the loop with `temporal_call` and block
-   on the result; any number of threads may do so at once, their calls interleave on the one loop.
+   `TemporalSettings` (address, namespace, TLS, key). Sync callers submit coroutines to the loop
+   with `temporal_call` and block on the result; any number of threads may do so at once, their
+   calls interleave on the one loop.
 3. Clients and runtimes do not survive a fork (Celery's prefork pool forks its children after the
    parent may have used a client): the child inherits neither the loop thread nor the Rust runtime's
    threads. The bridge is therefore keyed by `os.getpid()`: a process whose pid differs from its
@@ -23,6 +24,7 @@ Process and thread model, the reason this module exists:
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import threading
 from collections.abc import Awaitable, Callable
@@ -30,7 +32,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from django.conf import settings
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
@@ -38,11 +39,12 @@ from temporalio.runtime import Runtime, TelemetryConfig
 from temporalio.service import RPCError, RPCStatusCode
 
 from scheduling.temporal.activities import THROTTLE_ERROR_TYPE
+from scheduling.temporal.connection import TemporalSettings, connect_client
 
 T = TypeVar("T")
 
-DEFAULT_ADDRESS = "127.0.0.1:7233"
-DEFAULT_NAMESPACE = "default"
+logger = logging.getLogger(__name__)
+
 CALL_TIMEOUT_SECONDS = 30.0
 
 STATUS_NAMES: dict[WorkflowExecutionStatus, str] = {
@@ -92,7 +94,7 @@ class _ProcessBridge:
     runtime: Runtime
     loop: asyncio.AbstractEventLoop
     thread: threading.Thread
-    clients: dict[tuple[str, str], Client] = field(default_factory=dict)
+    clients: dict[TemporalSettings, Client] = field(default_factory=dict)
     connect_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     @classmethod
@@ -107,13 +109,13 @@ class _ProcessBridge:
             thread=thread,
         )
 
-    async def client(self, address: str, namespace: str) -> Client:
-        """The client for (address, namespace), connecting once; runs on this bridge's loop."""
-        key = (address, namespace)
+    async def client(self, config: TemporalSettings, *, timeout: float) -> Client:
+        """The client for `config`, connecting once (retrying for up to `timeout` seconds); runs on
+        this bridge's loop."""
         async with self.connect_lock:
-            if key not in self.clients:
-                self.clients[key] = await Client.connect(address, namespace=namespace, runtime=self.runtime)
-            return self.clients[key]
+            if config not in self.clients:
+                self.clients[config] = await connect_client(config, runtime=self.runtime, timeout=timeout)
+            return self.clients[config]
 
 
 _BRIDGE: _ProcessBridge | None = None
@@ -149,11 +151,10 @@ def temporal_call(call: Callable[[Client], Awaitable[T]], *, timeout: float = CA
     raised. Exceptions of the call are re-raised here. Must not be called from the bridge's own loop.
     """
     bridge = _bridge()
-    address = getattr(settings, "TEMPORAL_ADDRESS", DEFAULT_ADDRESS)
-    namespace = getattr(settings, "TEMPORAL_NAMESPACE", DEFAULT_NAMESPACE)
+    config = TemporalSettings.from_django()
 
     async def run() -> T:
-        return await call(await bridge.client(address, namespace))
+        return await call(await bridge.client(config, timeout=min(timeout, config.connect_timeout)))
 
     future = asyncio.run_coroutine_threadsafe(run(), bridge.loop)
     try:
@@ -166,12 +167,26 @@ def temporal_call(call: Callable[[Client], Awaitable[T]], *, timeout: float = CA
 def reset_client() -> None:
     """Forget this process's connected clients; the next call connects again.
 
-    For tests that move `TEMPORAL_ADDRESS` to another server; clients are already keyed by address
-    and namespace, so production code never needs this.
+    For tests that move `TEMPORAL_ADDRESS` to another server; clients are already keyed by their
+    settings, so production code never needs this.
     """
     with _BRIDGE_LOCK:
         if _BRIDGE is not None and _BRIDGE.pid == os.getpid():
             _BRIDGE.loop.call_soon_threadsafe(_BRIDGE.clients.clear)
+
+
+def check_health(*, timeout: float) -> bool:
+    """Whether Temporal's frontend reports itself serving, within `timeout` seconds (connecting
+    first if need be). Any failure is False: readiness probes ask this."""
+
+    async def check(client: Client) -> bool:
+        return await client.service_client.check_health(timeout=timedelta(seconds=timeout))
+
+    try:
+        return temporal_call(check, timeout=timeout)
+    except Exception as err:
+        logger.warning("Temporal health check failed: %r", err)
+        return False
 
 
 def start_chart_workflow(

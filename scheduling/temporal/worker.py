@@ -13,18 +13,18 @@ from contextlib import AsyncExitStack
 from datetime import timedelta
 
 from django.conf import settings
-from temporalio.client import Client
 from temporalio.worker import Worker
 
 from scheduling.temporal.activities import CompletionHook, DemoActivities, no_completion_hook
-from scheduling.temporal.client import DEFAULT_ADDRESS, DEFAULT_NAMESPACE
+from scheduling.temporal.connection import connect_client
 from scheduling.temporal.workflows import ChartWorkflow
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_TASK_QUEUE = "fairsched-demo"
-GRACEFUL_SHUTDOWN_TIMEOUT = timedelta(seconds=5)
-"""How long running activities may finish after a stop before the worker cancels them.
+DEFAULT_SHUTDOWN_SECONDS = 5.0
+"""How long running activities may finish after a stop before the worker cancels them
+(`TEMPORAL_WORKER_SHUTDOWN_SECONDS`).
 
 A cancelled demo activity fails its run (no Temporal retries), which fairsched then retries, so a
 worker restart costs an attempt, not a chart.
@@ -57,19 +57,19 @@ async def run_worker(
     """Run the demo workflow and its activities on `task_queues` until `stop_event` is set.
 
     Steps:
-    1. Connect a client to `TEMPORAL_ADDRESS` / `TEMPORAL_NAMESPACE`.
+    1. Connect a client with the Temporal settings (`connect_client`: TLS, API key, retried with
+       backoff for `TEMPORAL_CONNECT_TIMEOUT` seconds, so a worker may start before Temporal).
     2. Start one `Worker` per task queue (a Temporal worker polls one queue), all sharing one
        `DemoActivities` bound to `completion_hook`.
     3. Wait for `stop_event` (forever without one: cancel the task to stop).
-    4. Shut the workers down, letting running activities finish for `GRACEFUL_SHUTDOWN_TIMEOUT`.
+    4. Shut the workers down: stop polling, let running activities finish for
+       `TEMPORAL_WORKER_SHUTDOWN_SECONDS`, then cancel them.
        A worker that fails fatally cancels this coroutine and its error is raised from here.
     """
     if not task_queues:
         raise ValueError("run_worker needs at least one task queue")
-    client = await Client.connect(
-        getattr(settings, "TEMPORAL_ADDRESS", DEFAULT_ADDRESS),
-        namespace=getattr(settings, "TEMPORAL_NAMESPACE", DEFAULT_NAMESPACE),
-    )
+    client = await connect_client()
+    grace = timedelta(seconds=float(getattr(settings, "TEMPORAL_WORKER_SHUTDOWN_SECONDS", DEFAULT_SHUTDOWN_SECONDS)))
     activities = DemoActivities(completion_hook)
     stop = stop_event or asyncio.Event()
     async with AsyncExitStack() as workers:
@@ -80,7 +80,7 @@ async def run_worker(
                     task_queue=queue,
                     workflows=[ChartWorkflow],
                     activities=[activities.demo_work, activities.completion_hint],
-                    graceful_shutdown_timeout=GRACEFUL_SHUTDOWN_TIMEOUT,
+                    graceful_shutdown_timeout=grace,
                 )
             )
         logger.info("temporal worker polling %s", ", ".join(task_queues))

@@ -1,0 +1,163 @@
+"""Liveness and readiness: `/healthz` (the process answers) and `/readyz` (it can do its work).
+
+Both are answered by `HealthMiddleware`, first in the middleware stack, before the host check, the
+HTTPS redirect, sessions and authentication: a load balancer or an orchestrator probes a pod by its IP
+address over plain HTTP and without credentials, and must get the answer the process would give to a
+user, not a 400 for an unknown Host or a redirect.
+
+- `/healthz` touches no dependency: 200 `{"status": "ok"}` whenever the process serves requests.
+  Restart the process when it fails.
+- `/readyz` runs `readiness_checks()`: PostgreSQL answers, every migration is applied, Redis answers,
+  Temporal answers. 200 `{"status": "ready", "checks": {...}}` when all pass, else 503
+  `{"status": "unavailable", "failed": [names], "checks": {name: "ok" | reason}}`. Take the process out
+  of rotation while it fails; do not restart it (a restart does not bring a database back).
+  The reasons name the failure's kind, never addresses or credentials; the details go to the log.
+
+`manage.py readyz` runs the same checks for the process types that serve no HTTP (Celery, beat, the
+Temporal worker): exit 0 when ready, 1 naming what failed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import redis
+from django.conf import settings
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+from django.http import HttpRequest, HttpResponse
+
+from scheduling.temporal.client import check_health as temporal_check_health
+
+logger = logging.getLogger(__name__)
+
+HEALTHZ_PATH = "/healthz"
+READYZ_PATH = "/readyz"
+CHECK_TIMEOUT_SECONDS = 2.0
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One dependency's answer: `ok`, or the reason it failed (no addresses, no secrets)."""
+
+    name: str
+    ok: bool
+    reason: str = "ok"
+
+
+class CheckFailed(Exception):
+    """A check found its dependency up but not usable; the message is the public reason."""
+
+
+def check_database() -> None:
+    """PostgreSQL answers a query."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+        cursor.fetchone()
+
+
+_migrations_applied = False
+
+
+def check_migrations() -> None:
+    """Every migration this code knows is applied. Once seen applied, a process does not look again:
+    migrations are applied before a release's processes start and never taken back under them."""
+    global _migrations_applied
+    if _migrations_applied:
+        return
+    executor = MigrationExecutor(connection)
+    pending = executor.migration_plan(executor.loader.graph.leaf_nodes())
+    if pending:
+        raise CheckFailed(f"{len(pending)} migrations not applied (run manage.py migrate)")
+    _migrations_applied = True
+
+
+def check_redis() -> None:
+    """Redis (cache, Channels layer, Celery broker) answers PING; the broker too if it is another server."""
+    urls = dict.fromkeys([settings.REDIS_URL, settings.CELERY_BROKER_URL])
+    for url in urls:
+        client = redis.Redis.from_url(
+            url, socket_timeout=CHECK_TIMEOUT_SECONDS, socket_connect_timeout=CHECK_TIMEOUT_SECONDS
+        )
+        try:
+            client.ping()
+        finally:
+            client.close()
+
+
+def check_temporal() -> None:
+    """The Temporal frontend of `TEMPORAL_ADDRESS` reports itself serving."""
+    if not temporal_check_health(timeout=CHECK_TIMEOUT_SECONDS):
+        raise CheckFailed("not serving")
+
+
+CHECKS: dict[str, Callable[[], None]] = {
+    "database": check_database,
+    "migrations": check_migrations,
+    "redis": check_redis,
+    "temporal": check_temporal,
+}
+
+
+def readiness_checks() -> list[CheckResult]:
+    """Run every check in order; a failing database skips the migrations check (it cannot answer)."""
+    results: list[CheckResult] = []
+    for name, check in CHECKS.items():
+        if name == "migrations" and not results[0].ok:
+            results.append(CheckResult(name, ok=False, reason="database unavailable"))
+            continue
+        try:
+            check()
+        except CheckFailed as err:
+            results.append(CheckResult(name, ok=False, reason=str(err)))
+        except Exception as err:
+            logger.warning("readiness: %s failed: %r", name, err)
+            results.append(CheckResult(name, ok=False, reason=f"unreachable ({type(err).__name__})"))
+        else:
+            results.append(CheckResult(name, ok=True))
+    return results
+
+
+def readiness_body(results: list[CheckResult]) -> tuple[int, dict[str, object]]:
+    """The HTTP status and JSON body of `/readyz` for these results."""
+    failed = [result.name for result in results if not result.ok]
+    checks = {result.name: result.reason for result in results}
+    if failed:
+        return 503, {"status": "unavailable", "failed": failed, "checks": checks}
+    return 200, {"status": "ready", "checks": checks}
+
+
+def _json(status: int, body: dict[str, object]) -> HttpResponse:
+    response = HttpResponse(json.dumps(body), status=status, content_type="application/json")
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+class HealthMiddleware:
+    """Answer `/healthz` and `/readyz` (GET or HEAD) before any other middleware sees the request."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        path = request.path_info.rstrip("/")
+        if path not in (HEALTHZ_PATH, READYZ_PATH):
+            return self.get_response(request)
+        if request.method not in ("GET", "HEAD"):
+            response = _json(405, {"detail": f'Method "{request.method}" not allowed.'})
+            response["Allow"] = "GET, HEAD"
+            return response
+        if path == HEALTHZ_PATH:
+            return _json(200, {"status": "ok"})
+        started = time.perf_counter()
+        status, body = readiness_body(readiness_checks())
+        body["seconds"] = round(time.perf_counter() - started, 3)
+        response = _json(status, body)
+        # A probe every few seconds must not log an ERROR per failed probe through django.request
+        # (which logs every 5xx); `readiness_checks` has logged what failed, once per check.
+        response._has_been_logged = True  # type: ignore[attr-defined]
+        return response

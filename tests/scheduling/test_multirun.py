@@ -1,0 +1,50 @@
+"""A shortened multi-instance run: two web processes, two Celery workers each with beat, two Temporal
+workers, the dispatcher killed -9 mid-pass twice. Nothing lost, nothing run twice, the budget kept,
+every kill followed by another process taking the lock, and the status read served through one and
+two web processes."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from scheduling.loadtest.multirun import summary
+
+pytestmark = [pytest.mark.slow, pytest.mark.temporal]
+ROOT = Path(__file__).resolve().parents[2]
+SECONDS = 30
+RUN_TIMEOUT_SECONDS = 300
+
+
+@pytest.mark.timeout(RUN_TIMEOUT_SECONDS + 90)
+def test_two_of_everything_survive_leader_kills(tmp_path: Path) -> None:
+    out = tmp_path / "events.json"
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "scheduling.loadtest.runner", "--seconds", str(SECONDS), "--faults", "",
+         "--celery-workers", "2", "--temporal-workers", "2", "--web", "2", "--leader-kills", "2",
+         "--drain-timeout", "90", "--out", str(out)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        _, stderr = runner.communicate(timeout=RUN_TIMEOUT_SECONDS)
+    except subprocess.TimeoutExpired:
+        runner.send_signal(signal.SIGTERM)
+        runner.communicate(timeout=60)
+        raise
+    assert runner.returncode == 0, stderr[-4000:]
+    log = json.loads(out.read_text())
+
+    lines, passed = summary(log)
+    assert passed, "\n".join(lines)
+    kills = log["leader_kills"]
+    assert len(kills) == 2
+    caught = [kill for kill in kills if kill["holder"]]
+    assert caught, "no dispatcher was caught holding the lock"
+    assert all(kill["failover"] is not None and kill["next_leader"] != kill["holder"] for kill in caught)
+    assert [run["web_processes"] for run in log["api"]] == [1, 2]
+    assert all(run["errors"] == 0 and run["requests"] == 50 * 40 for run in log["api"])
