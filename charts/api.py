@@ -11,11 +11,12 @@ from rest_framework.response import Response
 
 from charts import services
 from charts.models import Chart
-from charts.selectors import chart_get, charts_visible
+from charts.selectors import chart_events, chart_get, charts_visible, events_as_seen
 from charts.serializers import (
     BulkResultSerializer,
     BulkSubmitSerializer,
     ChartDetailSerializer,
+    ChartEventSerializer,
     ChartFilterSerializer,
     ChartSerializer,
     ChartSubmitSerializer,
@@ -24,7 +25,7 @@ from charts.serializers import (
     parse_bulk_items,
 )
 from fairsched.actors import actor_for
-from fairsched.api import CursorPagination, FairschedAPIView, require_write, visible_org_ids
+from fairsched.api import CursorPagination, FairschedAPIView, require_write, scope_of, visible_org_ids
 from fairsched.errors import InvalidInput
 from orgs.selectors import org_for_input
 
@@ -32,6 +33,11 @@ from orgs.selectors import org_for_input
 class ChartCursorPagination(CursorPagination):
     # The id is unique and never changes: a stable cursor even while the plan reorders charts.
     ordering = "-id"
+
+
+class ChartEventCursorPagination(CursorPagination):
+    # Oldest first, as a history reads; the id follows the order of the chart's transitions.
+    ordering = "id"
 
 
 class ChartViewSet(FairschedAPIView, viewsets.GenericViewSet[Chart]):
@@ -62,6 +68,15 @@ class ChartViewSet(FairschedAPIView, viewsets.GenericViewSet[Chart]):
     @extend_schema(responses=ChartDetailSerializer)
     def retrieve(self, request: Request, pk: str) -> Response:
         return Response(ChartDetailSerializer(self._chart(pk)).data)
+
+    @extend_schema(responses=ChartEventSerializer(many=True))
+    @action(detail=True, methods=["get"], pagination_class=ChartEventCursorPagination)
+    def events(self, request: Request, pk: str) -> Response:
+        """The chart's history, oldest first: when, from which state to which, why and who."""
+        chart = self._chart(pk)
+        page = self.paginate_queryset(chart_events(chart=chart)) or []
+        seen = events_as_seen(events=page, org_id=chart.org_id, staff=scope_of(request).staff)
+        return self.get_paginated_response(ChartEventSerializer(seen, many=True).data)
 
     @extend_schema(
         request=ChartSubmitSerializer,
