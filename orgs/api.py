@@ -36,7 +36,6 @@ from orgs.serializers import (
     ProviderSerializer,
     WorkflowCostSerializer,
     WorkflowCostSetSerializer,
-    WorkflowSerializer,
     WorkflowTermsQuerySerializer,
     WorkflowTermsSerializer,
     WorkflowUpdateSerializer,
@@ -153,7 +152,7 @@ class WorkflowCursorPagination(CursorPagination):
 class WorkflowViewSet(FairschedAPIView, viewsets.GenericViewSet[Workflow]):
     """The kinds of chart that may be submitted: anyone signed in reads them; staff set run timeouts."""
 
-    serializer_class = WorkflowSerializer
+    serializer_class = WorkflowTermsSerializer
     pagination_class = WorkflowCursorPagination
     lookup_field = "name"
     lookup_value_regex = "[^/]+"
@@ -191,7 +190,7 @@ class WorkflowViewSet(FairschedAPIView, viewsets.GenericViewSet[Workflow]):
             return org_for_input(org_ids=org_ids, slug=slug)
         return None
 
-    @extend_schema(request=WorkflowUpdateSerializer, responses=WorkflowSerializer)
+    @extend_schema(request=WorkflowUpdateSerializer, responses=WorkflowTermsSerializer)
     def partial_update(self, request: Request, name: str) -> Response:
         """Staff: set the run timeout (seconds; null for the deployment's default) of runs started from now on."""
         workflow = workflow_get(name=name)
@@ -200,7 +199,8 @@ class WorkflowViewSet(FairschedAPIView, viewsets.GenericViewSet[Workflow]):
         workflow = services.workflow_run_timeout_set(
             workflow=workflow, run_timeout=body.validated_data["run_timeout"], actor=actor_for(request.user)
         )
-        return Response(WorkflowSerializer(workflow).data)
+        (terms,) = workflow_terms(workflows=[workflow], org=self._terms_org(request))
+        return Response(WorkflowTermsSerializer(terms).data)
 
 
 class ProviderCursorPagination(CursorPagination):

@@ -74,23 +74,6 @@ class WorkflowCostSetSerializer(serializers.Serializer[Any]):
     reason = serializers.CharField(required=False, allow_blank=True, max_length=500, default="")
 
 
-class WorkflowSerializer(serializers.ModelSerializer[Workflow]):
-    provider = serializers.CharField(
-        source="provider.slug", read_only=True, allow_null=True, help_text="The provider its runs call; null: none."
-    )
-    run_timeout = serializers.IntegerField(
-        allow_null=True, read_only=True, help_text="Seconds a run may take; null: the deployment's default."
-    )
-    effective_run_timeout = serializers.IntegerField(
-        read_only=True, help_text="Seconds a run started now may take before Temporal times it out."
-    )
-
-    class Meta:
-        model = Workflow
-        fields = ["name", "default_cost", "provider", "run_timeout", "effective_run_timeout"]
-        read_only_fields = fields
-
-
 class WorkflowTermsSerializer(serializers.Serializer[Any]):
     """A workflow with what it means for the caller's org (`scheduling.selectors.WorkflowTerms`)."""
 
