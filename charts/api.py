@@ -74,9 +74,10 @@ class ChartViewSet(FairschedAPIView, viewsets.GenericViewSet[Chart]):
     def events(self, request: Request, pk: str) -> Response:
         """The chart's history, oldest first: when, from which state to which, why and who."""
         chart = self._chart(pk)
-        page = self.paginate_queryset(chart_events(chart=chart)) or []
+        paginator = ChartEventCursorPagination()
+        page = paginator.paginate_queryset(chart_events(chart=chart), request, view=self) or []
         seen = events_as_seen(events=page, org_id=chart.org_id, staff=scope_of(request).staff)
-        return self.get_paginated_response(ChartEventSerializer(seen, many=True).data)
+        return paginator.get_paginated_response(ChartEventSerializer(seen, many=True).data)
 
     @extend_schema(
         request=ChartSubmitSerializer,

@@ -8,7 +8,7 @@ from typing import Any
 from rest_framework import serializers
 
 from charts.models import ChartState
-from orgs.models import Org, Provider, ProviderPause, Workflow, WorkflowCost
+from orgs.models import Org, Provider, ProviderPause, WorkflowCost
 from orgs.services import MAX_RUN_TIMEOUT, MAX_WEIGHT
 
 

@@ -54,6 +54,8 @@ class Durations:
 
     def of(self, org_id: int | None, workflow_id: int) -> tuple[float, float]:
         """(mean seconds, log sigma) for a chart of this org and workflow (no org: any org's)."""
+        if org_id is None:
+            return self.by_workflow.get(workflow_id) or (self.default, 0.0)
         return (
             self.pair.get((org_id, workflow_id))
             or self.by_org.get(org_id)

@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 from charts.models import Chart, ChartEvent, ChartState
 from charts.services import chart_pause, chart_resume
 from tests.conftest import Tenants
-from tests.factories import ChartFactory, MembershipFactory, UserFactory
+from tests.factories import MembershipFactory, UserFactory
 
 Client = Callable[[Any], APIClient]
 TRACEBACK = 'attempt 1 failed, retry in 5 s: ValueError: bad input\n  File "/srv/app/secret.py", line 3'
