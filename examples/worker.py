@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
+import sys
 from datetime import timedelta
 from typing import Any
 
@@ -88,3 +90,7 @@ async def main() -> None:
 
 if __name__ == "__main__":
     asyncio.run(main())
+    # Leave without finalizing: a process that used a Temporal client can abort while the
+    # interpreter shuts down (temporalio sdk-python issue 300). The worker has stopped cleanly here.
+    sys.stdout.flush()
+    os._exit(0)
