@@ -18,11 +18,12 @@ from rest_framework.response import Response
 
 from charts import services
 from charts.models import Chart
-from charts.selectors import chart_get, charts_visible
+from charts.selectors import chart_events, chart_get, charts_visible, events_as_seen
 from charts.serializers import (
     BulkResultSerializer,
     BulkSubmitSerializer,
     ChartDetailSerializer,
+    ChartEventSerializer,
     ChartFilterSerializer,
     ChartLeverSerializer,
     ChartSerializer,
@@ -41,6 +42,11 @@ from orgs.selectors import org_for_input
 class ChartCursorPagination(CursorPagination):
     # The id is unique and never changes: a stable cursor even while the plan reorders charts.
     ordering = "-id"
+
+
+class ChartEventCursorPagination(CursorPagination):
+    # Oldest first, as a history reads; the id follows the order of the chart's transitions.
+    ordering = "id"
 
 
 class ChartViewSet(FairschedAPIView, viewsets.GenericViewSet[Chart]):
@@ -71,6 +77,16 @@ class ChartViewSet(FairschedAPIView, viewsets.GenericViewSet[Chart]):
     @extend_schema(responses=ChartDetailSerializer)
     def retrieve(self, request: Request, pk: str) -> Response:
         return Response(ChartDetailSerializer(self._chart(pk)).data)
+
+    @extend_schema(responses=ChartEventSerializer(many=True))
+    @action(detail=True, methods=["get"], pagination_class=ChartEventCursorPagination)
+    def events(self, request: Request, pk: str) -> Response:
+        """The chart's history, oldest first: when, from which state to which, why and who."""
+        chart = self._chart(pk)
+        paginator = ChartEventCursorPagination()
+        page = paginator.paginate_queryset(chart_events(chart=chart), request, view=self) or []
+        seen = events_as_seen(events=page, org_id=chart.org_id, staff=scope_of(request).staff)
+        return paginator.get_paginated_response(ChartEventSerializer(seen, many=True).data)
 
     @extend_schema(
         request=ChartSubmitSerializer,

@@ -6,8 +6,11 @@ NotFound, exactly like one that does not exist.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 
+from django.contrib.auth import get_user_model
 from django.db.models import F, QuerySet
 
 from charts.models import Chart, ChartEvent, ChartState
@@ -78,6 +81,61 @@ def chart_get(*, org_ids: OrgIds, chart_id: int) -> Chart:
 
 def chart_history(*, chart: Chart) -> QuerySet[ChartEvent]:
     return ChartEvent.objects.filter(chart=chart).only("from_state", "to_state", "at").order_by("at", "id")
+
+
+def chart_events(*, chart: Chart) -> QuerySet[ChartEvent]:
+    """A chart's whole history, oldest first. Transitions of one chart are serialised by their
+    compare-and-swap, so the event ids are in the order the transitions happened."""
+    return ChartEvent.objects.filter(chart=chart).order_by("id")
+
+
+SYSTEM_ACTOR_PREFIX = "system:"
+USER_ACTOR_PREFIX = "user:"
+STAFF_ACTOR = "staff"
+"""How a tenant sees a person outside the chart's org (an operator, an account manager)."""
+
+
+@dataclass(frozen=True)
+class EventView:
+    """One transition of a chart as a caller may see it."""
+
+    at: datetime
+    from_state: str
+    to_state: str
+    reason: str
+    actor: str
+
+
+def events_as_seen(*, events: Sequence[ChartEvent], org_id: int, staff: bool) -> list[EventView]:
+    """The events as the caller may see them. Staff see them whole. A tenant sees:
+
+    1. the scheduler's own actors (`system:...`) as they are;
+    2. `user:<name>` when that user is a member of the chart's org (a colleague), else `staff`, so
+       that no operator's username leaves the company; one query for the page's names;
+    3. the reason's first line, shortened, as for the last error: reasons of failures carry the
+       workflow's error, whose later lines can name hosts, paths and code.
+    """
+    if staff:
+        return [EventView(e.at, e.from_state, e.to_state, e.reason, e.actor) for e in events]
+    names = {e.actor.removeprefix(USER_ACTOR_PREFIX) for e in events if e.actor.startswith(USER_ACTOR_PREFIX)}
+    colleagues = (
+        set(
+            get_user_model()
+            .objects.filter(memberships__org_id=org_id, username__in=names)
+            .values_list("username", flat=True)
+        )
+        if names
+        else set()
+    )
+
+    def actor(name: str) -> str:
+        if name.startswith(SYSTEM_ACTOR_PREFIX):
+            return name
+        if name.startswith(USER_ACTOR_PREFIX) and name.removeprefix(USER_ACTOR_PREFIX) in colleagues:
+            return name
+        return STAFF_ACTOR
+
+    return [EventView(e.at, e.from_state, e.to_state, last_error_summary(e.reason), actor(e.actor)) for e in events]
 
 
 def last_error_summary(text: str) -> str:

@@ -83,6 +83,21 @@ class ChartLeverSerializer(ChartDetailSerializer):
         return bool(self.context.get("replanning", True))
 
 
+class ChartEventSerializer(serializers.Serializer[Any]):
+    """One transition in a chart's history (`charts.selectors.EventView`)."""
+
+    at = serializers.DateTimeField(help_text="When it happened.")
+    from_state = serializers.CharField(help_text="The state before; empty for the submission.")
+    to_state = serializers.CharField(help_text="The state after.")
+    reason = serializers.CharField(help_text="Why, in one line (staff see it whole).")
+    actor = serializers.CharField(
+        help_text=(
+            "Who: `system:dispatcher`, `system:reconciler`, ...; `user:<name>` for a member of the chart's org; "
+            "`staff` for anyone else (staff callers see every name)."
+        )
+    )
+
+
 class ChartFilterSerializer(serializers.Serializer[Any]):
     state = serializers.ChoiceField(choices=ChartState.choices, required=False)
     workflow = serializers.CharField(required=False, max_length=200)

@@ -4,13 +4,14 @@ from django.urls import path
 from rest_framework.routers import DefaultRouter
 
 from charts.api import ChartViewSet
-from orgs.api import OrgViewSet, WorkflowViewSet
+from orgs.api import OrgViewSet, ProviderViewSet, WorkflowViewSet
 from scheduling.api import PlanPreviewView, ProviderPauseViewSet, SchedulerConfigView
 
 router = DefaultRouter()
 router.register("charts", ChartViewSet, basename="chart")
 router.register("orgs", OrgViewSet, basename="org")
 router.register("workflows", WorkflowViewSet, basename="workflow")
+router.register("providers", ProviderViewSet, basename="provider")
 router.register("provider-pauses", ProviderPauseViewSet, basename="provider-pause")
 
 urlpatterns = [

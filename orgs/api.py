@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.db import transaction
 from django.db.models import QuerySet
+from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from rest_framework import status, viewsets
 from rest_framework.decorators import action
@@ -16,17 +17,30 @@ from charts.serializers import ReasonSerializer
 from fairsched.actors import actor_for
 from fairsched.api import CursorPagination, FairschedAPIView, IsStaffScope, visible_org_ids
 from orgs import services
-from orgs.models import Org, Workflow
-from orgs.selectors import org_get, org_summary, orgs_visible, workflow_costs, workflow_get, workflows_all
+from orgs.models import Org, Provider, Workflow
+from orgs.selectors import (
+    org_for_input,
+    org_get,
+    org_summary,
+    orgs_visible,
+    provider_get,
+    providers_visible,
+    workflow_costs,
+    workflow_get,
+    workflows_all,
+)
 from orgs.serializers import (
     OrgDetailSerializer,
     OrgSerializer,
     OrgUpdateSerializer,
+    ProviderSerializer,
     WorkflowCostSerializer,
     WorkflowCostSetSerializer,
-    WorkflowSerializer,
+    WorkflowTermsQuerySerializer,
+    WorkflowTermsSerializer,
     WorkflowUpdateSerializer,
 )
+from scheduling.selectors import workflow_terms
 
 STAFF_ACTIONS = frozenset({"partial_update", "hold", "release", "costs", "cost"})
 
@@ -138,7 +152,7 @@ class WorkflowCursorPagination(CursorPagination):
 class WorkflowViewSet(FairschedAPIView, viewsets.GenericViewSet[Workflow]):
     """The kinds of chart that may be submitted: anyone signed in reads them; staff set run timeouts."""
 
-    serializer_class = WorkflowSerializer
+    serializer_class = WorkflowTermsSerializer
     pagination_class = WorkflowCursorPagination
     lookup_field = "name"
     lookup_value_regex = "[^/]+"
@@ -151,14 +165,32 @@ class WorkflowViewSet(FairschedAPIView, viewsets.GenericViewSet[Workflow]):
     def get_queryset(self) -> QuerySet[Workflow]:
         return workflows_all()
 
+    @extend_schema(parameters=[WorkflowTermsQuerySerializer], responses=WorkflowTermsSerializer(many=True))
     def list(self, request: Request) -> Response:
-        page = self.paginate_queryset(workflows_all())
-        return self.get_paginated_response(WorkflowSerializer(page, many=True).data)
+        """Every workflow, with its cost and expected duration for the caller's org (`?org=` names one)."""
+        org = self._terms_org(request)
+        page = self.paginate_queryset(workflows_all()) or []
+        return self.get_paginated_response(
+            WorkflowTermsSerializer(workflow_terms(workflows=page, org=org), many=True).data
+        )
 
+    @extend_schema(parameters=[WorkflowTermsQuerySerializer], responses=WorkflowTermsSerializer)
     def retrieve(self, request: Request, name: str) -> Response:
-        return Response(WorkflowSerializer(workflow_get(name=name)).data)
+        (terms,) = workflow_terms(workflows=[workflow_get(name=name)], org=self._terms_org(request))
+        return Response(WorkflowTermsSerializer(terms).data)
 
-    @extend_schema(request=WorkflowUpdateSerializer, responses=WorkflowSerializer)
+    def _terms_org(self, request: Request) -> Org | None:
+        """The org named by `?org=` (unknown and foreign slugs: the same 400), else the caller's only
+        org, else none (staff, or a member of several orgs)."""
+        query = WorkflowTermsQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        org_ids = visible_org_ids(request)
+        slug = query.validated_data.get("org")
+        if slug or (org_ids is not None and len(org_ids) == 1):
+            return org_for_input(org_ids=org_ids, slug=slug)
+        return None
+
+    @extend_schema(request=WorkflowUpdateSerializer, responses=WorkflowTermsSerializer)
     def partial_update(self, request: Request, name: str) -> Response:
         """Staff: set the run timeout (seconds; null for the deployment's default) of runs started from now on."""
         workflow = workflow_get(name=name)
@@ -167,4 +199,31 @@ class WorkflowViewSet(FairschedAPIView, viewsets.GenericViewSet[Workflow]):
         workflow = services.workflow_run_timeout_set(
             workflow=workflow, run_timeout=body.validated_data["run_timeout"], actor=actor_for(request.user)
         )
-        return Response(WorkflowSerializer(workflow).data)
+        (terms,) = workflow_terms(workflows=[workflow], org=self._terms_org(request))
+        return Response(WorkflowTermsSerializer(terms).data)
+
+
+class ProviderCursorPagination(CursorPagination):
+    ordering = "slug"
+
+
+class ProviderViewSet(FairschedAPIView, viewsets.GenericViewSet[Provider]):
+    """The providers that workflows call, with the pauses in force that apply to the caller: those for
+    everyone and those of the caller's orgs, never another org's (staff see every pause)."""
+
+    serializer_class = ProviderSerializer
+    pagination_class = ProviderCursorPagination
+    permission_classes = [IsAuthenticated]
+    lookup_field = "slug"
+    lookup_value_regex = "[-a-zA-Z0-9_]+"
+
+    def get_queryset(self) -> QuerySet[Provider]:
+        return providers_visible(org_ids=visible_org_ids(self.request), now=timezone.now())
+
+    def list(self, request: Request) -> Response:
+        page = self.paginate_queryset(self.get_queryset())
+        return self.get_paginated_response(ProviderSerializer(page, many=True).data)
+
+    def retrieve(self, request: Request, slug: str) -> Response:
+        provider = provider_get(org_ids=visible_org_ids(request), now=timezone.now(), slug=slug)
+        return Response(ProviderSerializer(provider).data)

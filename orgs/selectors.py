@@ -10,11 +10,11 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Count, QuerySet
+from django.db.models import Count, Prefetch, Q, QuerySet
 
 from charts.models import Chart, ChartState
 from fairsched.errors import InvalidInput, NotFound
-from orgs.models import Membership, Org, ProviderPause, Workflow, WorkflowCost
+from orgs.models import Membership, Org, Provider, ProviderPause, Workflow, WorkflowCost
 
 OrgIds = Collection[int] | None
 
@@ -93,6 +93,23 @@ def workflow_costs(*, org: Org) -> QuerySet[WorkflowCost]:
 def provider_pauses(*, active_only: bool, now: datetime) -> QuerySet[ProviderPause]:
     pauses = ProviderPause.objects.select_related("provider", "org")
     return pauses.filter(until__gt=now) if active_only else pauses
+
+
+def providers_visible(*, org_ids: OrgIds, now: datetime) -> QuerySet[Provider]:
+    """Every provider, by slug, with `pauses_in_force`: its pauses still in force at `now` that apply
+    to the caller, those for everyone and those of the caller's orgs (every pause for staff), never
+    another org's. One query for the providers and one for the pauses, whatever their number."""
+    pauses = ProviderPause.objects.filter(until__gt=now).select_related("org").order_by("until", "id")
+    if org_ids is not None:
+        pauses = pauses.filter(Q(org__isnull=True) | Q(org_id__in=list(org_ids)))
+    return Provider.objects.order_by("slug").prefetch_related(Prefetch("pauses", pauses, to_attr="pauses_in_force"))
+
+
+def provider_get(*, org_ids: OrgIds, now: datetime, slug: str) -> Provider:
+    provider = providers_visible(org_ids=org_ids, now=now).filter(slug=slug).first() if "\x00" not in slug else None
+    if provider is None:
+        raise NotFound("provider not found", field="provider")
+    return provider
 
 
 def workflows_all() -> QuerySet[Workflow]:

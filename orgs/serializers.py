@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from rest_framework import serializers
 
 from charts.models import ChartState
 from fairsched.strict import StrictCharField, StrictIntegerField, StrictSerializer
-from orgs.models import Org, Workflow, WorkflowCost
+from orgs.models import Org, Provider, ProviderPause, WorkflowCost
 from orgs.services import MAX_RUN_TIMEOUT, MAX_WEIGHT
 
 
@@ -74,21 +75,64 @@ class WorkflowCostSetSerializer(StrictSerializer):
     reason = StrictCharField(required=False, allow_blank=True, max_length=500, default="")
 
 
-class WorkflowSerializer(serializers.ModelSerializer[Workflow]):
+class WorkflowTermsSerializer(serializers.Serializer[Any]):
+    """A workflow with what it means for the caller's org (`scheduling.selectors.WorkflowTerms`)."""
+
+    name = serializers.CharField(source="workflow.name")
+    default_cost = serializers.IntegerField(source="workflow.default_cost")
     provider = serializers.CharField(
-        source="provider.slug", read_only=True, allow_null=True, help_text="The provider its runs call; null: none."
+        source="workflow.provider.slug", allow_null=True, help_text="The provider its runs call; null: none."
     )
     run_timeout = serializers.IntegerField(
-        allow_null=True, read_only=True, help_text="Seconds a run may take; null: the deployment's default."
+        source="workflow.run_timeout",
+        allow_null=True,
+        help_text="Seconds a run may take; null: the deployment's default.",
     )
     effective_run_timeout = serializers.IntegerField(
-        read_only=True, help_text="Seconds a run started now may take before Temporal times it out."
+        source="workflow.effective_run_timeout",
+        help_text="Seconds a run started now may take before Temporal times it out.",
+    )
+    org = serializers.CharField(
+        source="org.slug", allow_null=True, help_text="The org that `cost` and `expected_duration` are for; null: none."
+    )
+    cost = serializers.IntegerField(
+        help_text="Budget units one run occupies for that org (its override, else the default)."
+    )
+    expected_duration = serializers.FloatField(
+        help_text=(
+            "Seconds a run is expected to take: the org's runs of it, else the org's runs, "
+            "else the workflow's, else the default."
+        )
     )
 
-    class Meta:
-        model = Workflow
-        fields = ["name", "default_cost", "provider", "run_timeout", "effective_run_timeout"]
-        read_only_fields = fields
+
+class WorkflowTermsQuerySerializer(serializers.Serializer[Any]):
+    org = serializers.SlugField(
+        required=False,
+        max_length=100,
+        help_text="The org whose cost and expected duration to show; default: the caller's only org.",
+    )
+
+
+class ProviderPauseInForceSerializer(serializers.Serializer[Any]):
+    org = serializers.CharField(source="org.slug", allow_null=True, help_text="The paused org; null: everyone.")
+    until = serializers.DateTimeField()
+    reason = serializers.CharField()
+
+
+class ProviderSerializer(serializers.Serializer[Any]):
+    """A provider with the pauses in force that apply to the caller (every pause for staff)."""
+
+    slug = serializers.SlugField()
+    name = serializers.CharField()
+    paused_until = serializers.SerializerMethodField(
+        help_text="When the last pause that applies ends; null: not paused."
+    )
+    pauses = ProviderPauseInForceSerializer(source="pauses_in_force", many=True)
+
+    def get_paused_until(self, provider: Provider) -> datetime | None:
+        pauses: list[ProviderPause] = getattr(provider, "pauses_in_force", [])
+        return max((pause.until for pause in pauses), default=None)
 
 
 class WorkflowUpdateSerializer(StrictSerializer):

@@ -5,6 +5,8 @@ expected duration) are correlated subqueries of the same statement, never one qu
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -16,6 +18,7 @@ from django.utils import timezone
 from charts.models import ACTIVE_STATES, IN_FLIGHT_STATES, WAITING_STATES, Chart, ChartEvent, ChartState, DurationStat
 from orgs.models import Org, OrgChange, Provider, ProviderPause, Workflow, WorkflowCost
 from scheduling.models import ConfigChange, QueueSample, SchedulerConfig
+from scheduling.snapshot import Durations
 
 QUEUE_PAGE_MAX = 500
 IN_FLIGHT_MAX = 500
@@ -342,4 +345,47 @@ def queue_samples(*, window: timedelta = timedelta(hours=1), now: datetime | Non
     return [
         {**sample, "at": _iso(sample["at"]), "global_clear": _iso(sample["global_clear"])}
         for sample in reversed(list(newest))
+    ]
+
+
+@dataclass(frozen=True)
+class WorkflowTerms:
+    """What a workflow means for one org: what a run costs it and how long a run is expected to take.
+
+    `org` is None for a caller of no particular org (staff, a member of several orgs who named
+    none): the workflow's default cost and its expected duration over every org.
+    """
+
+    workflow: Workflow
+    org: Org | None
+    cost: int
+    expected_duration: float
+
+
+def workflow_terms(*, workflows: Sequence[Workflow], org: Org | None) -> list[WorkflowTerms]:
+    """The terms of `workflows` for `org`, in two queries whatever their number.
+
+    1. The org's cost overrides of these workflows; a workflow without one costs its default (the
+       rule of `snapshot.Costs.of`).
+    2. The duration statistics that the ETAs' fallback chain needs for them (`snapshot.Durations`):
+       the (org, workflow) runs, then the org's, then the workflow's, then the configured default.
+    """
+    ids = [workflow.pk for workflow in workflows]
+    if not ids:
+        return []
+    org_id = org.pk if org is not None else None
+    overrides = (
+        dict(WorkflowCost.objects.filter(org_id=org_id, workflow_id__in=ids).values_list("workflow_id", "cost"))
+        if org_id is not None
+        else {}
+    )
+    durations = Durations.load(org_id=org_id, workflow_ids=ids)
+    return [
+        WorkflowTerms(
+            workflow=workflow,
+            org=org,
+            cost=overrides.get(workflow.pk) or workflow.default_cost,
+            expected_duration=durations.of(org_id, workflow.pk)[0],
+        )
+        for workflow in workflows
     ]

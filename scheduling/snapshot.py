@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Count, F, FloatField, Func
+from django.db.models import Count, F, FloatField, Func, Q
 from django.utils import timezone
 
 from charts.models import Chart, ChartState, DurationStat
@@ -52,8 +53,10 @@ class Durations:
     by_workflow: dict[int, tuple[float, float]]
     default: float
 
-    def of(self, org_id: int, workflow_id: int) -> tuple[float, float]:
-        """(mean seconds, log sigma) for a chart of this org and workflow."""
+    def of(self, org_id: int | None, workflow_id: int) -> tuple[float, float]:
+        """(mean seconds, log sigma) for a chart of this org and workflow (no org: any org's)."""
+        if org_id is None:
+            return self.by_workflow.get(workflow_id) or (self.default, 0.0)
         return (
             self.pair.get((org_id, workflow_id))
             or self.by_org.get(org_id)
@@ -62,11 +65,15 @@ class Durations:
         )
 
     @classmethod
-    def load(cls) -> Durations:
+    def load(cls, *, org_id: int | None = None, workflow_ids: Collection[int] | None = None) -> Durations:
+        """Every statistic; or, given an org and workflows, only those that `of` needs for them."""
         pair: dict[tuple[int, int], tuple[float, float]] = {}
         by_org: dict[int, _Sums] = defaultdict(_Sums)
         by_workflow: dict[int, _Sums] = defaultdict(_Sums)
-        for stat in DurationStat.objects.filter(count__gt=0):
+        stats = DurationStat.objects.filter(count__gt=0)
+        if workflow_ids is not None:
+            stats = stats.filter(Q(workflow_id__in=list(workflow_ids)) | Q(org_id=org_id))
+        for stat in stats:
             pair[(stat.org_id, stat.workflow_id)] = (stat.total_seconds / stat.count, stat.log_sigma or 0.0)
             by_org[stat.org_id].add(stat)
             by_workflow[stat.workflow_id].add(stat)
