@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
@@ -15,9 +17,12 @@ from tests.conftest import Tenants
 
 
 @pytest.fixture
-def low_rates(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Three writes and five reads a minute. The counts live in Redis: each test's tokens and users
-    are new rows with new ids, so their buckets start empty."""
+def low_rates(monkeypatch: pytest.MonkeyPatch, settings: Any) -> None:
+    """Three writes and five reads a minute. The counts live in Redis, which outlives the test
+    database: a run started within a minute of another reuses its token and user ids, so each test
+    counts under a key prefix of its own."""
+    default = settings.CACHES["default"]
+    settings.CACHES = {**settings.CACHES, "default": {**default, "KEY_PREFIX": f"throttle-test-{uuid.uuid4().hex}"}}
     rates = {"read": "5/min", "write": "3/min"}
     monkeypatch.setattr(CallerReadThrottle, "THROTTLE_RATES", rates)
     monkeypatch.setattr(CallerWriteThrottle, "THROTTLE_RATES", rates)
