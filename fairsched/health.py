@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import redis
 from django.conf import settings
 from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
+from django.db.migrations.loader import MigrationLoader
 from django.http import HttpRequest, HttpResponse
 
 from scheduling.temporal.client import check_health as temporal_check_health
@@ -69,8 +69,10 @@ def check_migrations() -> None:
     global _migrations_applied
     if _migrations_applied:
         return
-    executor = MigrationExecutor(connection)
-    pending = executor.migration_plan(executor.loader.graph.leaf_nodes())
+    # Every node of the graph, not a plan to its leaves: a migration missing below an applied one
+    # (a squash, a hand-edited history) is missing all the same.
+    loader = MigrationLoader(connection)
+    pending = [key for key in loader.graph.nodes if key not in loader.applied_migrations]
     if pending:
         raise CheckFailed(f"{len(pending)} migrations not applied (run manage.py migrate)")
     _migrations_applied = True
