@@ -292,6 +292,7 @@ class LoadRun:
         celery_workers: int = 1,
         web: int = 0,
         leader_kills: int = 0,
+        api_requests: int = API_PER_CLIENT,
     ) -> None:
         self.workload = workload
         self.settings: dict[str, Any] = {**SCHEDULER_SETTINGS, "policy": policy}
@@ -305,6 +306,7 @@ class LoadRun:
         self.celery_workers = celery_workers
         self.web = web
         self.leader_kills_planned = leader_kills
+        self.api_requests = api_requests
         self.leader_kills: list[dict[str, Any]] = []
         self.api: list[dict[str, Any]] = []
         self.children: Children | None = None
@@ -620,7 +622,7 @@ class LoadRun:
         chart_ids = list(Chart.objects.filter(org=org).values_list("id", flat=True)[:1000])
         for count in sorted({1, len(ports)}):
             figures = status_throughput(
-                ports=ports[:count], tokens=tokens, chart_ids=chart_ids, per_client=API_PER_CLIENT
+                ports=ports[:count], tokens=tokens, chart_ids=chart_ids, per_client=self.api_requests
             )
             self.api.append(asdict(figures))
 
@@ -760,6 +762,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--celery-workers", type=int, default=1, help="Celery workers, each with beat")
     parser.add_argument("--web", type=int, default=0, help="web processes (the Procfile's command)")
     parser.add_argument("--leader-kills", type=int, default=0, help="kill -9 the dispatcher mid-pass N times")
+    parser.add_argument(
+        "--api-requests", type=int, default=API_PER_CLIENT, help="status reads per API client and web setup"
+    )
     parser.add_argument("--pg-outage", type=float, default=8.0)
     parser.add_argument("--drain-timeout", type=float, default=None)
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "reports" / "events.json")
@@ -786,6 +791,7 @@ def run_to_file(args: argparse.Namespace) -> Path:
             celery_workers=args.celery_workers,
             web=args.web,
             leader_kills=args.leader_kills,
+            api_requests=args.api_requests,
         )
         log = run.run()
         logs = args.out.parent / "logs"
