@@ -63,6 +63,8 @@ def logging_config(*, json_lines: bool, level: str = "INFO", access_log: bool = 
         "root": {"handlers": ["console"], "level": level},
         "loggers": {
             "django.db.backends": {"level": "WARNING"},
+            # django-axes announces its version at every process start; lockouts are warnings.
+            "axes": {"level": "WARNING"},
             # gunicorn and uvicorn attach handlers of their own; theirs go, the root's format stays.
             "gunicorn.error": {"handlers": [], "propagate": True},
             "gunicorn.access": {"handlers": [], "propagate": True},
