@@ -107,10 +107,10 @@ class ChartFilterSerializer(serializers.Serializer[Any]):
     )
 
 
-class ChartSubmitSerializer(StrictSerializer):
-    org = StrictSlugField(
-        required=False, max_length=100, help_text="The org's slug; implied for org tokens and members of one org."
-    )
+class BulkItemSerializer(StrictSerializer):
+    """One chart of a submission: an item of a bulk (the schema; `parse_bulk_items` reads them fast),
+    and with its org the single submit (`ChartSubmitSerializer`)."""
+
     workflow = StrictCharField(max_length=200, visible=True)
     external_id = StrictCharField(
         max_length=MAX_EXTERNAL_ID, visible=True, trim_whitespace=False, help_text="Your id; unique within the org."
@@ -132,25 +132,9 @@ class ChartSubmitSerializer(StrictSerializer):
     )
 
 
-class BulkItemSerializer(StrictSerializer):
-    """One item of a bulk submission (the schema; `parse_bulk_items` reads them fast)."""
-
-    workflow = StrictCharField(max_length=200, visible=True)
-    external_id = StrictCharField(max_length=MAX_EXTERNAL_ID, visible=True, trim_whitespace=False)
-    payload = serializers.DictField(required=False, allow_null=True)
-    high_priority = StrictBooleanField(
-        required=False,
-        default=False,
-        help_text="Staff only: the operators' tier, ahead of every org's share. A tenant gets 403.",
-    )
-    priority = StrictIntegerField(
-        required=False,
-        default=0,
-        min_value=PRIORITY_RANGE[0],
-        max_value=PRIORITY_RANGE[1],
-        help_text="Orders the org's own charts (higher first) inside its share of each round; it never"
-        " changes how many charts per round the org gets. Tenants: -10 to 10 (beyond: 403); staff: -1000"
-        " to 1000.",
+class ChartSubmitSerializer(BulkItemSerializer):
+    org = StrictSlugField(
+        required=False, max_length=100, help_text="The org's slug; implied for org tokens and members of one org."
     )
 
 
