@@ -14,6 +14,7 @@ from numpy.typing import NDArray
 from .forecast import eta_bands, expected_charts, running_band, spreads
 from .model import QUEUED_FIELDS, ChartIds, ChartTimes, Plan, QueueColumns, Scenario
 from .order import DEFAULT_POLICY, Indices, column, fair_order_indices, org_codes
+from .org_replay import later_charts, org_replay
 from .replay import Dispatcher, EventReplay, lane_replay
 
 # The lanes hold one entry per budget unit (seeded from one per unit held by a running chart), and a
@@ -91,6 +92,19 @@ def _plan(scenario: Scenario) -> Plan:
             running_units=running_units,
             units=units.tolist(),
             avg=avg,
+        )
+    elif scenario.retry_budget is None or not column(queue.retry, np.bool_)[order].any():
+        starts, etas = org_replay(
+            now=now,
+            budget=budget,
+            caps=caps,
+            org=org.tolist(),
+            units=units.tolist(),
+            avg=avg,
+            pending=later_charts(queue.available_at, order, now),
+            running_finish=running_finish,
+            running_org=chart_org[queued_count:],
+            running_units=running_units,
         )
     else:
         dispatcher = Dispatcher(

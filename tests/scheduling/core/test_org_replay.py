@@ -1,0 +1,79 @@
+"""The one-loop replay `plan` takes for caps and backoffs (`org_replay`), against the naive reference."""
+
+from __future__ import annotations
+
+from unittest import mock
+
+from hypothesis import given, settings
+
+from scheduling.core import OrgPolicy, QueuedChart, RunningChart, Scenario, plan
+from scheduling.core import org_replay as org_replay_module
+
+from . import reference
+from .support import scenarios
+
+EXAMPLES = settings(max_examples=300, deadline=None, database=None)
+
+
+def assert_plan_is_the_reference_replay(scenario: Scenario) -> None:
+    result = plan(scenario)
+    expected_start = reference.replay(scenario, reference.fair_order(scenario))
+    for chart in scenario.queued:
+        start = expected_start.get(chart.id)
+        assert result.start[chart.id] == start, chart.id
+        assert result.eta[chart.id] == (None if start is None else start + chart.avg), chart.id
+
+
+@EXAMPLES
+@given(scenarios(max_queued=40, retry_budget=False))
+def test_caps_and_backoffs_replay_as_the_reference(scenario: Scenario) -> None:
+    assert_plan_is_the_reference_replay(scenario)
+
+
+@EXAMPLES
+@given(scenarios(max_queued=40, retry_budget=False))
+def test_the_replay_without_the_closed_form_tail_is_the_same(scenario: Scenario) -> None:
+    with_tail = plan(scenario)
+    with mock.patch.object(org_replay_module, "_tail_is_free", return_value=False):
+        without_tail = plan(scenario)
+    assert with_tail == without_tail
+
+
+def capped_scenario(*, cap: int, backoff: bool) -> Scenario:
+    """An uncapped org's few charts, then a capped org's many: the capped org's are the tail."""
+    queued = [
+        QueuedChart(id=f"a{index:02d}", org="a", created=index, avg=3 + index % 4, cost=1 + index % 2)
+        for index in range(6)
+    ]
+    queued += [
+        QueuedChart(
+            id=f"b{index:02d}",
+            org="b",
+            created=index,
+            avg=1 + index % 5,
+            cost=1 + index % 3,
+            available_at=20 + 3 * index if backoff and index % 4 == 1 else None,
+        )
+        for index in range(40)
+    ]
+    running = [RunningChart(id="rb", org="b", started=0, avg=5), RunningChart(id="ra", org="a", started=1, avg=2)]
+    orgs = {"b": OrgPolicy(weight=1, max_concurrency=cap)}
+    return Scenario(now=2, budget=4 * cap + 2, orgs=orgs, queued=queued, running=running)
+
+
+def test_the_tail_of_a_capped_org_is_exact_with_a_cap_of_one() -> None:
+    tails = []
+    original = org_replay_module._replay_tail
+
+    def counted(*args: object, **kwargs: object) -> None:
+        tails.append(1)
+        original(*args, **kwargs)  # type: ignore[arg-type]
+
+    with mock.patch.object(org_replay_module, "_replay_tail", counted):
+        assert_plan_is_the_reference_replay(capped_scenario(cap=1, backoff=False))
+    assert tails == [1]
+
+
+def test_the_tail_of_a_capped_org_is_exact_with_more_slots_and_backoffs() -> None:
+    for cap in (1, 2, 3):
+        assert_plan_is_the_reference_replay(capped_scenario(cap=cap, backoff=True))
