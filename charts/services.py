@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import connection, transaction
 from django.db.models import Max, Min
@@ -76,10 +76,10 @@ def chart_submit_bulk(*, org: Org, items: Sequence[Submission], actor: str) -> l
     workflows = {w.name: w for w in Workflow.objects.filter(name__in={i.workflow for i in items})}
     errors: dict[int, dict[str, list[str]]] = {}
     seen: dict[str, int] = {}
-    rows: list[tuple[int, int, str, str, bool, int]] = []
+    rows: list[StagedRow] = []
     for index, item in enumerate(items):
         try:
-            payload = _validated_payload(item, workflows)
+            payload_value, payload = _validated_payload(item, workflows)
         except ServiceError as error:
             errors[index] = error.as_dict()
             continue
@@ -88,7 +88,9 @@ def chart_submit_bulk(*, org: Org, items: Sequence[Submission], actor: str) -> l
             continue
         seen[item.external_id] = index
         workflow_id = workflows[item.workflow].pk
-        rows.append((index, workflow_id, item.external_id, payload, item.high_priority, item.priority))
+        rows.append(
+            StagedRow(index, workflow_id, item.external_id, payload, item.high_priority, item.priority, payload_value)
+        )
     if errors:
         raise BulkInvalid(errors)
     if not items:
@@ -111,11 +113,23 @@ def chart_submit_bulk(*, org: Org, items: Sequence[Submission], actor: str) -> l
             raise BulkInvalid(errors)
 
         _admit(org, len(items) - len(existing))
-        created = _insert_staged(org, actor=actor) if len(existing) < len(items) else []
+        created = _insert_staged(org, rows, actor=actor) if len(existing) < len(items) else []
         if created:
             changed(kind="charts", org_id=org.pk, submitted=len(created))
     by_external_id = {**existing, **{c.external_id: c for c in created}}
     return [(by_external_id[i.external_id], i.external_id not in existing) for i in items]
+
+
+class StagedRow(NamedTuple):
+    """A validated bulk item as the temporary table holds it (`payload`: JSON text), and its payload."""
+
+    item: int
+    workflow_id: int
+    external_id: str
+    payload: str
+    high_priority: bool
+    priority: int
+    payload_value: dict[str, Any]
 
 
 # The bulk's rows, in a temporary table for the length of the transaction.
@@ -129,7 +143,7 @@ _EXISTING_SQL = (
 _ROW_FIELDS = ("workflow_id", "external_id", "payload", "high_priority", "priority")
 
 
-def _stage(rows: Sequence[tuple[int, int, str, str, bool, int]]) -> None:
+def _stage(rows: Sequence[StagedRow]) -> None:
     """COPY the bulk's rows into the temporary table (dropped at commit)."""
     with connection.cursor() as cursor:
         # (Dropped first: a caller's transaction may hold an earlier bulk's table.)
@@ -141,27 +155,29 @@ def _stage(rows: Sequence[tuple[int, int, str, str, bool, int]]) -> None:
         columns = ", ".join(_STAGE_COLUMNS)
         with cursor.connection.cursor().copy(f"COPY {_STAGE_TABLE} ({columns}) FROM STDIN") as copy:
             for row in rows:
-                copy.write_row(row)
+                copy.write_row(row[:6])
 
 
-def _insert_staged(org: Org, *, actor: str) -> list[Chart]:
+def _insert_staged(org: Org, rows: Sequence[StagedRow], *, actor: str) -> list[Chart]:
     """Insert the staged charts that do not exist yet, in item order, with their birth events (the
     '' -> queued event of `record_created`), in one statement; return them.
 
     Every column the rows do not name takes its field's default as Django would give it (auto_now
-    fields: now), so a field added later needs nothing here.
+    fields: now), so a field added later needs nothing here. Only (id, external id) come back: the
+    charts are built from the values just written, not read and converted again.
     """
     now = timezone.now()
     table = Chart._meta.db_table
+    fields = Chart._meta.concrete_fields
     columns: list[str] = []
     values: list[str] = []
-    params: list[object] = []
-    for field in Chart._meta.concrete_fields:
-        if field.primary_key:
-            continue
-        columns.append(field.column)
-        if field.attname in _ROW_FIELDS:
-            values.append(f"staged.{field.attname}")
+    params: list[Any] = []
+    fixed: dict[str, object] = {}
+    for field in fields:
+        if field.primary_key or field.attname in _ROW_FIELDS:
+            if not field.primary_key:
+                columns.append(field.column)
+                values.append(f"staged.{field.attname}")
             continue
         if field.attname == "org_id":
             value: object = org.pk
@@ -171,6 +187,8 @@ def _insert_staged(org: Org, *, actor: str) -> list[Chart]:
             value = now
         else:
             value = field.get_default()
+        fixed[field.attname] = value
+        columns.append(field.column)
         values.append("%s")
         params.append(field.get_db_prep_save(value, connection))
     event_table = ChartEvent._meta.db_table
@@ -178,16 +196,37 @@ def _insert_staged(org: Org, *, actor: str) -> list[Chart]:
         f"WITH inserted AS (INSERT INTO {table} ({', '.join(columns)})"  # noqa: S608
         f" SELECT {', '.join(values)} FROM {_STAGE_TABLE} staged"
         f" WHERE NOT EXISTS (SELECT 1 FROM {table} chart WHERE chart.org_id = %s"
-        " AND chart.external_id = staged.external_id) ORDER BY staged.item RETURNING *),"
+        " AND chart.external_id = staged.external_id) ORDER BY staged.item RETURNING id, external_id),"
         f" events AS (INSERT INTO {event_table} (chart_id, from_state, to_state, actor, reason, at)"
-        " SELECT id, '', state, %s, 'submitted', %s FROM inserted)"
-        " SELECT * FROM inserted ORDER BY id"
+        " SELECT id, '', %s, %s, 'submitted', %s FROM inserted)"
+        " SELECT id, external_id FROM inserted"
     )
-    return list(Chart.objects.raw(sql, [*params, org.pk, actor, now]))
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, org.pk, ChartState.QUEUED, actor, now])
+        ids = dict((external_id, pk) for pk, external_id in cursor.fetchall())
+    attnames = [field.attname for field in fields]
+    created = []
+    for row in rows:
+        pk = ids.get(row.external_id)
+        if pk is None:
+            continue
+        known = {
+            **fixed,
+            **dict(
+                zip(
+                    _ROW_FIELDS,
+                    (row.workflow_id, row.external_id, row.payload_value, row.high_priority, row.priority),
+                    strict=True,
+                )
+            ),
+            "id": pk,
+        }
+        created.append(Chart.from_db(connection.alias, attnames, [known[name] for name in attnames]))
+    return created
 
 
-def _validated_payload(item: Submission, workflows: Mapping[str, Workflow]) -> str:
-    """Check one item; return its payload as JSON text."""
+def _validated_payload(item: Submission, workflows: Mapping[str, Workflow]) -> tuple[dict[str, Any], str]:
+    """Check one item; return its payload, and as JSON text."""
     if not isinstance(item.external_id, str) or not item.external_id.strip():
         raise InvalidInput("external_id must be a non-empty string", field="external_id")
     if len(item.external_id) > MAX_EXTERNAL_ID:
@@ -197,7 +236,8 @@ def _validated_payload(item: Submission, workflows: Mapping[str, Workflow]) -> s
     if item.payload is not None and not isinstance(item.payload, Mapping):
         raise InvalidInput("payload must be a JSON object", field="payload")
     try:
-        payload = json.dumps(dict(item.payload or {}), allow_nan=False)
+        value = dict(item.payload or {})
+        payload = json.dumps(value, allow_nan=False)
     except (TypeError, ValueError):
         raise InvalidInput("payload must hold JSON values only", field="payload") from None
     if len(payload) > MAX_PAYLOAD_BYTES:
@@ -205,7 +245,7 @@ def _validated_payload(item: Submission, workflows: Mapping[str, Workflow]) -> s
     if not isinstance(item.high_priority, bool):
         raise InvalidInput("high_priority must be true or false", field="high_priority")
     _check_priority(item.priority)
-    return payload
+    return value, payload
 
 
 def _check_priority(priority: object) -> None:
