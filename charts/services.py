@@ -25,6 +25,9 @@ MAX_EXTERNAL_ID = 200
 MAX_PAYLOAD_BYTES = 64 * 1024
 MAX_BULK_ITEMS = 10_000
 PRIORITY_RANGE = (-1000, 1000)
+# One encoder for every payload (json.dumps with an option builds an encoder per call); NaN and
+# infinities are not JSON, and PostgreSQL's jsonb refuses them.
+_PAYLOAD_JSON = json.JSONEncoder(allow_nan=False)
 # Charts that count against the queue limit: waiting, whether eligible or not.
 QUEUE_STATES = (ChartState.QUEUED, ChartState.PAUSED, ChartState.RETRY_WAIT)
 
@@ -237,7 +240,7 @@ def _validated_payload(item: Submission, workflows: Mapping[str, Workflow]) -> t
         raise InvalidInput("payload must be a JSON object", field="payload")
     try:
         value = dict(item.payload or {})
-        payload = json.dumps(value, allow_nan=False)
+        payload = _PAYLOAD_JSON.encode(value) if value else "{}"
     except (TypeError, ValueError):
         raise InvalidInput("payload must hold JSON values only", field="payload") from None
     if len(payload) > MAX_PAYLOAD_BYTES:
