@@ -3,7 +3,7 @@
 Run: `.venv/bin/python bench/bench_latency.py [--charts 60] [--duration 1.0] [--budget 2]`.
 It starts its own Temporal dev server, redis-server, the demo Temporal worker (whose completion
 hint queues a reconcile) and a Celery worker with beat, against a database of its own
-(`fairsched_latency` on DATABASE_URL's server). With a backlog bigger than the budget, every
+(`<name>_latency` beside DATABASE_URL's database). With a backlog bigger than the budget, every
 completion should free budget for the next start: the figure is start - preceding completion.
 """
 
@@ -21,7 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 BASE_URL = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/fairsched")
-DB = "fairsched_latency"
+# A database of its own beside DATABASE_URL's (so that two checkouts on one server do not collide).
+DB = BASE_URL.rsplit("/", 1)[1] + "_latency"
 os.environ["DATABASE_URL"] = BASE_URL.rsplit("/", 1)[0] + "/" + DB
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "fairsched.settings")
 
