@@ -26,7 +26,8 @@ from numpy.typing import NDArray
 
 from .order import Indices
 
-# Instants between two checks whether the tail is free of the budget, after a check that found it not.
+# Instants between the first two checks whether the tail is free of the budget; each check that
+# finds it not doubles the wait, so that the checks cost little when the budget binds to the end.
 TAIL_CHECK_EVERY: Final = 4096
 
 
@@ -71,15 +72,17 @@ def org_replay(
     etas: list[float | None] = [None] * chart_count
     free = budget
     org_running = [0] * org_count
-    running = list(zip(running_org, running_units, strict=True))
+    # Running chart i is numbered chart_count + i: a finish is a number whatever it finishes.
+    key_org = [*org, *running_org]
+    key_units = [*units, *running_units]
     finishes: list[tuple[float, int]] = []
     for index, (finish_at, running_at, held) in enumerate(zip(running_finish, running_org, running_units, strict=True)):
         free -= held
         org_running[running_at] += 1
-        finishes.append((finish_at, -1 - index))
+        finishes.append((finish_at, chart_count + index))
     heapq.heapify(finishes)
 
-    none = chart_count
+    none = len(key_org)
     waiting_charts = sorted(pending)
     waiting_charts.append((math.inf, none))
     ready = _streams(org, [chart for _, chart in pending], org_count, end=none)
@@ -94,6 +97,7 @@ def org_replay(
     chart_counts = np.bincount(np.asarray(org, dtype=np.intp), minlength=org_count).tolist()
     uncapped_left = sum(count for count, cap in zip(chart_counts, caps, strict=True) if cap is None)
     instants_to_tail_check = 0
+    tail_check_every = TAIL_CHECK_EVERY
 
     pop, push, replace = heapq.heappop, heapq.heappush, heapq.heapreplace
     next_pending = 0
@@ -102,11 +106,8 @@ def org_replay(
     while True:
         while finishes and finishes[0][0] <= instant:
             key = pop(finishes)[1]
-            if key >= 0:
-                finished_org, held = org[key], units[key]
-            else:
-                finished_org, held = running_org[-1 - key], running_units[-1 - key]
-            free += held
+            finished_org = key_org[key]
+            free += key_units[key]
             org_running[finished_org] -= 1
             if parked[finished_org] and org_running[finished_org] < limit[finished_org]:
                 parked[finished_org] = False
@@ -141,7 +142,9 @@ def org_replay(
             starts[chart] = instant
             etas[chart] = eta = instant + avg[chart]
             push(finishes, (eta, chart))
-            charts, index, waiting = ready[stream], next_ready[stream], late[stream]
+            charts = ready[stream]
+            index = next_ready[stream]
+            waiting = late[stream]
             if charts[index] == chart:
                 index += 1
                 next_ready[stream] = index
@@ -161,10 +164,11 @@ def org_replay(
             instants_to_tail_check -= 1
             if instants_to_tail_check <= 0:
                 state = ReplayState(instant, finishes, ready, next_ready, late, waiting_charts[next_pending:-1])
-                if _tail_is_free(state, budget=budget, caps=caps, org=org, units=units, running=running):
-                    _replay_tail(state, caps=caps, org=org, avg=avg, running=running, starts=starts, etas=etas)
+                if _tail_is_free(state, budget=budget, caps=caps, org=key_org, units=key_units):
+                    _replay_tail(state, caps=caps, org=key_org, avg=avg, starts=starts, etas=etas)
                     return starts, etas
-                instants_to_tail_check = TAIL_CHECK_EVERY
+                tail_check_every *= 2
+                instants_to_tail_check = tail_check_every
         if finishes:
             instant = finishes[0][0]
             if next_ready_at < instant:
@@ -206,7 +210,6 @@ def _tail_is_free(
     caps: Sequence[int | None],
     org: Sequence[int],
     units: Sequence[int],
-    running: Sequence[tuple[int, int]],
 ) -> bool:
     """Whether the budget can no longer stop or delay a start, every chart left being of a capped org.
 
@@ -218,7 +221,7 @@ def _tail_is_free(
     held = [0] * org_count
     dearest = [0] * org_count
     for _, key in state.finishes:
-        charts_org, charts_units = (org[key], units[key]) if key >= 0 else running[-1 - key]
+        charts_org, charts_units = org[key], units[key]
         held[charts_org] += charts_units
         dearest[charts_org] = max(dearest[charts_org], charts_units)
     units_of = np.asarray(units, dtype=np.int64)
@@ -249,7 +252,6 @@ def _replay_tail(
     caps: Sequence[int | None],
     org: Sequence[int],
     avg: Sequence[float],
-    running: Sequence[tuple[int, int]],
     starts: list[float | None],
     etas: list[float | None],
 ) -> None:
@@ -265,7 +267,7 @@ def _replay_tail(
     org_count = len(caps)
     finish_times: list[list[float]] = [[] for _ in range(org_count)]
     for finish_at, key in state.finishes:
-        finish_times[org[key] if key >= 0 else running[-1 - key][0]].append(finish_at)
+        finish_times[org[key]].append(finish_at)
     avg_of: NDArray[Any] | None = None
     for stream, (available, later) in enumerate(state.charts_left(org_count, org)):
         if not available and not later:
