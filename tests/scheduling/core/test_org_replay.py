@@ -77,3 +77,12 @@ def test_the_tail_of_a_capped_org_is_exact_with_a_cap_of_one() -> None:
 def test_the_tail_of_a_capped_org_is_exact_with_more_slots_and_backoffs() -> None:
     for cap in (1, 2, 3):
         assert_plan_is_the_reference_replay(capped_scenario(cap=cap, backoff=True))
+
+
+def test_free_slots_of_a_tail_wait_for_charts_that_come_later_together() -> None:
+    queued = [QueuedChart(id="a0", org="a", created=0, avg=4)]
+    queued += [QueuedChart(id=f"b{i}", org="b", created=i, avg=3 + i, available_at=50) for i in range(4)]
+    scenario = Scenario(now=0, budget=10, orgs={"b": OrgPolicy(max_concurrency=2)}, queued=queued, running=[])
+    assert_plan_is_the_reference_replay(scenario)
+    result = plan(scenario)
+    assert [result.start[f"b{i}"] for i in range(4)] == [50, 50, 53, 54]
