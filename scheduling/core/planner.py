@@ -58,7 +58,7 @@ def _plan(scenario: Scenario) -> Plan:
        charts finish at max(now, started + avg).
     4. Starts and ETAs (start + avg): the lane simulation where no cap, later `available_at` or
        retry budget can touch a chart of the order (and the lanes stay small), else the event
-       replay.
+       replay: `org_replay` when no retry budget applies to a chart of the order, `EventReplay` when one does.
     5. The bands (`forecast.eta_bands`) when a spread or an arrival is known.
     6. The plan of the real charts only: times keyed by chart id (the charts of the order first,
        then the ones left out, then the running ones), clear-times per org and overall.
