@@ -92,7 +92,9 @@ def org_replay(
     parked = [False] * org_count
     heads = [chart for chart in head if chart != none]
     heapq.heapify(heads)
-    limit = [chart_count + 1 if cap is None else cap for cap in caps]
+    # An uncapped org's limit: more than every chart, running ones included, could ever run.
+    unlimited = len(key_org) + 1
+    limit = [unlimited if cap is None else cap for cap in caps]
     # Charts of uncapped orgs not started yet; once none is left, the tail may be closed-form.
     chart_counts = np.bincount(np.asarray(org, dtype=np.intp), minlength=org_count).tolist()
     uncapped_left = sum(count for count, cap in zip(chart_counts, caps, strict=True) if cap is None)
@@ -137,7 +139,7 @@ def org_replay(
                 break
             free -= held
             org_running[stream] += 1
-            if limit[stream] > chart_count:
+            if limit[stream] == unlimited:
                 uncapped_left -= 1
             starts[chart] = instant
             etas[chart] = eta = instant + avg[chart]
@@ -213,9 +215,10 @@ def _tail_is_free(
 ) -> bool:
     """Whether the budget can no longer stop or delay a start, every chart left being of a capped org.
 
-    From now on an org with charts left runs at most `cap` charts at once, each of at most its
-    dearest units (left or running); an org without charts left only gives units back. When those
-    bounds add up to at most the budget, no walk can meet a chart dearer than the free budget.
+    From now on an org with charts left holds at most what it holds now (it may run past a lowered
+    cap) or `cap` charts of its dearest units (left or running), whichever is more: it starts a chart
+    only while it runs fewer than `cap`. An org without charts left only gives units back. When
+    those bounds add up to at most the budget, no walk can meet a chart dearer than the free budget.
     """
     org_count = len(caps)
     held = [0] * org_count
@@ -242,7 +245,7 @@ def _tail_is_free(
         elif cap is None:
             return False
         else:
-            bound += cap * dearest[stream]
+            bound += max(held[stream], cap * dearest[stream])
     return bound <= budget
 
 

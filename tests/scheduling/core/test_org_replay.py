@@ -10,7 +10,7 @@ from scheduling.core import OrgPolicy, QueuedChart, RunningChart, Scenario, plan
 from scheduling.core import org_replay as org_replay_module
 
 from . import reference
-from .support import scenarios
+from .support import replay_forced, scenarios
 
 EXAMPLES = settings(max_examples=300, deadline=None, database=None)
 
@@ -86,3 +86,26 @@ def test_free_slots_of_a_tail_wait_for_charts_that_come_later_together() -> None
     assert_plan_is_the_reference_replay(scenario)
     result = plan(scenario)
     assert [result.start[f"b{i}"] for i in range(4)] == [50, 50, 53, 54]
+
+
+def test_an_org_running_past_its_lowered_cap_still_holds_the_budget_in_the_tail() -> None:
+    running = [RunningChart(id=f"rb{i}", org="b", started=0, avg=10 + i) for i in range(3)]
+    queued = [QueuedChart(id="a0", org="a", created=0, avg=1)]
+    queued += [QueuedChart(id=f"b{i}", org="b", created=i, avg=5) for i in range(2)]
+    queued += [QueuedChart(id=f"c{i}", org="c", created=i, avg=3, cost=2) for i in range(3)]
+    orgs = {"b": OrgPolicy(max_concurrency=1), "c": OrgPolicy(max_concurrency=1)}
+    scenario = Scenario(now=0, budget=5, orgs=orgs, queued=queued, running=running)
+    assert_plan_is_the_reference_replay(scenario)
+
+
+def test_an_uncapped_org_may_run_more_charts_than_the_order_holds() -> None:
+    running = [
+        RunningChart(id="big", org="acme", started=-4, avg=3, cost=5),
+        RunningChart(id="g1", org="gamma", started=3, avg=3),
+        RunningChart(id="g2", org="gamma", started=3, avg=3),
+    ]
+    queued = [QueuedChart(id="g3", org="gamma", created=2, avg=5, cost=3)]
+    scenario = Scenario(now=4, budget=6, queued=queued, running=running)
+    with replay_forced(lanes=False):
+        assert_plan_is_the_reference_replay(scenario)
+        assert plan(scenario).start["g3"] == 4
