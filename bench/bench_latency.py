@@ -3,8 +3,16 @@
 Run: `.venv/bin/python bench/bench_latency.py [--charts 60] [--duration 1.0] [--budget 2]`.
 It starts its own Temporal dev server, redis-server, the demo Temporal worker (whose completion
 hint queues a reconcile) and a Celery worker with beat, against a database of its own
-(`fairsched_latency` on DATABASE_URL's server). With a backlog bigger than the budget, every
+(`<name>_latency` beside DATABASE_URL's database). With a backlog bigger than the budget, every
 completion should free budget for the next start: the figure is start - preceding completion.
+Target (issue 17): p95 <= 0.2 s.
+
+Where the time went (issue 17; p50 0.31 s, p95 0.40 s before): the hint was sent with a 0.25 s
+countdown (the hint activity runs just before its workflow closes) and looked again every 0.25 s;
+then the task replanned (load, plan, persist) before it dispatched. Now the hint looks after 50 ms
+and again every 50 ms, and the task dispatches into the freed budget against the persisted order
+first, asking for the replan after (p50 0.08 s, p95 0.12 s, same machine, back to back; the rest
+is the Celery hop, one describe round trip and the claim).
 """
 
 from __future__ import annotations
@@ -21,7 +29,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 BASE_URL = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/fairsched")
-DB = "fairsched_latency"
+# A database of its own beside DATABASE_URL's (so that two checkouts on one server do not collide).
+GOAL_P95_SECONDS = 0.2
+DB = BASE_URL.rsplit("/", 1)[1] + "_latency"
 os.environ["DATABASE_URL"] = BASE_URL.rsplit("/", 1)[0] + "/" + DB
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "fairsched.settings")
 
@@ -96,7 +106,12 @@ def main() -> None:
         print(f"{done}/{args.charts} charts done; completion -> next claim over {len(gaps)} starts:")
         if gaps:
             quantiles = statistics.quantiles(gaps, n=20)
-            print(f"  p50 {statistics.median(gaps):.3f} s   p95 {quantiles[18]:.3f} s   max {max(gaps):.3f} s")
+            p95 = quantiles[18]
+            verdict = "meets" if p95 <= GOAL_P95_SECONDS else "MISSES"
+            print(
+                f"  p50 {statistics.median(gaps):.3f} s   p95 {p95:.3f} s   max {max(gaps):.3f} s"
+                f" - {verdict} the goal of p95 <= {GOAL_P95_SECONDS} s"
+            )
     finally:
         for child in children:
             child.terminate()

@@ -14,6 +14,7 @@ from numpy.typing import NDArray
 from .forecast import Forecast, eta_bands, expected_charts, forecast, running_band, spreads
 from .model import QUEUED_FIELDS, ChartIds, ChartTimes, History, Plan, QueueColumns, RunningChart, Scenario
 from .order import DEFAULT_POLICY, Indices, column, fair_order_indices, org_codes
+from .org_replay import later_charts, org_replay
 from .replay import Dispatcher, EventReplay, lane_replay
 
 # The lanes hold one entry per budget unit (seeded from one per unit held by a running chart), and a
@@ -57,7 +58,7 @@ def _plan(scenario: Scenario) -> Plan:
        charts finish at max(now, started + avg).
     4. Starts and ETAs (start + avg): the lane simulation where no cap, later `available_at` or
        retry budget can touch a chart of the order (and the lanes stay small), else the event
-       replay.
+       replay: `org_replay` when no retry budget applies to a chart of the order, `EventReplay` when one does.
     5. The bands (`forecast.eta_bands`) when a spread or an arrival is known.
     6. The plan of the real charts only: times keyed by chart id (the charts of the order first,
        then the ones left out, then the running ones), clear-times per org and overall.
@@ -99,6 +100,19 @@ def _plan(scenario: Scenario) -> Plan:
             running_units=running_units,
             units=units.tolist(),
             avg=avg,
+        )
+    elif scenario.retry_budget is None or not column(queue.retry, np.bool_)[order].any():
+        starts, etas = org_replay(
+            now=now,
+            budget=budget,
+            caps=caps,
+            org=org.tolist(),
+            units=units.tolist(),
+            avg=avg,
+            pending=later_charts(queue.available_at, order, now),
+            running_finish=running_finish,
+            running_org=chart_org[queued_count:],
+            running_units=running_units,
         )
     else:
         dispatcher = Dispatcher(

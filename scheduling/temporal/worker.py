@@ -30,7 +30,7 @@ A cancelled demo activity fails its run (no Temporal retries), which fairsched t
 worker restart costs an attempt, not a chart.
 """
 RECONCILE_HINT_TASK = "scheduling.tasks.reconcile_chart"
-RECONCILE_HINT_COUNTDOWN_SECONDS = 0.25
+RECONCILE_HINT_COUNTDOWN_SECONDS = 0.05
 
 
 def enqueue_reconcile_hint(chart_id: int, outcome: str) -> None:

@@ -8,7 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 
 from charts import services
@@ -230,6 +230,68 @@ def test_bulk_over_the_queue_limit_is_refused_whole(tenants: Tenants) -> None:
     assert Chart.objects.filter(org=org).count() == 1
     assert len(services.chart_submit_bulk(org=org, items=items[:3], actor=ACTOR)) == 3
     assert Chart.objects.filter(org=org).count() == 3
+
+
+def test_bulk_by_copy_writes_rows_as_the_model_would_and_one_event_each(tenants: Tenants) -> None:
+    tricky = {"text": 'tab\there\nnew line, back\\slash, quote " and \u00e9\u2603', "n": [1, 2.5, None, True]}
+    items = [Submission("render", f"copy-{i}", tricky if i == 3 else None, i == 1, i - 2) for i in range(5)]
+    before = timezone.now()
+    results = services.chart_submit_bulk(org=tenants.org_a, items=items, actor=ACTOR)
+    model_made = ChartFactory.build(org=tenants.org_a, workflow=tenants.workflow)
+    charts = {chart.external_id: chart for chart in Chart.objects.filter(org=tenants.org_a)}
+    assert [chart.pk for chart, _ in results] == sorted(chart.pk for chart in charts.values())
+    for index, (returned, created) in enumerate(results):
+        stored = charts[f"copy-{index}"]
+        assert created
+        assert returned.pk == stored.pk
+        assert returned.external_id == stored.external_id
+        assert stored.payload == (tricky if index == 3 else {})
+        assert (stored.high_priority, stored.priority) == (index == 1, index - 2)
+        assert stored.state == ChartState.QUEUED
+        assert returned.state == ChartState.QUEUED
+        assert (stored.attempt, stored.runs, stored.last_error, stored.cost) == (
+            model_made.attempt,
+            model_made.runs,
+            model_made.last_error,
+            model_made.cost,
+        )
+        assert stored.available_at is None
+        assert stored.claimed_at is None
+        assert stored.temporal_workflow_id == ""
+        assert before <= stored.created_at == stored.updated_at <= timezone.now()
+    events = ChartEvent.objects.filter(chart__org=tenants.org_a)
+    assert sorted(event.chart_id for event in events) == sorted(chart.pk for chart in charts.values())
+    assert {(e.from_state, e.to_state, e.actor, e.reason) for e in events} == {("", "queued", ACTOR, "submitted")}
+
+
+def test_bulk_by_copy_twice_in_one_transaction_and_repeats_against_the_rows(tenants: Tenants) -> None:
+    with transaction.atomic():
+        first = services.chart_submit_bulk(
+            org=tenants.org_a, items=[Submission("render", "t-1"), Submission("render", "t-2")], actor=ACTOR
+        )
+        second = services.chart_submit_bulk(
+            org=tenants.org_a, items=[Submission("render", "t-2"), Submission("render", "t-3")], actor=ACTOR
+        )
+    assert [(c.external_id, created) for c, created in second] == [("t-2", False), ("t-3", True)]
+    assert second[0][0].pk == first[1][0].pk
+    assert Chart.objects.filter(org=tenants.org_a).count() == 3
+    assert ChartEvent.objects.filter(chart__org=tenants.org_a).count() == 3
+
+
+def test_bulk_refuses_a_payload_that_is_not_json_naming_the_item(tenants: Tenants) -> None:
+    items = [
+        Submission("render", "j-0"),
+        Submission("render", "j-1", {"x": float("nan")}),
+        Submission("render", "j-2", {"x": object()}),
+    ]
+    with pytest.raises(BulkInvalid) as error:
+        services.chart_submit_bulk(org=tenants.org_a, items=items, actor=ACTOR)
+    assert error.value.errors == {
+        1: {"payload": ["payload must hold JSON values only"]},
+        2: {"payload": ["payload must hold JSON values only"]},
+    }
+    assert not Chart.objects.exists()
+    assert not ChartEvent.objects.exists()
 
 
 def test_bulk_limits_the_request_size(tenants: Tenants, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,347 @@
+"""The event replay without a retry budget, in one loop: the path `plan` takes for caps and backoffs.
+
+`replay.EventReplay` is the general replay (and the reference this one is tested against): it calls
+`Dispatcher.walk` at every decision instant, through a generator of stream heads, and `_finish` for
+every finish. In a saturated pool nearly every instant is one finish that frees room for one start,
+so at a million charts those calls were the cost, not the work: a profile of `plan()` at 1M charts
+with caps gave ~1M `walk` calls, ~2.4M generator resumptions and ~1M `_finish` calls, 60% of the
+plan's time. Without a retry budget there is one stream per org, and the walk's rule reduces to the
+org's cap and the free budget, so this replay runs the same rule inline.
+
+It never visits a capped org's charts one by one: an org at its cap is parked whole (its head
+leaves the heap of heads) until one of its charts finishes.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Sequence
+from itertools import compress, repeat
+from operator import is_not
+from typing import Any, Final, NamedTuple
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .order import Indices
+
+# Instants between the first two checks whether the tail is free of the budget; each check that
+# finds it not doubles the wait, so that the checks cost little when the budget binds to the end.
+TAIL_CHECK_EVERY: Final = 4096
+
+
+def org_replay(
+    *,
+    now: float,
+    budget: int,
+    caps: Sequence[int | None],
+    org: Sequence[int],
+    units: Sequence[int],
+    avg: Sequence[float],
+    pending: Sequence[tuple[float, int]],
+    running_finish: Sequence[float],
+    running_org: Sequence[int],
+    running_units: Sequence[int],
+) -> tuple[list[float | None], list[float | None]]:
+    """The start and ETA of every chart of the order (None for one that never starts).
+
+    Charts are numbered 0..n-1 in the fair order; chart i belongs to org `org[i]` and occupies
+    `units[i]`; `pending` lists the charts that become available after `now`, as (available_at,
+    chart) (see `later_charts`). `caps[o]` is org o's `max_concurrency`. The org's charts available
+    so far form its stream: those available from the start in a list read from `next_ready[o]` on
+    (ended by `NONE`, a number past every chart), the later ones in a heap `late[o]`. `head[o]` is
+    the stream's first chart (`NONE`: none); `heads` is a heap of charts, holding the head of every
+    org that may start one (entries that are no longer their org's head, or whose org is parked,
+    are dropped when met).
+
+    1. Running charts occupy their units and their org's slot; their finishes are the first
+       events; the charts available at `now` fill their orgs' streams, the others wait in
+       `pending`, by (available_at, chart).
+    2. At each instant: count the finishes due (budget and slot back; an org parked at its cap is
+       unparked), let the charts due join their streams, then walk the heads in order:
+       a. a head whose org runs its cap parks the org (out of `heads` until a finish of the org);
+       b. a head dearer than the free budget stops the walk (head of line);
+       c. otherwise it starts: its finish (instant + avg) is a new event, and its org's next
+          chart becomes the org's head. Once no budget is left the walk ends.
+    3. Move to the earliest finish or arrival; stop when there is neither.
+    """
+    chart_count = len(org)
+    org_count = len(caps)
+    starts: list[float | None] = [None] * chart_count
+    etas: list[float | None] = [None] * chart_count
+    free = budget
+    org_running = [0] * org_count
+    # Running chart i is numbered chart_count + i: a finish is a number whatever it finishes.
+    key_org = [*org, *running_org]
+    key_units = [*units, *running_units]
+    finishes: list[tuple[float, int]] = []
+    for index, (finish_at, running_at, held) in enumerate(zip(running_finish, running_org, running_units, strict=True)):
+        free -= held
+        org_running[running_at] += 1
+        finishes.append((finish_at, chart_count + index))
+    heapq.heapify(finishes)
+
+    none = len(key_org)
+    waiting_charts = sorted(pending)
+    waiting_charts.append((math.inf, none))
+    ready = _streams(org, [chart for _, chart in pending], org_count, end=none)
+    next_ready = [0] * org_count
+    late: list[list[int]] = [[] for _ in range(org_count)]
+    head = [charts[0] for charts in ready]
+    parked = [False] * org_count
+    heads = [chart for chart in head if chart != none]
+    heapq.heapify(heads)
+    # An uncapped org's limit: more than every chart, running ones included, could ever run.
+    unlimited = len(key_org) + 1
+    limit = [unlimited if cap is None else cap for cap in caps]
+    # Charts of uncapped orgs not started yet; once none is left, the tail may be closed-form.
+    chart_counts = np.bincount(np.asarray(org, dtype=np.intp), minlength=org_count).tolist()
+    uncapped_left = sum(count for count, cap in zip(chart_counts, caps, strict=True) if cap is None)
+    instants_to_tail_check = 0
+    tail_check_every = TAIL_CHECK_EVERY
+
+    pop, push, replace = heapq.heappop, heapq.heappush, heapq.heapreplace
+    next_pending = 0
+    next_ready_at = waiting_charts[0][0]
+    instant = now
+    while True:
+        while finishes and finishes[0][0] <= instant:
+            key = pop(finishes)[1]
+            finished_org = key_org[key]
+            free += key_units[key]
+            org_running[finished_org] -= 1
+            if parked[finished_org] and org_running[finished_org] < limit[finished_org]:
+                parked[finished_org] = False
+                push(heads, head[finished_org])
+        while next_ready_at <= instant:
+            chart = waiting_charts[next_pending][1]
+            stream = org[chart]
+            push(late[stream], chart)
+            if chart < head[stream]:
+                head[stream] = chart
+                if not parked[stream]:
+                    push(heads, chart)
+            next_pending += 1
+            next_ready_at = waiting_charts[next_pending][0]
+        while heads:
+            chart = heads[0]
+            stream = org[chart]
+            if parked[stream] or head[stream] != chart:
+                pop(heads)
+                continue
+            if org_running[stream] >= limit[stream]:
+                parked[stream] = True
+                pop(heads)
+                continue
+            held = units[chart]
+            if held > free:
+                break
+            free -= held
+            org_running[stream] += 1
+            if limit[stream] == unlimited:
+                uncapped_left -= 1
+            starts[chart] = instant
+            etas[chart] = eta = instant + avg[chart]
+            push(finishes, (eta, chart))
+            charts = ready[stream]
+            index = next_ready[stream]
+            waiting = late[stream]
+            if charts[index] == chart:
+                index += 1
+                next_ready[stream] = index
+            else:
+                pop(waiting)
+            new_head = charts[index]
+            if waiting and waiting[0] < new_head:
+                new_head = waiting[0]
+            head[stream] = new_head
+            if new_head == none:
+                pop(heads)
+            else:
+                replace(heads, new_head)
+            if free <= 0:
+                break
+        if not uncapped_left:
+            instants_to_tail_check -= 1
+            if instants_to_tail_check <= 0:
+                state = ReplayState(instant, finishes, ready, next_ready, late, waiting_charts[next_pending:-1])
+                if _tail_is_free(state, budget=budget, caps=caps, org=key_org, units=key_units):
+                    _replay_tail(state, caps=caps, org=key_org, avg=avg, starts=starts, etas=etas)
+                    return starts, etas
+                tail_check_every *= 2
+                instants_to_tail_check = tail_check_every
+        if finishes:
+            instant = finishes[0][0]
+            if next_ready_at < instant:
+                instant = next_ready_at
+        elif next_pending < len(waiting_charts) - 1:
+            instant = next_ready_at
+        else:
+            return starts, etas
+
+
+class ReplayState(NamedTuple):
+    """Where the replay stands after the walk at `instant`: what runs, and each org's charts left."""
+
+    instant: float
+    finishes: list[tuple[float, int]]
+    ready: list[list[int]]
+    next_ready: list[int]
+    late: list[list[int]]
+    pending: list[tuple[float, int]]
+
+    def charts_left(self, org_count: int, org: Sequence[int]) -> list[tuple[list[int], list[tuple[float, int]]]]:
+        """Per org, its charts not started yet: those available, in order (a heap), and the ones to
+        come as (available_at, chart), by time then chart."""
+        left: list[tuple[list[int], list[tuple[float, int]]]] = []
+        for stream in range(org_count):
+            available = self.ready[stream][self.next_ready[stream] : -1]
+            if self.late[stream]:
+                available = sorted(available + self.late[stream])
+            left.append((available, []))
+        for ready_at, chart in self.pending:
+            left[org[chart]][1].append((ready_at, chart))
+        return left
+
+
+def _tail_is_free(
+    state: ReplayState,
+    *,
+    budget: int,
+    caps: Sequence[int | None],
+    org: Sequence[int],
+    units: Sequence[int],
+) -> bool:
+    """Whether the budget can no longer stop or delay a start, every chart left being of a capped org.
+
+    From now on an org with charts left holds at most what it holds now (it may run past a lowered
+    cap) or `cap` charts of its dearest units (left or running), whichever is more: it starts a chart
+    only while it runs fewer than `cap`. An org without charts left only gives units back. When
+    those bounds add up to at most the budget, no walk can meet a chart dearer than the free budget.
+    """
+    org_count = len(caps)
+    held = [0] * org_count
+    dearest = [0] * org_count
+    for _, key in state.finishes:
+        charts_org, charts_units = org[key], units[key]
+        held[charts_org] += charts_units
+        dearest[charts_org] = max(dearest[charts_org], charts_units)
+    units_of = np.asarray(units, dtype=np.int64)
+    left = [False] * org_count
+    for stream in range(org_count):
+        charts = state.ready[stream][state.next_ready[stream] : -1] + state.late[stream]
+        if charts:
+            left[stream] = True
+            dearest[stream] = max(dearest[stream], int(units_of[charts].max()))
+    for _, chart in state.pending:
+        left[org[chart]] = True
+        dearest[org[chart]] = max(dearest[org[chart]], units[chart])
+    bound = 0
+    for stream in range(org_count):
+        cap = caps[stream]
+        if not left[stream]:
+            bound += held[stream]
+        elif cap is None:
+            return False
+        else:
+            bound += max(held[stream], cap * dearest[stream])
+    return bound <= budget
+
+
+def _replay_tail(
+    state: ReplayState,
+    *,
+    caps: Sequence[int | None],
+    org: Sequence[int],
+    avg: Sequence[float],
+    starts: list[float | None],
+    etas: list[float | None],
+) -> None:
+    """The rest of the replay when the budget no longer binds (`_tail_is_free`): each org on its own.
+
+    1. An org's slots: the latest `cap` finishes of its running charts, and `instant` for each
+       slot left free.
+    2. The slots are taken in the order they free: each starts the org's first chart (in order)
+       available by then, at the later of the slot's time and the time that chart comes; a finish
+       is a slot again. With a cap of 1 and every chart available, the starts are a running sum of
+       the durations (numpy).
+    """
+    org_count = len(caps)
+    finish_times: list[list[float]] = [[] for _ in range(org_count)]
+    for finish_at, key in state.finishes:
+        finish_times[org[key]].append(finish_at)
+    avg_of: NDArray[Any] | None = None
+    for stream, (available, later) in enumerate(state.charts_left(org_count, org)):
+        if not available and not later:
+            continue
+        cap = caps[stream]
+        assert cap is not None, "a tail holds capped orgs only"
+        busy = sorted(finish_times[stream])[-cap:]
+        slots = [*busy, *[state.instant] * (cap - len(busy))]
+        heapq.heapify(slots)
+        if cap == 1 and not later:
+            if avg_of is None:
+                avg_of = np.asarray(avg)
+            times = np.cumsum(np.concatenate(([slots[0]], avg_of[available]))).tolist()
+            for chart, start, eta in zip(available, times, times[1:], strict=False):
+                starts[chart], etas[chart] = start, eta
+            continue
+        _replay_org(slots, available, later, avg=avg, starts=starts, etas=etas)
+
+
+def _replay_org(
+    slots: list[float],
+    available: list[int],
+    later: Sequence[tuple[float, int]],
+    *,
+    avg: Sequence[float],
+    starts: list[float | None],
+    etas: list[float | None],
+) -> None:
+    """One org's charts on its own `slots` (a heap of the times they free): `available` (charts
+    available now, in order) and `later` ((available_at, chart), by time then chart). A slot starts
+    the first chart available by the later of its time and the previous start."""
+    pop, push = heapq.heappop, heapq.heappush
+    coming = 0
+    previous = -math.inf
+    while available or coming < len(later):
+        instant = max(pop(slots), previous)
+        if not available:
+            instant = max(instant, later[coming][0])
+        while coming < len(later) and later[coming][0] <= instant:
+            push(available, later[coming][1])
+            coming += 1
+        chart = pop(available)
+        starts[chart] = instant
+        etas[chart] = eta = instant + avg[chart]
+        push(slots, eta)
+        previous = instant
+
+
+def later_charts(available_at: Sequence[float | None], order: Indices, now: float) -> list[tuple[float, int]]:
+    """(available_at, position in `order`) of each chart of the order available only after `now`.
+
+    `available_at` is indexed by queue position; a chart outside the order is left out. Most
+    charts have no `available_at`: they are passed over in C (`map(is_not, ...)`), not in a loop.
+    """
+    position = np.full(len(available_at), -1, dtype=np.intp)
+    position[order] = np.arange(len(order), dtype=np.intp)
+    marked = compress(range(len(available_at)), map(is_not, available_at, repeat(None)))
+    return [
+        (ready_at, int(position[chart]))
+        for chart in marked
+        if (ready_at := available_at[chart]) is not None and ready_at > now and position[chart] >= 0
+    ]
+
+
+def _streams(org: Sequence[int], later: Sequence[int], org_count: int, *, end: int) -> list[list[int]]:
+    """Per org, its charts available from the start, in order and followed by `end` (a stable sort
+    by org, split)."""
+    codes = np.asarray(org, dtype=np.intp)
+    available = np.ones(len(codes), dtype=bool)
+    available[np.asarray(later, dtype=np.intp)] = False
+    charts = np.flatnonzero(available)
+    by_org = charts[np.argsort(codes[charts], kind="stable")]
+    bounds = np.cumsum(np.bincount(codes[charts], minlength=org_count))[:-1]
+    return [[*part.tolist(), end] for part in np.split(by_org, bounds)]

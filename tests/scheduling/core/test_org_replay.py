@@ -1,0 +1,111 @@
+"""The one-loop replay `plan` takes for caps and backoffs (`org_replay`), against the naive reference."""
+
+from __future__ import annotations
+
+from unittest import mock
+
+from hypothesis import given, settings
+
+from scheduling.core import OrgPolicy, QueuedChart, RunningChart, Scenario, plan
+from scheduling.core import org_replay as org_replay_module
+
+from . import reference
+from .support import replay_forced, scenarios
+
+EXAMPLES = settings(max_examples=300, deadline=None, database=None)
+
+
+def assert_plan_is_the_reference_replay(scenario: Scenario) -> None:
+    result = plan(scenario)
+    expected_start = reference.replay(scenario, reference.fair_order(scenario))
+    for chart in scenario.queued:
+        start = expected_start.get(chart.id)
+        assert result.start[chart.id] == start, chart.id
+        assert result.eta[chart.id] == (None if start is None else start + chart.avg), chart.id
+
+
+@EXAMPLES
+@given(scenarios(max_queued=40, retry_budget=False))
+def test_caps_and_backoffs_replay_as_the_reference(scenario: Scenario) -> None:
+    assert_plan_is_the_reference_replay(scenario)
+
+
+@EXAMPLES
+@given(scenarios(max_queued=40, retry_budget=False))
+def test_the_replay_without_the_closed_form_tail_is_the_same(scenario: Scenario) -> None:
+    with_tail = plan(scenario)
+    with mock.patch.object(org_replay_module, "_tail_is_free", return_value=False):
+        without_tail = plan(scenario)
+    assert with_tail == without_tail
+
+
+def capped_scenario(*, cap: int, backoff: bool) -> Scenario:
+    """An uncapped org's few charts, then a capped org's many: the capped org's are the tail."""
+    queued = [
+        QueuedChart(id=f"a{index:02d}", org="a", created=index, avg=3 + index % 4, cost=1 + index % 2)
+        for index in range(6)
+    ]
+    queued += [
+        QueuedChart(
+            id=f"b{index:02d}",
+            org="b",
+            created=index,
+            avg=1 + index % 5,
+            cost=1 + index % 3,
+            available_at=20 + 3 * index if backoff and index % 4 == 1 else None,
+        )
+        for index in range(40)
+    ]
+    running = [RunningChart(id="rb", org="b", started=0, avg=5), RunningChart(id="ra", org="a", started=1, avg=2)]
+    orgs = {"b": OrgPolicy(weight=1, max_concurrency=cap)}
+    return Scenario(now=2, budget=4 * cap + 2, orgs=orgs, queued=queued, running=running)
+
+
+def test_the_tail_of_a_capped_org_is_exact_with_a_cap_of_one() -> None:
+    tails = []
+    original = org_replay_module._replay_tail
+
+    def counted(*args: object, **kwargs: object) -> None:
+        tails.append(1)
+        original(*args, **kwargs)  # type: ignore[arg-type]
+
+    with mock.patch.object(org_replay_module, "_replay_tail", counted):
+        assert_plan_is_the_reference_replay(capped_scenario(cap=1, backoff=False))
+    assert tails == [1]
+
+
+def test_the_tail_of_a_capped_org_is_exact_with_more_slots_and_backoffs() -> None:
+    for cap in (1, 2, 3):
+        assert_plan_is_the_reference_replay(capped_scenario(cap=cap, backoff=True))
+
+
+def test_free_slots_of_a_tail_wait_for_charts_that_come_later_together() -> None:
+    queued = [QueuedChart(id="a0", org="a", created=0, avg=4)]
+    queued += [QueuedChart(id=f"b{i}", org="b", created=i, avg=3 + i, available_at=50) for i in range(4)]
+    scenario = Scenario(now=0, budget=10, orgs={"b": OrgPolicy(max_concurrency=2)}, queued=queued, running=[])
+    assert_plan_is_the_reference_replay(scenario)
+    result = plan(scenario)
+    assert [result.start[f"b{i}"] for i in range(4)] == [50, 50, 53, 54]
+
+
+def test_an_org_running_past_its_lowered_cap_still_holds_the_budget_in_the_tail() -> None:
+    running = [RunningChart(id=f"rb{i}", org="b", started=0, avg=10 + i) for i in range(3)]
+    queued = [QueuedChart(id="a0", org="a", created=0, avg=1)]
+    queued += [QueuedChart(id=f"b{i}", org="b", created=i, avg=5) for i in range(2)]
+    queued += [QueuedChart(id=f"c{i}", org="c", created=i, avg=3, cost=2) for i in range(3)]
+    orgs = {"b": OrgPolicy(max_concurrency=1), "c": OrgPolicy(max_concurrency=1)}
+    scenario = Scenario(now=0, budget=5, orgs=orgs, queued=queued, running=running)
+    assert_plan_is_the_reference_replay(scenario)
+
+
+def test_an_uncapped_org_may_run_more_charts_than_the_order_holds() -> None:
+    running = [
+        RunningChart(id="big", org="acme", started=-4, avg=3, cost=5),
+        RunningChart(id="g1", org="gamma", started=3, avg=3),
+        RunningChart(id="g2", org="gamma", started=3, avg=3),
+    ]
+    queued = [QueuedChart(id="g3", org="gamma", created=2, avg=5, cost=3)]
+    scenario = Scenario(now=4, budget=6, queued=queued, running=running)
+    with replay_forced(lanes=False):
+        assert_plan_is_the_reference_replay(scenario)
+        assert plan(scenario).start["g3"] == 4
