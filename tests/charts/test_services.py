@@ -287,7 +287,7 @@ def test_bulk_refuses_a_payload_that_is_not_json_naming_the_item(tenants: Tenant
     with pytest.raises(BulkInvalid) as error:
         services.chart_submit_bulk(org=tenants.org_a, items=items, actor=ACTOR)
     assert error.value.errors == {
-        1: {"payload": ["payload must hold JSON values only"]},
+        1: {"payload": ["payload numbers must be finite"]},
         2: {"payload": ["payload must hold JSON values only"]},
     }
     assert not Chart.objects.exists()
