@@ -3,6 +3,7 @@ the second when close), the org page's drain plot, and the time formatting they 
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -61,8 +62,9 @@ def test_the_drain_plot_steps_down_one_chart_per_finish_inside_its_band() -> Non
     assert (plot.total, plot.end) == (3, NOW + timedelta(minutes=8))
     line = [tuple(map(float, p.split(","))) for p in plot.line.split()]
     ys = [y for _, y in line]
-    assert ys[0] == 0.0 and ys[-1] == plot.bottom  # from all charts left (top) to none (the axis)
-    assert all(a <= b for a, b in zip(ys, ys[1:], strict=False))  # charts left never grows
+    assert ys[0] == 0.0
+    assert ys[-1] == plot.bottom
+    assert all(a <= b for a, b in itertools.pairwise(ys))  # charts left never grows
     assert all(plot.left <= x <= plot.width for x, _ in line)
     assert len(plot.band.split()) == 2 * len(line)
     assert drain_plot(finishes=[], now=NOW) is None
@@ -84,9 +86,10 @@ def test_chart_page_shows_history_with_reasons_and_actors_as_a_tenant_may_see_th
     seen = [(change, reason, actor) for _, change, reason, actor in rows]
     assert ("queued → paused", "hold on", "user:alice") in seen
     assert ("paused → queued", "ops", "staff") in seen  # an operator's name and detail stay internal
-    assert ("queued → dispatching", "–", "system:dispatcher") in seen
-    assert "stella" not in page and "db-7" not in page
-    assert all(" UTC</time> <span class=\"relative\">(" in when for when, *_ in rows)
+    assert ("queued → dispatching", "\u2013", "system:dispatcher") in seen
+    assert "stella" not in page
+    assert "db-7" not in page
+    assert all(' UTC</time> <span class="relative">(' in when for when, *_ in rows)
 
 
 def test_chart_page_shows_the_retry_schedule(tenants: Tenants, browser: Browser) -> None:
@@ -116,7 +119,11 @@ def test_chart_page_band_to_the_second_when_minutes_away(tenants: Tenants, brows
     now = timezone.now()
     low, high = now + timedelta(minutes=3, seconds=5), now + timedelta(minutes=3, seconds=50)
     chart = ChartFactory(
-        org=tenants.org_a, workflow=tenants.workflow, eta=now + timedelta(minutes=3, seconds=20), eta_low=low, eta_high=high
+        org=tenants.org_a,
+        workflow=tenants.workflow,
+        eta=now + timedelta(minutes=3, seconds=20),
+        eta_low=low,
+        eta_high=high,
     )
 
     page = browser(tenants.member_a).get(f"/portal/acme/charts/{chart.pk}/").content.decode()
@@ -150,8 +157,10 @@ def test_org_page_plots_the_backlog_drain(tenants: Tenants, browser: Browser) ->
     page = client.get("/portal/acme/").content.decode()
     table = client.get("/portal/acme/table/").content.decode()
 
-    assert '<svg id="drain-plot"' in page and '<svg id="drain-plot"' in table  # the live refresh redraws it
-    assert 'class="drain-line"' in page and 'class="drain-band"' in page
+    assert '<svg id="drain-plot"' in page
+    assert '<svg id="drain-plot"' in table
+    assert 'class="drain-line"' in page
+    assert 'class="drain-band"' in page
     assert "Charts left over time: 3 now" in page  # org B's chart is not counted
     assert "style=" not in page  # the CSP allows no inline style: colours come from portal.css
 
