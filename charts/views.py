@@ -40,7 +40,7 @@ from charts.selectors import (
     events_as_seen,
     last_error_summary,
 )
-from charts.serializers import parse_bulk_items
+from charts.serializers import ReasonSerializer, parse_bulk_items
 from fairsched.actors import actor_for
 from fairsched.api import CallerWriteThrottle
 from fairsched.errors import BulkInvalid, Forbidden, InvalidInput, NotFound, QueueFull, ServiceError
@@ -165,9 +165,6 @@ def chart_detail(request: HttpRequest, org_slug: str, chart_id: int) -> HttpResp
 # --- the levers ---------------------------------------------------------------------------------
 
 
-REASON_MAX = 500
-
-
 class PayloadTooLarge(ServiceError):
     status = 413
 
@@ -234,11 +231,13 @@ def chart_lever(request: HttpRequest, org_slug: str, chart_id: int, lever: str) 
     if refusal is not None:
         return refusal
     chart = _chart(org, chart_id)
-    reason = request.POST.get("reason", "").strip()
+    # The API's reason, read by the API's serializer: the same limits and the same refusals.
+    body = ReasonSerializer(data={"reason": request.POST.get("reason", "").strip()})
     try:
-        if len(reason) > REASON_MAX or "\x00" in reason:
-            raise InvalidInput(f"reason must be at most {REASON_MAX} characters of text", field="reason")
-        LEVERS[lever](chart=chart, actor=actor_for(request.user), reason=reason)
+        if not body.is_valid():
+            ((field, texts),) = list(body.errors.items())[:1]
+            raise InvalidInput(str(texts[0]), field=field)
+        LEVERS[lever](chart=chart, actor=actor_for(request.user), reason=body.validated_data["reason"])
     except ServiceError as error:
         return _refused(request, org, error)
     messages.success(request, f"{LEVER_DONE[lever]} {chart.external_id}.")

@@ -304,3 +304,12 @@ def test_the_portal_counts_against_the_users_write_rate(
     assert int(codes[2]["Retry-After"]) >= 1
     assert other.status_code == 302
     assert not Chart.objects.filter(external_id="r-2").exists()
+
+
+def test_a_lever_reason_is_read_as_the_api_reads_it(tenants: Tenants, browser: Browser, chart: Chart) -> None:
+    response = browser(tenants.member_a).post(f"/portal/acme/charts/{chart.pk}/pause/", {"reason": "x" * 501})
+
+    assert response.status_code == 400
+    assert "reason: " in response.content.decode()
+    chart.refresh_from_db()
+    assert chart.state == ChartState.QUEUED

@@ -180,3 +180,26 @@ def test_a_member_of_another_org_cannot_see_the_chart_page(tenants: Tenants, bro
     assert browser(tenants.member_b).get(f"/portal/acme/charts/{chart.pk}/").status_code == 404
     assert browser(tenants.member_b).get(f"/portal/beta/charts/{chart.pk}/").status_code == 404
     assert browser(stranger).get(f"/portal/acme/charts/{chart.pk}/").status_code == 404
+
+
+def test_the_org_table_and_summary_show_bands_to_the_second_when_minutes_away(
+    tenants: Tenants, browser: Browser
+) -> None:
+    now = timezone.now()
+    low, high = now + timedelta(minutes=2, seconds=5), now + timedelta(minutes=2, seconds=40)
+    ChartFactory(
+        org=tenants.org_a,
+        workflow=tenants.workflow,
+        eta=now + timedelta(minutes=2, seconds=20),
+        eta_low=low,
+        eta_high=high,
+    )
+    tenants.org_a.clear_at, tenants.org_a.clear_low, tenants.org_a.clear_high = high, low, high
+    tenants.org_a.save()
+
+    table = browser(tenants.member_a).get("/portal/acme/table/").content.decode()
+
+    assert (
+        table.count(f"{low:%H:%M:%S}\u2013{high:%H:%M:%S} UTC") == 2
+    )  # the chart's ETA band, the org's clear-time band
+    assert "(in 2 min)" in table
