@@ -59,6 +59,16 @@ def test_a_member_pulls_a_lever_and_the_history_names_them(
     assert (event.actor, event.reason) == ("user:alice", "not today")
 
 
+def test_the_org_page_has_one_submit_form_of_each_kind(tenants: Tenants, browser: Browser) -> None:
+    page = browser(tenants.member_a).get("/portal/acme/").content.decode()
+    title = page.split("<title>", 1)[1].split("</title>", 1)[0]
+
+    assert page.count('id="submit-external-id"') == 1
+    assert page.count('id="submit-file"') == 1
+    assert page.index('id="submit-file"') > page.index("<main")
+    assert "<" not in title
+
+
 def test_an_admin_resumes_a_paused_chart(tenants: Tenants, browser: Browser, admin: Any, chart: Chart) -> None:
     client = browser(admin)
     assert client.post(f"/portal/acme/charts/{chart.pk}/pause/").status_code == 302

@@ -15,6 +15,7 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
+from charts.models import ChartState
 from orgs.models import Membership
 from tests.conftest import Tenants
 from tests.dashboard.live import CHROMIUM, daphne, launch_chromium, session_cookie
@@ -137,6 +138,28 @@ def test_the_drain_plot_and_history_render_under_the_policy(live_url: str, chrom
     assert band_fill != "none"
     assert line_stroke != "none"
     assert "Charts left over time: 3 now" in page.inner_text("figcaption")
+    assert not violations.seen, violations.seen
+    context.close()
+
+
+def test_relative_times_stay_true_while_the_page_is_open(live_url: str, chromium: Any, tenants: Tenants) -> None:
+    available = timezone.now() + timedelta(minutes=4, seconds=10)
+    chart = ChartFactory(
+        org=tenants.org_a, workflow=tenants.workflow, state=ChartState.RETRY_WAIT, attempt=1, available_at=available
+    )
+    context = chromium.new_context()
+    context.add_cookies([session_cookie(tenants.member_a, live_url)])
+    page = context.new_page()
+    violations = Violations(page)
+    page.clock.install()
+
+    page.goto(f"{live_url}/portal/acme/charts/{chart.pk}/")
+    retry = page.locator(".retry .relative")
+    before = retry.inner_text()
+    page.clock.fast_forward("02:00")
+    page.wait_for_function("() => document.querySelector('.retry .relative').textContent === '(in 2 min)'")
+
+    assert before == "(in 4 min)"
     assert not violations.seen, violations.seen
     context.close()
 
