@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 from django.test import Client
 from django.utils import timezone
+from hypothesis import given
+from hypothesis import strategies as st
 
 from charts.drain import Finish, drain_plot
 from charts.models import ChartEvent, ChartState
@@ -203,3 +205,31 @@ def test_the_org_table_and_summary_show_bands_to_the_second_when_minutes_away(
         table.count(f"{low:%H:%M:%S}\u2013{high:%H:%M:%S} UTC") == 2
     )  # the chart's ETA band, the org's clear-time band
     assert "(in 2 min)" in table
+
+
+@given(st.lists(st.tuples(st.integers(-600, 7200), st.integers(0, 600), st.integers(0, 600)), min_size=1, max_size=40))
+def test_the_drain_line_runs_inside_its_band(offsets: list[tuple[int, int, int]]) -> None:
+    finishes = [
+        Finish(
+            eta=NOW + timedelta(seconds=eta),
+            low=NOW + timedelta(seconds=eta - early),
+            high=NOW + timedelta(seconds=eta + late),
+        )
+        for eta, early, late in offsets
+    ]
+
+    plot = drain_plot(finishes=finishes, now=NOW)
+
+    assert plot is not None
+    line = [tuple(map(float, p.split(","))) for p in plot.line.split()]
+    band = [tuple(map(float, p.split(","))) for p in plot.band.split()]
+    late_edge, early_edge = band[: len(band) // 2], band[len(band) // 2 :][::-1]
+
+    def left_at(edge: list[tuple[float, ...]], x: float) -> float:
+        """The edge's y just after x (y grows as charts finish)."""
+        return max(y for px, y in edge if px <= x)
+
+    for x, _ in line:
+        assert left_at(late_edge, x) <= left_at(line, x) <= left_at(early_edge, x)
+    assert all(plot.left <= x <= plot.width for x, _ in band)
+    assert line[-1][1] == plot.bottom
