@@ -29,9 +29,6 @@ class Upload:
     items: list[Submission]
     rows: list[str]
 
-    def where(self, index: int) -> str:
-        return self.rows[index] if 0 <= index < len(self.rows) else f"row {index + 1}"
-
 
 class UploadInvalid(InvalidInput):
     """Bad rows of a file, with where each is: nothing was submitted."""
@@ -65,10 +62,11 @@ def item_from_text(fields: Mapping[str, str]) -> dict[str, Any]:
     return item
 
 
-def upload_read(*, name: str, raw: bytes) -> Upload:
+def upload_read(*, name: str, raw: bytes, org_slug: str) -> Upload:
     """A file of charts: JSON (a list of items, or the API's bulk body `{"items": [...]}`) when its
     name ends in .json or its text starts with `[` or `{`, else CSV with a header row naming the
-    columns (`workflow`, `external_id`, and optionally `priority`, `payload`, `high_priority`)."""
+    columns (`workflow`, `external_id`, and optionally `priority`, `payload`, `high_priority`). A
+    JSON body that names an org must name `org_slug`, the org whose page it was sent from."""
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
@@ -76,11 +74,11 @@ def upload_read(*, name: str, raw: bytes) -> Upload:
     if not text.strip():
         raise InvalidInput("the file is empty", field="file")
     if name.lower().endswith(".json") or text.lstrip()[:1] in ("[", "{"):
-        return _json_upload(text)
+        return _json_upload(text, org_slug)
     return _csv_upload(text)
 
 
-def _json_upload(text: str) -> Upload:
+def _json_upload(text: str, org_slug: str) -> Upload:
     try:
         body = strict.loads(text)
     except strict.BadInput as bad:
@@ -89,6 +87,8 @@ def _json_upload(text: str) -> Upload:
         if body.keys() - {"items", "org"}:
             unknown = sorted(body.keys() - {"items", "org"})[0]
             raise InvalidInput(f"unknown key {unknown[:40]!r}: a JSON file is a list of charts", field="file")
+        if body.get("org", org_slug) != org_slug:
+            raise InvalidInput(f"the file names another org than {org_slug!r}; nothing was submitted", field="org")
         body = body.get("items")
     items = parse_bulk_items(body)
     return Upload(items=items, rows=[f"row {index + 1}" for index in range(len(items))])

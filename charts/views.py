@@ -165,7 +165,9 @@ def chart_detail(request: HttpRequest, org_slug: str, chart_id: int) -> HttpResp
 # --- the levers ---------------------------------------------------------------------------------
 
 
-class PayloadTooLarge(ServiceError):
+class FileTooLarge(ServiceError):
+    """A file past the request body limit (DATA_UPLOAD_MAX_MEMORY_SIZE), as the API's 413."""
+
     status = 413
 
 
@@ -291,8 +293,8 @@ def submit_file(request: HttpRequest, org_slug: str) -> HttpResponse:
             raise InvalidInput("choose a CSV or JSON file of charts", field="file")
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         if limit is not None and file.size is not None and file.size > limit:
-            raise PayloadTooLarge(f"the file is larger than {limit} bytes; split it")
-        upload = upload_read(name=file.name or "", raw=file.read())
+            raise FileTooLarge(f"the file is larger than {limit} bytes; split it")
+        upload = upload_read(name=file.name or "", raw=file.read(), org_slug=org.slug)
         services.tenant_levers_check_bulk(upload.items)
         results = services.chart_submit_bulk(org=org, items=upload.items, actor=actor_for(request.user))
     except UploadInvalid as bad:

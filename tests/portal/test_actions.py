@@ -207,7 +207,7 @@ def test_submit_a_csv_file(tenants: Tenants, browser: Browser) -> None:
 @pytest.mark.parametrize("as_body", [False, True])
 def test_submit_a_json_file(tenants: Tenants, browser: Browser, as_body: bool) -> None:
     items = [{"workflow": "render", "external_id": "j-1"}, {"workflow": "render", "external_id": "j-2", "priority": 1}]
-    data = json.dumps({"items": items} if as_body else items).encode()
+    data = json.dumps({"org": "acme", "items": items} if as_body else items).encode()
     upload = SimpleUploadedFile("charts.json", data, content_type="application/json")
 
     response = browser(tenants.member_a).post("/portal/acme/upload/", {"file": upload})
@@ -251,6 +251,7 @@ def test_a_bad_csv_file_is_400_naming_row_and_field_and_writes_nothing(
         (b'[{"workflow": "render", "external_id": "a"}, {"workflow": "render"}]', "row 2: external_id: this field"),
         (b'[{"workflow": "render", "external_id": "a", "colour": "red"}]', "row 1: colour: unknown field"),
         (b'{"items": [], "x": 1}', "file: unknown key"),
+        (b'{"org": "beta", "items": [{"workflow": "render", "external_id": "a"}]}', "org: the file names another org"),
         (b'[{"workflow": "render", "external_id": "a", "external_id": "b"}]', "file: the file is not valid JSON"),
         (b"\xff\xfe", "file: the file must be UTF-8"),
     ],
