@@ -324,3 +324,21 @@ def test_a_lever_reason_is_read_as_the_api_reads_it(tenants: Tenants, browser: B
     assert "reason: " in response.content.decode()
     chart.refresh_from_db()
     assert chart.state == ChartState.QUEUED
+
+
+@pytest.mark.parametrize("field", ["workflow", "external_id", "priority", "payload"])
+def test_a_nul_in_any_field_is_400_naming_it(tenants: Tenants, browser: Browser, field: str) -> None:
+    body = {"workflow": "render", "external_id": "nul-1", "priority": "1", "payload": "{}"}
+    body[field] = body[field][:1] + "\x00" + body[field][1:]
+    client = browser(tenants.member_a)
+
+    one = client.post("/portal/acme/submit/", body)
+    header = ",".join(body)
+    row = ",".join(f'"{value}"' for value in body.values()).replace('"{}"', '"{}"')
+    many = client.post("/portal/acme/upload/", {"file": csv_file(f"{header}\n{row}\n")})
+
+    assert one.status_code == 400
+    assert f"{field}: " in one.content.decode()
+    assert many.status_code == 400
+    assert f"row 1 (line 2): {field}: " in many.content.decode()
+    assert not Chart.objects.exists()
