@@ -43,9 +43,9 @@ def item_from_text(fields: Mapping[str, str]) -> dict[str, Any]:
     """One chart from form or CSV text: `priority` a whole number, `payload` a JSON object,
     `high_priority` true or false; empty means the API's default. Raises InvalidInput naming the field."""
     # What strict JSON refuses in the API's bodies (NUL, lone surrogates), refused here in form text too.
-    bad = strict.find_problem(dict(fields))
-    if bad is not None:
-        raise InvalidInput(f"{bad.field} {bad.message}", field=bad.field)
+    problem = strict.find_problem(dict(fields))
+    if problem is not None:
+        raise InvalidInput(f"{problem.field} {problem.message}", field=problem.field)
     item: dict[str, Any] = {key: fields[key] for key in REQUIRED_COLUMNS if key in fields}
     priority = fields.get("priority", "").strip()
     if priority:
