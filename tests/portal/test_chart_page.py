@@ -233,3 +233,21 @@ def test_the_drain_line_runs_inside_its_band(offsets: list[tuple[int, int, int]]
         assert left_at(late_edge, x) <= left_at(line, x) <= left_at(early_edge, x)
     assert all(plot.left <= x <= plot.width for x, _ in band)
     assert line[-1][1] == plot.bottom
+
+
+def test_chart_page_query_count_does_not_grow_with_history(
+    tenants: Tenants, browser: Browser, django_assert_max_num_queries: Any
+) -> None:
+    SchedulerConfig.load()
+    chart = ChartFactory(org=tenants.org_a, workflow=tenants.workflow)
+    client = browser(tenants.member_a)
+    ChartEvent.objects.create(chart=chart, from_state="queued", to_state="paused", actor="user:alice")
+    # Session, user, membership, chart, events, the colleagues among their actors, config, the org switcher.
+    with django_assert_max_num_queries(8) as few:
+        client.get(f"/portal/acme/charts/{chart.pk}/")
+    for i in range(30):
+        actor = ["user:alice", "user:stella", "system:dispatcher"][i % 3]
+        ChartEvent.objects.create(chart=chart, from_state="paused", to_state="queued", actor=actor)
+
+    with django_assert_max_num_queries(len(few.captured_queries)):
+        assert len(client.get(f"/portal/acme/charts/{chart.pk}/").context["history"]) == 31
