@@ -13,7 +13,8 @@ from datetime import datetime
 from django.contrib.auth import get_user_model
 from django.db.models import F, QuerySet
 
-from charts.models import Chart, ChartEvent, ChartState
+from charts.drain import Finish
+from charts.models import ACTIVE_STATES, Chart, ChartEvent, ChartState
 from fairsched.errors import InvalidInput, NotFound
 
 OrgIds = Collection[int] | None
@@ -151,3 +152,14 @@ def last_error_summary(text: str) -> str:
     if len(first) > ERROR_SUMMARY_LENGTH:
         first = first[: ERROR_SUMMARY_LENGTH - 1].rstrip() + "…"
     return first
+
+
+def backlog_finishes(*, org_id: int) -> list[Finish]:
+    """The predicted finish of each of the org's unfinished charts that the plan has an ETA for
+    (the band falls back to the ETA where the plan has none)."""
+    rows = (
+        Chart.objects.filter(org_id=org_id, state__in=ACTIVE_STATES, plan__eta__isnull=False)
+        .order_by()
+        .values_list("plan__eta", "plan__eta_low", "plan__eta_high")
+    )
+    return [Finish(eta=eta, low=low or eta, high=high or eta) for eta, low, high in rows if eta is not None]

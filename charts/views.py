@@ -1,23 +1,52 @@
-"""The customer status portal: an org's charts, their place in the queue and when they will be done.
+"""The customer portal: an org's charts, their place in the queue and when they will be done, and the
+customer's levers on them.
 
 Every page is scoped to the user's memberships: another org's slug or chart id is a 404, exactly like
-one that does not exist. Staff use the dashboard; the portal shows them only orgs they belong to.
+one that does not exist. Staff use the dashboard; the portal shows them only orgs they belong to, and
+acts for everyone as a tenant.
+
+Members and admins of an org act in it (submit one chart or a file of many, pause, resume, cancel);
+viewers read and see no buttons, and a write they try anyway is 403. Writes go through the services
+the API uses, with the API's parsing, the API's write throttle (one bucket per user, shared with the
+user's API session) and the event log's actor; Django's CSRF check guards every form.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+from django.conf import settings
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_POST
+from rest_framework.authentication import SessionAuthentication
+from rest_framework.request import Request
 
-from charts.models import ChartState
-from charts.selectors import chart_get, chart_history, charts_in_queue_order, charts_visible, last_error_summary
-from fairsched.errors import NotFound
-from orgs.models import Org
-from orgs.selectors import member_org, member_orgs, org_summary
+from charts import services
+from charts.drain import drain_plot
+from charts.models import TERMINAL_STATES, Chart, ChartState
+from charts.portal_input import Upload, UploadInvalid, item_from_text, upload_read
+from charts.selectors import (
+    backlog_finishes,
+    chart_events,
+    chart_get,
+    charts_in_queue_order,
+    charts_visible,
+    events_as_seen,
+    last_error_summary,
+)
+from charts.serializers import ReasonSerializer, parse_bulk_items
+from fairsched.actors import actor_for
+from fairsched.api import CallerWriteThrottle
+from fairsched.errors import BulkInvalid, Forbidden, InvalidInput, NotFound, QueueFull, ServiceError
+from orgs.models import Membership, Org
+from orgs.selectors import member_orgs, membership_get, org_summary, workflows_all
+from scheduling.models import SchedulerConfig
 
 PAGE_SIZE = 50
 
@@ -26,11 +55,22 @@ def _user_id(request: HttpRequest) -> int:
     return int(request.user.pk or 0)
 
 
-def _org(request: HttpRequest, slug: str) -> Org:
+def _membership(request: HttpRequest, slug: str) -> Membership:
     try:
-        return member_org(user_id=_user_id(request), slug=slug)
+        return membership_get(user_id=_user_id(request), slug=slug)
     except NotFound:
         raise Http404("No such org") from None
+
+
+def _org(request: HttpRequest, slug: str) -> Org:
+    return _membership(request, slug).org
+
+
+def _chart(org: Org, chart_id: int) -> Chart:
+    try:
+        return chart_get(org_ids=[org.pk], chart_id=chart_id)
+    except NotFound:
+        raise Http404("No such chart") from None
 
 
 @login_required
@@ -67,13 +107,25 @@ def _table_context(request: HttpRequest, org: Org) -> dict[str, Any]:
 
 def _summary_context(org: Org) -> dict[str, Any]:
     summary = org_summary(org=org)
-    return {"summary": summary, "counts": [(label, summary.counts[value]) for value, label in ChartState.choices]}
+    return {
+        "summary": summary,
+        "counts": [(label, summary.counts[value]) for value, label in ChartState.choices],
+        "drain": drain_plot(finishes=backlog_finishes(org_id=org.pk), now=timezone.now()),
+    }
 
 
 @login_required
 def org_charts(request: HttpRequest, org_slug: str) -> HttpResponse:
-    org = _org(request, org_slug)
-    context = {**_table_context(request, org), **_summary_context(org), "orgs": member_orgs(user_id=_user_id(request))}
+    membership = _membership(request, org_slug)
+    org = membership.org
+    context = {
+        **_table_context(request, org),
+        **_summary_context(org),
+        "orgs": member_orgs(user_id=_user_id(request)),
+        "can_act": membership.can_write,
+        "workflows": workflows_all() if membership.can_write else [],
+        "priority_range": services.TENANT_PRIORITY_RANGE,
+    }
     return render(request, "portal/org.html", context)
 
 
@@ -86,11 +138,12 @@ def org_charts_table(request: HttpRequest, org_slug: str) -> HttpResponse:
 
 @login_required
 def chart_detail(request: HttpRequest, org_slug: str, chart_id: int) -> HttpResponse:
-    org = _org(request, org_slug)
-    try:
-        chart = chart_get(org_ids=[org.pk], chart_id=chart_id)
-    except NotFound:
-        raise Http404("No such chart") from None
+    """A chart: its plan, its retry schedule, its history as a tenant may see it (`events_as_seen`),
+    and the levers its state allows to members who may act."""
+    membership = _membership(request, org_slug)
+    org = membership.org
+    chart = _chart(org, chart_id)
+    events = list(chart_events(chart=chart))
     return render(
         request,
         "portal/chart.html",
@@ -98,7 +151,158 @@ def chart_detail(request: HttpRequest, org_slug: str, chart_id: int) -> HttpResp
             "org": org,
             "chart": chart,
             "error": last_error_summary(chart.last_error),
-            "history": chart_history(chart=chart),
+            "history": events_as_seen(events=events, org_id=org.pk, staff=False),
+            "max_attempts": SchedulerConfig.load().max_attempts,
+            "can_act": membership.can_write,
+            "can_pause": chart.state in (ChartState.QUEUED, ChartState.RETRY_WAIT),
+            "can_resume": chart.state == ChartState.PAUSED,
+            "can_cancel": chart.state not in TERMINAL_STATES,
             "orgs": member_orgs(user_id=_user_id(request)),
         },
     )
+
+
+# --- the levers ---------------------------------------------------------------------------------
+
+
+class FileTooLarge(ServiceError):
+    """A file past the request body limit (DATA_UPLOAD_MAX_MEMORY_SIZE), as the API's 413."""
+
+    status = 413
+
+
+class OverRate(ServiceError):
+    """The user is over the API's write rate (the portal counts against it too)."""
+
+    status = 429
+
+    def __init__(self, retry_after: int) -> None:
+        super().__init__(f"too many changes in a short time; try again in {retry_after} s")
+        self.retry_after = retry_after
+
+
+def _refused(request: HttpRequest, org: Org, error: ServiceError, *, rows: list[str] | None = None) -> HttpResponse:
+    """The page that says what was refused and why, with the service's status (400, 403, 409, 429):
+    each problem names its field, and for a file its row (and line)."""
+    problems: list[str] = []
+    if isinstance(error, BulkInvalid):
+        for index, fields in sorted(error.errors.items()):
+            where = rows[index] if rows and index < len(rows) else f"row {index + 1}"
+            problems.extend(f"{where}: {field}: {message}" for field, texts in fields.items() for message in texts)
+    else:
+        problems.append(f"{error.field}: {error.message}" if error.field else error.message)
+    response = render(
+        request, "portal/refused.html", {"org": org, "problems": problems, "error": error}, status=error.status
+    )
+    if isinstance(error, QueueFull | OverRate) and error.retry_after is not None:
+        response["Retry-After"] = str(error.retry_after)
+    return response
+
+
+def _over_rate(request: HttpRequest) -> float | None:
+    """The API's write throttle for this user's session: seconds to wait when over the rate, else None.
+    The session is authenticated as the API authenticates one, so both count in the same bucket."""
+    throttle = CallerWriteThrottle()
+    if throttle.allow_request(Request(request, authenticators=[SessionAuthentication()]), None):  # type: ignore[arg-type]
+        return None
+    return throttle.wait() or 1.0
+
+
+def _acting(request: HttpRequest, org_slug: str) -> tuple[Org, HttpResponse | None]:
+    """The org a lever is pulled in, or the refusal: 404 outside the user's orgs, 403 for a viewer,
+    429 over the write rate."""
+    membership = _membership(request, org_slug)
+    if not membership.can_write:
+        return membership.org, _refused(request, membership.org, Forbidden("your membership in this org is read-only"))
+    wait = _over_rate(request)
+    if wait is not None:
+        return membership.org, _refused(request, membership.org, OverRate(math.ceil(wait)))
+    return membership.org, None
+
+
+LEVERS = {"pause": services.chart_pause, "resume": services.chart_resume, "cancel": services.chart_cancel}
+LEVER_DONE = {"pause": "Paused", "resume": "Resumed", "cancel": "Cancelled"}
+
+
+@login_required
+@require_POST
+def chart_lever(request: HttpRequest, org_slug: str, chart_id: int, lever: str) -> HttpResponse:
+    """Pause, resume or cancel a chart, with an optional reason, as the API's actions do; back to the
+    chart's page, or the refusal (409 for a lever its state does not allow)."""
+    org, refusal = _acting(request, org_slug)
+    if refusal is not None:
+        return refusal
+    chart = _chart(org, chart_id)
+    # The API's reason, read by the API's serializer: the same limits and the same refusals.
+    body = ReasonSerializer(data={"reason": request.POST.get("reason", "").strip()})
+    try:
+        if not body.is_valid():
+            ((field, texts),) = list(body.errors.items())[:1]
+            raise InvalidInput(str(texts[0]), field=field)
+        LEVERS[lever](chart=chart, actor=actor_for(request.user), reason=body.validated_data["reason"])
+    except ServiceError as error:
+        return _refused(request, org, error)
+    messages.success(request, f"{LEVER_DONE[lever]} {chart.external_id}.")
+    return redirect("portal:chart", org_slug=org.slug, chart_id=chart.pk)
+
+
+@login_required
+@require_POST
+def submit_one(request: HttpRequest, org_slug: str) -> HttpResponse:
+    """Submit one chart from the form: the API's item, read from text (`item_from_text`), then
+    `parse_bulk_items`, the tenant's lever check and `chart_submit`. A repeat shows the existing chart."""
+    org, refusal = _acting(request, org_slug)
+    if refusal is not None:
+        return refusal
+    fields = {key: request.POST.get(key, "") for key in ("workflow", "external_id", "priority", "payload")}
+    try:
+        (item,) = parse_bulk_items([item_from_text(fields)])
+        services.tenant_levers_check(high_priority=item.high_priority, priority=item.priority)
+        chart, created = services.chart_submit(
+            org=org,
+            workflow=item.workflow,
+            external_id=item.external_id,
+            payload=item.payload,
+            priority=item.priority,
+            actor=actor_for(request.user),
+        )
+    except BulkInvalid as bad:
+        # One item: name the field alone, as the API's single submit does.
+        ((field, texts),) = list(bad.errors[0].items())[:1]
+        return _refused(request, org, InvalidInput(texts[0], field=field))
+    except ServiceError as error:
+        return _refused(request, org, error)
+    messages.success(
+        request, f"Submitted {chart.external_id}." if created else f"{chart.external_id} was submitted before."
+    )
+    return redirect("portal:chart", org_slug=org.slug, chart_id=chart.pk)
+
+
+@login_required
+@require_POST
+def submit_file(request: HttpRequest, org_slug: str) -> HttpResponse:
+    """Submit a CSV or JSON file of charts, all or nothing, as the API's bulk submit: every bad row is
+    reported by its row (and line) and field, and nothing is written."""
+    org, refusal = _acting(request, org_slug)
+    if refusal is not None:
+        return refusal
+    upload: Upload | None = None
+    try:
+        file = request.FILES.get("file")
+        if file is None:
+            raise InvalidInput("choose a CSV or JSON file of charts", field="file")
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        if limit is not None and file.size is not None and file.size > limit:
+            raise FileTooLarge(f"the file is larger than {limit} bytes; split it")
+        upload = upload_read(name=file.name or "", raw=file.read(), org_slug=org.slug)
+        services.tenant_levers_check_bulk(upload.items)
+        results = services.chart_submit_bulk(org=org, items=upload.items, actor=actor_for(request.user))
+    except UploadInvalid as bad:
+        return _refused(request, org, bad.bulk, rows=bad.rows)
+    except ServiceError as error:
+        return _refused(request, org, error, rows=upload.rows if upload is not None else None)
+    created = sum(1 for _, is_new in results if is_new)
+    messages.success(
+        request, f"Submitted {created} chart{'s' if created != 1 else ''}; {len(results) - created} submitted before."
+    )
+    return redirect("portal:org", org_slug=org.slug)

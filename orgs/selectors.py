@@ -55,6 +55,15 @@ def member_org(*, user_id: int, slug: str) -> Org:
     return org
 
 
+def membership_get(*, user_id: int, slug: str) -> Membership:
+    """The user's membership in an org, by the org's slug, with the org; NotFound for any org the user
+    is not in (existing or not)."""
+    membership = Membership.objects.select_related("org").filter(user_id=user_id, org__slug=slug).first()
+    if membership is None:
+        raise NotFound("org not found", field="org")
+    return membership
+
+
 def member_orgs(*, user_id: int) -> list[Org]:
     """The orgs a user belongs to, by name: the portal's org switcher."""
     return list(Org.objects.filter(memberships__user_id=user_id).order_by("name", "id").only("id", "slug", "name"))

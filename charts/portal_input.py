@@ -1,0 +1,139 @@
+"""What the portal's forms send, read into the API's bulk items: one chart from the form, or a CSV or
+JSON file of many. The items then go through the API's own parsing (`parse_bulk_items`) and the same
+services, so the portal has no rules of its own; this module only turns text into items and says
+where in the file each item came from, so that an error names the row (and line) and the field.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from charts.serializers import ITEM_KEYS, parse_bulk_items
+from charts.services import Submission
+from fairsched import strict
+from fairsched.errors import BulkInvalid, InvalidInput
+
+REQUIRED_COLUMNS = ("workflow", "external_id")
+TRUE_WORDS = frozenset({"true", "yes", "1"})
+FALSE_WORDS = frozenset({"false", "no", "0", ""})
+
+
+@dataclass(frozen=True)
+class Upload:
+    """The items of a file, and for each, where it is in the file ("row 3 (line 4)")."""
+
+    items: list[Submission]
+    rows: list[str]
+
+
+class UploadInvalid(InvalidInput):
+    """Bad rows of a file, with where each is: nothing was submitted."""
+
+    def __init__(self, bulk: BulkInvalid, rows: list[str]) -> None:
+        super().__init__(bulk.message, field="file")
+        self.bulk = bulk
+        self.rows = rows
+
+
+def item_from_text(fields: Mapping[str, str]) -> dict[str, Any]:
+    """One chart from form or CSV text: `priority` a whole number, `payload` a JSON object,
+    `high_priority` true or false; empty means the API's default. Raises InvalidInput naming the field."""
+    # What strict JSON refuses in the API's bodies (NUL, lone surrogates), refused here in form text too.
+    problem = strict.find_problem(dict(fields))
+    if problem is not None:
+        raise InvalidInput(f"{problem.field} {problem.message}", field=problem.field)
+    item: dict[str, Any] = {key: fields[key] for key in REQUIRED_COLUMNS if key in fields}
+    priority = fields.get("priority", "").strip()
+    if priority:
+        if not (priority.lstrip("+-").isascii() and priority.lstrip("+-").isdigit()):
+            raise InvalidInput(f"priority must be a whole number, got {priority[:20]!r}", field="priority")
+        item["priority"] = int(priority)
+    payload = fields.get("payload", "").strip()
+    if payload:
+        try:
+            item["payload"] = strict.loads(payload)
+        except strict.BadInput as bad:
+            raise InvalidInput(f"payload is not valid JSON: {bad.message}", field="payload") from None
+    high = fields.get("high_priority", "").strip().lower()
+    if high not in TRUE_WORDS | FALSE_WORDS:
+        raise InvalidInput(f"high_priority must be true or false, got {high[:20]!r}", field="high_priority")
+    if high in TRUE_WORDS:
+        item["high_priority"] = True
+    return item
+
+
+def upload_read(*, name: str, raw: bytes, org_slug: str) -> Upload:
+    """A file of charts: JSON (a list of items, or the API's bulk body `{"items": [...]}`) when its
+    name ends in .json or its text starts with `[` or `{`, else CSV with a header row naming the
+    columns (`workflow`, `external_id`, and optionally `priority`, `payload`, `high_priority`). A
+    JSON body that names an org must name `org_slug`, the org whose page it was sent from."""
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise InvalidInput("the file must be UTF-8 text (CSV or JSON)", field="file") from None
+    if not text.strip():
+        raise InvalidInput("the file is empty", field="file")
+    if name.lower().endswith(".json") or text.lstrip()[:1] in ("[", "{"):
+        return _json_upload(text, org_slug)
+    return _csv_upload(text)
+
+
+def _json_upload(text: str, org_slug: str) -> Upload:
+    try:
+        body = strict.loads(text)
+    except strict.BadInput as bad:
+        raise InvalidInput(f"the file is not valid JSON: {bad.message}", field="file") from None
+    if isinstance(body, dict):
+        if body.keys() - {"items", "org"}:
+            unknown = sorted(body.keys() - {"items", "org"})[0]
+            raise InvalidInput(f"unknown key {unknown[:40]!r}: a JSON file is a list of charts", field="file")
+        if body.get("org", org_slug) != org_slug:
+            raise InvalidInput(f"the file names another org than {org_slug!r}; nothing was submitted", field="org")
+        body = body.get("items")
+    items = parse_bulk_items(body)
+    return Upload(items=items, rows=[f"row {index + 1}" for index in range(len(items))])
+
+
+def _csv_upload(text: str) -> Upload:
+    """1. Read the header: the required columns must be there, no unknown or repeated column.
+    2. Read each row into an item, noting its line; rows whose text is bad are collected by index.
+    3. Hand the items to `parse_bulk_items`, as the API does with a JSON body."""
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        header = [column.strip() for column in next(reader)]
+        missing = [column for column in REQUIRED_COLUMNS if column not in header]
+        unknown = [column for column in header if column not in ITEM_KEYS]
+        if missing or unknown or len(set(header)) != len(header):
+            raise InvalidInput(
+                f"the header row must name the columns workflow, external_id and optionally priority, payload,"
+                f" high_priority once each; got {', '.join(header)[:200]!r}",
+                field="file",
+            )
+        items: list[dict[str, Any]] = []
+        rows: list[str] = []
+        errors: dict[int, dict[str, list[str]]] = {}
+        for values in reader:
+            if not any(value.strip() for value in values):
+                continue
+            index = len(items)
+            rows.append(f"row {index + 1} (line {reader.line_num})")
+            if len(values) != len(header):
+                errors[index] = {"detail": [f"has {len(values)} values for {len(header)} columns"]}
+                items.append({})
+                continue
+            try:
+                items.append(item_from_text(dict(zip(header, values, strict=True))))
+            except InvalidInput as bad:
+                errors[index] = bad.as_dict()
+                items.append({})
+    except csv.Error as bad:
+        raise InvalidInput(f"the file is not valid CSV at line {reader.line_num}: {bad}", field="file") from None
+    if errors:
+        raise UploadInvalid(BulkInvalid(errors), rows)
+    if not items:
+        raise InvalidInput("the file has a header but no charts", field="file")
+    return Upload(items=parse_bulk_items(items), rows=rows)

@@ -1,0 +1,59 @@
+"""Times as the portal shows them: UTC, and relative to now ("in 4 min", "3 min ago")."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from django import template
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+register = template.Library()
+
+# A band whose far end is this close is shown to the second: minutes away, "13:52-13:52" would say nothing.
+SECONDS_WITHIN = timedelta(hours=1)
+DASH = "\u2013"
+
+
+def relative(at: datetime, now: datetime) -> str:
+    """'in 40 s', 'in 4 min', 'in 2 h 5 min', 'in 3 days', or the same with 'ago' for the past."""
+    seconds = round((at - now).total_seconds())
+    size = abs(seconds)
+    if size < 60:
+        amount = f"{size} s"
+    elif size < 90 * 60:
+        amount = f"{round(size / 60)} min"
+    elif size < 48 * 3600:
+        hours, minutes = divmod(round(size / 60), 60)
+        amount = f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    else:
+        amount = f"{round(size / 86400)} days"
+    return f"in {amount}" if seconds >= 0 else f"{amount} ago"
+
+
+@register.simple_tag
+def when(at: datetime | None) -> SafeString | str:
+    """`<time>` with the UTC date and time to the second, then the relative time."""
+    if at is None:
+        return DASH
+    utc = at.astimezone(UTC)
+    return format_html(
+        '<time datetime="{}">{} UTC</time> <span class="relative">({})</span>',
+        utc.isoformat(),
+        utc.strftime("%Y-%m-%d %H:%M:%S"),
+        relative(utc, timezone.now()),
+    )
+
+
+@register.simple_tag
+def band(low: datetime | None, high: datetime | None) -> str:
+    """'13:52-14:10 UTC' (an en dash), to the second ('13:52:05-13:52:40 UTC') when the band ends within the hour,
+    with the date when it spans days; empty without a band."""
+    if low is None or high is None:
+        return ""
+    low, high = low.astimezone(UTC), high.astimezone(UTC)
+    shape = "%H:%M:%S" if high - timezone.now() < SECONDS_WITHIN else "%H:%M"
+    if low.date() != high.date():
+        shape = f"%Y-%m-%d {shape}"
+    return f"{low.strftime(shape)}{DASH}{high.strftime(shape)} UTC"

@@ -1,0 +1,30 @@
+// Relative times ("in 4 min") stay true while a page is open: every 15 s each one is recomputed from
+// the <time datetime> before it, by the server's rule (charts/templatetags/portal_time.py `relative`).
+// A live table that is refetched brings fresh ones; this keeps the ones in between from going stale.
+(function () {
+  "use strict";
+  const EVERY_MS = 15000;
+
+  function relative(ms) {
+    const seconds = Math.round(ms / 1000);
+    const size = Math.abs(seconds);
+    let amount;
+    if (size < 60) amount = size + " s";
+    else if (size < 90 * 60) amount = Math.round(size / 60) + " min";
+    else if (size < 48 * 3600) {
+      const minutes = Math.round(size / 60);
+      const hours = Math.floor(minutes / 60);
+      amount = minutes % 60 ? hours + " h " + (minutes % 60) + " min" : hours + " h";
+    } else amount = Math.round(size / 86400) + " days";
+    return seconds >= 0 ? "in " + amount : amount + " ago";
+  }
+
+  function update() {
+    document.querySelectorAll("time + .relative").forEach(function (span) {
+      const at = Date.parse(span.previousElementSibling.getAttribute("datetime"));
+      if (!Number.isNaN(at)) span.textContent = "(" + relative(at - Date.now()) + ")";
+    });
+  }
+
+  setInterval(update, EVERY_MS);
+})();
