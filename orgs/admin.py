@@ -18,7 +18,6 @@ from django.utils import timezone
 from charts.models import ChartState
 from fairsched.actors import actor_for
 from fairsched.admin_utils import ServiceModelAdmin, apply_each
-from fairsched.events import changed
 from orgs import services
 from orgs.models import ApiToken, Membership, Org, OrgChange, Provider, ProviderPause, Workflow, WorkflowCost
 
@@ -158,7 +157,9 @@ class OrgAdmin(ServiceModelAdmin[Org]):
 
 
 @admin.register(Workflow)
-class WorkflowAdmin(admin.ModelAdmin[Workflow]):
+class WorkflowAdmin(ServiceModelAdmin[Workflow]):
+    """Register and change workflows through `workflow_register` and `workflow_change`, as the API does."""
+
     list_display = ["name", "workflow_type", "task_queue", "default_cost", "provider", "run_timeout_shown"]
     list_filter = ["provider"]
     search_fields = ["name", "workflow_type"]
@@ -170,9 +171,14 @@ class WorkflowAdmin(admin.ModelAdmin[Workflow]):
         return str(workflow.run_timeout)
 
     def save_model(self, request: HttpRequest, obj: Workflow, form: ModelForm[Workflow], change: bool) -> None:
-        super().save_model(request, obj, form, change)
-        if "default_cost" in form.changed_data:
-            changed(kind="workflow", workflow=obj.pk)
+        actor = actor_for(request.user)
+        values = {field: getattr(obj, field) for field in services.WORKFLOW_FIELDS}
+        if not change:
+            obj.pk = services.workflow_register(actor=actor, **values).pk
+            return
+        moved = {field: values[field] for field in form.changed_data if field in services.WORKFLOW_FIELDS}
+        if moved:
+            services.workflow_change(workflow=obj, actor=actor, **moved)
 
 
 @admin.register(Provider)
