@@ -18,6 +18,7 @@ from django.utils import timezone
 from charts.models import ChartState
 from fairsched.actors import actor_for
 from fairsched.admin_utils import ServiceModelAdmin, apply_each
+from fairsched.api import api_token_revoke
 from orgs import services
 from orgs.models import ApiToken, Membership, Org, OrgChange, Provider, ProviderPause, Workflow, WorkflowCost
 
@@ -47,6 +48,13 @@ class OrgChangeInline(admin.TabularInline[OrgChange, Org]):
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+    def delete_model(self, request: HttpRequest, obj: ApiToken) -> None:
+        api_token_revoke(token_id=obj.pk, actor=actor_for(request.user))
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
+        for token in queryset:
+            self.delete_model(request, token)
 
 
 @admin.register(Org)
@@ -121,6 +129,9 @@ class OrgAdmin(ServiceModelAdmin[Org]):
         2. Set the cost of every other added or changed row.
         3. Fill in what the admin's change message reads from a saved formset.
         """
+        if formset.model is Membership:
+            self._save_memberships(request, form.instance, formset)
+            return
         if formset.model is not WorkflowCost:
             super().save_formset(request, form, formset, change)
             return
@@ -144,6 +155,19 @@ class OrgAdmin(ServiceModelAdmin[Org]):
                 formset.new_objects.append(inline_form.instance)
             else:
                 formset.changed_objects.append((inline_form.instance, inline_form.changed_data))
+
+    def _save_memberships(self, request: HttpRequest, org: Org, formset: BaseInlineFormSet[Any, Any, Any]) -> None:
+        """New members go through `membership_create` (checked and logged as the API adds them); role
+        changes and removals save as the inline does."""
+        actor = actor_for(request.user)
+        instances = formset.save(commit=False)
+        for instance in formset.deleted_objects:
+            instance.delete()
+        for instance in instances:
+            if instance.pk is None:
+                services.membership_create(user=instance.user, org=org, role=instance.role, actor=actor)
+            else:
+                instance.save()
 
     @admin.action(description="Hold the selected orgs (nothing of theirs dispatches)")
     def hold(self, request: HttpRequest, queryset: QuerySet[Org]) -> None:
@@ -250,3 +274,10 @@ class ApiTokenAdmin(admin.ModelAdmin[ApiToken]):
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+    def delete_model(self, request: HttpRequest, obj: ApiToken) -> None:
+        api_token_revoke(token_id=obj.pk, actor=actor_for(request.user))
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
+        for token in queryset:
+            self.delete_model(request, token)
