@@ -170,6 +170,7 @@ def plan_preview(*, changes: dict[str, Any]) -> dict[str, Any]:
     from orgs.models import Provider, Workflow
     from scheduling import core
     from scheduling.snapshot import (
+        WAITING,
         Epoch,
         _backlogged_and_ready,
         chart_key,
@@ -306,11 +307,8 @@ def plan_preview(*, changes: dict[str, Any]) -> dict[str, Any]:
                 if until <= scenario.now:
                     raise InvalidInput("until must be in the future", field=name)
                 pauses[(provider_id, org_id)] = max(until, pauses.get((provider_id, org_id), until))
-        own = dict(
-            Chart.objects.filter(id__in=[int(chart_id) for chart_id in queued.id]).values_list(
-                "id", Epoch("available_at")
-            )
-        )
+        # Each waiting chart's own availability (its backoff), before any pause was laid over it.
+        own = dict(Chart.objects.filter(state__in=WAITING).values_list("id", Epoch("available_at")))
         changed_costs = replace(costs_now, pauses=pauses)
         for index, (chart_id, org, workflow_id) in enumerate(
             zip(queued.id, queued.org, snapshot.queued_workflow, strict=True)
