@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import transaction
 
@@ -116,6 +116,41 @@ PREVIEW_LEVERS = (
 )
 # How many charts the preview lists among those that move most.
 PREVIEW_TOP_CHARTS = 25
+
+
+class ChartMove(NamedTuple):
+    """A chart whose ETA moves by 1 s or more: `size` is how far (infinite if it gains or loses its ETA)."""
+
+    size: float
+    id: str
+    before: float | None
+    after: float | None
+
+
+@dataclass
+class OrgMoves:
+    """How an org's charts move: how many earlier, later, losing their ETA, and the largest moves."""
+
+    earlier: int = 0
+    later: int = 0
+    unplanned: int = 0
+    most_earlier: float = 0.0
+    most_later: float = 0.0
+
+    def add(self, move: ChartMove) -> None:
+        if move.before is None or move.after is None:
+            if move.after is None:
+                self.unplanned += 1
+            else:
+                self.earlier += 1
+            return
+        delta = move.after - move.before
+        if delta < 0:
+            self.earlier += 1
+            self.most_earlier = max(self.most_earlier, -delta)
+        else:
+            self.later += 1
+            self.most_later = max(self.most_later, delta)
 
 
 def _shaped(changes: dict[str, Any], name: str, shape: type) -> Any:
@@ -345,45 +380,34 @@ def plan_preview(*, changes: dict[str, Any]) -> dict[str, Any]:
     def slug_of(key: str) -> str:
         return rows[key].slug if key in rows else key
 
-    moves: list[tuple[float, str, float | None, float | None]] = []
+    moves: list[ChartMove] = []
     for chart_id, was in before.eta.items():
-        now_eta = after.eta[chart_id]
-        if was == now_eta:
+        will_be = after.eta[chart_id]
+        delta = None if was is None or will_be is None else will_be - was
+        if was == will_be or (delta is not None and abs(delta) < 1):
             continue
-        delta = None if was is None or now_eta is None else now_eta - was
-        if delta is not None and abs(delta) < 1:
-            continue
-        moves.append((math.inf if delta is None else abs(delta), chart_id, was, now_eta))
-    moves.sort(key=lambda move: (-move[0], move[1]))
+        moves.append(ChartMove(math.inf if delta is None else abs(delta), chart_id, was, will_be))
+    moves.sort(key=lambda move: (-move.size, move.id))
     org_of = dict(zip(queued.id, queued.org, strict=True))
-    running_org = {chart.id: chart.org for chart in scenario.running}
-    per_org: dict[str, dict[str, Any]] = {}
-    for _, chart_id, was, now_eta in moves:
-        key = org_of.get(chart_id) or running_org.get(chart_id, "")
-        entry = per_org.setdefault(
-            key, {"earlier": 0, "later": 0, "unplanned": 0, "most_earlier": 0.0, "most_later": 0.0}
-        )
-        if was is None or now_eta is None:
-            entry["unplanned" if now_eta is None else "earlier"] += 1
-            continue
-        delta = now_eta - was
-        entry["earlier" if delta < 0 else "later"] += 1
-        entry["most_earlier"] = max(entry["most_earlier"], -delta)
-        entry["most_later"] = max(entry["most_later"], delta)
+    org_of.update((chart.id, chart.org) for chart in scenario.running)
+    per_org: dict[str, OrgMoves] = {}
+    for move in moves:
+        per_org.setdefault(org_of.get(move.id, ""), OrgMoves()).add(move)
     queue_size = Counter(queued.org)
     orgs_out: dict[str, dict[str, Any]] = {}
     for key in sorted(before.org_clear.keys() | after.org_clear.keys() | queue_limits.keys()):
-        moved = per_org.get(key, {"earlier": 0, "later": 0, "unplanned": 0, "most_earlier": 0.0, "most_later": 0.0})
+        moved = per_org.get(key, OrgMoves())
+        limit = queue_limits.get(key)
         orgs_out[slug_of(key)] = {
             "before": stamp(before.org_clear.get(key)),
             "after": stamp(after.org_clear.get(key)),
-            "charts_earlier": moved["earlier"],
-            "charts_later": moved["later"],
-            "charts_unplanned": moved["unplanned"],
-            "most_earlier_seconds": round(moved["most_earlier"], 3),
-            "most_later_seconds": round(moved["most_later"], 3),
+            "charts_earlier": moved.earlier,
+            "charts_later": moved.later,
+            "charts_unplanned": moved.unplanned,
+            "most_earlier_seconds": round(moved.most_earlier, 3),
+            "most_later_seconds": round(moved.most_later, 3),
             "queued": queue_size.get(key, 0),
-            "queue_full": key in queue_limits and (limit := queue_limits[key]) is not None and queue_size[key] >= limit,
+            "queue_full": limit is not None and queue_size[key] >= limit,
         }
     return {
         "orgs": orgs_out,
@@ -391,13 +415,15 @@ def plan_preview(*, changes: dict[str, Any]) -> dict[str, Any]:
         "charts_moved": len(moves),
         "charts": [
             {
-                "id": int(chart_id),
-                "org": slug_of(org_of.get(chart_id) or running_org.get(chart_id, "")),
-                "before": stamp(was),
-                "after": stamp(now_eta),
-                "moved_seconds": None if was is None or now_eta is None else round(now_eta - was, 3),
+                "id": int(move.id),
+                "org": slug_of(org_of.get(move.id, "")),
+                "before": stamp(move.before),
+                "after": stamp(move.after),
+                "moved_seconds": None
+                if move.before is None or move.after is None
+                else round(move.after - move.before, 3),
             }
-            for _, chart_id, was, now_eta in moves[:PREVIEW_TOP_CHARTS]
+            for move in moves[:PREVIEW_TOP_CHARTS]
         ],
     }
 
