@@ -181,7 +181,7 @@ def _moment(value: object, *, field: str) -> float:
     return to_seconds(moment)
 
 
-def plan_preview(*, changes: dict[str, Any]) -> dict[str, Any]:
+def plan_preview(*, changes: dict[str, Any], now: datetime | None = None) -> dict[str, Any]:
     """What-if: the plan now and after the proposed changes, on one snapshot; nothing is written.
 
     `changes` may hold any of `PREVIEW_LEVERS`: `weights`, `caps` and `queue_limits` ({org slug:
@@ -222,7 +222,7 @@ def plan_preview(*, changes: dict[str, Any]) -> dict[str, Any]:
     for name in changes:
         if name not in PREVIEW_LEVERS:
             raise InvalidInput(f"unknown change {name!r}; known: {', '.join(PREVIEW_LEVERS)}", field=name)
-    snapshot = load_snapshot()
+    snapshot = load_snapshot(now=now)
     scenario = snapshot.scenario
     rows = load_orgs()
     key_of = {row.slug: key for key, row in rows.items()}

@@ -215,3 +215,44 @@ def test_only_staff_preview(tenants: Tenants, client_for: Client, who: str | Non
     response = client.post(URL, {"hold": ["beta"]}, format="json")
 
     assert response.status_code in {401, 403} if who is None else response.status_code == 403
+
+
+def test_the_preview_is_the_plan_the_levers_would_give(
+    tenants: Tenants, client_for: Client, queue: dict[str, list[Chart]], django_capture_on_commit_callbacks: Any
+) -> None:
+    """Preview several levers at one instant, then pull them for real and replan at that instant:
+    every org's clear-time and every listed chart's ETA are the ones previewed."""
+    from charts.services import chart_prioritize
+    from orgs import services as org_services
+    from scheduling.replan import plan_refresh
+    from scheduling.services import plan_preview, scheduler_config_set
+
+    instant = timezone.now()
+    until = instant + timedelta(minutes=30)
+    last = queue["beta"][-1]
+    preview_of = plan_preview(
+        changes={
+            "weights": {"beta": 3},
+            "budget": 2,
+            "caps": {"acme": 1},
+            "priorities": [{"chart": last.pk, "priority": 50}],
+            "provider_pauses": [{"provider": "llm", "org": "acme", "until": until.isoformat()}],
+        },
+        now=instant,
+    )
+
+    org_services.org_weight_set(org=tenants.org_b, weight=3, actor="test")
+    org_services.org_cap_set(org=tenants.org_a, max_concurrency=1, actor="test")
+    scheduler_config_set(budget=2, actor="test")
+    chart_prioritize(chart=last, priority=50, actor="test")
+    org_services.provider_pause(provider=tenants.workflow.provider, org=tenants.org_a, until=until, actor="test")
+    plan_refresh(now=instant)
+
+    assert preview_of["charts_moved"] > 0
+    for org in Org.objects.filter(slug__in=["acme", "beta"]):
+        expected = preview_of["orgs"][org.slug]["after"]
+        assert org.clear_at is not None
+        assert abs((org.clear_at - moment(expected)).total_seconds()) < 1e-3, org.slug
+    etas = dict(Chart.objects.values_list("pk", "plan__eta"))
+    for move in preview_of["charts"]:
+        assert abs((etas[move["id"]] - moment(move["after"])).total_seconds()) < 1e-3, move
