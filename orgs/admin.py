@@ -157,17 +157,17 @@ class OrgAdmin(ServiceModelAdmin[Org]):
                 formset.changed_objects.append((inline_form.instance, inline_form.changed_data))
 
     def _save_memberships(self, request: HttpRequest, org: Org, formset: BaseInlineFormSet[Any, Any, Any]) -> None:
-        """New members go through `membership_create` (checked and logged as the API adds them); role
-        changes and removals save as the inline does."""
+        """Members are added, given a role and removed by the services the API calls, so each change
+        is checked and logged in the org's history."""
         actor = actor_for(request.user)
         instances = formset.save(commit=False)
         for instance in formset.deleted_objects:
-            instance.delete()
+            services.membership_remove(membership=instance, actor=actor)
         for instance in instances:
             if instance.pk is None:
                 services.membership_create(user=instance.user, org=org, role=instance.role, actor=actor)
             else:
-                instance.save()
+                services.membership_role_set(membership=instance, role=instance.role, actor=actor)
 
     @admin.action(description="Hold the selected orgs (nothing of theirs dispatches)")
     def hold(self, request: HttpRequest, queryset: QuerySet[Org]) -> None:

@@ -45,6 +45,7 @@ from orgs.serializers import (
     ApiTokenIssueSerializer,
     ApiTokenSerializer,
     MembershipCreateSerializer,
+    MembershipRoleSerializer,
     MembershipSerializer,
     OrgCreateSerializer,
     OrgDetailSerializer,
@@ -61,7 +62,7 @@ from orgs.serializers import (
 )
 from scheduling.selectors import workflow_terms
 
-STAFF_ACTIONS = frozenset({"create", "partial_update", "hold", "release", "costs", "cost", "members"})
+STAFF_ACTIONS = frozenset({"create", "partial_update", "hold", "release", "costs", "cost", "members", "member"})
 
 
 def _user_named(username: str) -> Any:
@@ -132,6 +133,28 @@ class OrgViewSet(FairschedAPIView, viewsets.GenericViewSet[Org]):
             actor=actor_for(request.user),
         )
         return Response(MembershipSerializer(membership).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(methods=["PATCH"], request=MembershipRoleSerializer, responses=MembershipSerializer)
+    @extend_schema(methods=["DELETE"], request=None, responses={204: None})
+    @action(detail=True, methods=["patch", "delete"], url_path=r"members/(?P<username>[^/]+)")
+    def member(self, request: Request, slug: str, username: str) -> Response:
+        """Staff: change a member's role (PATCH) or remove them from the org (DELETE)."""
+        org = org_get(org_ids=None, slug=slug)
+        membership = (
+            Membership.objects.select_related("user", "org").filter(org=org, user__username=username).first()
+            if "\x00" not in username
+            else None
+        )
+        if membership is None:
+            raise HttpNotFound("membership not found")
+        actor = actor_for(request.user)
+        if request.method == "DELETE":
+            services.membership_remove(membership=membership, actor=actor)
+            return Response(status=status.HTTP_204_NO_CONTENT)
+        body = MembershipRoleSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        membership = services.membership_role_set(membership=membership, role=body.validated_data["role"], actor=actor)
+        return Response(MembershipSerializer(membership).data)
 
     @extend_schema(responses=OrgDetailSerializer)
     def retrieve(self, request: Request, slug: str) -> Response:

@@ -215,6 +215,10 @@ class MembershipCreateSerializer(StrictSerializer):
     role = serializers.ChoiceField(choices=Membership.Role.choices, default=Membership.Role.MEMBER)
 
 
+class MembershipRoleSerializer(StrictSerializer):
+    role = serializers.ChoiceField(choices=Membership.Role.choices)
+
+
 class ApiTokenSerializer(serializers.ModelSerializer[ApiToken]):
     user = serializers.CharField(source="user.username", read_only=True)
     org = serializers.CharField(source="org.slug", allow_null=True, read_only=True, help_text="null: a staff token.")

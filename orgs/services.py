@@ -315,6 +315,36 @@ def membership_create(*, user: User, org: Org, role: str, actor: str) -> Members
     return membership
 
 
+def membership_role_set(*, membership: Membership, role: str, actor: str) -> Membership:
+    """Change a member's role (a viewer reads only); logged in the org's history."""
+    if role not in Membership.Role.values:
+        raise InvalidInput(f"role must be one of {', '.join(Membership.Role.values)}, got {role!r}", field="role")
+    with transaction.atomic():
+        org = _locked(membership.org)
+        current = Membership.objects.select_related("user").filter(pk=membership.pk).first()
+        if current is None:
+            raise NotFound("membership not found", field="user")
+        if current.role == role:
+            return current
+        old, current.role = current.role, role
+        current.save(update_fields=["role"])
+        _log(org, actor=actor, field="member", old=f"{current.user} ({old})", new=f"{current.user} ({role})", reason="")
+        changed(kind="org", org_id=org.pk, replan=False)
+    return current
+
+
+def membership_remove(*, membership: Membership, actor: str) -> None:
+    """Remove a member: their session and their tokens for the org stop reaching it at once."""
+    with transaction.atomic():
+        org = _locked(membership.org)
+        current = Membership.objects.select_related("user").filter(pk=membership.pk).first()
+        if current is None:
+            raise NotFound("membership not found", field="user")
+        current.delete()
+        _log(org, actor=actor, field="member", old=f"{current.user} ({current.role})", new=None, reason="")
+        changed(kind="org", org_id=org.pk, replan=False)
+
+
 def provider_pause(
     *, provider: Provider, until: datetime, org: Org | None = None, actor: str, reason: str = ""
 ) -> ProviderPause:

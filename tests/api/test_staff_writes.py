@@ -36,6 +36,8 @@ STAFF_WRITES = [
     ("get", "/api/v1/orgs/acme/members/", None),
     ("post", "/api/v1/orgs/acme/members/", {"user": "olga", "role": "viewer"}),
     ("post", "/api/v1/orgs/beta/members/", {"user": "olga", "role": "admin"}),
+    ("patch", "/api/v1/orgs/acme/members/alice/", {"role": "viewer"}),
+    ("delete", "/api/v1/orgs/beta/members/bob/", None),
     ("get", "/api/v1/tokens/", None),
     ("post", "/api/v1/tokens/", {"user": "alice", "org": "acme"}),
     ("delete", "/api/v1/tokens/1/", None),
@@ -273,6 +275,33 @@ def test_a_bad_membership_is_400(tenants: Tenants, client_for: Client, body: dic
     assert response.status_code == 400
     assert field in response.json()
     assert written() == before
+
+
+def test_staff_change_a_role_and_remove_a_member(
+    tenants: Tenants, client_for: Client, token_client: TokenClient
+) -> None:
+    client = client_for(tenants.staff)
+    secret = api_token_issue(user=tenants.member_a, org=tenants.org_a)
+
+    viewer = client.patch("/api/v1/orgs/acme/members/alice/", {"role": "viewer"}, format="json")
+    refused = token_client(secret).post(
+        "/api/v1/charts/", {"workflow": "render", "external_id": "after-demotion"}, format="json"
+    )
+    removed = client.delete("/api/v1/orgs/acme/members/alice/")
+
+    assert viewer.status_code == 200
+    assert viewer.json()["role"] == "viewer"
+    assert refused.status_code == 403
+    assert removed.status_code == 204
+    assert not Membership.objects.filter(user=tenants.member_a).exists()
+    assert token_client(secret).get("/api/v1/orgs/").status_code in {401, 403}  # its token stops with it
+    assert list(OrgChange.objects.filter(org=tenants.org_a, field="member").values_list("old_value", "new_value")) == [
+        ("alice (viewer)", ""),
+        ("alice (member)", "alice (viewer)"),
+    ]
+    assert client.delete("/api/v1/orgs/acme/members/alice/").status_code == 404
+    assert client.patch("/api/v1/orgs/beta/members/alice/", {"role": "admin"}, format="json").status_code == 404
+    assert client.patch("/api/v1/orgs/beta/members/bob/", {"role": "owner"}, format="json").status_code == 400
 
 
 def test_members_of_an_unknown_org_is_404(tenants: Tenants, client_for: Client) -> None:
