@@ -70,12 +70,12 @@ def seed_backlog(size: int, orgs: int = 500) -> None:
         created = now.timestamp() - rng.uniform(0, 86400)
         buffer.write(
             f"{org.pk}\t{rng.choice(workflows).pk}\tb{i}\t{{}}\tqueued\tf\t0\t"
-            f"{time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(created))}+00\t0\t\t\t\t{now.isoformat()}\n"
+            f"{time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(created))}+00\t0\t\t\t\t{now.isoformat()}\t0\n"
         )
     with connection.cursor() as cursor:
         with cursor.connection.cursor().copy(
             "COPY charts_chart (org_id, workflow_id, external_id, payload, state, high_priority, priority,"
-            " created_at, attempt, last_error, temporal_workflow_id, temporal_run_id, updated_at) FROM STDIN"
+            " created_at, attempt, last_error, temporal_workflow_id, temporal_run_id, updated_at, service) FROM STDIN"
         ) as copy:
             copy.write(buffer.getvalue())
         cursor.execute("ANALYZE charts_chart")

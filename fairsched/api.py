@@ -8,6 +8,7 @@ exception handler turns them into `{"field": ["message"]}` bodies with their HTT
 from __future__ import annotations
 
 import hashlib
+import logging
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,12 +31,13 @@ from rest_framework.response import Response
 from rest_framework.throttling import SimpleRateThrottle
 
 from fairsched import strict
-from fairsched.errors import QueueFull, ServiceError
+from fairsched.errors import InvalidInput, NotFound, QueueFull, ServiceError
 from orgs.models import ApiToken, Membership, Org
 
 if TYPE_CHECKING:
     from rest_framework.views import APIView
 
+logger = logging.getLogger(__name__)
 TOKEN_KEYWORDS = (b"token", b"bearer")
 # last_used_at is refreshed at most this often, so that reads stay free of writes.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
@@ -57,6 +59,32 @@ def api_token_issue(*, user: User, org: Org | None = None, staff: bool = False, 
             user=user, org=org, is_staff=staff, name=name[:200], key_hash=_digest(secret), prefix=secret[:8]
         )
     return secret
+
+
+def api_token_grant(*, user: User, org: Org | None, staff: bool, name: str, actor: str) -> tuple[ApiToken, str]:
+    """Issue a token through the API: the row and its secret (shown once). An org token needs a user
+    who is a member of the org, a staff token a staff user (the authentication refuses any other)."""
+    if (org is None) == (not staff):
+        raise InvalidInput("give org or staff, not both and not neither", field="org")
+    if staff and not user.is_staff:
+        raise InvalidInput(f"{user.username} is not staff", field="user")
+    if org is not None and not Membership.objects.filter(user=user, org=org).exists():
+        raise InvalidInput(f"{user.username} is not a member of {org.slug}; add the membership first", field="user")
+    if not user.is_active:
+        raise InvalidInput(f"{user.username} is deactivated", field="user")
+    with transaction.atomic():
+        secret = api_token_issue(user=user, org=org, staff=staff, name=name)
+        token = ApiToken.objects.select_related("user", "org").get(key_hash=_digest(secret))
+    logger.info("api token %s… issued to %s (%s) by %s", token.prefix, user.username, org or "staff", actor)
+    return token, secret
+
+
+def api_token_revoke(*, token_id: int, actor: str) -> None:
+    """Revoke (delete) a token: it stops working at once."""
+    deleted, _ = ApiToken.objects.filter(pk=token_id).delete()
+    if not deleted:
+        raise NotFound("token not found", field="token")
+    logger.info("api token %s revoked by %s", token_id, actor)
 
 
 class ApiTokenAuthentication(BaseAuthentication):

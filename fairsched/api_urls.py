@@ -4,7 +4,7 @@ from django.urls import path
 from rest_framework.routers import DefaultRouter
 
 from charts.api import ChartViewSet
-from orgs.api import OrgViewSet, ProviderViewSet, WorkflowViewSet
+from orgs.api import ApiTokenViewSet, OrgViewSet, ProviderViewSet, WorkflowViewSet
 from scheduling.api import PlanPreviewView, ProviderPauseViewSet, SchedulerConfigView
 
 router = DefaultRouter()
@@ -13,6 +13,7 @@ router.register("orgs", OrgViewSet, basename="org")
 router.register("workflows", WorkflowViewSet, basename="workflow")
 router.register("providers", ProviderViewSet, basename="provider")
 router.register("provider-pauses", ProviderPauseViewSet, basename="provider-pause")
+router.register("tokens", ApiTokenViewSet, basename="token")
 
 urlpatterns = [
     path("scheduler/config/", SchedulerConfigView.as_view(), name="scheduler-config"),

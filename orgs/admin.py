@@ -18,7 +18,7 @@ from django.utils import timezone
 from charts.models import ChartState
 from fairsched.actors import actor_for
 from fairsched.admin_utils import ServiceModelAdmin, apply_each
-from fairsched.events import changed
+from fairsched.api import api_token_revoke
 from orgs import services
 from orgs.models import ApiToken, Membership, Org, OrgChange, Provider, ProviderPause, Workflow, WorkflowCost
 
@@ -48,6 +48,13 @@ class OrgChangeInline(admin.TabularInline[OrgChange, Org]):
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+    def delete_model(self, request: HttpRequest, obj: ApiToken) -> None:
+        api_token_revoke(token_id=obj.pk, actor=actor_for(request.user))
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
+        for token in queryset:
+            self.delete_model(request, token)
 
 
 @admin.register(Org)
@@ -122,6 +129,9 @@ class OrgAdmin(ServiceModelAdmin[Org]):
         2. Set the cost of every other added or changed row.
         3. Fill in what the admin's change message reads from a saved formset.
         """
+        if formset.model is Membership:
+            self._save_memberships(request, form.instance, formset)
+            return
         if formset.model is not WorkflowCost:
             super().save_formset(request, form, formset, change)
             return
@@ -146,6 +156,19 @@ class OrgAdmin(ServiceModelAdmin[Org]):
             else:
                 formset.changed_objects.append((inline_form.instance, inline_form.changed_data))
 
+    def _save_memberships(self, request: HttpRequest, org: Org, formset: BaseInlineFormSet[Any, Any, Any]) -> None:
+        """Members are added, given a role and removed by the services the API calls, so each change
+        is checked and logged in the org's history."""
+        actor = actor_for(request.user)
+        instances = formset.save(commit=False)
+        for instance in formset.deleted_objects:
+            services.membership_remove(membership=instance, actor=actor)
+        for instance in instances:
+            if instance.pk is None:
+                services.membership_create(user=instance.user, org=org, role=instance.role, actor=actor)
+            else:
+                services.membership_role_set(membership=instance, role=instance.role, actor=actor)
+
     @admin.action(description="Hold the selected orgs (nothing of theirs dispatches)")
     def hold(self, request: HttpRequest, queryset: QuerySet[Org]) -> None:
         actor = actor_for(request.user)
@@ -158,7 +181,9 @@ class OrgAdmin(ServiceModelAdmin[Org]):
 
 
 @admin.register(Workflow)
-class WorkflowAdmin(admin.ModelAdmin[Workflow]):
+class WorkflowAdmin(ServiceModelAdmin[Workflow]):
+    """Register and change workflows through `workflow_register` and `workflow_change`, as the API does."""
+
     list_display = ["name", "workflow_type", "task_queue", "default_cost", "provider", "run_timeout_shown"]
     list_filter = ["provider"]
     search_fields = ["name", "workflow_type"]
@@ -170,9 +195,14 @@ class WorkflowAdmin(admin.ModelAdmin[Workflow]):
         return str(workflow.run_timeout)
 
     def save_model(self, request: HttpRequest, obj: Workflow, form: ModelForm[Workflow], change: bool) -> None:
-        super().save_model(request, obj, form, change)
-        if "default_cost" in form.changed_data:
-            changed(kind="workflow", workflow=obj.pk)
+        actor = actor_for(request.user)
+        values = {field: getattr(obj, field) for field in services.WORKFLOW_FIELDS}
+        if not change:
+            obj.pk = services.workflow_register(actor=actor, **values).pk
+            return
+        moved = {field: values[field] for field in form.changed_data if field in services.WORKFLOW_FIELDS}
+        if moved:
+            services.workflow_change(workflow=obj, actor=actor, **moved)
 
 
 @admin.register(Provider)
@@ -244,3 +274,10 @@ class ApiTokenAdmin(admin.ModelAdmin[ApiToken]):
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+    def delete_model(self, request: HttpRequest, obj: ApiToken) -> None:
+        api_token_revoke(token_id=obj.pk, actor=actor_for(request.user))
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
+        for token in queryset:
+            self.delete_model(request, token)

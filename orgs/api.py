@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
@@ -15,9 +18,17 @@ from rest_framework.response import Response
 
 from charts.serializers import ReasonSerializer
 from fairsched.actors import actor_for
-from fairsched.api import CursorPagination, FairschedAPIView, IsStaffScope, visible_org_ids
+from fairsched.api import (
+    CursorPagination,
+    FairschedAPIView,
+    IsStaffScope,
+    api_token_grant,
+    api_token_revoke,
+    visible_org_ids,
+)
+from fairsched.errors import InvalidInput
 from orgs import services
-from orgs.models import Org, Provider, Workflow
+from orgs.models import ApiToken, Membership, Org, Provider, Workflow
 from orgs.selectors import (
     org_for_input,
     org_get,
@@ -30,19 +41,45 @@ from orgs.selectors import (
     workflows_all,
 )
 from orgs.serializers import (
+    ApiTokenIssuedSerializer,
+    ApiTokenIssueSerializer,
+    ApiTokenSerializer,
+    MembershipCreateSerializer,
+    MembershipRoleSerializer,
+    MembershipSerializer,
+    OrgCreateSerializer,
     OrgDetailSerializer,
     OrgSerializer,
     OrgUpdateSerializer,
     ProviderSerializer,
     WorkflowCostSerializer,
     WorkflowCostSetSerializer,
+    WorkflowCreateSerializer,
+    WorkflowSerializer,
     WorkflowTermsQuerySerializer,
     WorkflowTermsSerializer,
     WorkflowUpdateSerializer,
 )
 from scheduling.selectors import workflow_terms
 
-STAFF_ACTIONS = frozenset({"partial_update", "hold", "release", "costs", "cost"})
+STAFF_ACTIONS = frozenset({"create", "partial_update", "hold", "release", "costs", "cost", "members", "member"})
+
+
+def _user_named(username: str) -> Any:
+    """The user with this username, else a 400 naming the field (users are created in the admin)."""
+    user = get_user_model().objects.filter(username=username).first()
+    if user is None:
+        raise InvalidInput(f"unknown user {username!r}", field="user")
+    return user
+
+
+def _provider_named(slug: str | None) -> Provider | None:
+    if slug is None:
+        return None
+    provider = Provider.objects.filter(slug=slug).first()
+    if provider is None:
+        raise InvalidInput(f"unknown provider {slug!r}", field="provider")
+    return provider
 
 
 class OrgCursorPagination(CursorPagination):
@@ -68,6 +105,56 @@ class OrgViewSet(FairschedAPIView, viewsets.GenericViewSet[Org]):
     def list(self, request: Request) -> Response:
         page = self.paginate_queryset(orgs_visible(org_ids=visible_org_ids(request)))
         return self.get_paginated_response(OrgSerializer(page, many=True).data)
+
+    @extend_schema(request=OrgCreateSerializer, responses={201: OrgDetailSerializer})
+    def create(self, request: Request) -> Response:
+        """Staff: create an org (the slug defaults to one made from the name; a slug in use is a 409)."""
+        body = OrgCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        org = services.org_create(actor=actor_for(request.user), **body.validated_data)
+        return Response(OrgDetailSerializer(org_summary(org=org)).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(methods=["GET"], responses=MembershipSerializer(many=True))
+    @extend_schema(methods=["POST"], request=MembershipCreateSerializer, responses={201: MembershipSerializer})
+    @action(detail=True, methods=["get", "post"], pagination_class=None)
+    def members(self, request: Request, slug: str) -> Response:
+        """Staff: the org's members (GET), or make an existing user a member with a role (POST; 409 if
+        they are one already)."""
+        org = org_get(org_ids=None, slug=slug)
+        if request.method == "GET":
+            members = Membership.objects.filter(org=org).select_related("user", "org").order_by("user__username")
+            return Response(MembershipSerializer(members, many=True).data)
+        body = MembershipCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        membership = services.membership_create(
+            user=_user_named(body.validated_data["user"]),
+            org=org,
+            role=body.validated_data["role"],
+            actor=actor_for(request.user),
+        )
+        return Response(MembershipSerializer(membership).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(methods=["PATCH"], request=MembershipRoleSerializer, responses=MembershipSerializer)
+    @extend_schema(methods=["DELETE"], request=None, responses={204: None})
+    @action(detail=True, methods=["patch", "delete"], url_path=r"members/(?P<username>[^/]+)")
+    def member(self, request: Request, slug: str, username: str) -> Response:
+        """Staff: change a member's role (PATCH) or remove them from the org (DELETE)."""
+        org = org_get(org_ids=None, slug=slug)
+        membership = (
+            Membership.objects.select_related("user", "org").filter(org=org, user__username=username).first()
+            if "\x00" not in username
+            else None
+        )
+        if membership is None:
+            raise HttpNotFound("membership not found")
+        actor = actor_for(request.user)
+        if request.method == "DELETE":
+            services.membership_remove(membership=membership, actor=actor)
+            return Response(status=status.HTTP_204_NO_CONTENT)
+        body = MembershipRoleSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        membership = services.membership_role_set(membership=membership, role=body.validated_data["role"], actor=actor)
+        return Response(MembershipSerializer(membership).data)
 
     @extend_schema(responses=OrgDetailSerializer)
     def retrieve(self, request: Request, slug: str) -> Response:
@@ -150,7 +237,7 @@ class WorkflowCursorPagination(CursorPagination):
 
 
 class WorkflowViewSet(FairschedAPIView, viewsets.GenericViewSet[Workflow]):
-    """The kinds of chart that may be submitted: anyone signed in reads them; staff set run timeouts."""
+    """The kinds of chart that may be submitted: anyone signed in reads them; staff register and change them."""
 
     serializer_class = WorkflowTermsSerializer
     pagination_class = WorkflowCursorPagination
@@ -158,7 +245,7 @@ class WorkflowViewSet(FairschedAPIView, viewsets.GenericViewSet[Workflow]):
     lookup_value_regex = "[^/]+"
 
     def get_permissions(self) -> list[BasePermission]:
-        if self.action == "partial_update":
+        if self.action in {"create", "partial_update"}:
             return [IsAuthenticated(), IsStaffScope()]
         return [IsAuthenticated()]
 
@@ -190,17 +277,28 @@ class WorkflowViewSet(FairschedAPIView, viewsets.GenericViewSet[Workflow]):
             return org_for_input(org_ids=org_ids, slug=slug)
         return None
 
-    @extend_schema(request=WorkflowUpdateSerializer, responses=WorkflowTermsSerializer)
+    @extend_schema(request=WorkflowCreateSerializer, responses={201: WorkflowSerializer})
+    def create(self, request: Request) -> Response:
+        """Staff: register a workflow (a name in use is a 409)."""
+        body = WorkflowCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = dict(body.validated_data)
+        data["provider"] = _provider_named(data["provider"])
+        workflow = services.workflow_register(actor=actor_for(request.user), **data)
+        return Response(WorkflowSerializer(workflow).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=WorkflowUpdateSerializer, responses=WorkflowSerializer)
     def partial_update(self, request: Request, name: str) -> Response:
-        """Staff: set the run timeout (seconds; null for the deployment's default) of runs started from now on."""
+        """Staff: change any of name, workflow type, task queue, default cost, run timeout (null: the
+        deployment's default), provider (null: none) and params; runs started from now on use them."""
         workflow = workflow_get(name=name)
         body = WorkflowUpdateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        workflow = services.workflow_run_timeout_set(
-            workflow=workflow, run_timeout=body.validated_data["run_timeout"], actor=actor_for(request.user)
-        )
-        (terms,) = workflow_terms(workflows=[workflow], org=self._terms_org(request))
-        return Response(WorkflowTermsSerializer(terms).data)
+        data = dict(body.validated_data)
+        if "provider" in data:
+            data["provider"] = _provider_named(data["provider"])
+        workflow = services.workflow_change(workflow=workflow, actor=actor_for(request.user), **data)
+        return Response(WorkflowSerializer(workflow).data)
 
 
 class ProviderCursorPagination(CursorPagination):
@@ -227,3 +325,46 @@ class ProviderViewSet(FairschedAPIView, viewsets.GenericViewSet[Provider]):
     def retrieve(self, request: Request, slug: str) -> Response:
         provider = provider_get(org_ids=visible_org_ids(request), now=timezone.now(), slug=slug)
         return Response(ProviderSerializer(provider).data)
+
+
+class TokenCursorPagination(CursorPagination):
+    ordering = "-id"
+
+
+class ApiTokenViewSet(FairschedAPIView, viewsets.GenericViewSet[ApiToken]):
+    """Staff: list, issue (the secret is shown once) and revoke API tokens."""
+
+    serializer_class = ApiTokenSerializer
+    pagination_class = TokenCursorPagination
+    permission_classes = [IsAuthenticated, IsStaffScope]
+    lookup_value_regex = "[0-9]+"
+
+    def get_queryset(self) -> QuerySet[ApiToken]:
+        return ApiToken.objects.select_related("user", "org")
+
+    def list(self, request: Request) -> Response:
+        page = self.paginate_queryset(self.get_queryset())
+        return self.get_paginated_response(ApiTokenSerializer(page, many=True).data)
+
+    @extend_schema(request=ApiTokenIssueSerializer, responses={201: ApiTokenIssuedSerializer})
+    def create(self, request: Request) -> Response:
+        """Issue a token scoped to one org (its user must be a member) or to staff (a staff user)."""
+        body = ApiTokenIssueSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        org = org_for_input(org_ids=None, slug=data["org"]) if data["org"] else None
+        token, secret = api_token_grant(
+            user=_user_named(data["user"]),
+            org=org,
+            staff=data["staff"],
+            name=data["name"],
+            actor=actor_for(request.user),
+        )
+        token.secret = secret  # type: ignore[attr-defined]
+        return Response(ApiTokenIssuedSerializer(token).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(responses={204: None})
+    def destroy(self, request: Request, pk: str) -> Response:
+        """Revoke the token: it stops working at once."""
+        api_token_revoke(token_id=int(pk), actor=actor_for(request.user))
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -8,9 +8,9 @@ from typing import Any
 from rest_framework import serializers
 
 from charts.models import ChartState
-from fairsched.strict import StrictCharField, StrictIntegerField, StrictSerializer
-from orgs.models import Org, Provider, ProviderPause, WorkflowCost
-from orgs.services import MAX_RUN_TIMEOUT, MAX_WEIGHT
+from fairsched.strict import StrictBooleanField, StrictCharField, StrictIntegerField, StrictSerializer, StrictSlugField
+from orgs.models import ApiToken, Membership, Org, Provider, ProviderPause, Workflow, WorkflowCost
+from orgs.services import MAX_COST, MAX_RUN_TIMEOUT, MAX_WEIGHT, WORKFLOW_FIELDS
 
 
 class OrgSerializer(serializers.ModelSerializer[Org]):
@@ -135,7 +135,118 @@ class ProviderSerializer(serializers.Serializer[Any]):
         return max((pause.until for pause in pauses), default=None)
 
 
-class WorkflowUpdateSerializer(StrictSerializer):
-    run_timeout = StrictIntegerField(
-        allow_null=True, min_value=1, max_value=MAX_RUN_TIMEOUT, help_text="Seconds; null: the deployment's default."
+class WorkflowSerializer(serializers.ModelSerializer[Workflow]):
+    """A workflow as staff configure it."""
+
+    provider = serializers.CharField(
+        source="provider.slug", allow_null=True, read_only=True, help_text="The provider its runs call; null: none."
     )
+
+    class Meta:
+        model = Workflow
+        fields = [
+            "name",
+            "workflow_type",
+            "task_queue",
+            "default_cost",
+            "run_timeout",
+            "effective_run_timeout",
+            "provider",
+            "params",
+        ]
+        read_only_fields = fields
+
+
+class WorkflowCreateSerializer(StrictSerializer):
+    name = StrictCharField(max_length=200, visible=True)
+    workflow_type = StrictCharField(max_length=200, visible=True, help_text="The Temporal workflow type it starts.")
+    task_queue = StrictCharField(max_length=200, visible=True)
+    default_cost = StrictIntegerField(required=False, default=1, min_value=1, max_value=MAX_COST)
+    run_timeout = StrictIntegerField(
+        required=False,
+        default=None,
+        allow_null=True,
+        min_value=1,
+        max_value=MAX_RUN_TIMEOUT,
+        help_text="Seconds; null: the deployment's default.",
+    )
+    provider = StrictSlugField(
+        required=False, default=None, allow_null=True, max_length=100, help_text="A provider's slug; null: none."
+    )
+    params = serializers.DictField(required=False, default=dict, help_text="Passed to every run of this workflow.")
+
+
+class WorkflowUpdateSerializer(WorkflowCreateSerializer):
+    """Any subset of a workflow's fields (at least one)."""
+
+    def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
+        fields = super().get_fields()
+        for field in fields.values():
+            field.required = False
+            field.default = serializers.empty
+        return fields
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if not attrs:
+            raise serializers.ValidationError(f"give at least one of: {', '.join(WORKFLOW_FIELDS)}")
+        return attrs
+
+
+class OrgCreateSerializer(StrictSerializer):
+    name = StrictCharField(max_length=200, visible=True)
+    slug = StrictSlugField(max_length=100, required=False, help_text="Default: made from the name.")
+    weight = StrictIntegerField(required=False, default=1, min_value=0, max_value=MAX_WEIGHT)
+    max_concurrency = StrictIntegerField(required=False, default=None, allow_null=True, min_value=1)
+    queue_limit = StrictIntegerField(required=False, default=None, allow_null=True, min_value=1)
+
+
+class MembershipSerializer(serializers.ModelSerializer[Membership]):
+    user = serializers.CharField(source="user.username", read_only=True)
+    org = serializers.CharField(source="org.slug", read_only=True)
+
+    class Meta:
+        model = Membership
+        fields = ["user", "org", "role", "created_at"]
+        read_only_fields = fields
+
+
+class MembershipCreateSerializer(StrictSerializer):
+    user = StrictCharField(max_length=150, visible=True, help_text="An existing user's username.")
+    role = serializers.ChoiceField(choices=Membership.Role.choices, default=Membership.Role.MEMBER)
+
+
+class MembershipRoleSerializer(StrictSerializer):
+    role = serializers.ChoiceField(choices=Membership.Role.choices)
+
+
+class ApiTokenSerializer(serializers.ModelSerializer[ApiToken]):
+    user = serializers.CharField(source="user.username", read_only=True)
+    org = serializers.CharField(source="org.slug", allow_null=True, read_only=True, help_text="null: a staff token.")
+    staff = serializers.BooleanField(source="is_staff", read_only=True)
+
+    class Meta:
+        model = ApiToken
+        fields = ["id", "prefix", "user", "org", "staff", "name", "created_at", "last_used_at"]
+        read_only_fields = fields
+
+
+class ApiTokenIssuedSerializer(ApiTokenSerializer):
+    secret = serializers.CharField(read_only=True, help_text="Shown this once; only a digest is stored.")
+
+    class Meta(ApiTokenSerializer.Meta):
+        fields = [*ApiTokenSerializer.Meta.fields, "secret"]
+        read_only_fields = fields
+
+
+class ApiTokenIssueSerializer(StrictSerializer):
+    user = StrictCharField(max_length=150, visible=True, help_text="An existing user's username.")
+    org = StrictSlugField(
+        max_length=100, required=False, default=None, allow_null=True, help_text="Scope to this org (a member's)."
+    )
+    staff = StrictBooleanField(required=False, default=False, help_text="Scope to staff (the user must be staff).")
+    name = StrictCharField(max_length=200, required=False, allow_blank=True, default="")
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if (attrs["org"] is None) == (not attrs["staff"]):
+            raise serializers.ValidationError({"org": ["give org or staff: true, not both and not neither"]})
+        return attrs

@@ -10,17 +10,19 @@ import logging
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.contrib.auth.models import User
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
-from fairsched.errors import InvalidInput, NotFound
+from fairsched.errors import Conflict, InvalidInput, NotFound
 from fairsched.events import changed
 from fairsched.strict import MAX_INT32
-from orgs.models import Org, OrgChange, Provider, ProviderPause, Workflow, WorkflowCost
+from orgs.models import Membership, Org, OrgChange, Provider, ProviderPause, Workflow, WorkflowCost
 
 MAX_WEIGHT = 10_000
 MAX_RUN_TIMEOUT = 366 * 86400
+MAX_COST = 1_000_000
 logger = logging.getLogger(__name__)
 
 
@@ -75,12 +77,17 @@ def org_create(
     weight = _require_int(weight, field="weight", minimum=0, maximum=MAX_WEIGHT)
     max_concurrency = _optional_int(max_concurrency, field="max_concurrency", minimum=1)
     queue_limit = _optional_int(queue_limit, field="queue_limit", minimum=1)
+    taken = Conflict(f"an org with slug {slug!r} exists already", field="slug")
     with transaction.atomic():
         if Org.objects.filter(slug=slug).exists():
-            raise InvalidInput(f"an org with slug {slug!r} exists already", field="slug")
-        org = Org.objects.create(
-            name=name, slug=slug, weight=weight, max_concurrency=max_concurrency, queue_limit=queue_limit
-        )
+            raise taken
+        try:
+            with transaction.atomic():  # a concurrent create of the same slug loses here, not with a 500
+                org = Org.objects.create(
+                    name=name, slug=slug, weight=weight, max_concurrency=max_concurrency, queue_limit=queue_limit
+                )
+        except IntegrityError:
+            raise taken from None
         _log(org, actor=actor, field="created", old=None, new=f"weight {weight}", reason="")
         changed(kind="org", org_id=org.pk)
     return org
@@ -178,22 +185,164 @@ def workflow_cost_set(*, org: Org, workflow: Workflow, cost: int | None, actor: 
         changed(kind="org", org_id=org.pk)
 
 
+WORKFLOW_FIELDS = ("name", "workflow_type", "task_queue", "default_cost", "run_timeout", "provider", "params")
+
+
+def _text(value: object, *, field: str, max_length: int = 200) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInput(f"{field} must be a non-empty string", field=field)
+    value = value.strip()
+    if len(value) > max_length or "\x00" in value:
+        raise InvalidInput(f"{field} must be at most {max_length} characters, without NUL", field=field)
+    return value
+
+
+def _workflow_values(values: dict[str, object]) -> dict[str, object]:
+    """Check the given workflow fields as one rule for the admin and the API (any subset of `WORKFLOW_FIELDS`)."""
+    cleaned: dict[str, object] = {}
+    for field, value in values.items():
+        if field in {"name", "workflow_type", "task_queue"}:
+            cleaned[field] = _text(value, field=field)
+        elif field == "default_cost":
+            cleaned[field] = _require_int(value, field=field, minimum=1, maximum=MAX_COST)
+        elif field == "run_timeout":
+            cleaned[field] = (
+                None if value is None else _require_int(value, field=field, minimum=1, maximum=MAX_RUN_TIMEOUT)
+            )
+        elif field == "provider":
+            if value is not None and not isinstance(value, Provider):
+                raise InvalidInput("provider must be a provider or null", field=field)
+            cleaned[field] = value
+        elif field == "params":
+            if not isinstance(value, dict):
+                raise InvalidInput("params must be an object", field=field)
+            cleaned[field] = value
+        else:
+            raise InvalidInput(f"unknown workflow field {field!r}", field=field)
+    return cleaned
+
+
+def _workflow_saved(workflow: Workflow, *, fields: list[str] | None) -> Workflow:
+    """Save (all fields when `fields` is None: a new row); a name taken meanwhile is a 409, not a 500."""
+    try:
+        with transaction.atomic():
+            workflow.save(update_fields=fields)
+    except IntegrityError:
+        raise Conflict(f"a workflow named {workflow.name!r} exists already", field="name") from None
+    return workflow
+
+
+def workflow_register(
+    *,
+    name: str,
+    workflow_type: str,
+    task_queue: str,
+    default_cost: int = 1,
+    run_timeout: int | None = None,
+    provider: Provider | None = None,
+    params: dict[str, object] | None = None,
+    actor: str,
+) -> Workflow:
+    """Register a kind of chart: the Temporal workflow type it starts, its task queue and terms.
+
+    A name in use is a conflict (409). Nothing is queued under it yet, so no replan is needed.
+    """
+    values = _workflow_values(
+        {
+            "name": name,
+            "workflow_type": workflow_type,
+            "task_queue": task_queue,
+            "default_cost": default_cost,
+            "run_timeout": run_timeout,
+            "provider": provider,
+            "params": {} if params is None else params,
+        }
+    )
+    with transaction.atomic():
+        if Workflow.objects.filter(name=values["name"]).exists():
+            raise Conflict(f"a workflow named {values['name']!r} exists already", field="name")
+        workflow = _workflow_saved(Workflow(**values), fields=None)
+        changed(kind="workflow", workflow=workflow.pk, replan=False)
+    logger.info("workflow %s registered by %s", workflow.name, actor)
+    return workflow
+
+
+def workflow_change(*, workflow: Workflow, actor: str, **values: object) -> Workflow:
+    """Change any of a workflow's `WORKFLOW_FIELDS` at once; all are checked before anything is written.
+
+    A new cost or provider moves the plan (replan); a new run timeout, type, task queue or params
+    apply to runs started from now on (Temporal fixes a run's timeout when it starts).
+    """
+    cleaned = _workflow_values(values)
+    with transaction.atomic():
+        workflow = Workflow.objects.select_for_update().get(pk=workflow.pk)
+        moved = [field for field, value in cleaned.items() if getattr(workflow, field) != value]
+        if not moved:
+            return workflow
+        if "name" in moved and Workflow.objects.filter(name=cleaned["name"]).exclude(pk=workflow.pk).exists():
+            raise Conflict(f"a workflow named {cleaned['name']!r} exists already", field="name")
+        old = {field: getattr(workflow, field) for field in moved}
+        for field in moved:
+            setattr(workflow, field, cleaned[field])
+        _workflow_saved(workflow, fields=moved)
+        changed(kind="workflow", workflow=workflow.pk, replan=bool({"default_cost", "provider"} & set(moved)))
+    for field in moved:
+        logger.info("workflow %s: %s %s -> %s by %s", workflow.name, field, old[field], cleaned[field], actor)
+    return workflow
+
+
 def workflow_run_timeout_set(*, workflow: Workflow, run_timeout: int | None, actor: str) -> Workflow:
     """Set how many seconds a run of `workflow` may take (None: the FAIRSCHED_RUN_TIMEOUT default).
 
     It applies to runs started from now on: Temporal fixes a run's execution timeout when it starts.
     """
-    run_timeout = _optional_int(run_timeout, field="run_timeout", minimum=1)
-    if run_timeout is not None and run_timeout > MAX_RUN_TIMEOUT:
-        raise InvalidInput(
-            f"run_timeout must be at most {MAX_RUN_TIMEOUT} seconds, got {run_timeout}", field="run_timeout"
-        )
+    return workflow_change(workflow=workflow, run_timeout=run_timeout, actor=actor)
+
+
+def membership_create(*, user: User, org: Org, role: str, actor: str) -> Membership:
+    """Make `user` a member of `org` with `role`; already a member is a conflict (409). Logged in the
+    org's history."""
+    if role not in Membership.Role.values:
+        raise InvalidInput(f"role must be one of {', '.join(Membership.Role.values)}, got {role!r}", field="role")
+    taken = Conflict(f"{user} is a member of {org.slug} already", field="user")
     with transaction.atomic():
-        workflow = Workflow.objects.select_for_update().get(pk=workflow.pk)
-        old, workflow.run_timeout = workflow.run_timeout, run_timeout
-        workflow.save(update_fields=["run_timeout"])
-    logger.info("workflow %s: run_timeout %s -> %s by %s", workflow.name, old, run_timeout, actor)
-    return workflow
+        org = _locked(org)
+        if Membership.objects.filter(user=user, org=org).exists():
+            raise taken
+        membership = Membership.objects.create(user=user, org=org, role=role)
+        _log(org, actor=actor, field="member", old=None, new=f"{user} ({role})", reason="")
+        changed(kind="org", org_id=org.pk, replan=False)
+    return membership
+
+
+def membership_role_set(*, membership: Membership, role: str, actor: str) -> Membership:
+    """Change a member's role (a viewer reads only); logged in the org's history."""
+    if role not in Membership.Role.values:
+        raise InvalidInput(f"role must be one of {', '.join(Membership.Role.values)}, got {role!r}", field="role")
+    with transaction.atomic():
+        org = _locked(membership.org)
+        current = Membership.objects.select_related("user").filter(pk=membership.pk).first()
+        if current is None:
+            raise NotFound("membership not found", field="user")
+        if current.role == role:
+            return current
+        old, current.role = current.role, role
+        current.save(update_fields=["role"])
+        _log(org, actor=actor, field="member", old=f"{current.user} ({old})", new=f"{current.user} ({role})", reason="")
+        changed(kind="org", org_id=org.pk, replan=False)
+    return current
+
+
+def membership_remove(*, membership: Membership, actor: str) -> None:
+    """Remove a member: their session and their tokens for the org stop reaching it at once."""
+    with transaction.atomic():
+        org = _locked(membership.org)
+        current = Membership.objects.select_related("user").filter(pk=membership.pk).first()
+        if current is None:
+            raise NotFound("membership not found", field="user")
+        current.delete()
+        _log(org, actor=actor, field="member", old=f"{current.user} ({current.role})", new=None, reason="")
+        changed(kind="org", org_id=org.pk, replan=False)
 
 
 def provider_pause(

@@ -14,10 +14,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from charts.services import PRIORITY_RANGE
 from fairsched.actors import actor_for
 from fairsched.api import CursorPagination, FairschedAPIView, IsStaffScope
 from fairsched.errors import InvalidInput, NotFound
 from fairsched.strict import (
+    StrictBooleanField,
     StrictCharField,
     StrictFloatField,
     StrictIntegerField,
@@ -165,25 +167,66 @@ class ProviderPauseViewSet(FairschedAPIView, viewsets.GenericViewSet[ProviderPau
 class CostChangeSerializer(StrictSerializer):
     org = StrictSlugField(max_length=100)
     workflow = StrictCharField(max_length=200)
-    cost = StrictIntegerField(min_value=1, max_value=1_000_000)
+    cost = StrictIntegerField(
+        min_value=1, max_value=1_000_000, allow_null=True, help_text="null: back to the workflow's default cost"
+    )
+
+
+class PriorityChangeSerializer(StrictSerializer):
+    chart = StrictIntegerField(min_value=1, help_text="The id of a waiting chart.")
+    priority = StrictIntegerField(required=False, min_value=PRIORITY_RANGE[0], max_value=PRIORITY_RANGE[1])
+    high_priority = StrictBooleanField(required=False)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if not attrs.keys() & {"priority", "high_priority"}:
+            raise serializers.ValidationError({"priority": ["give priority or high_priority"]})
+        return attrs
+
+
+class ProviderResumeChangeSerializer(StrictSerializer):
+    provider = StrictSlugField(max_length=100)
+    org = StrictSlugField(max_length=100, required=False, allow_null=True, help_text="null: the pause for everyone")
+
+
+class ProviderPauseChangeSerializer(ProviderResumeChangeSerializer):
+    until = serializers.DateTimeField()
 
 
 class PlanChangesSerializer(StrictSerializer):
-    """A proposed change; nothing is written. Unknown orgs and workflows are refused with 400."""
+    """A proposed change of any lever; nothing is written. Unknown levers, orgs, workflows, providers
+    and charts are refused with 400 naming the field."""
 
     weights = serializers.DictField(
-        child=StrictIntegerField(min_value=0, max_value=MAX_WEIGHT),
-        required=False,
-        help_text="org slug -> weight",
+        child=StrictIntegerField(min_value=0, max_value=MAX_WEIGHT), required=False, help_text="org slug -> weight"
     )
-    budget = StrictIntegerField(required=False, min_value=1, max_value=MAX_BUDGET)
-    costs = CostChangeSerializer(many=True, required=False)
     hold = serializers.ListField(child=StrictSlugField(max_length=100), required=False)
     release = serializers.ListField(child=StrictSlugField(max_length=100), required=False)
+    caps = serializers.DictField(
+        child=StrictIntegerField(min_value=1, max_value=10_000, allow_null=True),
+        required=False,
+        help_text="org slug -> max running charts (null: no cap)",
+    )
+    queue_limits = serializers.DictField(
+        child=StrictIntegerField(min_value=1, max_value=10_000_000, allow_null=True),
+        required=False,
+        help_text="org slug -> queue limit (null: none); it refuses new submissions, moves no queued chart",
+    )
+    budget = StrictIntegerField(required=False, min_value=1, max_value=MAX_BUDGET)
+    policy = serializers.ChoiceField(choices=SchedulerConfig.Policy.choices, required=False)
+    quantum = StrictFloatField(required=False, min_value=0.001, max_value=1_000_000)
+    aging_step = StrictFloatField(required=False, allow_null=True, min_value=0.001, max_value=1_000_000)
+    aging_cap = StrictIntegerField(required=False, min_value=0, max_value=1000)
+    costs = CostChangeSerializer(many=True, required=False)
+    priorities = PriorityChangeSerializer(many=True, required=False)
+    provider_pauses = ProviderPauseChangeSerializer(many=True, required=False)
+    provider_resumes = ProviderResumeChangeSerializer(many=True, required=False)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        slugs = {*attrs.get("weights", {}), *attrs.get("hold", []), *attrs.get("release", [])}
+        slugs = {*attrs.get("weights", {}), *attrs.get("caps", {}), *attrs.get("queue_limits", {})}
+        slugs |= {*attrs.get("hold", []), *attrs.get("release", [])}
         slugs |= {cost["org"] for cost in attrs.get("costs", [])}
+        pauses = [*attrs.get("provider_pauses", []), *attrs.get("provider_resumes", [])]
+        slugs |= {pause["org"] for pause in pauses if pause.get("org")}
         known = set(Org.objects.filter(slug__in=slugs).values_list("slug", flat=True))
         if slugs - known:
             raise serializers.ValidationError({"org": [f"unknown org(s): {', '.join(sorted(slugs - known))}"]})
@@ -193,6 +236,11 @@ class PlanChangesSerializer(StrictSerializer):
             raise serializers.ValidationError(
                 {"workflow": [f"unknown workflow(s): {', '.join(sorted(names - known_names))}"]}
             )
+        providers = {pause["provider"] for pause in pauses}
+        known_providers = set(Provider.objects.filter(slug__in=providers).values_list("slug", flat=True))
+        if providers - known_providers:
+            unknown = ", ".join(sorted(providers - known_providers))
+            raise serializers.ValidationError({"provider": [f"unknown provider(s): {unknown}"]})
         return attrs
 
 
@@ -201,13 +249,33 @@ class BeforeAfterSerializer(serializers.Serializer[Any]):
     after = serializers.DateTimeField(allow_null=True)
 
 
+class OrgPreviewSerializer(BeforeAfterSerializer):
+    charts_earlier = serializers.IntegerField(help_text="Charts of the org whose ETA moves earlier (by 1 s or more).")
+    charts_later = serializers.IntegerField()
+    charts_unplanned = serializers.IntegerField(help_text="Charts that had an ETA and would have none.")
+    most_earlier_seconds = serializers.FloatField()
+    most_later_seconds = serializers.FloatField()
+    queued = serializers.IntegerField(help_text="The org's waiting charts.")
+    queue_full = serializers.BooleanField(help_text="Under the proposed queue limit, new submissions are refused.")
+
+
+class ChartMoveSerializer(serializers.Serializer[Any]):
+    id = serializers.IntegerField()
+    org = serializers.CharField()
+    before = serializers.DateTimeField(allow_null=True)
+    after = serializers.DateTimeField(allow_null=True)
+    moved_seconds = serializers.FloatField(allow_null=True, help_text="after - before; null: planned on one side only")
+
+
 PlanPreviewSerializer = inline_serializer(
     "PlanPreview",
     {
         "orgs": serializers.DictField(
-            child=BeforeAfterSerializer(), help_text="org slug -> clear-time before and after"
+            child=OrgPreviewSerializer(), help_text="org slug -> clear-time before and after, and its charts' moves"
         ),
         "global": BeforeAfterSerializer(help_text="The clear-time of the whole queue before and after."),
+        "charts_moved": serializers.IntegerField(help_text="How many charts' ETAs move by 1 s or more."),
+        "charts": ChartMoveSerializer(many=True, help_text="The charts that move most (at most 25), largest first."),
     },
 )
 
@@ -217,9 +285,8 @@ class PlanPreviewView(FairschedAPIView, APIView):
 
     @extend_schema(request=PlanChangesSerializer, responses=PlanPreviewSerializer)
     def post(self, request: Request) -> Response:
-        """The what-if of a proposed change: every org's clear-time and the global one, before and after."""
-        from scheduling.services import plan_preview  # the scheduling loop provides it
-
+        """The what-if of a proposed change of any lever, replanned in memory from one snapshot: every
+        org's clear-time and the global one before and after, and the charts whose ETAs move most."""
         body = PlanChangesSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        return Response(plan_preview(changes=dict(body.validated_data)))
+        return Response(services.plan_preview(changes=dict(body.validated_data)))

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
-from dataclasses import replace
-from typing import Any
+from collections import Counter
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any, NamedTuple
 
 from django.db import transaction
 
@@ -96,83 +98,336 @@ def scheduler_config_set(*, actor: str, **values: Any) -> SchedulerConfig:
     return config
 
 
-def plan_preview(*, changes: dict[str, Any]) -> dict[str, Any]:
-    """What-if: every org's clear-time now and after the proposed changes, on the current snapshot.
+PREVIEW_LEVERS = (
+    "weights",
+    "hold",
+    "release",
+    "caps",
+    "queue_limits",
+    "budget",
+    "policy",
+    "quantum",
+    "aging_step",
+    "aging_cap",
+    "costs",
+    "priorities",
+    "provider_pauses",
+    "provider_resumes",
+)
+# How many charts the preview lists among those that move most.
+PREVIEW_TOP_CHARTS = 25
 
-    `changes` may hold `weights` ({org slug: weight}), `budget`, `costs` ([{org, workflow, cost}]),
-    `hold` and `release` (lists of org slugs). Nothing is written; bad values and unknown orgs or
-    workflows are refused as the real levers refuse them.
-    1. Load the snapshot the replan pass would load.
-    2. Apply the changes to a copy of its scenario.
-    3. Plan both with the core and pair up the clear-times.
+
+class ChartMove(NamedTuple):
+    """A chart whose ETA moves by 1 s or more: `size` is how far (infinite if it gains or loses its ETA)."""
+
+    size: float
+    id: str
+    before: float | None
+    after: float | None
+
+
+@dataclass
+class OrgMoves:
+    """How an org's charts move: how many earlier, later, losing their ETA, and the largest moves."""
+
+    earlier: int = 0
+    later: int = 0
+    unplanned: int = 0
+    most_earlier: float = 0.0
+    most_later: float = 0.0
+
+    def add(self, move: ChartMove) -> None:
+        if move.before is None or move.after is None:
+            if move.after is None:
+                self.unplanned += 1
+            else:
+                self.earlier += 1
+            return
+        delta = move.after - move.before
+        if delta < 0:
+            self.earlier += 1
+            self.most_earlier = max(self.most_earlier, -delta)
+        else:
+            self.later += 1
+            self.most_later = max(self.most_later, delta)
+
+
+def _shaped(changes: dict[str, Any], name: str, shape: type) -> Any:
+    value = changes.get(name)
+    if value is None:
+        return {} if shape is dict else []
+    if not isinstance(value, shape):
+        kind = "an object keyed by org slug" if shape is dict else "a list"
+        raise InvalidInput(f"{name} must be {kind}", field=name)
+    return value
+
+
+def _entries(changes: dict[str, Any], name: str) -> list[dict[str, Any]]:
+    entries = _shaped(changes, name, list)
+    if not all(isinstance(entry, dict) for entry in entries):
+        raise InvalidInput(f"each entry of {name} must be an object", field=name)
+    return list(entries)
+
+
+def _moment(value: object, *, field: str) -> float:
+    from django.utils.dateparse import parse_datetime
+
+    from scheduling.snapshot import to_seconds
+
+    moment = parse_datetime(value) if isinstance(value, str) else value
+    if not isinstance(moment, datetime) or moment.tzinfo is None:
+        raise InvalidInput(f"{field} needs a date-time with its timezone, got {value!r}", field=field)
+    return to_seconds(moment)
+
+
+def plan_preview(*, changes: dict[str, Any], now: datetime | None = None) -> dict[str, Any]:
+    """What-if: the plan now and after the proposed changes, on one snapshot; nothing is written.
+
+    `changes` may hold any of `PREVIEW_LEVERS`: `weights`, `caps` and `queue_limits` ({org slug:
+    value}, null lifting a cap or limit), `hold` and `release` (org slugs), `budget`, `policy`,
+    `quantum`, `aging_step` (null: no aging) and `aging_cap`, `costs` ([{org, workflow, cost}],
+    cost null: back to the workflow's default), `priorities` ([{chart, priority?, high_priority?}]
+    of waiting charts), `provider_pauses` ([{provider, org?, until}]) and `provider_resumes`
+    ([{provider, org?}]). A name it does not know, an unknown org, workflow, provider or chart, and
+    a value the real lever would refuse are refused with the field named.
+    1. Check the names, then load the snapshot the replan pass would load (and the org rows, costs
+       and pauses it was built from).
+    2. Apply the changes to copies: org rows (weight, hold, release, cap), configuration (budget,
+       policy, quantum, aging), queued columns (cost, priority, availability under the pauses).
+    3. Recompute every org's place in the rounds under way with the changed rows (as the replan
+       would at the next pass), and plan both scenarios with the core.
+    4. Pair up the clear-times (per org and global), each chart's ETA before and after, and list
+       the charts that move most (a chart no longer planned first, then by the size of the move,
+       then by id); per org, how many charts move earlier and later, and the largest moves.
     """
-    from orgs.models import Org, Workflow
+    from charts.models import Chart
+    from orgs.models import Provider, Workflow
     from scheduling import core
-    from scheduling.snapshot import load_snapshot, to_datetime
+    from scheduling.snapshot import (
+        WAITING,
+        Epoch,
+        _backlogged_and_ready,
+        chart_key,
+        fair_service,
+        load_costs,
+        load_orgs,
+        load_snapshot,
+        to_datetime,
+    )
 
+    # 1. Names first: nothing is read for a request that cannot be answered.
     if not isinstance(changes, dict):
         raise InvalidInput("changes must be an object", field="changes")
     for name in changes:
-        if name not in {"weights", "budget", "costs", "hold", "release"}:
-            raise InvalidInput(f"unknown change {name!r}", field=name)
-    for name, shape in (("weights", dict), ("costs", list), ("hold", list), ("release", list)):
-        if changes.get(name) is not None and not isinstance(changes[name], shape):
-            kind = "an object of org slug -> weight" if shape is dict else "a list"
-            raise InvalidInput(f"{name} must be {kind}", field=name)
-    snapshot = load_snapshot()
+        if name not in PREVIEW_LEVERS:
+            raise InvalidInput(f"unknown change {name!r}; known: {', '.join(PREVIEW_LEVERS)}", field=name)
+    snapshot = load_snapshot(now=now)
     scenario = snapshot.scenario
-    key_of = {slug: key for key, slug in snapshot.org_slugs.items()}
+    rows = load_orgs()
+    key_of = {row.slug: key for key, row in rows.items()}
 
     def org_key(slug: object, field: str) -> str:
         if not isinstance(slug, str) or slug not in key_of:
             raise InvalidInput(f"unknown org {slug!r}", field=field)
         return key_of[slug]
 
-    orgs = dict(scenario.orgs)
-    for slug, weight in dict(changes.get("weights") or {}).items():
-        key = org_key(slug, "weights")
-        orgs[key] = replace(orgs[key], weight=_whole(weight, field="weights", minimum=0, maximum=10_000))
-    for slug in changes.get("hold") or []:
+    # 2. The org levers, on copies of the rows.
+    changed_rows = dict(rows)
+
+    def set_row(key: str, **values: Any) -> None:
+        changed_rows[key] = replace(changed_rows[key], **values)
+
+    for slug, weight in _shaped(changes, "weights", dict).items():
+        set_row(org_key(slug, "weights"), weight=_whole(weight, field="weights", minimum=0, maximum=10_000))
+    for slug in _shaped(changes, "hold", list):
         key = org_key(slug, "hold")
-        orgs[key] = replace(orgs[key], weight=0)
-    restore = dict(Org.objects.filter(weight=0).values_list("id", "weight_before_hold"))
-    for slug in changes.get("release") or []:
+        if changed_rows[key].weight:
+            set_row(key, weight=0, weight_before_hold=changed_rows[key].weight)
+    for slug in _shaped(changes, "release", list):
         key = org_key(slug, "release")
-        if orgs[key].weight == 0:
-            orgs[key] = replace(orgs[key], weight=restore.get(int(key)) or 1)
-    budget = scenario.budget
-    if "budget" in changes:
-        budget = _whole(changes["budget"], field="budget", minimum=1, maximum=MAX_BUDGET)
+        if changed_rows[key].weight == 0:
+            set_row(key, weight=changed_rows[key].weight_before_hold or 1, weight_before_hold=None)
+    for slug, cap in _shaped(changes, "caps", dict).items():
+        key = org_key(slug, "caps")
+        set_row(key, max_concurrency=None if cap is None else _whole(cap, field="caps", minimum=1, maximum=10_000))
+    queue_limits: dict[str, int | None] = {}
+    for slug, limit in _shaped(changes, "queue_limits", dict).items():
+        key = org_key(slug, "queue_limits")
+        queue_limits[key] = None if limit is None else _whole(limit, field="queue_limits", minimum=1)
+
+    # The configuration levers, checked as `scheduler_config_set` checks them.
+    config: dict[str, Any] = {
+        "budget": scenario.budget,
+        "policy": scenario.policy,
+        "quantum": scenario.quantum,
+        "aging_step": scenario.aging.step if scenario.aging else None,
+        "aging_cap": scenario.aging.cap if scenario.aging else snapshot.config.aging_cap,
+    }
+    for name in ("budget", "quantum", "aging_step", "aging_cap"):
+        if name in changes:
+            config[name] = VALIDATORS[name](changes[name])
+    if "policy" in changes:
+        if changes["policy"] not in SchedulerConfig.Policy.values:
+            choices = ", ".join(SchedulerConfig.Policy.values)
+            raise InvalidInput(f"policy must be one of {choices}, got {changes['policy']!r}", field="policy")
+        config["policy"] = changes["policy"]
+
+    # The chart levers, on copies of the queued columns.
     queued = core.QueueColumns.of(scenario.queued)
-    if changes.get("costs"):
+    queued = replace(
+        queued,
+        cost=list(queued.cost),
+        priority=list(queued.priority),
+        high_priority=list(queued.high_priority),
+        available_at=list(queued.available_at),
+    )
+    cost_entries = _entries(changes, "costs")
+    if cost_entries:
+        costs_now = load_costs(snapshot.now)
         workflow_ids = dict(Workflow.objects.values_list("name", "id"))
-        cost = list(queued.cost)
-        for entry in changes["costs"]:
-            if not isinstance(entry, dict):
-                raise InvalidInput("each cost change must be an object", field="costs")
+        pair_cost: dict[tuple[str, int], int] = {}
+        for entry in cost_entries:
+            _known_keys(entry, {"org", "workflow", "cost"}, field="costs")
             key = org_key(entry.get("org"), "costs")
-            workflow_id = workflow_ids.get(str(entry.get("workflow")))
+            workflow_id = workflow_ids.get(entry.get("workflow"))  # type: ignore[arg-type]
             if workflow_id is None:
                 raise InvalidInput(f"unknown workflow {entry.get('workflow')!r}", field="costs")
-            new_cost = _whole(entry.get("cost"), field="costs", minimum=1, maximum=1_000_000)
-            for index, org in enumerate(queued.org):
-                if org == key and snapshot.queued_workflow[index] == workflow_id:
-                    cost[index] = new_cost
-        queued = replace(queued, cost=cost)
-    before = core.plan(scenario)
-    after = core.plan(replace(scenario, orgs=orgs, budget=budget, queued=queued))
+            cost = entry.get("cost")
+            pair_cost[(key, workflow_id)] = (
+                costs_now.defaults[workflow_id]
+                if cost is None
+                else _whole(cost, field="costs", minimum=1, maximum=1_000_000)
+            )
+        for index, pair in enumerate(zip(queued.org, snapshot.queued_workflow, strict=True)):
+            if pair in pair_cost:
+                queued.cost[index] = pair_cost[pair]
+    priority_entries = _entries(changes, "priorities")
+    if priority_entries:
+        slot = {chart_id: index for index, chart_id in enumerate(queued.id)}
+        for entry in priority_entries:
+            _known_keys(entry, {"chart", "priority", "high_priority"}, field="priorities")
+            chart = entry.get("chart")
+            found = slot.get(chart_key(chart)) if isinstance(chart, int) and not isinstance(chart, bool) else None
+            if found is None:
+                raise InvalidInput(f"chart {chart!r} is not waiting", field="priorities")
+            if "priority" not in entry and "high_priority" not in entry:
+                raise InvalidInput("each priority change needs priority or high_priority", field="priorities")
+            if "priority" in entry:
+                queued.priority[found] = _whole(entry["priority"], field="priorities", minimum=-1000, maximum=1000)
+            if "high_priority" in entry:
+                if not isinstance(entry["high_priority"], bool):
+                    raise InvalidInput("high_priority must be true or false", field="priorities")
+                queued.high_priority[found] = entry["high_priority"]
+    pause_entries = _entries(changes, "provider_pauses")
+    resume_entries = _entries(changes, "provider_resumes")
+    if pause_entries or resume_entries:
+        costs_now = load_costs(snapshot.now)
+        provider_ids = dict(Provider.objects.values_list("slug", "id"))
+        pauses = dict(costs_now.pauses)
+        for name, entries, allowed in (
+            ("provider_resumes", resume_entries, {"provider", "org"}),
+            ("provider_pauses", pause_entries, {"provider", "org", "until"}),
+        ):
+            for entry in entries:
+                _known_keys(entry, allowed, field=name)
+                provider_id = provider_ids.get(entry.get("provider"))  # type: ignore[arg-type]
+                if provider_id is None:
+                    raise InvalidInput(f"unknown provider {entry.get('provider')!r}", field=name)
+                org_id = None if entry.get("org") is None else int(org_key(entry["org"], name))
+                if name == "provider_resumes":
+                    pauses.pop((provider_id, org_id), None)
+                    continue
+                until = _moment(entry.get("until"), field=name)
+                if until <= scenario.now:
+                    raise InvalidInput("until must be in the future", field=name)
+                pauses[(provider_id, org_id)] = max(until, pauses.get((provider_id, org_id), until))
+        # Each waiting chart's own availability (its backoff), before any pause was laid over it.
+        own = dict(Chart.objects.filter(state__in=WAITING).values_list("id", Epoch("available_at")))
+        changed_costs = replace(costs_now, pauses=pauses)
+        for index, (chart_id, org, workflow_id) in enumerate(
+            zip(queued.id, queued.org, snapshot.queued_workflow, strict=True)
+        ):
+            queued.available_at[index] = changed_costs.ready_at(
+                int(org), workflow_id, own.get(int(chart_id), queued.available_at[index])
+            )
 
+    # 3. The rounds under way with the changed rows, then both plans.
+    backlogged, ready = _backlogged_and_ready(queued, list(scenario.running), changed_rows, scenario.now)
+    orgs, _ = fair_service(
+        changed_rows, ready=ready, backlogged=backlogged, policy=str(config["policy"]), quantum=config["quantum"]
+    )
+    for org in scenario.orgs.keys() - orgs.keys():
+        orgs[org] = scenario.orgs[org]
+    aging = core.Aging(step=config["aging_step"], cap=config["aging_cap"]) if config["aging_step"] else None
+    after_scenario = replace(
+        scenario,
+        orgs=orgs,
+        budget=config["budget"],
+        policy=config["policy"],
+        quantum=config["quantum"],
+        aging=aging,
+        queued=queued,
+    )
+    before = core.plan(scenario)
+    after = core.plan(after_scenario)
+
+    # 4. Clear-times, ETA moves per chart and per org.
     def stamp(seconds: float | None) -> str | None:
         moment = to_datetime(seconds)
         return moment.isoformat() if moment else None
 
+    def slug_of(key: str) -> str:
+        return rows[key].slug if key in rows else key
+
+    moves: list[ChartMove] = []
+    for chart_id, was in before.eta.items():
+        will_be = after.eta[chart_id]
+        delta = None if was is None or will_be is None else will_be - was
+        if was == will_be or (delta is not None and abs(delta) < 1):
+            continue
+        moves.append(ChartMove(math.inf if delta is None else abs(delta), chart_id, was, will_be))
+    moves.sort(key=lambda move: (-move.size, move.id))
+    org_of = dict(zip(queued.id, queued.org, strict=True))
+    org_of.update((chart.id, chart.org) for chart in scenario.running)
+    per_org: dict[str, OrgMoves] = {}
+    for move in moves:
+        per_org.setdefault(org_of.get(move.id, ""), OrgMoves()).add(move)
+    queue_size = Counter(queued.org)
+    orgs_out: dict[str, dict[str, Any]] = {}
+    for key in sorted(before.org_clear.keys() | after.org_clear.keys() | queue_limits.keys()):
+        moved = per_org.get(key, OrgMoves())
+        limit = queue_limits.get(key)
+        orgs_out[slug_of(key)] = {
+            "before": stamp(before.org_clear.get(key)),
+            "after": stamp(after.org_clear.get(key)),
+            "charts_earlier": moved.earlier,
+            "charts_later": moved.later,
+            "charts_unplanned": moved.unplanned,
+            "most_earlier_seconds": round(moved.most_earlier, 3),
+            "most_later_seconds": round(moved.most_later, 3),
+            "queued": queue_size.get(key, 0),
+            "queue_full": limit is not None and queue_size[key] >= limit,
+        }
     return {
-        "orgs": {
-            snapshot.org_slugs.get(key, key): {
-                "before": stamp(before.org_clear.get(key)),
-                "after": stamp(after.org_clear.get(key)),
-            }
-            for key in sorted(before.org_clear.keys() | after.org_clear.keys())
-        },
+        "orgs": orgs_out,
         "global": {"before": stamp(before.global_clear), "after": stamp(after.global_clear)},
+        "charts_moved": len(moves),
+        "charts": [
+            {
+                "id": int(move.id),
+                "org": slug_of(org_of.get(move.id, "")),
+                "before": stamp(move.before),
+                "after": stamp(move.after),
+                "moved_seconds": None
+                if move.before is None or move.after is None
+                else round(move.after - move.before, 3),
+            }
+            for move in moves[:PREVIEW_TOP_CHARTS]
+        ],
     }
+
+
+def _known_keys(entry: dict[str, Any], allowed: set[str], *, field: str) -> None:
+    if unknown := sorted(set(entry) - allowed):
+        raise InvalidInput(f"unknown key(s) in {field}: {', '.join(map(str, unknown))}", field=field)

@@ -497,12 +497,13 @@
   const whatIf = (function () {
     let changes = [];
     let preview = null;
-    const label = (c) => c.kind === "budget" ? `budget → ${c.value}` : c.kind === "cost" ? `${c.org}/${c.workflow} cost → ${c.value == null ? "default" : c.value}` : c.kind === "weight" ? `${c.org} weight → ${c.value}` : `${c.kind} ${c.org}`;
+    const label = (c) => c.kind === "budget" ? `budget → ${c.value}` : c.kind === "cost" ? `${c.org}/${c.workflow} cost → ${c.value == null ? "default" : c.value}` : c.kind === "weight" ? `${c.org} weight → ${c.value}` : c.kind === "cap" ? `${c.org} cap → ${c.value == null ? "none" : c.value}` : `${c.kind} ${c.org}`;
 
     function payload() {
       const out = {};
       for (const c of changes) {
         if (c.kind === "weight") (out.weights = out.weights || {})[c.org] = c.value;
+        else if (c.kind === "cap") (out.caps = out.caps || {})[c.org] = c.value;
         else if (c.kind === "budget") out.budget = c.value;
         else if (c.kind === "cost") (out.costs = out.costs || []).push({ org: c.org, workflow: c.workflow, cost: c.value });
         else (out[c.kind] = out[c.kind] || []).push(c.org);
@@ -517,7 +518,12 @@
     function renderResult() {
       const table = $("#whatif-result");
       table.hidden = !preview;
-      if (!preview) { drawTimeline(); return; }
+      if (!preview) { $("#whatif-moves").hidden = true; drawTimeline(); return; }
+      const moved = (d) => Math.abs(d) < 1 ? "same" : `<span class="${d < 0 ? "earlier" : "later"}">${d < 0 ? "−" : "+"}${dur(d)}</span>`;
+      const counts = (r) => r.charts_earlier == null ? "" : [
+        r.charts_earlier ? `${r.charts_earlier} earlier` : "", r.charts_later ? `${r.charts_later} later` : "",
+        r.charts_unplanned ? `${r.charts_unplanned} no ETA` : "",
+      ].filter(Boolean).join(" · ") || "none move";
       const line = (name, r) => {
         const before = r.before ? Date.parse(r.before) : null;
         const after = r.after ? Date.parse(r.after) : null;
@@ -527,11 +533,16 @@
           moves = Math.abs(d) < 1 ? "same" : `<span class="${d < 0 ? "earlier" : "later"}">${d < 0 ? "−" : "+"}${dur(d)}</span>`;
         } else if (before != null) moves = '<span class="later">no longer clears</span>';
         else if (after != null) moves = '<span class="earlier">now clears</span>';
-        return `<tr><td>${name}</td><td>${timeCell(r.before)}</td><td>${timeCell(r.after)}</td><td>${moves}</td></tr>`;
+        return `<tr><td>${name}</td><td>${timeCell(r.before)}</td><td>${timeCell(r.after)}</td><td>${moves}</td><td>${esc(counts(r))}</td></tr>`;
       };
       const rows = [line("<b>all</b>", preview.global || {})];
       for (const [slug, r] of Object.entries(preview.orgs || {})) rows.push(line(esc(slug), r));
       table.querySelector("tbody").innerHTML = rows.join("");
+      const charts = preview.charts || [];
+      $("#whatif-moves").hidden = !charts.length;
+      $("#whatif-moves tbody").innerHTML = charts.map((m) => `<tr data-chart="${Number(m.id)}"><td>#${Number(m.id)}</td><td>${esc(m.org)}</td>
+        <td>${timeCell(m.before)}</td><td>${timeCell(m.after)}</td>
+        <td>${m.moved_seconds == null ? (m.after ? '<span class="earlier">now planned</span>' : '<span class="later">no ETA</span>') : moved(m.moved_seconds)}</td></tr>`).join("");
       drawTimeline();
     }
 
@@ -548,6 +559,7 @@
         if (c.kind === "budget") { path = "levers/budget/"; body = { budget: c.value }; }
         else if (c.kind === "weight") { path = `levers/orgs/${encodeURIComponent(c.org)}/weight/`; body = { weight: c.value }; }
         else if (c.kind === "cost") { path = `levers/orgs/${encodeURIComponent(c.org)}/cost/`; body = { workflow: c.workflow, cost: c.value }; }
+        else if (c.kind === "cap") { path = `levers/orgs/${encodeURIComponent(c.org)}/cap/`; body = { max_concurrency: c.value }; }
         else { path = `levers/orgs/${encodeURIComponent(c.org)}/${c.kind}/`; body = {}; }
         if (!(await pull(path, body, $("#whatif-err")))) return;
         changes.shift();
@@ -564,7 +576,7 @@
       const c = { kind: f.kind.value };
       if (c.kind !== "budget") c.org = f.org.value;
       if (c.kind === "cost") c.workflow = f.workflow.value;
-      if (["weight", "budget", "cost"].includes(c.kind)) c.value = value(f.value.value);
+      if (["weight", "budget", "cost", "cap"].includes(c.kind)) c.value = value(f.value.value);
       add(c, false);
     });
     $("#whatif-changes").addEventListener("click", (e) => {

@@ -13,7 +13,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 from rest_framework.test import APIClient
 
-from orgs.models import ApiToken, Membership
+from orgs.models import ApiToken, Membership, OrgChange
 from tests.conftest import Tenants
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,6 +30,8 @@ def test_org_token_for_a_new_user(tenants: Tenants) -> None:
 
     user = get_user_model().objects.get(username="svc-render")
     assert Membership.objects.filter(user=user, org=tenants.org_a).exists()
+    # The membership is made by the service the admin and the API use: logged in the org's history.
+    assert OrgChange.objects.filter(org=tenants.org_a, field="member", actor="cli:issue_token").exists()
     assert not user.has_usable_password()
     assert ApiToken.objects.get(user=user).name == "render service"
     client = APIClient()

@@ -52,6 +52,11 @@ def test_schema_is_served(tenants: Tenants) -> None:
     paths = response.json()["paths"]
     assert "/api/v1/charts/bulk/" in paths
     assert "/api/v1/scheduler/plan-preview/" in paths
+    assert {"post"} <= paths["/api/v1/workflows/"].keys()
+    assert {"post"} <= paths["/api/v1/orgs/"].keys()
+    assert {"get", "post"} <= paths["/api/v1/orgs/{slug}/members/"].keys()
+    assert {"get", "post"} <= paths["/api/v1/tokens/"].keys()
+    assert {"delete"} <= paths["/api/v1/tokens/{id}/"].keys()
 
 
 def test_every_operation_documents_its_errors(tenants: Tenants) -> None:

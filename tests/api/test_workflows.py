@@ -84,10 +84,10 @@ def test_a_bad_run_timeout_is_400_naming_the_field(tenants: Tenants, client_for:
     assert Workflow.objects.get(name="render").run_timeout is None
 
 
-def test_a_missing_run_timeout_is_400(tenants: Tenants, client_for: Client) -> None:
+def test_an_empty_change_is_400_naming_the_fields(tenants: Tenants, client_for: Client) -> None:
     response = client_for(tenants.staff).patch("/api/v1/workflows/render/", {}, format="json")
     assert response.status_code == 400
-    assert "run_timeout" in response.json()
+    assert "run_timeout" in response.json()["non_field_errors"][0]
 
 
 def stat(org: Org, workflow: Workflow, *runs: float) -> None:

@@ -183,7 +183,13 @@ def test_queue_row_levers_and_the_what_if_preview(live_url: str, browser: Any, t
     page.click("#form-whatif button[type=submit]")
     page.click("#whatif-preview")
     page.wait_for_selector("#whatif-result:not([hidden]) tbody tr :text('no longer clears')", timeout=5000)
+    # The charts that move most: beta's 15 lose their ETA (the budget of 40 runs acme's at once already).
+    page.wait_for_selector("#whatif-moves:not([hidden]) tbody tr :text('no ETA')", timeout=5000)
+    assert "15 no ETA" in (page.text_content("#whatif-result") or "")
+    held_chart = int(page.locator("#whatif-moves tbody tr").first.get_attribute("data-chart") or 0)
+    assert Chart.objects.get(pk=held_chart).org.slug == "beta"
     page.click("#whatif-clear")
+    assert page.locator("#whatif-moves").is_hidden()
     assert not Org.objects.get(slug="beta").is_held
 
     page.select_option("#form-provider [name=org]", "beta")

@@ -339,6 +339,53 @@ def test_what_if_names_a_bad_change(staff_client: Client, tenants: Tenants) -> N
     assert post(Client(), "what-if/", {"changes": {}}).status_code == 403
 
 
+def test_what_if_takes_every_lever_and_names_what_it_refuses(staff_client: Client, tenants: Tenants) -> None:
+    from scheduling.replan import plan_refresh
+
+    tenants.workflow.provider = ProviderFactory(slug="llm")
+    tenants.workflow.save()
+    charts = plan_queue([tenants.org_a, tenants.org_b], tenants.workflow, 10)
+    plan_refresh()
+    every = {
+        "weights": {"acme": 3},
+        "caps": {"beta": 1},
+        "queue_limits": {"acme": 5},
+        "budget": 4,
+        "policy": "deficit",
+        "quantum": 2.0,
+        "aging_step": 60.0,
+        "aging_cap": 3,
+        "costs": [{"org": "acme", "workflow": "render", "cost": 2}],
+        "priorities": [{"chart": charts[-1].pk, "priority": 5}],
+        "provider_pauses": [{"provider": "llm", "org": "beta", "until": "2099-01-01T00:00:00+00:00"}],
+        "provider_resumes": [{"provider": "llm"}],
+        "hold": [],
+        "release": [],
+    }
+    response = post(staff_client, "what-if/", {"changes": every})
+    assert response.status_code == 200, response.json()
+    preview = response.json()["preview"]
+    assert preview["orgs"]["beta"]["after"] is not None
+    assert preview["orgs"]["acme"]["queue_full"] is True
+    assert preview["charts"]
+    assert not ConfigChange.objects.exists()
+    for changes, field in [
+        ({"weigths": {"acme": 2}}, "weigths"),
+        ({"caps": {"acme": 0}}, "caps"),
+        ({"caps": ["acme"]}, "caps"),
+        ({"policy": "fifo"}, "policy"),
+        ({"priorities": [{"chart": "x", "priority": 1}]}, "priorities"),
+        ({"priorities": ["x"]}, "priorities"),
+        ({"provider_pauses": [{"provider": "nope", "until": "2099-01-01T00:00:00+00:00"}]}, "provider_pauses"),
+        ({"provider_pauses": [{"provider": "llm", "until": "tomorrow"}]}, "provider_pauses"),
+        ({"provider_resumes": [{"provider": "llm", "org": "nope"}]}, "provider_resumes"),
+        ({"costs": [{"org": "acme", "workflow": "render", "cost": 2, "by": "me"}]}, "costs"),
+    ]:
+        refused = post(staff_client, "what-if/", {"changes": changes})
+        assert refused.status_code == 400, changes
+        assert field in refused.json(), (changes, refused.json())
+
+
 def test_the_page_and_its_refetch_run_a_fixed_number_of_queries(
     staff_client: Client, tenants: Tenants, django_assert_max_num_queries: Any
 ) -> None:

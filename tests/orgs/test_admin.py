@@ -244,6 +244,28 @@ def test_members_are_edited_inline(staff_client: Client, tenants: Tenants) -> No
     data["memberships-1-role"] = Membership.Role.VIEWER
     assert staff_client.post(url, data).status_code == 302
     assert Membership.objects.get(user=tenants.outsider).org == tenants.org_a
+    # Added through `membership_create`, as the API adds members: logged in the org's history.
+    assert OrgChange.objects.filter(org=tenants.org_a, field="member", new_value="olga (viewer)").exists()
+
+
+def test_a_workflow_added_in_the_admin_goes_through_the_service(staff_client: Client, tenants: Tenants) -> None:
+    url = reverse("admin:orgs_workflow_add")
+    data = {
+        "name": "export",
+        "workflow_type": "ExportWorkflow",
+        "task_queue": "exports",
+        "default_cost": "2",
+        "params": '{"format": "pdf"}',
+        "run_timeout": "",
+        "provider": "",
+    }
+    assert staff_client.post(url, data).status_code == 302
+    workflow = Workflow.objects.get(name="export")
+    assert (workflow.workflow_type, workflow.default_cost, workflow.params) == ("ExportWorkflow", 2, {"format": "pdf"})
+
+    refused = staff_client.post(url, {**data, "name": "export2", "params": "[1, 2]"}, follow=True)
+    assert "params must be an object" in " ".join(messages_of(refused))
+    assert not Workflow.objects.filter(name="export2").exists()
 
 
 def test_workflow_admin_lists_and_announces_a_cost_change(

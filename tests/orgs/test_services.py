@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from fairsched.errors import InvalidInput, NotFound
+from fairsched.errors import Conflict, InvalidInput, NotFound
 from fairsched.events import STAFF_GROUP, org_group
 from orgs import services
 from orgs.models import Org, OrgChange, ProviderPause, WorkflowCost
@@ -62,7 +62,7 @@ def test_create_refuses_bad_input(kwargs: dict[str, Any], field: str) -> None:
 
 def test_create_refuses_a_taken_slug() -> None:
     OrgFactory(slug="acme")
-    with pytest.raises(InvalidInput, match="exists already") as error:
+    with pytest.raises(Conflict, match="exists already") as error:
         services.org_create(name="Acme", actor=ACTOR)
     assert error.value.field == "slug"
     assert Org.objects.count() == 1

@@ -12,9 +12,11 @@ from django.db import transaction
 
 from fairsched.api import api_token_issue
 from orgs.models import Membership, Org
+from orgs.services import membership_create
 
 # Bad input exits with 2, like a usage error.
 USAGE_ERROR = 2
+ACTOR = "cli:issue_token"
 
 
 class Command(BaseCommand):
@@ -61,7 +63,7 @@ class Command(BaseCommand):
                 raise CommandError(
                     f"{username} is not staff; make them staff in the admin first", returncode=USAGE_ERROR
                 )
-            if target is not None:
-                Membership.objects.get_or_create(user=user, org=target)
+            if target is not None and not Membership.objects.filter(user=user, org=target).exists():
+                membership_create(user=user, org=target, role=Membership.Role.MEMBER, actor=ACTOR)
             secret = api_token_issue(user=user, org=target, staff=staff, name=name)
         self.stdout.write(secret)

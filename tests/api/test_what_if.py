@@ -1,0 +1,258 @@
+"""The what-if preview: every lever, per-chart ETA moves, refusals; it writes nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from charts.models import Chart, ChartState
+from orgs.models import Org, ProviderPause
+from scheduling.models import ConfigChange, SchedulerConfig
+from tests.conftest import Tenants
+from tests.factories import ChartFactory, ProviderFactory
+
+Client = Callable[[Any], APIClient]
+URL = "/api/v1/scheduler/plan-preview/"
+
+
+@pytest.fixture
+def queue(tenants: Tenants) -> dict[str, list[Chart]]:
+    """One chart runs at a time (budget 1); acme and beta have four charts waiting each, behind `llm`."""
+    SchedulerConfig.objects.update_or_create(id=1, defaults={"budget": 1})
+    tenants.workflow.provider = ProviderFactory(slug="llm")
+    tenants.workflow.save()
+    start = timezone.now() - timedelta(minutes=5)
+    charts: dict[str, list[Chart]] = {"acme": [], "beta": []}
+    for index in range(4):
+        for org in (tenants.org_a, tenants.org_b):
+            chart = ChartFactory(org=org, workflow=tenants.workflow, state=ChartState.QUEUED)
+            Chart.objects.filter(pk=chart.pk).update(created_at=start + timedelta(seconds=index))
+            charts[org.slug].append(chart)
+    return charts
+
+
+def preview(client: APIClient, body: dict[str, Any]) -> dict[str, Any]:
+    response = client.post(URL, body, format="json")
+    assert response.status_code == 200, response.json()
+    result: dict[str, Any] = response.json()
+    return result
+
+
+def moment(text: str | None) -> datetime:
+    assert text is not None
+    return datetime.fromisoformat(text)
+
+
+def written() -> tuple[Any, ...]:
+    """Everything a lever would write."""
+    return (
+        list(Chart.objects.order_by("pk").values_list("pk", "state", "priority", "high_priority", "available_at")),
+        list(Org.objects.order_by("pk").values_list("pk", "weight", "max_concurrency", "queue_limit")),
+        SchedulerConfig.load().budget,
+        ConfigChange.objects.count(),
+        ProviderPause.objects.count(),
+    )
+
+
+EVERY_LEVER: list[dict[str, Any]] = [
+    {"weights": {"acme": 5}},
+    {"hold": ["acme"]},
+    {"release": ["acme"]},
+    {"caps": {"acme": 1, "beta": None}},
+    {"queue_limits": {"acme": 2, "beta": None}},
+    {"budget": 3},
+    {"policy": "deficit", "quantum": 2.5},
+    {"aging_step": 30, "aging_cap": 5},
+    {"aging_step": None},
+    {"costs": [{"org": "beta", "workflow": "render", "cost": 3}]},
+    {"costs": [{"org": "beta", "workflow": "render", "cost": None}]},
+    {"provider_pauses": [{"provider": "llm", "org": "acme", "until": "2099-01-01T00:00:00Z"}]},
+    {"provider_resumes": [{"provider": "llm"}]},
+]
+
+
+@pytest.mark.parametrize("body", EVERY_LEVER, ids=lambda body: "+".join(body))
+def test_every_lever_previews_and_writes_nothing(
+    tenants: Tenants, client_for: Client, queue: dict[str, list[Chart]], body: dict[str, Any]
+) -> None:
+    before = written()
+
+    result = preview(client_for(tenants.staff), body)
+
+    assert set(result) == {"orgs", "global", "charts_moved", "charts"}
+    assert set(result["orgs"]) == {"acme", "beta"}
+    assert written() == before
+
+
+def test_hold_lists_the_held_orgs_charts_as_unplanned_first(
+    tenants: Tenants, client_for: Client, queue: dict[str, list[Chart]]
+) -> None:
+    result = preview(client_for(tenants.staff), {"hold": ["acme"]})
+
+    acme_ids = {chart.pk for chart in queue["acme"]}
+    assert result["orgs"]["acme"]["charts_unplanned"] == 4
+    assert result["orgs"]["acme"]["after"] is None
+    assert {move["id"] for move in result["charts"][:4]} == acme_ids
+    assert all(move["after"] is None and move["moved_seconds"] is None for move in result["charts"][:4])
+    assert result["orgs"]["beta"]["charts_earlier"] > 0
+    assert all(move["moved_seconds"] < 0 for move in result["charts"][4:])
+
+
+def test_priority_moves_one_chart_to_the_front(
+    tenants: Tenants, client_for: Client, queue: dict[str, list[Chart]]
+) -> None:
+    last = queue["beta"][-1]
+
+    result = preview(client_for(tenants.staff), {"priorities": [{"chart": last.pk, "high_priority": True}]})
+
+    moved = {move["id"]: move for move in result["charts"]}
+    assert moved[last.pk]["moved_seconds"] < 0
+    assert result["charts"][0]["id"] == last.pk  # the one that moves most
+    assert result["orgs"]["beta"]["charts_earlier"] >= 1
+    assert result["orgs"]["acme"]["charts_later"] >= 1
+
+
+def test_provider_pause_pushes_every_chart_past_it(
+    tenants: Tenants, client_for: Client, queue: dict[str, list[Chart]]
+) -> None:
+    until = timezone.now() + timedelta(hours=2)
+
+    result = preview(client_for(tenants.staff), {"provider_pauses": [{"provider": "llm", "until": until.isoformat()}]})
+
+    assert result["charts_moved"] == 8
+    assert all(moment(move["after"]) > until for move in result["charts"])
+    for slug in ("acme", "beta"):
+        assert result["orgs"][slug]["charts_later"] == 4
+        assert moment(result["orgs"][slug]["after"]) > until
+
+
+def test_provider_resume_previews_the_pause_lifted(
+    tenants: Tenants, client_for: Client, queue: dict[str, list[Chart]]
+) -> None:
+    until = timezone.now() + timedelta(hours=2)
+    ProviderPause.objects.create(provider=tenants.workflow.provider, org=tenants.org_a, until=until)
+
+    result = preview(client_for(tenants.staff), {"provider_resumes": [{"provider": "llm", "org": "acme"}]})
+
+    assert moment(result["orgs"]["acme"]["before"]) > until
+    assert moment(result["orgs"]["acme"]["after"]) < until
+    assert result["orgs"]["acme"]["charts_earlier"] == 4
+    assert ProviderPause.objects.count() == 1
+
+
+def test_budget_and_cap_together(tenants: Tenants, client_for: Client, queue: dict[str, list[Chart]]) -> None:
+    wide = preview(client_for(tenants.staff), {"budget": 8})
+    capped = preview(client_for(tenants.staff), {"budget": 8, "caps": {"acme": 1}})
+
+    assert moment(wide["global"]["after"]) < moment(wide["global"]["before"])
+
+    def gain(result: dict[str, Any], slug: str) -> float:
+        """How much earlier the org clears (each preview plans from its own instant)."""
+        org = result["orgs"][slug]
+        return (moment(org["before"]) - moment(org["after"])).total_seconds()
+
+    assert gain(capped, "acme") < gain(wide, "acme")
+    assert gain(capped, "beta") == pytest.approx(gain(wide, "beta"), abs=0.5)
+
+
+def test_weights_favour_the_heavier_org(tenants: Tenants, client_for: Client, queue: dict[str, list[Chart]]) -> None:
+    result = preview(client_for(tenants.staff), {"weights": {"acme": 1, "beta": 8}})
+
+    assert moment(result["orgs"]["beta"]["after"]) < moment(result["orgs"]["beta"]["before"])
+    assert result["orgs"]["beta"]["most_earlier_seconds"] > 0
+
+
+def test_queue_limit_says_when_the_queue_is_full(
+    tenants: Tenants, client_for: Client, queue: dict[str, list[Chart]]
+) -> None:
+    result = preview(client_for(tenants.staff), {"queue_limits": {"acme": 4, "beta": 5}})
+
+    assert result["orgs"]["acme"]["queue_full"] is True
+    assert result["orgs"]["beta"]["queue_full"] is False
+    assert result["orgs"]["acme"]["queued"] == 4
+    assert result["charts_moved"] == 0  # a limit refuses new charts; it moves none already queued
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"weigths": {"acme": 2}}, "weigths"),
+        ({"retry_budget_share": 0.2}, "retry_budget_share"),
+        ({"caps": {"acme": 0}}, "caps"),
+        ({"caps": {"nope": 1}}, "org"),
+        ({"queue_limits": {"acme": -1}}, "queue_limits"),
+        ({"policy": "lottery"}, "policy"),
+        ({"quantum": 0}, "quantum"),
+        ({"aging_cap": -1}, "aging_cap"),
+        ({"priorities": [{"chart": 999999, "priority": 3}]}, "priorities"),
+        ({"priorities": [{"chart": 1}]}, "priorities"),
+        ({"priorities": [{"chart": 1, "priority": 1, "colour": "red"}]}, "priorities"),
+        ({"provider_pauses": [{"provider": "nope", "until": "2099-01-01T00:00:00Z"}]}, "provider"),
+        ({"provider_pauses": [{"provider": "llm"}]}, "provider_pauses"),
+        ({"provider_pauses": [{"provider": "llm", "until": "2001-01-01T00:00:00Z"}]}, "provider_pauses"),
+        ({"provider_resumes": [{"provider": "llm", "org": "nope"}]}, "org"),
+        ({"costs": [{"org": "acme", "workflow": "nope", "cost": 2}]}, "workflow"),
+    ],
+)
+def test_refuses_what_it_does_not_know(
+    tenants: Tenants, client_for: Client, queue: dict[str, list[Chart]], body: dict[str, Any], field: str
+) -> None:
+    response = client_for(tenants.staff).post(URL, body, format="json")
+
+    assert response.status_code == 400, response.json()
+    assert field in response.json()
+
+
+@pytest.mark.parametrize("who", ["member_a", "member_b", "outsider", None])
+def test_only_staff_preview(tenants: Tenants, client_for: Client, who: str | None) -> None:
+    client = client_for(getattr(tenants, who) if who else None)
+
+    response = client.post(URL, {"hold": ["beta"]}, format="json")
+
+    assert response.status_code in {401, 403} if who is None else response.status_code == 403
+
+
+def test_the_preview_is_the_plan_the_levers_would_give(
+    tenants: Tenants, client_for: Client, queue: dict[str, list[Chart]], django_capture_on_commit_callbacks: Any
+) -> None:
+    """Preview several levers at one instant, then pull them for real and replan at that instant:
+    every org's clear-time and every listed chart's ETA are the ones previewed."""
+    from charts.services import chart_prioritize
+    from orgs import services as org_services
+    from scheduling.replan import plan_refresh
+    from scheduling.services import plan_preview, scheduler_config_set
+
+    instant = timezone.now()
+    until = instant + timedelta(minutes=30)
+    last = queue["beta"][-1]
+    preview_of = plan_preview(
+        changes={
+            "weights": {"beta": 3},
+            "budget": 2,
+            "caps": {"acme": 1},
+            "priorities": [{"chart": last.pk, "priority": 50}],
+            "provider_pauses": [{"provider": "llm", "org": "acme", "until": until.isoformat()}],
+        },
+        now=instant,
+    )
+
+    org_services.org_weight_set(org=tenants.org_b, weight=3, actor="test")
+    org_services.org_cap_set(org=tenants.org_a, max_concurrency=1, actor="test")
+    scheduler_config_set(budget=2, actor="test")
+    chart_prioritize(chart=last, priority=50, actor="test")
+    org_services.provider_pause(provider=tenants.workflow.provider, org=tenants.org_a, until=until, actor="test")
+    plan_refresh(now=instant)
+
+    assert preview_of["charts_moved"] > 0
+    for org in Org.objects.filter(slug__in=["acme", "beta"]):
+        expected = preview_of["orgs"][org.slug]["after"]
+        assert org.clear_at is not None
+        assert abs((org.clear_at - moment(expected)).total_seconds()) < 1e-3, org.slug
+    etas = dict(Chart.objects.values_list("pk", "plan__eta"))
+    for move in preview_of["charts"]:
+        assert abs((etas[move["id"]] - moment(move["after"])).total_seconds()) < 1e-3, move
