@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.contrib.staticfiles import finders
+from django.templatetags.static import static
 from django.test import Client
 from django.utils import timezone
 
@@ -205,3 +208,12 @@ def test_oversized_form_body_is_not_a_500(tenants: Tenants, settings: Any) -> No
     response = Client().post("/accounts/login/", {"username": "x" * 500, "password": "y"})
 
     assert response.status_code == 400
+
+
+@pytest.mark.django_db
+def test_pages_name_an_icon_that_exists(client: Client) -> None:
+    """Browsers ask for an icon; without one named, every page load logged a 404 for /favicon.ico."""
+    page = client.get("/accounts/login/").content.decode()
+    (href,) = re.findall(r'<link rel="icon" href="([^"]+)"', page)
+    assert href == static("favicon.svg")
+    assert finders.find("favicon.svg") is not None
