@@ -15,7 +15,7 @@ from django.db import transaction
 from django.db.models import Max, Min
 from django.utils import timezone
 
-from charts.models import IN_FLIGHT_STATES, Chart, ChartEvent, ChartState
+from charts.models import IN_FLIGHT_STATES, PLAN_FIELDS, Chart, ChartEvent, ChartState
 from charts.states import record_created, transition, transition_if
 from fairsched import strict
 from fairsched.errors import (
@@ -159,6 +159,10 @@ def chart_submit_bulk(*, org: Org, items: Sequence[Submission], actor: str) -> l
             )
             for item in fresh
         )
+        for chart in created:
+            # Read like every chart of `Chart.objects`: the plan's fields, none yet for a new chart.
+            for name in PLAN_FIELDS:
+                setattr(chart, name, None)
         record_created(created, actor=actor)
         if created:
             changed(kind="charts", org_id=org.pk, submitted=len(created))
