@@ -19,7 +19,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.exceptions import RequestDataTooBig
 from django.db import transaction
-from django.db.models import Field, IntegerField, OuterRef, Subquery
+from django.db.models import Field, IntegerField
 from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import exceptions, pagination, permissions, status
@@ -29,7 +29,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import SimpleRateThrottle
 
-from fairsched import strict
+from fairsched import rows, strict
 from fairsched.errors import QueueFull, ServiceError
 from orgs.models import ApiToken, Membership, Org
 
@@ -59,6 +59,29 @@ def api_token_issue(*, user: User, org: Org | None = None, staff: bool = False, 
     return secret
 
 
+# One statement for a token, its user and the user's role in the token's org (`fairsched/rows.py`).
+TOKEN_LOOKUP_SQL = (
+    f"SELECT {rows.columns(ApiToken, 't')}, {rows.columns(User, 'u')}, m.\"role\""
+    f' FROM "{ApiToken._meta.db_table}" t'
+    f' JOIN "{User._meta.db_table}" u ON u."id" = t."user_id"'
+    f' LEFT JOIN "{Membership._meta.db_table}" m ON m."user_id" = t."user_id" AND m."org_id" = t."org_id"'
+    ' WHERE t."key_hash" = %s'
+)
+
+
+def _token_with_user(key_hash: str) -> ApiToken | None:
+    """The token of this digest with its user (`token.user`) and the user's role in the token's org
+    (`token.member_role`, None when not a member), or None: one query."""
+    row = rows.fetch_one(TOKEN_LOOKUP_SQL, [key_hash])
+    if row is None:
+        return None
+    split = rows.width(ApiToken)
+    token = rows.from_row(ApiToken, row[:split])
+    token.user = rows.from_row(User, row[split : split + rows.width(User)])
+    token.member_role = row[-1]  # type: ignore[attr-defined]
+    return token
+
+
 class ApiTokenAuthentication(BaseAuthentication):
     """`Authorization: Token <secret>` (or `Bearer`). Sets `request.auth` to the `ApiToken`.
 
@@ -76,15 +99,7 @@ class ApiTokenAuthentication(BaseAuthentication):
             secret = words[1].decode()
         except UnicodeDecodeError:
             raise exceptions.AuthenticationFailed("Invalid token.") from None
-        # The user's role in the token's org comes along, so the scope needs no query of its own; the
-        # org row does not (the scope needs its id only).
-        membership = Membership.objects.filter(user_id=OuterRef("user_id"), org_id=OuterRef("org_id"))
-        token = (
-            ApiToken.objects.select_related("user")
-            .annotate(member_role=Subquery(membership.values("role")[:1]))
-            .filter(key_hash=_digest(secret))
-            .first()
-        )
+        token = _token_with_user(_digest(secret))
         if token is None or not token.user.is_active:
             raise exceptions.AuthenticationFailed("Invalid token.")
         if (token.is_staff and not token.user.is_staff) or (token.org_id is not None and token.member_role is None):
