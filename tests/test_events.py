@@ -55,3 +55,29 @@ def test_the_caller_does_not_wait_for_the_send(monkeypatch: pytest.MonkeyPatch) 
     release.set()
     events._sender.flush()
     assert sent == ["stalled", "after"]
+
+
+def test_replan_requests_queued_together_are_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Submissions that commit while the sender is busy ask for one replan, after their broadcasts."""
+    import scheduling.tasks
+
+    layer = get_channel_layer()
+    release = threading.Event()
+    done: list[str] = []
+
+    async def stalled_send(group: str, message: dict[str, Any]) -> None:
+        if group == "stalled":
+            await asyncio.get_running_loop().run_in_executor(None, release.wait, WAIT_SECONDS)
+        done.append(group)
+
+    monkeypatch.setattr(layer, "group_send", stalled_send)
+    monkeypatch.setattr(scheduling.tasks, "replan_soon", lambda: done.append("replan"))
+    events.broadcast("stalled", {"kind": "charts"})
+    for n in range(3):
+        events.broadcast(f"org-{n}", {"kind": "charts"})
+        events.request_replan()
+    assert done == []
+    release.set()
+    events._sender.flush()
+    # The first batch is the stalled broadcast alone; the rest queued behind it are one batch.
+    assert done == ["stalled", "org-0", "org-1", "org-2", "replan"]
