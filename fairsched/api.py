@@ -61,7 +61,7 @@ def api_token_issue(*, user: User, org: Org | None = None, staff: bool = False, 
 
 # One statement for a token, its user and the user's role in the token's org (`fairsched/rows.py`).
 TOKEN_LOOKUP_SQL = (
-    f"SELECT {rows.columns(ApiToken, 't')}, {rows.columns(User, 'u')}, m.\"role\""
+    f'SELECT {rows.columns(ApiToken, "t")}, {rows.columns(User, "u")}, m."role"'  # noqa: S608 (names from the models; values are parameters)
     f' FROM "{ApiToken._meta.db_table}" t'
     f' JOIN "{User._meta.db_table}" u ON u."id" = t."user_id"'
     f' LEFT JOIN "{Membership._meta.db_table}" m ON m."user_id" = t."user_id" AND m."org_id" = t."org_id"'
@@ -102,7 +102,9 @@ class ApiTokenAuthentication(BaseAuthentication):
         token = _token_with_user(_digest(secret))
         if token is None or not token.user.is_active:
             raise exceptions.AuthenticationFailed("Invalid token.")
-        if (token.is_staff and not token.user.is_staff) or (token.org_id is not None and token.member_role is None):
+        if (token.is_staff and not token.user.is_staff) or (
+            token.org_id is not None and getattr(token, "member_role", None) is None
+        ):
             raise exceptions.AuthenticationFailed("Invalid token.")
         now = timezone.now()
         if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:

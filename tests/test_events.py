@@ -27,9 +27,7 @@ def test_broadcasts_reach_the_group_in_order() -> None:
             events.broadcast(group, {"kind": "chart", "n": n})
 
         async def receive_all() -> list[Any]:
-            return [
-                (await asyncio.wait_for(layer.receive(channel), WAIT_SECONDS))["message"]["n"] for _ in range(5)
-            ]
+            return [(await asyncio.wait_for(layer.receive(channel), WAIT_SECONDS))["message"]["n"] for _ in range(5)]
 
         assert async_to_sync(receive_all)() == [0, 1, 2, 3, 4]
     finally:
