@@ -247,16 +247,17 @@ def scope_of(request: Request) -> Scope:
     if (token is not None and token.is_staff) or (token is None and user.is_staff):
         scope = Scope(staff=True, org_ids=frozenset(), writable_org_ids=frozenset())
     else:
-        memberships = Membership.objects.filter(user_id=user.pk or 0)
-        if token is not None and token.org_id is not None:
-            # The authentication brought the role along (`member_role`); look it up only if it did not.
-            role = getattr(token, "member_role", None)
-            pairs = (
-                [(token.org_id, role)]
-                if role
-                else list(memberships.filter(org_id=token.org_id).values_list("org_id", "role"))
-            )
+        # The authentication brought an org token's role along (`member_role`); look it up only if it did
+        # not. The queryset is built only when it runs: building one costs a status read 7% of its time.
+        org_id: int | None = token.org_id if token is not None else None
+        role = getattr(token, "member_role", None) if org_id is not None else None
+        pairs: list[tuple[int, str]]
+        if org_id is not None and role:
+            pairs = [(org_id, role)]
         else:
+            memberships = Membership.objects.filter(user_id=user.pk or 0)
+            if org_id is not None:
+                memberships = memberships.filter(org_id=org_id)
             pairs = list(memberships.values_list("org_id", "role"))
         scope = Scope(
             staff=False,
