@@ -49,6 +49,13 @@ before (a3fb629) then after, 16:39-16:41 UTC:
     after:  single submit 51 charts/s (p50 135 ms); status back to back 173 req/s, p95 608 ms;
             paced 1 per 0.5 s p50 11 ms, p95 31 ms (meets p95 <= 50 ms)
 
+After that, the scope's membership queryset is built only when it runs (7% of a status read, left in
+the profile above); the same command at 16:44 UTC, load average 2.8 (a quieter moment, not back to back
+with a before run):
+
+    after:  single submit 55 charts/s (p50 137 ms); status back to back 322 req/s, p50 125 ms,
+            p95 352 ms; paced 1 per 0.5 s p50 6.7 ms, p95 12 ms
+
 Still short of the goals on this machine: 350 req/s back to back and 200 submits/s. One submit at a time
 is 14 ms through the server (`--single 100 --submit-clients 1`, write rate off); ten clients queue
 behind two workers whose CPU share is what the other processes on the machine leave.
