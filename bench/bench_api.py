@@ -23,6 +23,49 @@ preparing 260,000 values one by one, psycopg adapting them as query parameters),
 Now: one validating pass that writes each row once (payload JSON text included), a COPY into a
 temporary table, and one INSERT ... SELECT that also writes the events and returns (id, external
 id); in process a 10,000-chart request costs ~0.3 s CPU (JSON parse, validation, COPY, the answer).
+
+Where the time went (issue 14 item 5; profiled on 2026-11-30 on this 2-core machine, shared with three
+other engineers' test runs, load average 4-7: every figure below moves by tens of percent run to run).
+Profiles: pyinstrument over the WSGI handler in process, the ASGI application called in process with
+CPU time counted over every thread, and `py-spy record -p <gunicorn worker>` during this benchmark.
+
+- ASGI hops. Django's ASGI handler built the middleware stack in async mode, so every MiddlewareMixin
+  middleware (security, sessions, CSRF, auth, messages, clickjacking, CSP) ran process_request and
+  process_response each in a hop to the sync thread, and the sync-only guards hopped back to the event
+  loop: about fifteen hand-overs a request. `fairsched.asgi.OneHopASGIHandler` builds it in sync mode and
+  calls it once in the sync thread. CPU per status read, ASGI in process: 7.2-8.0 ms -> 6.1-7.1 ms.
+- ORM query building. The token lookup (annotate + subquery + select_related) and the chart read
+  (the plan annotations + select_related + first()) spent most of their 1.4 ms and 2.1 ms building and
+  compiling the query. Both are now one constant statement written from the models' columns
+  (`fairsched/rows.py`; still 2 queries, pinned in tests/api/test_charts.py). CPU per status read
+  through the sync stack in process: 4.5-5.9 ms -> 3.3 ms; through ASGI in process: 4.7 ms wall.
+- Middleware: the request guards, CSP and axes together were under 0.3 ms of a status read: not a cause.
+- Submit: the after-commit broadcast (async_to_sync to two groups: two hops to the worker's busy event
+  loop and Redis round trips) and the replan request (Redis, Celery publish) ran inside the request,
+  holding the worker's only sync thread. They now go to a sender thread (`fairsched/events.py`; replan
+  requests queued together are one), and a new chart is answered from what was written instead of read
+  again. One submit after another through the ASGI application in process: 145 ms -> 14.5 ms.
+- Workers: 4 gunicorn workers instead of 2 on 2 cores gave no more (150 req/s back to back, 36 submits/s):
+  the machine is CPU-bound; `WEB_CONCURRENCY` stays 2.
+
+Back to back, the same command (`--single 300 --bulk-requests 1 --pace 0.5`, rate limits on), the code
+before (a3fb629) then after, 16:39-16:41 UTC:
+
+    before: single submit 41 charts/s (p50 168 ms); status back to back 124 req/s, p95 542 ms;
+            paced 1 per 0.5 s p50 42 ms, p95 266 ms
+    after:  single submit 51 charts/s (p50 135 ms); status back to back 173 req/s, p95 608 ms;
+            paced 1 per 0.5 s p50 11 ms, p95 31 ms (meets p95 <= 50 ms)
+
+After that, the scope's membership queryset is built only when it runs (7% of a status read, left in
+the profile above); the same command at 16:44 UTC, load average 2.8 (a quieter moment, not back to back
+with a before run):
+
+    after:  single submit 55 charts/s (p50 137 ms); status back to back 322 req/s, p50 125 ms,
+            p95 352 ms; paced 1 per 0.5 s p50 6.7 ms, p95 12 ms
+
+Still short of the goals on this machine: 350 req/s back to back and 200 submits/s. One submit at a time
+is 14 ms through the server (`--single 100 --submit-clients 1`, write rate off); ten clients queue
+behind two workers whose CPU share is what the other processes on the machine leave.
 """
 
 from __future__ import annotations

@@ -117,7 +117,12 @@ class ChartViewSet(FairschedAPIView, viewsets.GenericViewSet[Chart]):
             priority=data["priority"],
             actor=actor_for(request.user),
         )
-        return self._fresh(chart, replanning=created, code=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+        if created:
+            # Just written with its org and workflow, and no plan yet: nothing to read again.
+            return Response(
+                ChartLeverSerializer(chart, context={"replanning": True}).data, status=status.HTTP_201_CREATED
+            )
+        return self._fresh(chart, replanning=False)
 
     @extend_schema(
         request=BulkSubmitSerializer,

@@ -15,7 +15,7 @@ from django.db import connection, transaction
 from django.db.models import Max, Min
 from django.utils import timezone
 
-from charts.models import IN_FLIGHT_STATES, Chart, ChartEvent, ChartState
+from charts.models import IN_FLIGHT_STATES, PLAN_FIELDS, Chart, ChartEvent, ChartState
 from charts.states import transition, transition_if
 from fairsched import strict
 from fairsched.errors import (
@@ -160,6 +160,13 @@ def chart_submit_bulk(*, org: Org, items: Sequence[Submission], actor: str) -> l
 
         _admit(org, len(items) - len(existing))
         created = _insert_staged(org, rows, actor=actor) if len(existing) < len(items) else []
+        workflow_of = {workflow.pk: workflow for workflow in workflows.values()}
+        for chart in created:
+            # Answered without reading again: its org and workflow as given, and the plan's fields
+            # (as every chart of `Chart.objects` has them), none yet for a new chart.
+            chart.org, chart.workflow = org, workflow_of[chart.workflow_id]
+            for name in PLAN_FIELDS:
+                setattr(chart, name, None)
         if created:
             changed(kind="charts", org_id=org.pk, submitted=len(created))
     by_external_id = {**existing, **{c.external_id: c for c in created}}

@@ -20,7 +20,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.exceptions import RequestDataTooBig
 from django.db import transaction
-from django.db.models import Field, IntegerField, OuterRef, Subquery
+from django.db.models import Field, IntegerField
 from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import exceptions, pagination, permissions, status
@@ -30,7 +30,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import SimpleRateThrottle
 
-from fairsched import strict
+from fairsched import rows, strict
 from fairsched.errors import InvalidInput, NotFound, QueueFull, ServiceError
 from orgs.models import ApiToken, Membership, Org
 
@@ -87,6 +87,29 @@ def api_token_revoke(*, token_id: int, actor: str) -> None:
     logger.info("api token %s revoked by %s", token_id, actor)
 
 
+# One statement for a token, its user and the user's role in the token's org (`fairsched/rows.py`).
+TOKEN_LOOKUP_SQL = (
+    f'SELECT {rows.columns(ApiToken, "t")}, {rows.columns(User, "u")}, m."role"'  # noqa: S608 (names from the models; values are parameters)
+    f' FROM "{ApiToken._meta.db_table}" t'
+    f' JOIN "{User._meta.db_table}" u ON u."id" = t."user_id"'
+    f' LEFT JOIN "{Membership._meta.db_table}" m ON m."user_id" = t."user_id" AND m."org_id" = t."org_id"'
+    ' WHERE t."key_hash" = %s'
+)
+
+
+def _token_with_user(key_hash: str) -> ApiToken | None:
+    """The token of this digest with its user (`token.user`) and the user's role in the token's org
+    (`token.member_role`, None when not a member), or None: one query."""
+    row = rows.fetch_one(TOKEN_LOOKUP_SQL, [key_hash])
+    if row is None:
+        return None
+    split = rows.width(ApiToken)
+    token = rows.from_row(ApiToken, row[:split])
+    token.user = rows.from_row(User, row[split : split + rows.width(User)])
+    token.member_role = row[-1]  # type: ignore[attr-defined]
+    return token
+
+
 class ApiTokenAuthentication(BaseAuthentication):
     """`Authorization: Token <secret>` (or `Bearer`). Sets `request.auth` to the `ApiToken`.
 
@@ -104,18 +127,12 @@ class ApiTokenAuthentication(BaseAuthentication):
             secret = words[1].decode()
         except UnicodeDecodeError:
             raise exceptions.AuthenticationFailed("Invalid token.") from None
-        # The user's role in the token's org comes along, so the scope needs no query of its own; the
-        # org row does not (the scope needs its id only).
-        membership = Membership.objects.filter(user_id=OuterRef("user_id"), org_id=OuterRef("org_id"))
-        token = (
-            ApiToken.objects.select_related("user")
-            .annotate(member_role=Subquery(membership.values("role")[:1]))
-            .filter(key_hash=_digest(secret))
-            .first()
-        )
+        token = _token_with_user(_digest(secret))
         if token is None or not token.user.is_active:
             raise exceptions.AuthenticationFailed("Invalid token.")
-        if (token.is_staff and not token.user.is_staff) or (token.org_id is not None and token.member_role is None):
+        if (token.is_staff and not token.user.is_staff) or (
+            token.org_id is not None and getattr(token, "member_role", None) is None
+        ):
             raise exceptions.AuthenticationFailed("Invalid token.")
         now = timezone.now()
         if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
@@ -258,16 +275,17 @@ def scope_of(request: Request) -> Scope:
     if (token is not None and token.is_staff) or (token is None and user.is_staff):
         scope = Scope(staff=True, org_ids=frozenset(), writable_org_ids=frozenset())
     else:
-        memberships = Membership.objects.filter(user_id=user.pk or 0)
-        if token is not None and token.org_id is not None:
-            # The authentication brought the role along (`member_role`); look it up only if it did not.
-            role = getattr(token, "member_role", None)
-            pairs = (
-                [(token.org_id, role)]
-                if role
-                else list(memberships.filter(org_id=token.org_id).values_list("org_id", "role"))
-            )
+        # The authentication brought an org token's role along (`member_role`); look it up only if it did
+        # not. The queryset is built only when it runs: building one costs a status read 7% of its time.
+        org_id: int | None = token.org_id if token is not None else None
+        role = getattr(token, "member_role", None) if org_id is not None else None
+        pairs: list[tuple[int, str]]
+        if org_id is not None and role:
+            pairs = [(org_id, role)]
         else:
+            memberships = Membership.objects.filter(user_id=user.pk or 0)
+            if org_id is not None:
+                memberships = memberships.filter(org_id=org_id)
             pairs = list(memberships.values_list("org_id", "role"))
         scope = Scope(
             staff=False,

@@ -6,7 +6,12 @@ commits (Zulip's `send_event_on_commit`), so a rolled-back change never announce
 
 from __future__ import annotations
 
+import asyncio
+import atexit
 import logging
+import os
+import queue
+import threading
 from typing import Any
 
 from django.db import transaction
@@ -36,24 +41,105 @@ def changed(*, kind: str, org_id: int | None = None, replan: bool = True, **data
 
 
 def broadcast(group: str, message: dict[str, Any]) -> None:
-    """Send a 'tell clients what to refetch' message to a Channels group; a Redis blip only logs."""
-    from asgiref.sync import async_to_sync
-    from channels.layers import get_channel_layer
+    """Send a 'tell clients what to refetch' message to a Channels group, without waiting for it.
 
-    layer = get_channel_layer()
-    if layer is None:
-        return
-    try:
-        async_to_sync(layer.group_send)(group, {"type": "fairsched.event", "message": message})
-    except Exception:  # the live pages resync on their next message; a lost one must not fail a write
-        logger.warning("broadcast to %s failed", group, exc_info=True)
+    The message is handed to this process's sender thread (`_Sender`), which sends in order; the
+    caller (a request, a pass) goes on at once. A Redis blip only logs: the live pages resync on
+    their next message, and a lost one must not fail a write."""
+    _sender.put((group, message))
 
 
 def request_replan() -> None:
-    """Queue a debounced replan (the task itself coalesces bursts; see scheduling.tasks)."""
+    """Ask for a debounced replan, without waiting for it (the sender thread asks; requests queued
+    together are one request, and the task coalesces bursts further: see scheduling.tasks)."""
+    _sender.put(REPLAN)
+
+
+REPLAN = "replan"
+Announcement = tuple[str, dict[str, Any]] | str
+
+
+class _Sender:
+    """One thread per process that sends the announcements (broadcasts, replan requests) in the
+    order they were made.
+
+    Sending from the request itself cost a submission two hops to the event loop (`async_to_sync`),
+    several Redis round trips and a Celery publish, while it held the web worker's one sync thread:
+    most of a single submit's time under load (bench/bench_api.py). Steps of the thread:
+
+    1. Wait for an announcement, then take every other one already queued with it.
+    2. Send the broadcasts in order (a Redis blip only logs: the live pages resync on their next).
+    3. Ask for one replan if any of them asked for one (a failure only logs: beat replans anyway).
+
+    The thread starts on first use, again after a fork (Celery's pool children, gunicorn's
+    workers), and is given a moment to empty its queue when the process exits.
+    """
+
+    EXIT_FLUSH_SECONDS = 2.0
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[Announcement | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+
+    def put(self, announcement: Announcement) -> None:
+        with self._lock:
+            if self._thread is None or self._pid != os.getpid() or not self._thread.is_alive():
+                if self._pid != os.getpid():
+                    self._queue = queue.SimpleQueue()  # a forked child does not send its parent's backlog
+                self._pid = os.getpid()
+                self._thread = threading.Thread(target=self._run, name="fairsched-announce", daemon=True)
+                self._thread.start()
+        self._queue.put(announcement)
+
+    def flush(self) -> None:
+        """Send what is queued, then stop (at process exit)."""
+        thread = self._thread
+        if thread is None or self._pid != os.getpid() or not thread.is_alive():
+            return
+        self._queue.put(None)
+        thread.join(self.EXIT_FLUSH_SECONDS)
+
+    def _run(self) -> None:
+        from channels.layers import get_channel_layer
+
+        layer = get_channel_layer()
+        loop = asyncio.new_event_loop()
+        try:
+            while (first := self._queue.get()) is not None:
+                batch, stop = [first], False
+                while not self._queue.empty():
+                    more = self._queue.get()
+                    if more is None:
+                        stop = True
+                        break
+                    batch.append(more)
+                for item in batch:
+                    if isinstance(item, tuple) and layer is not None:
+                        group, message = item
+                        try:
+                            loop.run_until_complete(
+                                layer.group_send(group, {"type": "fairsched.event", "message": message})
+                            )
+                        except Exception:
+                            logger.warning("broadcast to %s failed", group, exc_info=True)
+                if REPLAN in batch:
+                    _replan_soon()
+                if stop:
+                    break
+        finally:
+            loop.close()
+
+
+def _replan_soon() -> None:
     from scheduling.tasks import replan_soon
 
     try:
         replan_soon()
     except Exception:  # beat replans every few seconds anyway
         logger.warning("could not queue a replan", exc_info=True)
+
+
+_sender = _Sender()
+atexit.register(_sender.flush)

@@ -1,0 +1,81 @@
+"""Broadcasts leave the process from a sender thread: the caller never waits on Redis, and the
+messages arrive in the order they were made (through the real Redis channel layer)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+
+from fairsched import events
+
+WAIT_SECONDS = 30
+
+
+def test_broadcasts_reach_the_group_in_order() -> None:
+    layer = get_channel_layer()
+    assert layer is not None
+    channel = async_to_sync(layer.new_channel)()
+    group = f"test-events-{threading.get_ident()}"
+    async_to_sync(layer.group_add)(group, channel)
+    try:
+        for n in range(5):
+            events.broadcast(group, {"kind": "chart", "n": n})
+
+        async def receive_all() -> list[Any]:
+            return [(await asyncio.wait_for(layer.receive(channel), WAIT_SECONDS))["message"]["n"] for _ in range(5)]
+
+        assert async_to_sync(receive_all)() == [0, 1, 2, 3, 4]
+    finally:
+        async_to_sync(layer.group_discard)(group, channel)
+
+
+def test_the_caller_does_not_wait_for_the_send(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A send that cannot finish (Redis stalled) does not hold the caller; what follows it is sent
+    once it finishes, in order."""
+    layer = get_channel_layer()
+    release = threading.Event()
+    sent: list[str] = []
+
+    async def stalled_send(group: str, message: dict[str, Any]) -> None:
+        if group == "stalled":
+            await asyncio.get_running_loop().run_in_executor(None, release.wait, WAIT_SECONDS)
+        sent.append(group)
+
+    monkeypatch.setattr(layer, "group_send", stalled_send)
+    events.broadcast("stalled", {"kind": "chart"})
+    events.broadcast("after", {"kind": "chart"})
+    assert sent == []  # both calls returned while the first send is still stalled
+    release.set()
+    events._sender.flush()
+    assert sent == ["stalled", "after"]
+
+
+def test_replan_requests_queued_together_are_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Submissions that commit while the sender is busy ask for one replan, after their broadcasts."""
+    import scheduling.tasks
+
+    layer = get_channel_layer()
+    release = threading.Event()
+    done: list[str] = []
+
+    async def stalled_send(group: str, message: dict[str, Any]) -> None:
+        if group == "stalled":
+            await asyncio.get_running_loop().run_in_executor(None, release.wait, WAIT_SECONDS)
+        done.append(group)
+
+    monkeypatch.setattr(layer, "group_send", stalled_send)
+    monkeypatch.setattr(scheduling.tasks, "replan_soon", lambda: done.append("replan"))
+    events.broadcast("stalled", {"kind": "charts"})
+    for n in range(3):
+        events.broadcast(f"org-{n}", {"kind": "charts"})
+        events.request_replan()
+    assert done == []
+    release.set()
+    events._sender.flush()
+    # The first batch is the stalled broadcast alone; the rest queued behind it are one batch.
+    assert done == ["stalled", "org-0", "org-1", "org-2", "replan"]
