@@ -14,7 +14,7 @@ from fairsched import events
 from orgs.models import Membership, Org, Workflow
 from tests.factories import MembershipFactory, OrgFactory, UserFactory, WorkflowFactory
 
-pytest_plugins = ["tests.temporal_server"]
+pytest_plugins = ["tests.temporal_server", "tests.browser"]
 
 
 @pytest.fixture(autouse=True)

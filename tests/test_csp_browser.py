@@ -5,19 +5,15 @@ violation. Also: logging out in one tab stops the live page of another tab."""
 from __future__ import annotations
 
 import os
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from django.conf import settings
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
-from django.db import connections
 
-from charts.services import chart_submit
+from tests.browser import Violations, submit_elsewhere
 from tests.conftest import Tenants
-from tests.dashboard.live import CHROMIUM, daphne, launch_chromium, session_cookie
+from tests.dashboard.live import CHROMIUM, session_cookie
 
 pytestmark = [
     pytest.mark.browser,
@@ -27,61 +23,11 @@ pytestmark = [
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 
-@pytest.fixture(scope="module")
-def live_url(django_db_setup: None) -> Iterator[str]:
-    db = settings.DATABASES["default"]
-    url = f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
-    with daphne({"DATABASE_URL": url}) as base:
-        yield base
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = launch_chromium(playwright)
-        yield chromium
-        chromium.close()
-
-
-class Violations:
-    """Every CSP complaint the page's console and the page's own listener report."""
-
-    def __init__(self, page: Any) -> None:
-        self.seen: list[str] = []
-        page.on("console", self._console)
-        page.add_init_script(
-            "document.addEventListener('securitypolicyviolation', e =>"
-            " console.error('Content Security Policy violation: ' + e.violatedDirective + ' ' + e.blockedURI"
-            " + ' at ' + e.sourceFile + ':' + e.lineNumber + ' on ' + document.URL));"
-        )
-
-    def _console(self, message: Any) -> None:
-        if "Content Security Policy" in message.text or "Content-Security-Policy" in message.text:
-            self.seen.append(message.text)
-
-
-def submit_elsewhere(tenants: Tenants, external_id: str) -> None:
-    """Submit a chart from another thread: this one runs Playwright's event loop, where the after-commit
-    broadcast (async_to_sync) cannot run."""
-
-    def submit() -> None:
-        try:
-            chart_submit(org=tenants.org_a, workflow="render", external_id=external_id, actor="user:alice")
-        finally:
-            connections.close_all()
-
-    thread = threading.Thread(target=submit)
-    thread.start()
-    thread.join()
-
-
-def test_every_interface_works_under_the_policy(live_url: str, browser: Any, tenants: Tenants) -> None:
+def test_every_interface_works_under_the_policy(live_url: str, chromium: Any, tenants: Tenants) -> None:
     # Hashed as the server hashes (the tests' own fast hasher is not among its hashers); few rounds.
     tenants.member_a.password = PBKDF2PasswordHasher().encode("right-horse-battery", "csp-salt", iterations=1000)
     tenants.member_a.save()
-    context = browser.new_context()
+    context = chromium.new_context()
     page = context.new_page()
     violations = Violations(page)
 
@@ -96,7 +42,7 @@ def test_every_interface_works_under_the_policy(live_url: str, browser: Any, ten
     page.wait_for_selector("text=csp-1", timeout=10_000)
 
     # The admin and the dashboard, as staff.
-    staff = browser.new_context()
+    staff = chromium.new_context()
     staff.add_cookies([session_cookie(tenants.staff, live_url)])
     admin = staff.new_page()
     violations_admin = Violations(admin)
@@ -114,8 +60,8 @@ def test_every_interface_works_under_the_policy(live_url: str, browser: Any, ten
     staff.close()
 
 
-def test_logout_in_one_tab_stops_the_live_page_in_another(live_url: str, browser: Any, tenants: Tenants) -> None:
-    context = browser.new_context()
+def test_logout_in_one_tab_stops_the_live_page_in_another(live_url: str, chromium: Any, tenants: Tenants) -> None:
+    context = chromium.new_context()
     context.add_cookies([session_cookie(tenants.member_a, live_url)])
     watching = context.new_page()
     watching.goto(live_url + "/portal/acme/")

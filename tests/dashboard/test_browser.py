@@ -6,20 +6,19 @@ import os
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from django.conf import settings
 
 from charts.models import Chart
 from orgs import services as org_services
 from orgs.models import Org, ProviderPause
 from scheduling.models import SchedulerConfig
+from tests.browser import database_url
 from tests.conftest import Tenants
 from tests.dashboard.conftest import plan_queue
-from tests.dashboard.live import CHROMIUM, daphne, free_port, launch_chromium, session_cookie
+from tests.dashboard.live import CHROMIUM, daphne, free_port, session_cookie
 from tests.factories import ProviderFactory
 
 pytestmark = [
@@ -35,32 +34,8 @@ REDIS_SERVER = "/usr/bin/redis-server"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
 
-def _database_url() -> str:
-    db = settings.DATABASES["default"]
-    auth = db["USER"] + (f":{db['PASSWORD']}" if db.get("PASSWORD") else "")
-    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
-
-
-@pytest.fixture(scope="module")
-def live_url(django_db_setup: None) -> Iterator[str]:
-    """daphne serving the test database (the one pytest-django created) and the real Redis layer."""
-    with daphne({"DATABASE_URL": _database_url()}) as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    """Module-scoped: Playwright's loop must be gone before async tests of other modules run."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = launch_chromium(playwright)
-        yield chromium
-        chromium.close()
-
-
-def _open(browser: Any, base_url: str, user: Any) -> Any:
-    context = browser.new_context(viewport={"width": 1500, "height": 1000})
+def _open(chromium: Any, base_url: str, user: Any) -> Any:
+    context = chromium.new_context(viewport={"width": 1500, "height": 1000})
     context.add_cookies([session_cookie(user, base_url)])
     page = context.new_page()
     page.goto(base_url + "/dashboard/")
@@ -73,10 +48,10 @@ def _shot(page: Any, name: str) -> None:
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
 
 
-def test_a_lever_pulled_in_one_browser_shows_in_another(live_url: str, browser: Any, tenants: Tenants) -> None:
+def test_a_lever_pulled_in_one_browser_shows_in_another(live_url: str, chromium: Any, tenants: Tenants) -> None:
     plan_queue([tenants.org_a, tenants.org_b], tenants.workflow, 50)
-    operator = _open(browser, live_url, tenants.staff)
-    watcher = _open(browser, live_url, tenants.staff)
+    operator = _open(chromium, live_url, tenants.staff)
+    watcher = _open(chromium, live_url, tenants.staff)
     hold_seen = watcher.locator('tr[data-org="acme"] [data-hold]')
     assert hold_seen.text_content() == "Hold"
 
@@ -97,10 +72,10 @@ def test_a_lever_pulled_in_one_browser_shows_in_another(live_url: str, browser: 
     _shot(operator, "dashboard-bad-value")
 
 
-def test_ten_thousand_queued_charts_load_and_scroll(live_url: str, browser: Any, tenants: Tenants) -> None:
+def test_ten_thousand_queued_charts_load_and_scroll(live_url: str, chromium: Any, tenants: Tenants) -> None:
     count = 12_000
     plan_queue([tenants.org_a, tenants.org_b], tenants.workflow, count)
-    context = browser.new_context(viewport={"width": 1500, "height": 1000})
+    context = chromium.new_context(viewport={"width": 1500, "height": 1000})
     context.add_cookies([session_cookie(tenants.staff, live_url)])
     page = context.new_page()
     started = time.monotonic()
@@ -128,11 +103,11 @@ def test_ten_thousand_queued_charts_load_and_scroll(live_url: str, browser: Any,
 
 
 def test_the_page_reconnects_and_resyncs_after_a_server_restart(
-    django_db_setup: None, browser: Any, tenants: Tenants
+    django_db_setup: None, chromium: Any, tenants: Tenants
 ) -> None:
     port = free_port()
-    env = {"DATABASE_URL": _database_url()}
-    context = browser.new_context()
+    env = {"DATABASE_URL": database_url()}
+    context = chromium.new_context()
     with daphne(env, port=port) as url:
         context.add_cookies([session_cookie(tenants.staff, url)])
         page = context.new_page()
@@ -151,13 +126,13 @@ def test_the_page_reconnects_and_resyncs_after_a_server_restart(
     context.close()
 
 
-def test_queue_row_levers_and_the_what_if_preview(live_url: str, browser: Any, tenants: Tenants) -> None:
+def test_queue_row_levers_and_the_what_if_preview(live_url: str, chromium: Any, tenants: Tenants) -> None:
     from scheduling.replan import plan_refresh
 
     plan_queue([tenants.org_a, tenants.org_b], tenants.workflow, 30)
     plan_refresh()
     ProviderFactory(slug="openai", name="OpenAI")
-    page = _open(browser, live_url, tenants.staff)
+    page = _open(chromium, live_url, tenants.staff)
     first = page.locator("#queue-rows .vt-row[data-chart]").first
     chart_id = int(first.get_attribute("data-chart") or 0)
     first.locator("button[data-act=priority]").click()
@@ -226,15 +201,15 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 @pytest.mark.skipif(not Path(REDIS_SERVER).exists(), reason=f"no redis-server at {REDIS_SERVER}")
 def test_the_page_reconnects_and_resyncs_after_a_redis_blip(
-    django_db_setup: None, browser: Any, tenants: Tenants
+    django_db_setup: None, chromium: Any, tenants: Tenants
 ) -> None:
     redis_port = free_port()
     redis = _start_redis(redis_port)
     redis_url = f"redis://127.0.0.1:{redis_port}/0"
-    env = {"DATABASE_URL": _database_url(), "REDIS_URL": redis_url, "CELERY_BROKER_URL": redis_url}
+    env = {"DATABASE_URL": database_url(), "REDIS_URL": redis_url, "CELERY_BROKER_URL": redis_url}
     try:
         with daphne(env) as url:
-            context = browser.new_context()
+            context = chromium.new_context()
             context.add_cookies([session_cookie(tenants.staff, url)])
             page = context.new_page()
             page.goto(url + "/dashboard/")

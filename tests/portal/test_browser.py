@@ -6,21 +6,19 @@ the live table still updates; and the browser reports no CSP violation."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from django.conf import settings
 from django.utils import timezone
 
 from charts.models import ChartState
 from orgs.models import Membership
+from tests.browser import Violations, submit_elsewhere
 from tests.conftest import Tenants
-from tests.dashboard.live import CHROMIUM, daphne, launch_chromium, session_cookie
+from tests.dashboard.live import CHROMIUM, session_cookie
 from tests.factories import ChartFactory, MembershipFactory, UserFactory
-from tests.test_csp_browser import Violations, submit_elsewhere
 
 pytestmark = [
     pytest.mark.browser,
@@ -28,24 +26,6 @@ pytestmark = [
     pytest.mark.django_db(transaction=True),
 ]
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-
-
-@pytest.fixture(scope="module")
-def live_url(django_db_setup: None) -> Iterator[str]:
-    db = settings.DATABASES["default"]
-    url = f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
-    with daphne({"DATABASE_URL": url}) as base:
-        yield base
-
-
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = launch_chromium(playwright)
-        yield browser
-        browser.close()
 
 
 def test_a_member_acts_from_the_portal(live_url: str, chromium: Any, tenants: Tenants) -> None:
