@@ -7,10 +7,12 @@ half spread evenly over the orgs and half drawn from a Pareto law (a few orgs ho
 
 from __future__ import annotations
 
+import argparse
 import io
 import os
 import random
 import time
+from collections.abc import Callable
 
 BASE_URL = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/fairsched")
 
@@ -79,3 +81,25 @@ def seed_backlog(size: int, orgs: int = 500) -> None:
         ) as copy:
             copy.write(buffer.getvalue())
         cursor.execute("ANALYZE charts_chart")
+
+
+def run_at_sizes(name: str, measure: Callable[[int], None], *, description: str | None) -> None:
+    """A benchmark's main: `--sizes` (default 10000,100000); database `name` made afresh and
+    migrated, `measure(size)` for each size, then the database dropped, whatever happened."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--sizes", default="10000,100000")
+    args = parser.parse_args()
+    recreate_database(name)
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    call_command("migrate", verbosity=0)
+    try:
+        for size in (int(s) for s in args.sizes.split(",")):
+            measure(size)
+    finally:
+        from django.db import connections
+
+        connections.close_all()
+        drop_database(name)

@@ -8,13 +8,12 @@ Run: `.venv/bin/python bench/bench_reconcile.py [--sizes 10000,100000]`. It uses
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
 from pathlib import Path
 
-from backlog import drop_database, recreate_database, seed_backlog, use_database
+from backlog import run_at_sizes, seed_backlog, use_database
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -49,23 +48,7 @@ def measure(size: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--sizes", default="10000,100000")
-    args = parser.parse_args()
-    recreate_database(BENCH_DB)
-    import django
-    from django.core.management import call_command
-
-    django.setup()
-    call_command("migrate", verbosity=0)
-    try:
-        for size in (int(s) for s in args.sizes.split(",")):
-            measure(size)
-    finally:
-        from django.db import connections
-
-        connections.close_all()
-        drop_database(BENCH_DB)
+    run_at_sizes(BENCH_DB, measure, description=__doc__)
 
 
 if __name__ == "__main__":

@@ -6,12 +6,11 @@ Run: `.venv/bin/python bench/bench_replan.py [--sizes 10000,100000]`. It uses it
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
 
-from backlog import recreate_database, seed_backlog, use_database
+from backlog import run_at_sizes, seed_backlog, use_database
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -41,20 +40,7 @@ def measure(size: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--sizes", default="10000,100000")
-    args = parser.parse_args()
-    recreate_database(BENCH_DB)
-    import django
-    from django.core.management import call_command
-
-    django.setup()
-    call_command("migrate", verbosity=0)
-    for size in (int(s) for s in args.sizes.split(",")):
-        measure(size)
-    from django.db import connections
-
-    connections.close_all()
+    run_at_sizes(BENCH_DB, measure, description=__doc__)
 
 
 if __name__ == "__main__":
