@@ -15,7 +15,7 @@ from django.db import connection, transaction
 from django.db.models import Max, Min
 from django.utils import timezone
 
-from charts.models import IN_FLIGHT_STATES, PLAN_FIELDS, Chart, ChartEvent, ChartState
+from charts.models import ACTIVE_STATES, IN_FLIGHT_STATES, PLAN_FIELDS, QUEUE_STATES, Chart, ChartEvent, ChartState
 from charts.states import transition, transition_if
 from fairsched import strict
 from fairsched.errors import (
@@ -41,8 +41,6 @@ TENANT_PRIORITY_RANGE = (-10, 10)
 # One encoder for every payload (json.dumps with an option builds an encoder per call); NaN and
 # infinities are not JSON, and PostgreSQL's jsonb refuses them.
 _PAYLOAD_JSON = json.JSONEncoder(allow_nan=False)
-# Charts that count against the queue limit: waiting, whether eligible or not.
-QUEUE_STATES = (ChartState.QUEUED, ChartState.PAUSED, ChartState.RETRY_WAIT)
 
 
 @dataclass(frozen=True)
@@ -430,7 +428,7 @@ def chart_cancel(*, chart: Chart, actor: str, reason: str = "") -> Chart:
         )
         won = transition_if(
             chart.pk,
-            [ChartState.QUEUED, ChartState.PAUSED, ChartState.RETRY_WAIT, ChartState.DISPATCHING, ChartState.RUNNING],
+            ACTIVE_STATES,
             ChartState.CANCELLED,
             actor=actor,
             reason=reason or "cancelled",

@@ -15,7 +15,7 @@ from django.db.models import Count, F, FloatField, IntegerField, OuterRef, Q, Su
 from django.db.models.functions import Cast, Coalesce
 from django.utils import timezone
 
-from charts.models import ACTIVE_STATES, IN_FLIGHT_STATES, WAITING_STATES, Chart, ChartEvent, ChartState, DurationStat
+from charts.models import ACTIVE_STATES, CLAIMABLE_STATES, IN_FLIGHT_STATES, Chart, ChartEvent, ChartState, DurationStat
 from orgs.models import Org, OrgChange, Provider, ProviderPause, Workflow, WorkflowCost
 from scheduling.models import ConfigChange, QueueSample, SchedulerConfig
 from scheduling.snapshot import Durations
@@ -91,7 +91,7 @@ def queue_page(*, start: int = 0, org: Org | None = None, offset: int = 0, limit
     fair order from `offset` on. `total` sizes the client's scroller.
     """
     limit = max(1, min(limit, QUEUE_PAGE_MAX))
-    planned = Chart.objects.filter(state__in=WAITING_STATES, plan__position__isnull=False)
+    planned = Chart.objects.filter(state__in=CLAIMABLE_STATES, plan__position__isnull=False)
     if org is not None:
         planned = planned.filter(org=org)
         rows = planned.order_by("plan__position")[max(0, offset) : max(0, offset) + limit]
@@ -152,7 +152,7 @@ def outside_plan(*, limit: int = 100) -> dict[str, Any]:
     (org, state) index of active charts rather than by joining every chart to its org.
     """
     held = list(Org.objects.filter(weight=0).values_list("id", flat=True))
-    waiting = Chart.objects.filter(Q(state=ChartState.PAUSED) | Q(state__in=WAITING_STATES, org_id__in=held))
+    waiting = Chart.objects.filter(Q(state=ChartState.PAUSED) | Q(state__in=CLAIMABLE_STATES, org_id__in=held))
     values = (
         waiting.order_by("created_at", "id")[: max(1, min(limit, QUEUE_PAGE_MAX))]
         .annotate(org_slug=F("org__slug"), workflow_name=F("workflow__name"), run_cost=_cost_expression())
