@@ -102,9 +102,7 @@ def reconcile_chart(chart_id: int) -> bool:
 Describe = Callable[[str], WorkflowOutcome | None]
 
 
-def settle(
-    chart: Chart, *, config: SchedulerConfig, result: ReconcileResult, describe: Describe | None = None
-) -> bool:
+def settle(chart: Chart, *, config: SchedulerConfig, result: ReconcileResult, describe: Describe | None = None) -> bool:
     """Record what Temporal says of one in-flight chart; return whether its workflow still runs.
 
     `describe` asks Temporal (`describe_workflow`, the default); tests pass a fake. A chart without

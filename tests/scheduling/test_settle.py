@@ -139,7 +139,8 @@ def test_a_failure_with_attempts_left_waits_out_a_backoff(tenants: Tenants, conf
     chart = in_flight(tenants, attempt=1)
     _, _, after = run_settle(chart, config, Describe(outcome("failed", failure_message="boom")))
     assert after.last_error == "boom"
-    assert after.available_at is not None and after.available_at > timezone.now()
+    assert after.available_at is not None
+    assert after.available_at > timezone.now()
     assert after.attempt == 1  # the attempt stays spent
 
 
