@@ -201,11 +201,10 @@ def plan_preview(*, changes: dict[str, Any], now: datetime | None = None) -> dic
        the charts that move most (a chart no longer planned first, then by the size of the move,
        then by id); per org, how many charts move earlier and later, and the largest moves.
     """
-    from charts.models import Chart
+    from charts.models import QUEUE_STATES, Chart
     from orgs.models import Provider, Workflow
     from scheduling import core
     from scheduling.snapshot import (
-        WAITING,
         Epoch,
         _backlogged_and_ready,
         chart_key,
@@ -343,7 +342,7 @@ def plan_preview(*, changes: dict[str, Any], now: datetime | None = None) -> dic
                     raise InvalidInput("until must be in the future", field=name)
                 pauses[(provider_id, org_id)] = max(until, pauses.get((provider_id, org_id), until))
         # Each waiting chart's own availability (its backoff), before any pause was laid over it.
-        own = dict(Chart.objects.filter(state__in=WAITING).values_list("id", Epoch("available_at")))
+        own = dict(Chart.objects.filter(state__in=QUEUE_STATES).values_list("id", Epoch("available_at")))
         changed_costs = replace(costs_now, pauses=pauses)
         for index, (chart_id, org, workflow_id) in enumerate(
             zip(queued.id, queued.org, snapshot.queued_workflow, strict=True)
