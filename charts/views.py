@@ -124,7 +124,7 @@ def org_charts(request: HttpRequest, org_slug: str) -> HttpResponse:
         "orgs": member_orgs(user_id=_user_id(request)),
         "can_act": membership.can_write,
         "workflows": workflows_all() if membership.can_write else [],
-        "priority_range": services.TENANT_PRIORITY_RANGE,
+        "priority_range": (services.TENANT_PRIORITY.minimum, services.TENANT_PRIORITY.maximum),
     }
     return render(request, "portal/org.html", context)
 
