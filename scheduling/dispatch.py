@@ -27,7 +27,7 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from charts.models import CLAIMABLE_STATES, Chart, ChartState
+from charts.models import CLAIMABLE_STATES, Chart, ChartState, is_retry
 from charts.states import transition_if
 from fairsched.actors import DISPATCHER
 from fairsched.events import changed
@@ -253,6 +253,6 @@ def _start(chart: Chart) -> bool:
         metrics.observe_start(
             org=chart.org.slug,
             waited=(timezone.now() - chart.created_at).total_seconds(),
-            first=chart.attempt == 1,
+            first=not is_retry(state=ChartState.RUNNING, attempt=chart.attempt),
         )
     return marked

@@ -22,7 +22,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from charts.models import IN_FLIGHT_STATES, Chart, ChartState, DurationStat
+from charts.models import IN_FLIGHT_STATES, Chart, ChartState, DurationStat, is_retry
 from charts.services import chart_workflow_closed
 from charts.states import transition_if
 from fairsched.actors import RECONCILER
@@ -204,7 +204,9 @@ def _succeed(chart: Chart, outcome: WorkflowOutcome, result: ReconcileResult) ->
             org_id=chart.org_id, workflow_id=chart.workflow_id, seconds=(finished - outcome.start_time).total_seconds()
         )
     result.succeeded.append(chart.pk)
-    metrics.observe_finish(org=chart.org.slug, cost=chart.cost or 1, retry=chart.attempt > 1)
+    metrics.observe_finish(
+        org=chart.org.slug, cost=chart.cost or 1, retry=is_retry(state=chart.state, attempt=chart.attempt)
+    )
 
 
 def _fail(
