@@ -20,6 +20,7 @@ from django.db.models import Count, F, FloatField, Func, Q
 from django.utils import timezone
 
 from charts.models import (
+    ACTIVE_STATES,
     IN_FLIGHT_STATES,
     QUEUE_STATES,
     Chart,
@@ -347,7 +348,7 @@ def load_snapshot(*, now: datetime | None = None) -> Snapshot:
 
     # Waiting and in-flight charts come from one statement, so one consistent view of the table: a
     # chart claimed while the snapshot is read is either still waiting or already in flight, never both.
-    charts = Chart.objects.filter(state__in=[*QUEUE_STATES, *IN_FLIGHT_STATES]).values_list(
+    charts = Chart.objects.filter(state__in=ACTIVE_STATES).values_list(
         "id", "org_id", "workflow_id", Epoch("created_at"), Epoch("available_at"), "high_priority", "priority",
         "state", "attempt", "cost", Epoch(_started()),
     )  # fmt: skip
