@@ -1,4 +1,4 @@
-"""`python -m scheduling.loadtest.simulate`: an open-arrival simulator that scores ETA predictors
+"""`python -m tools.loadtest.simulate`: an open-arrival simulator that scores ETA predictors
 on the same charts, over the core and the live loop's shell rules, in a minute or two.
 
 Work keeps arriving, so an ETA made now is overtaken, fairly, by charts that do not exist yet. The
@@ -50,7 +50,7 @@ from scheduling.core import (
 )
 from scheduling.core.model import Plan, Policy
 from scheduling.core.service import OrgService, fair_service, start_service
-from scheduling.loadtest.metrics import ErrorFigures, error_figures, quantile
+from tools.loadtest.metrics import ErrorFigures, error_figures, quantile
 
 # The live loop's default arrival window (`SchedulerConfig.arrival_window`): today's forecast.
 ARRIVAL_WINDOW = 600.0

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from scheduling.loadtest.multirun import summary
+from fairsched.devservices import REPO_ROOT
+from tools.loadtest.multirun import summary
 
 pytestmark = [pytest.mark.slow, pytest.mark.temporal]
-ROOT = Path(__file__).resolve().parents[2]
+
 SECONDS = 30
 API_REQUESTS = 8  # per client, of 50: enough to see both setups serve, short enough for make test
 RUN_TIMEOUT_SECONDS = 300
@@ -26,10 +27,10 @@ RUN_TIMEOUT_SECONDS = 300
 def test_two_of_everything_survive_leader_kills(tmp_path: Path) -> None:
     out = tmp_path / "events.json"
     runner = subprocess.Popen(
-        [sys.executable, "-m", "scheduling.loadtest.runner", "--seconds", str(SECONDS), "--faults", "",
+        [sys.executable, "-m", "tools.loadtest.runner", "--seconds", str(SECONDS), "--faults", "",
          "--celery-workers", "2", "--temporal-workers", "2", "--web", "2", "--leader-kills", "2",
          "--api-requests", str(API_REQUESTS), "--drain-timeout", "90", "--out", str(out)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
         _, stderr = runner.communicate(timeout=RUN_TIMEOUT_SECONDS)

@@ -9,15 +9,15 @@ import json
 import signal
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from scheduling.loadtest import metrics
+from fairsched.devservices import REPO_ROOT
+from tools.loadtest import metrics
 
 pytestmark = [pytest.mark.slow, pytest.mark.temporal]
-ROOT = Path(__file__).resolve().parents[2]
+
 SECONDS = 40
 RECOVERY_LIMIT_SECONDS = 30.0
 RUN_TIMEOUT_SECONDS = 240
@@ -29,9 +29,9 @@ def event_log(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     handles like Ctrl-C: it stops its children and services before leaving."""
     out = tmp_path_factory.mktemp("loadrun") / "events.json"
     runner = subprocess.Popen(
-        [sys.executable, "-m", "scheduling.loadtest.runner", "--seconds", str(SECONDS), "--faults",
+        [sys.executable, "-m", "tools.loadtest.runner", "--seconds", str(SECONDS), "--faults",
          "kill_worker,redis", "--drain-timeout", "90", "--out", str(out)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
         _, stderr = runner.communicate(timeout=RUN_TIMEOUT_SECONDS)

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from scheduling.loadtest import metrics
+from tools.loadtest import metrics
 
 
 def chart(

@@ -1,13 +1,13 @@
-"""`python -m scheduling.loadtest.report` (`make report`): run the hostile workload on the real stack
+"""`python -m tools.loadtest.report` (`make report`): run the hostile workload on the real stack
 (unless `--log` names an existing event log), then write `reports/report.md`, `reports/report.html`
 and SVG plots, with the live run side by side with the baselines replayed on the same workload.
 
 Steps:
-1. Run `scheduling.loadtest.runner` in a child process (it starts its own services and leaves with
+1. Run `tools.loadtest.runner` in a child process (it starts its own services and leaves with
    `os._exit`), writing `reports/events.json`; or read the log given with `--log`.
 2. Replay the same workload (arrivals and durations as submitted, holds and provider pauses as
    blackouts) through fairsched's fair order, the "served rounds" what-if, a single FIFO queue and
-   the proportional-rounding split (`scheduling.core.baselines`).
+   the proportional-rounding split (`tools.baselines`).
 3. Measure the live run and every replay the same way (`metrics.fairness`), plus the live-only
    figures (ETAs, budget, integrity, recoveries).
 4. Write the tables, the verdict on each target, and the plots.
@@ -26,7 +26,9 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from scheduling.core.baselines import (
+from fairsched.devservices import REPO_ROOT
+from scheduling.core.model import Policy
+from tools.baselines import (
     Blackout,
     Job,
     Outcome,
@@ -35,12 +37,10 @@ from scheduling.core.baselines import (
     replay_fifo,
     replay_proportional,
 )
-from scheduling.core.model import Policy
-from scheduling.loadtest import metrics, simulate
-from scheduling.loadtest.ideal import ideal_etas, workflow_means
-from scheduling.loadtest.svg import PALETTE, Chart
+from tools.loadtest import metrics, simulate
+from tools.loadtest.ideal import ideal_etas, workflow_means
+from tools.loadtest.svg import PALETTE, Chart
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 REPORTS = REPO_ROOT / "reports"
 
 
@@ -474,7 +474,7 @@ def plot_starts(schedule: metrics.Schedule, ended: float) -> str:
 
 
 def simulator_tables(results: Sequence[simulate.Result]) -> list[Table | str]:
-    """The open-arrival simulator's figures (`scheduling.loadtest.simulate`) and its targets."""
+    """The open-arrival simulator's figures (`tools.loadtest.simulate`) and its targets."""
     judged = simulate.targets(results)
     sizes = "; ".join(f"{r.workload} / {r.policy}: {r.charts} charts, {r.deep_share:.0%} deep" for r in results)
     return [
@@ -571,7 +571,7 @@ def build_report(
             [
                 (
                     "ETAs in an open system (simulator)",
-                    "`python -m scheduling.loadtest.simulate`: the core and the live loop's shell rules (served "
+                    "`python -m tools.loadtest.simulate`: the core and the live loop's shell rules (served "
                     "rounds, the forecast from history, the dispatch walk) on three open-arrival workloads, every "
                     "predictor scored on the same charts. Error = |ETA - finish| / (finish - time of the ETA), at "
                     "enqueue (every 4th chart) and sampled every mean duration over the wait; deep = waited >= 5 "
@@ -720,13 +720,13 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     log_path = args.log
-    command = f"python -m scheduling.loadtest.report --seconds {args.seconds:g}"
+    command = f"python -m tools.loadtest.report --seconds {args.seconds:g}"
     if log_path is None:
         log_path = args.out / "events.json"
         run = [
             sys.executable,
             "-m",
-            "scheduling.loadtest.runner",
+            "tools.loadtest.runner",
             "--seconds",
             str(args.seconds),
             "--out",
@@ -743,7 +743,7 @@ def main(argv: list[str] | None = None) -> None:
             command += f" --policy {args.policy}"
         subprocess.run(run, cwd=REPO_ROOT, check=True)
     else:
-        command = f"python -m scheduling.loadtest.report --log {log_path}"
+        command = f"python -m tools.loadtest.report --log {log_path}"
     log = json.loads(log_path.read_text())
     simulated = [] if args.no_simulator else simulate.run()
     judged = build_report(log, args.out, command=command, simulated=simulated)
