@@ -29,6 +29,7 @@ from typing import Any
 
 from fairsched.devservices import REPO_ROOT
 from tools.loadtest import metrics
+from tools.loadtest.document import Document, markdown
 
 REPORTS = REPO_ROOT / "reports"
 
@@ -98,9 +99,8 @@ def main(argv: list[str] | None = None) -> None:
     lines.append("PASSED" if passed else "FAILED")
     args.out.mkdir(parents=True, exist_ok=True)
     command = f"python -m tools.loadtest.multirun --seconds {args.seconds:g} --leader-kills {args.leader_kills}"
-    (args.out / "multirun.md").write_text(
-        "# Multi-instance run\n\n`" + command + "`\n\n" + "\n".join(f"- {line}" for line in lines) + "\n"
-    )
+    report = Document("Multi-instance run", intro=[f"`{command}`", "\n".join(f"- {line}" for line in lines)])
+    (args.out / "multirun.md").write_text(markdown(report))
     print("\n".join(lines), flush=True)
     sys.exit(0 if passed else 1)
 
