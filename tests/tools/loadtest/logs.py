@@ -1,9 +1,35 @@
-"""Small synthetic event logs (the runner's `events.json` shape), for the tests of the figures and
-the report."""
+"""Event logs (the runner's `events.json`) for the tests: small synthetic ones, for the figures and
+the report, and real ones from a shortened run of the runner."""
 
 from __future__ import annotations
 
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
+
+from fairsched.devservices import REPO_ROOT
+
+
+def run_load(args: list[str], out: Path, *, timeout: float) -> dict[str, Any]:
+    """Run `python -m tools.loadtest.runner ARGS --drain-timeout 90 --out OUT` and return its log. On a
+    timeout the runner gets SIGTERM, which it handles like Ctrl-C: it stops its children and services
+    before leaving."""
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "tools.loadtest.runner", *args, "--drain-timeout", "90", "--out", str(out)],
+        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        _, stderr = runner.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        runner.send_signal(signal.SIGTERM)
+        runner.communicate(timeout=60)
+        raise
+    assert runner.returncode == 0, stderr[-4000:]
+    log: dict[str, Any] = json.loads(out.read_text())
+    return log
 
 
 def chart(
