@@ -75,12 +75,12 @@ import http.client
 import json
 import os
 import random
-import socket
 import statistics
 import subprocess
 import sys
 import threading
 import time
+from functools import partial
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
@@ -89,6 +89,7 @@ from urllib.parse import urlparse, urlunparse
 import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from fairsched.devservices import ServiceError, free_port, port_accepts, wait_until
 from fairsched.launcher import procfile_commands
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -105,12 +106,6 @@ ISSUE_TOKENS = (
     "[Membership.objects.create(user=u, org=org, role='member') for u in users]; "
     "print(' '.join(api_token_issue(user=u, org=org) for u in users))"
 )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -179,15 +174,12 @@ def start_server(env: dict[str, str], port: int, kind: str) -> subprocess.Popen[
         stdout=subprocess.DEVNULL,
         stderr=open(os.environ.get("BENCH_SERVER_LOG", os.devnull), "wb"),  # noqa: SIM115
     )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return server
-        except OSError:
-            time.sleep(0.2)
-    server.kill()
-    raise RuntimeError("the server did not start")
+    try:
+        wait_until(partial(port_accepts, port), what="the server", alive=lambda: server.poll() is None)
+    except ServiceError:
+        server.kill()
+        raise
+    return server
 
 
 def bench_single(port: int, tokens: list[str], count: int) -> dict[str, float]:
