@@ -133,9 +133,7 @@ def test_the_schema_shows_the_providers(tenants: Tenants, client_for: Client) ->
 
 
 def in_force(provider: Provider) -> list[str | None]:
-    return sorted(
-        (pause.org.slug if pause.org else "") for pause in provider.pauses.filter(until__gt=timezone.now())
-    )
+    return sorted((pause.org.slug if pause.org else "") for pause in provider.pauses.filter(until__gt=timezone.now()))
 
 
 def test_staff_resume_a_provider_for_one_org_then_for_everyone(
