@@ -8,7 +8,7 @@ app_name = "dashboard"
 
 urlpatterns = [
     path("", views.dashboard, name="index"),
-    path("partials/<slug:name>/", views.partial, name="partial"),
+    path("partials/", views.partials, name="partials"),
     path("samples/", views.samples, name="samples"),
     path("queue/", views.queue, name="queue"),
 ]

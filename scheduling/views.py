@@ -14,7 +14,7 @@ from functools import wraps
 from typing import Any
 
 from django.contrib.auth.views import redirect_to_login
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
@@ -105,33 +105,69 @@ PARTIALS: dict[str, Callable[[Shared], dict[str, Any]]] = {
 @never_cache
 @require_GET
 def dashboard(request: HttpRequest) -> HttpResponse:
-    """The page with every partial rendered in, and the queue's first page and the plots' samples
-    inlined as JSON, so that the first paint needs no second request."""
+    """The page with its partials rendered in (but the org table, LATER), and the queue's first page and
+    the plots' samples inlined as JSON, so that the queue paints with no second request."""
     if not request.user.is_authenticated:
         return redirect_to_login(request.get_full_path(), login_url=reverse("admin:login"))
     if not _is_staff(request):
         return HttpResponse("The dashboard is for staff.", status=403, content_type="text/plain")
     meta = selectors.workflows_and_providers()
-    shared = Shared(load=selectors.active_load(), meta=meta)
+    shared = Shared(meta=meta)
     context: dict[str, Any] = {"api": reverse("api-root")}
-    for make in PARTIALS.values():
-        context.update(make(shared))
+    for name, make in PARTIALS.items():
+        if name not in LATER:
+            context.update(make(shared))
     context["initial"] = {"queue": selectors.queue_page(limit=QUEUE_PAGE), "samples": selectors.queue_samples()}
-    context["org_slugs"] = [org["slug"] for org in context["orgs"]]
+    context["org_slugs"] = list(Org.objects.order_by("slug").values_list("slug", flat=True))
     context["workflow_names"] = [workflow["name"] for workflow in meta["workflows"]]
     context["provider_choices"] = [(provider["slug"], provider["name"]) for provider in meta["providers"]]
     return render(request, "dashboard/index.html", context)
 
 
+# The org table (500 orgs: a megabyte of rows with their levers) is fetched by the page once it has
+# painted the queue (htmx, on load), so that the first paint does not wait for it.
+LATER = {"orgs"}
+
+# Where each partial goes on the page: the element's id and tag (a swap's wrapper must be the same kind
+# of element, so that a table's rows parse as rows).
+REGIONS: dict[str, tuple[str, str]] = {
+    "summary": ("summary", "div"),
+    "config": ("config", "div"),
+    "orgs": ("org-rows", "tbody"),
+    "inflight": ("inflight", "section"),
+    "outside": ("outside", "details"),
+    "providers": ("provider-list", "ul"),
+    "events": ("events", "ol"),
+}
+
+
 @never_cache
 @require_GET
 @staff_only
-def partial(request: HttpRequest, name: str) -> HttpResponse:
-    """One partial of the page, as the page includes it (`dashboard/_<name>.html`)."""
-    make = PARTIALS.get(name)
-    if make is None:
-        raise Http404(f"no partial {name!r}")
-    return render(request, f"dashboard/_{name}.html", {"api": reverse("api-root"), **make(Shared())})
+def partials(request: HttpRequest) -> HttpResponse:
+    """The partials a WebSocket hint moved (`?names=summary,orgs`), in one response: each is an
+    out-of-band swap of its region (htmx), so one hint costs one request and one shared aggregate.
+    `&org=<id>` narrows the org table to that org's row (a hint about one org), swapped alone."""
+    names = [name for name in request.GET.get("names", "").split(",") if name]
+    unknown = sorted(set(names) - set(PARTIALS))
+    if not names or unknown:
+        problem = f"unknown partial(s): {', '.join(unknown)}" if unknown else "name at least one partial"
+        return JsonResponse({"names": [problem]}, status=400)
+    try:
+        org_id = _query_int(request, "org", 0) or None
+    except ServiceError as error:
+        return JsonResponse(error.as_dict(), status=error.status)
+    shared = Shared(load=selectors.active_load() if {"summary", "orgs"} <= set(names) else None)
+    context: dict[str, Any] = {"api": reverse("api-root")}
+    for name in names:
+        context.update(PARTIALS[name](shared))
+    regions = [(*REGIONS[name], f"dashboard/_{name}.html") for name in dict.fromkeys(names)]
+    if org_id is not None and "orgs" in names:
+        context["orgs"] = [org for org in context["orgs"] if org["id"] == org_id]
+        regions = [region for region in regions if region[0] != "org-rows"]
+        context["one_org"] = True
+    context["regions"] = regions
+    return render(request, "dashboard/_regions.html", context)
 
 
 # JSON for what JavaScript draws ---------------------------------------------------------------------

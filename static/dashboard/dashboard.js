@@ -25,7 +25,7 @@
     dispatch: ["summary", "orgs", "inflight", "events", "queue"],
     reconcile: ["summary", "orgs", "inflight", "events"],
   };
-  // The element htmx swaps for each region (its hx-get names the partial).
+  // The element htmx swaps for each region (scheduling.views.REGIONS).
   const REGION_EL = { summary: "#summary", config: "#config", orgs: "#org-rows", inflight: "#inflight",
     outside: "#outside", providers: "#provider-list", events: "#events" };
 
@@ -90,9 +90,12 @@
     return parts.join(" · ") || "HTTP " + status;
   }
 
-  // Call the API; show its refusal next to the control (errEl) and as a toast. Returns the answer's
-  // body ({} when it has none), or null when refused or unreachable.
-  async function api(method, url, body, errEl) {
+  // Call the API; show its refusal next to the control and as a toast. `err` is the slot, or a
+  // function that finds it when the answer comes (a swap may have replaced the control meanwhile).
+  // Returns the answer's body ({} when it has none), or null when refused or unreachable.
+  async function api(method, url, body, err) {
+    const slot = () => (typeof err === "function" ? err() : err);
+    let errEl = slot();
     if (errEl) errEl.textContent = "";
     const headers = { "X-CSRFToken": csrf, Accept: "application/json" };
     if (body !== undefined) headers["Content-Type"] = "application/json";
@@ -103,6 +106,7 @@
       });
     } catch (error) {
       const text = "server unreachable: " + error.message;
+      errEl = slot();
       if (errEl) errEl.textContent = text;
       toast(text);
       return null;
@@ -111,6 +115,7 @@
     try { data = await response.json(); } catch (error) { data = null; }
     if (!response.ok) {
       const text = errorText(data, response.status);
+      errEl = slot();
       if (errEl) errEl.textContent = text;
       toast(text);
       return null;
@@ -148,42 +153,61 @@
     lastFlush = Date.now();
     const parts = [...pending];
     pending.clear();
+    const regions = [];
+    const orgIds = new Set();
     for (const part of parts) {
       if (part === "queue") queueView.reload().catch(() => want(["queue"]));
       else if (part === "samples") getJSON("/dashboard/samples/").then((data) => { state.samples = data.samples; drawDepth(); drawBudget(); }).catch(() => {});
-      else refreshRegion(part);
+      else if (part.startsWith("org:")) orgIds.add(part.slice(4));
+      else if (!editing(part)) regions.push(part);
+    }
+    // A hint about one org moves its row only, unless the whole table is due anyway.
+    let query = "";
+    if (orgIds.size && !regions.includes("orgs") && !editing("orgs")) {
+      regions.push("orgs");
+      if (orgIds.size === 1) query = "&org=" + encodeURIComponent([...orgIds][0]);
+    }
+    // One request for every region the hint moved: each comes back as an out-of-band swap of its id.
+    if (regions.length) {
+      htmx.ajax("GET", "/dashboard/partials/?names=" + regions.join(",") + query, { source: document.body, swap: "none" })
+        .catch(() => want(regions));
     }
   }
 
   // A region is not swapped under the operator's hands: while they type in it, the swap waits until
   // focus leaves; values typed and not yet sent survive a swap, and so does the focus.
-  function refreshRegion(name) {
+  function editing(name) {
     const el = $(REGION_EL[name]);
-    if (!el) return;
-    if (el.contains(document.activeElement) && document.activeElement.dataset.dirty) {
-      el.dataset.stale = "1";
-      return;
-    }
-    delete el.dataset.stale;
-    htmx.trigger(el, "refresh");
+    if (!el || !(el.contains(document.activeElement) && document.activeElement.dataset.dirty)) return false;
+    el.dataset.stale = name;
+    return true;
   }
   document.addEventListener("focusout", (e) => {
     const el = e.target.closest("[data-stale]");
-    if (el) setTimeout(() => { if (!el.contains(document.activeElement)) refreshRegion(Object.keys(REGION_EL).find((k) => $(REGION_EL[k]) === el)); }, 0);
+    if (el) setTimeout(() => { if (!el.contains(document.activeElement)) { want([el.dataset.stale]); delete el.dataset.stale; } }, 0);
   });
   document.addEventListener("input", (e) => { if (e.target.matches("input, select")) e.target.dataset.dirty = "1"; });
 
   // The key of a control that survives a swap: its lever's call and its name.
   const controlKey = (input) => ((input.form && input.form.dataset.api) || "") + " " + input.name;
-  document.addEventListener("htmx:beforeSwap", (e) => {
+  document.addEventListener("htmx:oobBeforeSwap", (e) => {
     const target = e.detail.target;
     target.__typed = [...target.querySelectorAll("[data-dirty]")].map((input) => [controlKey(input), input.value]);
     const focused = document.activeElement;
     target.__focused = focused && focused.name && target.contains(focused) ? controlKey(focused) : null;
     target.__errors = [...target.querySelectorAll("[data-err]")].map((slot) => slot.textContent);
+    target.__swapped = true;
   });
-  document.addEventListener("htmx:afterSwap", (e) => {
-    const target = e.detail.target;
+  // Fired for every element swapped in, with the details of the region swapped last: each region is
+  // finished once.
+  document.addEventListener("htmx:oobAfterSwap", (e) => {
+    const swapped = e.detail.target;
+    if (!swapped.__swapped) return;
+    delete swapped.__swapped;
+    // A row swapped whole (outerHTML) is a new element with the old one's id.
+    const target = swapped.isConnected ? swapped : document.getElementById(swapped.id);
+    if (!target) return;
+    for (const key of ["__typed", "__focused", "__errors"]) target[key] = swapped[key];
     const typed = new Map(target.__typed || []);
     const focused = target.__focused;
     // A refusal stays shown where it was (the slots of a region are the same ones after a swap).
@@ -202,7 +226,8 @@
     }
     ticks(target);
     if (target.id === "summary") readSummary();
-    if (target.id === "summary" || target.id === "org-rows") drawTimeline();
+    if (target.id === "summary" || target.id === "org-rows" || target.matches("tr[data-org]")) drawTimeline();
+    if (target.id === "org-rows" && !document.body.dataset.ready) painted();
   });
   document.addEventListener("htmx:responseError", (e) => {
     // Staff only: a 403 means the session ended; anything else is tried again on the next hint.
@@ -261,9 +286,13 @@
     if (!form) return;
     e.preventDefault();
     const { method, url, body } = formCall(form);
-    if (await api(method, url, body, errSlot(form))) {
-      form.querySelectorAll("[data-dirty]").forEach((input) => delete input.dataset.dirty);
-      flash(form);
+    // The same form after a swap: its call and its first control's name say which one it is.
+    const first = form.querySelector("[name]");
+    const again = `form[data-api="${CSS.escape(form.dataset.api)}"]` + (first ? `:has([name="${CSS.escape(first.name)}"])` : "");
+    const current = () => (form.isConnected ? form : document.querySelector(again) || form);
+    if (await api(method, url, body, () => errSlot(current()))) {
+      current().querySelectorAll("[data-dirty]").forEach((input) => delete input.dataset.dirty);
+      flash(current());
     }
   });
 
@@ -716,6 +745,7 @@
     let attempt = 0;
     let pingTimer = null;
     let pongDeadline = null;
+    let connected = false;
 
     function status(kind, text) {
       conn.className = "conn conn-" + kind;
@@ -730,14 +760,19 @@
       socket.onopen = () => {
         attempt = 0;
         status("live", "live");
-        want(ALL); // resync: whatever happened while we were away
+        // Resync: whatever happened while we were away (on the first open, the org table is still
+        // coming from its own load, requested before the socket joined).
+        want(document.body.dataset.ready || connected ? ALL : ALL.filter((p) => p !== "orgs"));
+        connected = true;
         pingTimer = setInterval(ping, 15000);
       };
       socket.onmessage = (e) => {
         const message = JSON.parse(e.data);
         if (message.type === "pong") { clearTimeout(pongDeadline); pongDeadline = null; return; }
         if (message.type !== "event") return;
-        want(REFETCH[message.kind] || ALL);
+        const parts = REFETCH[message.kind] || ALL;
+        // An org's own change moves its row only (a replan, a dispatch... move every row).
+        want(message.kind === "org" && message.org != null ? parts.map((p) => (p === "orgs" ? "org:" + message.org : p)) : parts);
       };
       socket.onclose = (e) => {
         clearInterval(pingTimer);
@@ -765,19 +800,21 @@
   })();
 
   // --- start ----------------------------------------------------------------------------------
-  // The tables came with the page; the queue and the plots are drawn from the inlined JSON.
+  // The tables came with the page but the org table, which htmx fetches as the page loads; the queue
+  // and the plots are drawn from the inlined JSON. The page is ready once the org table is in.
   readSummary();
   queueView.seed(state.queue);
   performance.mark("queue-painted");
   setTimeout(() => {
     ticks(document);
-    drawTimeline();
     drawDepth();
     drawBudget();
-    document.body.dataset.ready = "1";
-    performance.mark("dashboard-painted");
     live.connect();
   }, 0);
+  function painted() {
+    document.body.dataset.ready = "1";
+    performance.mark("dashboard-painted");
+  }
 
   // Relative times and elapsed clocks move every second without a refetch.
   setInterval(() => ticks(document), 1000);

@@ -43,25 +43,39 @@ def test_the_page_inlines_its_first_state(staff_client: Client, tenants: Tenants
     assert b'id="dashboard-initial"' in response.content
     assert b'name="csrf-token"' in response.content
     page = response.content.decode()
-    # The tables are in the page, rendered by the partials' own templates.
-    assert 'tr data-org="acme"' in page
-    assert 'tr data-org="beta"' in page
-    assert 'hx-get="/dashboard/partials/orgs/"' in page
+    # The tables are in the page, rendered by the partials' own templates; the org table comes once
+    # the queue has painted.
+    assert '<ol id="events"' in page
+    assert '<tbody id="org-rows" hx-get="/dashboard/partials/?names=orgs" hx-trigger="load"' in page
+    assert 'tr data-org="acme"' not in page
+    assert '<option value="beta">beta</option>' in page
     assert "django_htmx/htmx-2.min.js" in page
-    assert 'data-api="POST /api/v1/orgs/acme/hold/"' in page
+    assert 'data-api="PATCH /api/v1/scheduler/config/"' in page
 
 
 PARTIALS = ["summary", "config", "orgs", "inflight", "outside", "providers", "events"]
 
 
-@pytest.mark.parametrize("path", ["samples/", "queue/", *(f"partials/{name}/" for name in PARTIALS)])
+@pytest.mark.parametrize("path", ["samples/", "queue/", *(f"partials/?names={name}" for name in PARTIALS)])
 def test_the_reads_refuse_anonymous_and_non_staff(client: Client, member_client: Client, path: str) -> None:
     assert client.get(f"/dashboard/{path}").status_code == 403
     assert member_client.get(f"/dashboard/{path}").status_code == 403
 
 
-def test_an_unknown_partial_is_a_404(staff_client: Client) -> None:
-    assert staff_client.get("/dashboard/partials/secrets/").status_code == 404
+def test_an_unknown_partial_is_a_400_naming_it(staff_client: Client) -> None:
+    response = staff_client.get("/dashboard/partials/?names=orgs,secrets")
+    assert response.status_code == 400
+    assert "secrets" in response.json()["names"][0]
+    assert staff_client.get("/dashboard/partials/").status_code == 400
+
+
+def test_one_request_swaps_every_region_a_hint_moved(staff_client: Client, tenants: Tenants) -> None:
+    html = staff_client.get("/dashboard/partials/?names=summary,orgs,events").content.decode()
+    assert '<template><div id="summary" hx-swap-oob="innerHTML">' in html
+    # A table's rows come in a tbody, so that they parse as rows.
+    assert '<template><tbody id="org-rows" hx-swap-oob="innerHTML"><tr id="org-' in html
+    assert '<template><ol id="events" hx-swap-oob="innerHTML">' in html
+    assert "provider-list" not in html
 
 
 def test_the_orgs_partial_shows_each_org_and_its_levers(staff_client: Client, tenants: Tenants) -> None:
@@ -70,10 +84,10 @@ def test_the_orgs_partial_shows_each_org_and_its_levers(staff_client: Client, te
     org_hold(org=tenants.org_b, actor="user:ops")
     WorkflowCost.objects.create(org=tenants.org_a, workflow=tenants.workflow, cost=7)
     plan_queue([tenants.org_a], tenants.workflow, 3)
-    response = staff_client.get("/dashboard/partials/orgs/")
+    response = staff_client.get("/dashboard/partials/?names=orgs")
     assert response.status_code == 200
     html = response.content.decode()
-    assert 'tr data-org="acme" data-held="0"' in html
+    assert f'<tr id="org-{tenants.org_a.pk}" data-org="acme" data-held="0"' in html
     assert 'data-queued="3"' in html
     assert 'data-api="POST /api/v1/orgs/acme/hold/"' in html
     assert 'data-api="POST /api/v1/orgs/beta/release/"' in html
@@ -83,15 +97,24 @@ def test_the_orgs_partial_shows_each_org_and_its_levers(staff_client: Client, te
     assert 'name="weight" data-type="number" value="2"' in html
 
 
+def test_a_hint_about_one_org_swaps_its_row_alone(staff_client: Client, tenants: Tenants) -> None:
+    html = staff_client.get(f"/dashboard/partials/?names=summary,orgs&org={tenants.org_b.pk}").content.decode()
+    assert f'<template><tr id="org-{tenants.org_b.pk}" hx-swap-oob="true" data-org="beta"' in html
+    assert 'data-org="acme"' not in html
+    assert 'id="org-rows"' not in html
+    assert '<div id="summary" hx-swap-oob="innerHTML">' in html
+    assert staff_client.get("/dashboard/partials/?names=orgs&org=x").status_code == 400
+
+
 def test_the_chart_partials_show_their_charts(staff_client: Client, tenants: Tenants) -> None:
     running = ChartFactory(org=tenants.org_a, workflow=tenants.workflow, state=ChartState.RUNNING)
     running.started_at = timezone.now()
     running.save()
     paused = ChartFactory(org=tenants.org_b, workflow=tenants.workflow, state=ChartState.PAUSED)
-    inflight = staff_client.get("/dashboard/partials/inflight/").content.decode()
+    inflight = staff_client.get("/dashboard/partials/?names=inflight").content.decode()
     assert f'<tr data-chart="{running.pk}">' in inflight
     assert 'data-act="cancel"' in inflight
-    outside = staff_client.get("/dashboard/partials/outside/").content.decode()
+    outside = staff_client.get("/dashboard/partials/?names=outside").content.decode()
     assert f'<tr data-chart="{paused.pk}">' in outside
     assert 'data-act="resume"' in outside
 
@@ -100,7 +123,7 @@ def test_the_providers_partial_offers_resume_by_slug(staff_client: Client, tenan
     llm = ProviderFactory(slug="llm", name="LLM")
     until = timezone.now() + timedelta(minutes=5)
     ProviderPause.objects.create(provider=llm, org=tenants.org_a, until=until, reason="429s", created_by="user:ops")
-    html = staff_client.get("/dashboard/partials/providers/").content.decode()
+    html = staff_client.get("/dashboard/partials/?names=providers").content.decode()
     assert 'data-api="POST /api/v1/providers/llm/resume/" data-body=\'{"org": "acme"}\'' in html
     assert "429s" in html
 
@@ -109,12 +132,12 @@ def test_the_summary_config_and_events_partials(staff_client: Client, tenants: T
     from scheduling.services import budget_set
 
     budget_set(budget=7, actor="user:ops")
-    summary = staff_client.get("/dashboard/partials/summary/").content.decode()
+    summary = staff_client.get("/dashboard/partials/?names=summary").content.decode()
     assert '<b id="budget-total">7</b>' in summary
-    config = staff_client.get("/dashboard/partials/config/").content.decode()
+    config = staff_client.get("/dashboard/partials/?names=config").content.decode()
     assert 'data-api="PATCH /api/v1/scheduler/config/"' in config
     assert 'name="budget" data-type="number" value="7"' in config
-    events_html = staff_client.get("/dashboard/partials/events/").content.decode()
+    events_html = staff_client.get("/dashboard/partials/?names=events").content.decode()
     assert "budget: " in events_html
     assert "user:ops" in events_html
 
@@ -163,7 +186,9 @@ def test_the_page_and_its_refetch_run_a_fixed_number_of_queries(
         assert staff_client.get("/dashboard/").status_code == 200
     for name, most in [("summary", 5), ("orgs", 8), ("outside", 5), ("inflight", 4), ("events", 5), ("providers", 5)]:
         with django_assert_max_num_queries(most):
-            assert staff_client.get(f"/dashboard/partials/{name}/").status_code == 200
+            assert staff_client.get(f"/dashboard/partials/?names={name}").status_code == 200
+    with django_assert_max_num_queries(22):
+        assert staff_client.get(f"/dashboard/partials/?names={','.join(PARTIALS)}").status_code == 200
     with django_assert_max_num_queries(4):
         assert staff_client.get("/dashboard/queue/?start=120").status_code == 200
 
@@ -173,7 +198,7 @@ def _every_dashboard_url() -> list[tuple[str, str]]:
 
     from scheduling.urls import urlpatterns
 
-    examples = {"name": "orgs"}
+    examples: dict[str, str] = {}
     urls = []
     for pattern in urlpatterns:
         kwargs = {name: examples[name] for name in pattern.pattern.converters}
