@@ -47,9 +47,9 @@ def staff_only(view: View) -> View:
 
 
 # Partials ------------------------------------------------------------------------------------------
-# Each partial is a template fed by its selector(s); the page includes all of them, and refetches one
-# when a WebSocket hint names something it shows. The page reads what several partials share once
-# (the per-(org, state) aggregate, the workflows and providers) and hands it in as `Shared`.
+# Each partial is a template fed by its selector(s); the page includes them (the org table just after),
+# and a WebSocket hint refetches those it moved in one request. What several partials read (the
+# per-(org, state) aggregate, the workflows and providers) is read once and handed in as `Shared`.
 
 
 @dataclass(frozen=True)
