@@ -11,8 +11,9 @@ dropped here) and REDIS_URL's Redis for the channel layer (prefix `bench-dashboa
    `queue-painted` mark) and the rest drawn (`dashboard-painted`: 500 org rows, plots, events),
    and a jump to row size-10 of the virtualized queue (scroll -> rows fetched and drawn).
 3. Update lag: two browsers on the dashboard; one pulls a lever (hold, then release, alternately)
-   with the page's own fetch; the other observes its org row flip. Lag = lever POST sent -> the
-   other page shows it (one clock: both pages run in one Chromium on this machine).
+   through the API as the page does (POST /api/v1/orgs/org-0/hold/ with the session's CSRF token);
+   the other observes its org row flip when the org table's partial is swapped in. Lag = lever POST
+   sent -> the other page shows it (one clock: both pages run in one Chromium on this machine).
 """
 
 from __future__ import annotations
@@ -88,12 +89,16 @@ def update_lag(browser: Any, base_url: str, user: Any, levers: int) -> list[floa
         action, shows = ("hold", "Release") if i % 2 == 0 else ("release", "Hold")
         watcher.evaluate(
             """(shows) => {
-                const button = document.querySelector('tr[data-org="org-0"] [data-hold]');
+                // The row is swapped in whole: watch the table, read the row's button afresh.
+                const table = document.querySelector('#org-rows');
                 window.__seen = new Promise((resolve) => {
-                    const check = () => { if (button.textContent === shows) { resolve(Date.now()); return true; } };
+                    const check = () => {
+                        const button = table.querySelector('tr[data-org="org-0"] [data-hold]');
+                        if (button && button.textContent === shows) { resolve(Date.now()); return true; }
+                    };
                     if (check()) return;
                     new MutationObserver((_, observer) => { if (check()) observer.disconnect(); })
-                        .observe(button, {childList: true, characterData: true, subtree: true});
+                        .observe(table, {childList: true, characterData: true, subtree: true});
                 });
             }""",
             shows,
@@ -102,7 +107,7 @@ def update_lag(browser: Any, base_url: str, user: Any, levers: int) -> list[floa
             """async (action) => {
                 const sent = Date.now();
                 const csrf = document.querySelector('meta[name="csrf-token"]').content;
-                const response = await fetch(`/dashboard/levers/orgs/org-0/${action}/`, {
+                const response = await fetch(`/api/v1/orgs/org-0/${action}/`, {
                     method: "POST", headers: {"Content-Type": "application/json", "X-CSRFToken": csrf}, body: "{}"});
                 if (!response.ok) throw new Error("lever failed: " + response.status);
                 return sent;

@@ -88,6 +88,7 @@ INSTALLED_APPS = [
     "channels",
     "axes",
     "csp",
+    "django_htmx",
     "orgs",
     "charts",
     "scheduling",

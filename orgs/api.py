@@ -51,6 +51,8 @@ from orgs.serializers import (
     OrgDetailSerializer,
     OrgSerializer,
     OrgUpdateSerializer,
+    ProviderResumeResultSerializer,
+    ProviderResumeSerializer,
     ProviderSerializer,
     WorkflowCostSerializer,
     WorkflowCostSetSerializer,
@@ -311,9 +313,13 @@ class ProviderViewSet(FairschedAPIView, viewsets.GenericViewSet[Provider]):
 
     serializer_class = ProviderSerializer
     pagination_class = ProviderCursorPagination
-    permission_classes = [IsAuthenticated]
     lookup_field = "slug"
     lookup_value_regex = "[-a-zA-Z0-9_]+"
+
+    def get_permissions(self) -> list[BasePermission]:
+        if self.action == "resume":
+            return [IsAuthenticated(), IsStaffScope()]
+        return [IsAuthenticated()]
 
     def get_queryset(self) -> QuerySet[Provider]:
         return providers_visible(org_ids=visible_org_ids(self.request), now=timezone.now())
@@ -325,6 +331,18 @@ class ProviderViewSet(FairschedAPIView, viewsets.GenericViewSet[Provider]):
     def retrieve(self, request: Request, slug: str) -> Response:
         provider = provider_get(org_ids=visible_org_ids(request), now=timezone.now(), slug=slug)
         return Response(ProviderSerializer(provider).data)
+
+    @extend_schema(request=ProviderResumeSerializer, responses=ProviderResumeResultSerializer)
+    @action(detail=True, methods=["post"])
+    def resume(self, request: Request, slug: str) -> Response:
+        """Staff: end the provider's pauses in force for one org (`org`), or its pause for everyone
+        (`org` null or absent); `ended` counts them (0: it was not paused so)."""
+        provider = provider_get(org_ids=None, now=timezone.now(), slug=slug)
+        body = ProviderResumeSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        org = org_for_input(org_ids=None, slug=body.validated_data["org"]) if body.validated_data["org"] else None
+        ended = services.provider_resume(provider=provider, org=org, actor=actor_for(request.user))
+        return Response({"ended": ended})
 
 
 class TokenCursorPagination(CursorPagination):

@@ -120,6 +120,16 @@ class ProviderPauseInForceSerializer(serializers.Serializer[Any]):
     reason = serializers.CharField()
 
 
+class ProviderResumeSerializer(StrictSerializer):
+    org = StrictSlugField(
+        max_length=100, required=False, allow_null=True, default=None, help_text="null: the pause for everyone"
+    )
+
+
+class ProviderResumeResultSerializer(serializers.Serializer[Any]):
+    ended = serializers.IntegerField(help_text="How many pauses in force were ended (0: none was).")
+
+
 class ProviderSerializer(serializers.Serializer[Any]):
     """A provider with the pauses in force that apply to the caller (every pause for staff)."""
 

@@ -20,7 +20,7 @@ from rest_framework.test import APIClient
 from charts.models import Chart, ChartEvent
 from fairsched import events
 from fairsched.api import api_token_issue
-from orgs.models import Org
+from orgs.models import Org, ProviderPause
 from tests.conftest import Tenants
 from tests.factories import ChartFactory, ProviderFactory
 
@@ -280,8 +280,8 @@ def test_every_api_body_is_strict(
         "start=99999999999999999999999",
     ],
 )
-def test_dashboard_queue_and_state_refuse_bad_queries(tenants: Tenants, staff_browser: Client, query: str) -> None:
-    for path in ("/dashboard/queue/", "/dashboard/state/"):
+def test_dashboard_queue_and_samples_refuse_bad_queries(tenants: Tenants, staff_browser: Client, query: str) -> None:
+    for path in ("/dashboard/queue/", "/dashboard/samples/"):
         response = staff_browser.get(f"{path}?{query}")
         assert response.status_code in (200, 400), (path, query, response.status_code)
         if "%00" in query:
@@ -289,51 +289,54 @@ def test_dashboard_queue_and_state_refuse_bad_queries(tenants: Tenants, staff_br
 
 
 @pytest.mark.parametrize(
-    ("url", "body"),
+    ("method", "url", "body"),
     [
-        ("/dashboard/what-if/", {"changes": {"weights": ["beta"]}}),
-        ("/dashboard/what-if/", {"changes": {"weights": "beta"}}),
-        ("/dashboard/what-if/", {"changes": {"hold": "beta"}}),
-        ("/dashboard/what-if/", {"changes": {"hold": [["beta"]]}}),
-        ("/dashboard/what-if/", {"changes": {"release": {"beta": 1}}}),
-        ("/dashboard/what-if/", {"changes": {"costs": {"org": "acme"}}}),
-        ("/dashboard/what-if/", {"changes": {"costs": "x"}}),
-        ("/dashboard/what-if/", {"changes": ["weights"]}),
-        ("/dashboard/what-if/", {"changes": {"weights": {"acme": 10**30}}}),
-        ("/dashboard/levers/orgs/acme/cap/", {"max_concurrency": 10**12}),
-        ("/dashboard/levers/orgs/acme/queue-limit/", {"queue_limit": 10**12}),
-        ("/dashboard/levers/orgs/acme/cost/", {"workflow": "render", "cost": 10**12}),
-        ("/dashboard/levers/orgs/acme/cost/", {"workflow": ["render"], "cost": 1}),
-        ("/dashboard/levers/orgs/acme/cost/", {"workflow": "ren\x00der", "cost": 1}),
-        ("/dashboard/levers/orgs/acme/weight/", {"weight": [1]}),
-        ("/dashboard/levers/orgs/acme/hold/", {"reason": "\ud800"}),
-        ("/dashboard/levers/orgs/acme/hold/", {"reason": "a\x00"}),
-        ("/dashboard/levers/budget/", {"budget": {"a": 1}}),
-        ("/dashboard/levers/policy/", {"policy": 5}),
-        ("/dashboard/levers/policy/", {"policy": "deficit", "quantum": "x"}),
-        ("/dashboard/levers/providers/llm/pause/", {"until": 5}),
-        ("/dashboard/levers/providers/llm/pause/", {"until": "2030-01-01T00:00:00Z", "org": {"a": 1}}),
-        ("/dashboard/levers/providers/llm/pause/", {"until": "2030-01-01T00:00:00Z", "org": "ac\x00me"}),
-        ("/dashboard/levers/providers/llm/pause/", {"until": "2030-99-01T00:00:00Z"}),
-        ("/dashboard/levers/providers/llm/resume/", {"org": ["acme"]}),
-        ("/dashboard/levers/charts/{chart}/priority/", {"priority": "high"}),
-        ("/dashboard/levers/charts/{chart}/priority/", {"high_priority": "yes"}),
-        ("/dashboard/levers/charts/{chart}/pause/", {"reason": {"nested": True}}),
-        ("/dashboard/levers/charts/99999999999999999999999/pause/", {}),
+        # What the dashboard's levers and what-if panel send, to the API they call.
+        ("post", "/api/v1/scheduler/plan-preview/", {"weights": ["beta"]}),
+        ("post", "/api/v1/scheduler/plan-preview/", {"weights": "beta"}),
+        ("post", "/api/v1/scheduler/plan-preview/", {"hold": "beta"}),
+        ("post", "/api/v1/scheduler/plan-preview/", {"hold": [["beta"]]}),
+        ("post", "/api/v1/scheduler/plan-preview/", {"release": {"beta": 1}}),
+        ("post", "/api/v1/scheduler/plan-preview/", {"costs": {"org": "acme"}}),
+        ("post", "/api/v1/scheduler/plan-preview/", {"costs": "x"}),
+        ("post", "/api/v1/scheduler/plan-preview/", ["weights"]),
+        ("post", "/api/v1/scheduler/plan-preview/", {"weights": {"acme": 10**30}}),
+        ("patch", "/api/v1/orgs/acme/", {"max_concurrency": 10**12}),
+        ("patch", "/api/v1/orgs/acme/", {"queue_limit": 10**12}),
+        ("put", "/api/v1/orgs/acme/costs/render/", {"cost": 10**12}),
+        ("put", "/api/v1/orgs/acme/costs/render/", {"cost": [1]}),
+        ("put", "/api/v1/orgs/acme/costs/ren%00der/", {"cost": 1}),
+        ("patch", "/api/v1/orgs/acme/", {"weight": [1]}),
+        ("post", "/api/v1/orgs/acme/hold/", {"reason": "\ud800"}),
+        ("post", "/api/v1/orgs/acme/hold/", {"reason": "a\x00"}),
+        ("patch", "/api/v1/scheduler/config/", {"budget": {"a": 1}}),
+        ("patch", "/api/v1/scheduler/config/", {"policy": 5}),
+        ("patch", "/api/v1/scheduler/config/", {"policy": "deficit", "quantum": "x"}),
+        ("post", "/api/v1/provider-pauses/", {"provider": "llm", "until": 5}),
+        ("post", "/api/v1/provider-pauses/", {"provider": "llm", "until": "2030-01-01T00:00:00Z", "org": {"a": 1}}),
+        ("post", "/api/v1/provider-pauses/", {"provider": "llm", "until": "2030-01-01T00:00:00Z", "org": "ac\x00me"}),
+        ("post", "/api/v1/provider-pauses/", {"provider": "llm", "until": "2030-99-01T00:00:00Z"}),
+        ("post", "/api/v1/providers/llm/resume/", {"org": ["acme"]}),
+        ("post", "/api/v1/charts/{chart}/prioritize/", {"priority": "high"}),
+        ("post", "/api/v1/charts/{chart}/prioritize/", {"high_priority": "yes"}),
+        ("post", "/api/v1/charts/{chart}/pause/", {"reason": {"nested": True}}),
+        ("post", "/api/v1/charts/99999999999999999999999/pause/", {}),
     ],
 )
-def test_dashboard_levers_refuse_bad_bodies(
-    tenants: Tenants, staff_browser: Client, url: str, body: dict[str, Any]
+def test_the_dashboards_levers_refuse_bad_bodies(
+    tenants: Tenants, staff_browser: Client, method: str, url: str, body: Any
 ) -> None:
     chart = ChartFactory(org=tenants.org_a, workflow=tenants.workflow)
     ProviderFactory(slug="llm")
 
-    response = staff_browser.post(url.format(chart=chart.pk), json.dumps(body), content_type="application/json")
+    send = getattr(staff_browser, method)
+    response = send(url.format(chart=chart.pk), json.dumps(body), content_type="application/json")
 
     assert response.status_code in (400, 404), response.content
     assert response.json()
     assert Org.objects.get(slug="acme").weight == 2
     assert not ChartEvent.objects.filter(chart=chart).exists()
+    assert not ProviderPause.objects.exists()
 
 
 @pytest.mark.parametrize(
@@ -345,9 +348,13 @@ def test_dashboard_levers_refuse_bad_bodies(
         ('{"changes": ' + '{"a":' * 5000 + "1" + "}" * 5000 + "}").encode(),
     ],
 )
-def test_dashboard_levers_refuse_hostile_json(tenants: Tenants, staff_browser: Client, raw: bytes) -> None:
-    for url in ("/dashboard/levers/budget/", "/dashboard/what-if/", "/dashboard/levers/orgs/acme/hold/"):
-        response = staff_browser.post(url, raw, content_type="application/json")
+def test_the_dashboards_levers_refuse_hostile_json(tenants: Tenants, staff_browser: Client, raw: bytes) -> None:
+    for method, url in [
+        ("patch", "/api/v1/scheduler/config/"),
+        ("post", "/api/v1/scheduler/plan-preview/"),
+        ("post", "/api/v1/orgs/acme/hold/"),
+    ]:
+        response = getattr(staff_browser, method)(url, raw, content_type="application/json")
         assert response.status_code == 400, (url, response.content)
     assert Org.objects.get(slug="acme").weight == 2
 
@@ -387,14 +394,15 @@ def test_a_nul_in_a_query_is_a_clean_answer(tenants: Tenants, path: str) -> None
         "/api/v1/charts/abc/",
         "/api/v1/provider-pauses/99999999999999999999999/end/",
         "/portal/acme/charts/99999999999999999999999/",
-        "/dashboard/levers/charts/99999999999999999999999/top/",
+        "/api/v1/charts/99999999999999999999999/move-to-top/",
+        "/dashboard/partials/or%00gs/",
     ],
 )
 def test_a_bad_path_is_a_clean_answer(tenants: Tenants, path: str) -> None:
     for user in (tenants.staff, tenants.member_a):
         client = Client()
         client.force_login(user)
-        method = client.post if "/levers/" in path or path.endswith("/end/") else client.get
+        method = client.post if path.endswith(("/end/", "/move-to-top/")) else client.get
         response = method(quote(path, safe="/%"))
         assert response.status_code in (400, 403, 404), (path, response.status_code)
         if path.startswith("/api/"):

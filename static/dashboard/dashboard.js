@@ -1,7 +1,10 @@
-// The operators' dashboard: paints the inlined first state at once, then keeps itself current from
-// small WebSocket hints ("org 3 changed") by refetching only the parts a hint names. The socket
-// reconnects with backoff and every (re)connect refetches everything, so nothing stays stale after
-// a server restart or a Redis blip. Plots are hand-drawn SVG; nothing is loaded from elsewhere.
+// The operators' dashboard. The server renders every table (orgs, in flight, outside the plan,
+// providers, events, the header and the scheduler's settings) and htmx swaps one in when a small
+// WebSocket hint ("org 3 changed") names something it shows. JavaScript keeps what earns it: the
+// virtualised queue (JSON pages), the hand-drawn SVG plots, relative times, and sending every lever
+// to the REST API (/api/v1/, the staff session's CSRF token), whose 400s name the field and are shown
+// next to the control. The socket reconnects with backoff and every (re)connect refreshes everything,
+// so nothing stays stale after a server restart or a Redis blip. Nothing is loaded from elsewhere.
 "use strict";
 
 (function () {
@@ -9,18 +12,22 @@
   const TIMELINE_ROWS = 40;
   const BLOCK = 100;
   const OVERSCAN = 10;
-  const ALL_PARTS = ["summary", "orgs", "inflight", "outside", "events", "samples", "meta"];
+  const REGIONS = ["summary", "config", "orgs", "inflight", "outside", "providers", "events"];
+  const ALL = [...REGIONS, "samples", "queue"];
   // Which parts each hint's kind can have moved (the queue is refetched for its visible rows only).
   const REFETCH = {
     org: ["summary", "orgs", "outside", "events"],
-    config: ["summary", "events"],
-    provider: ["meta", "events", "orgs"],
+    config: ["summary", "config", "events"],
+    provider: ["providers", "events", "orgs"],
     chart: ["summary", "orgs", "inflight", "outside", "events", "queue"],
     charts: ["summary", "orgs", "inflight", "outside", "events", "queue"],
     plan: ["summary", "orgs", "inflight", "outside", "samples", "queue"],
     dispatch: ["summary", "orgs", "inflight", "events", "queue"],
     reconcile: ["summary", "orgs", "inflight", "events"],
   };
+  // The element htmx swaps for each region (scheduling.views.REGIONS).
+  const REGION_EL = { summary: "#summary", config: "#config", orgs: "#org-rows", inflight: "#inflight",
+    outside: "#outside", providers: "#provider-list", events: "#events" };
 
   const $ = (sel, root) => (root || document).querySelector(sel);
   const csrf = $('meta[name="csrf-token"]').content;
@@ -67,26 +74,39 @@
     return response.json();
   }
 
+  // The API's errors: {"field": ["message"]}, nested for lists ({"costs": {"0": {"cost": [...]}}}).
   function errorText(body, status) {
-    if (body && typeof body === "object") {
-      return Object.entries(body).map(([field, messages]) => (field === "detail" ? "" : field + ": ") + [].concat(messages).join("; ")).join(" · ");
-    }
-    return "HTTP " + status;
+    if (!body || typeof body !== "object") return "HTTP " + status;
+    const parts = [];
+    (function walk(value, path) {
+      if (Array.isArray(value) && value.every((v) => typeof v !== "object" || v === null)) {
+        parts.push((path.length ? path.join(".") + ": " : "") + value.join("; "));
+      } else if (value && typeof value === "object") {
+        for (const [key, inner] of Object.entries(value)) walk(inner, key === "detail" || key === "non_field_errors" ? path : [...path, key]);
+      } else if (value != null) {
+        parts.push((path.length ? path.join(".") + ": " : "") + value);
+      }
+    })(body, []);
+    return parts.join(" · ") || "HTTP " + status;
   }
 
-  // POST one lever; shows the service's message next to the control (errEl) and as a toast.
-  async function pull(path, body, errEl) {
+  // Call the API; show its refusal next to the control and as a toast. `err` is the slot, or a
+  // function that finds it when the answer comes (a swap may have replaced the control meanwhile).
+  // Returns the answer's body ({} when it has none), or null when refused or unreachable.
+  async function api(method, url, body, err) {
+    const slot = () => (typeof err === "function" ? err() : err);
+    let errEl = slot();
     if (errEl) errEl.textContent = "";
+    const headers = { "X-CSRFToken": csrf, Accept: "application/json" };
+    if (body !== undefined) headers["Content-Type"] = "application/json";
     let response;
     try {
-      response = await fetch("/dashboard/" + path, {
-        method: "POST",
-        credentials: "same-origin",
-        headers: { "Content-Type": "application/json", "X-CSRFToken": csrf, Accept: "application/json" },
-        body: JSON.stringify(body || {}),
+      response = await fetch(url, {
+        method, credentials: "same-origin", headers, body: body === undefined ? undefined : JSON.stringify(body),
       });
     } catch (error) {
       const text = "server unreachable: " + error.message;
+      errEl = slot();
       if (errEl) errEl.textContent = text;
       toast(text);
       return null;
@@ -95,6 +115,7 @@
     try { data = await response.json(); } catch (error) { data = null; }
     if (!response.ok) {
       const text = errorText(data, response.status);
+      errEl = slot();
       if (errEl) errEl.textContent = text;
       toast(text);
       return null;
@@ -103,94 +124,215 @@
   }
 
   // Input text to a lever value: "" is null (no cap), a number is a number, anything else goes as
-  // typed so that the service names the field and the bad value.
+  // typed so that the API names the field and the bad value.
   function value(text) {
     const t = String(text).trim();
     if (t === "") return null;
     return /^-?\d+(\.\d+)?$/.test(t) ? Number(t) : t;
   }
 
-  // --- refetching -----------------------------------------------------------------------------
+  // A datetime-local input's value (local time) as ISO 8601 in UTC; anything else as typed.
+  function instant(text) {
+    const local = new Date(text);
+    return text && !isNaN(local) ? local.toISOString() : text;
+  }
+
+  // --- refreshing -----------------------------------------------------------------------------
   const pending = new Set();
   let flushTimer = null;
-  let flushing = false;
-
   let lastFlush = 0;
-  // Hints are coalesced: wait 40 ms for more, and refetch at most five times a second per page, so a
+  // Hints are coalesced: wait 40 ms for more, and refresh at most five times a second per page, so a
   // burst of submissions costs the server a few refetches, not one per chart.
   function want(parts) {
     parts.forEach((p) => pending.add(p));
     if (!flushTimer) flushTimer = setTimeout(flush, Math.max(40, lastFlush + 200 - Date.now()));
   }
 
-  async function flush() {
+  function flush() {
     flushTimer = null;
-    if (flushing) { flushTimer = setTimeout(flush, 60); return; }
     lastFlush = Date.now();
     const parts = [...pending];
     pending.clear();
-    if (!parts.length) return;
-    flushing = true;
-    try {
-      const jobs = [];
-      const stateParts = parts.filter((p) => p !== "queue");
-      if (stateParts.length) {
-        jobs.push(getJSON("/dashboard/state/?parts=" + stateParts.join(",")).then((data) => {
-          Object.assign(state, data);
-          render(stateParts);
-        }));
-      }
-      if (parts.includes("queue")) jobs.push(queueView.reload());
-      await Promise.all(jobs);
-    } catch (error) {
-      parts.forEach((p) => pending.add(p)); // try again on the next hint or reconnect
-    } finally {
-      flushing = false;
+    const regions = [];
+    const orgIds = new Set();
+    for (const part of parts) {
+      if (part === "queue") queueView.reload().catch(() => want(["queue"]));
+      else if (part === "samples") getJSON("/dashboard/samples/").then((data) => { state.samples = data.samples; drawDepth(); drawBudget(); }).catch(() => {});
+      else if (part.startsWith("org:")) orgIds.add(part.slice(4));
+      else if (!editing(part)) regions.push(part);
+    }
+    // A hint about one org moves its row only, unless the whole table is due anyway.
+    let query = "";
+    if (orgIds.size && !regions.includes("orgs") && !editing("orgs")) {
+      regions.push("orgs");
+      if (orgIds.size === 1) query = "&org=" + encodeURIComponent([...orgIds][0]);
+    }
+    // One request for every region the hint moved: each comes back as an out-of-band swap of its id.
+    if (regions.length) {
+      htmx.ajax("GET", "/dashboard/partials/?names=" + regions.join(",") + query, { source: document.body, swap: "none" })
+        .catch(() => want(regions));
     }
   }
 
-  function render(parts) {
-    if (parts.includes("summary")) renderSummary();
-    if (parts.includes("orgs")) { renderOrgs(); renderSelects(); }
-    if (parts.includes("inflight")) renderInflight();
-    if (parts.includes("outside")) renderOutside();
-    if (parts.includes("events")) renderEvents();
-    if (parts.includes("meta")) { renderProviders(); renderSelects(); }
-    if (parts.includes("samples") || parts.includes("summary")) { drawDepth(); drawBudget(); }
-    if (parts.includes("orgs") || parts.includes("summary")) drawTimeline();
+  // A region is not swapped under the operator's hands: while they type in it, the swap waits until
+  // focus leaves; values typed and not yet sent survive a swap, and so does the focus.
+  function editing(name) {
+    const el = $(REGION_EL[name]);
+    if (!el || !(el.contains(document.activeElement) && document.activeElement.dataset.dirty)) return false;
+    el.dataset.stale = name;
+    return true;
   }
-
-  // --- summary ------------------------------------------------------------------------------
-  function renderSummary() {
-    const s = state.summary;
-    skew = Date.parse(s.now) - Date.now();
-    $("#budget-use").textContent = s.cost_in_use;
-    $("#budget-total").textContent = s.budget;
-    const bar = $("#budget-bar");
-    bar.style.width = Math.min(100, (100 * s.cost_in_use) / Math.max(1, s.budget)) + "%";
-    bar.classList.toggle("full", s.cost_in_use >= s.budget);
-    $("#count-queued").textContent = s.queued.toLocaleString();
-    $("#count-retry").textContent = s.retry_wait.toLocaleString();
-    $("#count-paused").textContent = s.paused.toLocaleString();
-    $("#count-running").textContent = s.running.toLocaleString();
-    $("#global-clear").innerHTML = timeCell(s.global_clear);
-    $("#planned-at").innerHTML = timeCell(s.planned_at);
-    const budgetInput = $("#form-budget [name=budget]");
-    setInput(budgetInput, s.budget);
-    const policy = $("#form-policy [name=policy]");
-    if (!policy.options.length) {
-      policy.innerHTML = s.policies.map((p) => `<option value="${esc(p.value)}">${esc(p.label)}</option>`).join("");
-    }
-    setInput(policy, s.policy);
-    setInput($("#form-policy [name=quantum]"), s.quantum);
-  }
-
-  // Refresh an input from the server unless the operator is editing it.
-  function setInput(input, v) {
-    if (document.activeElement === input || input.dataset.dirty) return;
-    input.value = v == null ? "" : v;
-  }
+  document.addEventListener("focusout", (e) => {
+    const el = e.target.closest("[data-stale]");
+    if (el) setTimeout(() => { if (!el.contains(document.activeElement)) { want([el.dataset.stale]); delete el.dataset.stale; } }, 0);
+  });
   document.addEventListener("input", (e) => { if (e.target.matches("input, select")) e.target.dataset.dirty = "1"; });
+
+  // The key of a control that survives a swap: its lever's call and its name.
+  const controlKey = (input) => ((input.form && input.form.dataset.api) || "") + " " + input.name;
+  document.addEventListener("htmx:oobBeforeSwap", (e) => {
+    const target = e.detail.target;
+    target.__typed = [...target.querySelectorAll("[data-dirty]")].map((input) => [controlKey(input), input.value]);
+    const focused = document.activeElement;
+    target.__focused = focused && focused.name && target.contains(focused) ? controlKey(focused) : null;
+    target.__errors = [...target.querySelectorAll("[data-err]")].map((slot) => slot.textContent);
+    target.__swapped = true;
+  });
+  // Fired for every element swapped in, with the details of the region swapped last: each region is
+  // finished once.
+  document.addEventListener("htmx:oobAfterSwap", (e) => {
+    const swapped = e.detail.target;
+    if (!swapped.__swapped) return;
+    delete swapped.__swapped;
+    // A row swapped whole (outerHTML) is a new element with the old one's id.
+    const target = swapped.isConnected ? swapped : document.getElementById(swapped.id);
+    if (!target) return;
+    for (const key of ["__typed", "__focused", "__errors"]) target[key] = swapped[key];
+    const typed = new Map(target.__typed || []);
+    const focused = target.__focused;
+    // A refusal stays shown where it was (the slots of a region are the same ones after a swap).
+    const errors = target.__errors || [];
+    const slots = target.querySelectorAll("[data-err]");
+    if (slots.length === errors.length) slots.forEach((slot, i) => { slot.textContent = errors[i]; });
+    delete target.__typed;
+    delete target.__focused;
+    delete target.__errors;
+    if (typed.size || focused) {
+      target.querySelectorAll("input[name], select[name]").forEach((input) => {
+        const key = controlKey(input);
+        if (typed.has(key)) { input.value = typed.get(key); input.dataset.dirty = "1"; }
+        if (key === focused) input.focus();
+      });
+    }
+    ticks(target);
+    if (target.id === "summary") readSummary();
+    if (target.id === "summary" || target.id === "org-rows" || target.matches("tr[data-org]")) drawTimeline();
+    if (target.id === "org-rows" && !document.body.dataset.ready) painted();
+  });
+  document.addEventListener("htmx:responseError", (e) => {
+    // Staff only: a 403 means the session ended; anything else is tried again on the next hint.
+    if (e.detail.xhr.status === 403) toast("not allowed: sign in again");
+  });
+
+  function readSummary() {
+    const counts = $("#summary .counts");
+    if (counts && counts.dataset.now) skew = Date.parse(counts.dataset.now) - Date.now();
+  }
+
+  // --- levers: every one is a call of the API -------------------------------------------------
+  // A form or button names its call: data-api="METHOD /api/v1/...". A form's named controls are its
+  // JSON body (data-type: number, optional ("" leaves it null), datetime; data-omit-empty leaves an
+  // empty one out); "{name}" in the URL takes that control's value; data-null-method is the call
+  // when every value is null (a cost left empty goes back to the default: DELETE). A button's body
+  // is its data-body.
+  function formCall(form) {
+    let [method, url] = form.dataset.api.split(" ");
+    const body = {};
+    for (const input of form.querySelectorAll("[name]")) {
+      const placeholder = "{" + input.name + "}";
+      if (url.includes(placeholder)) { url = url.replace(placeholder, encodeURIComponent(input.value)); continue; }
+      const type = input.dataset.type;
+      let v = input.value;
+      if (type === "number") v = value(v);
+      else if (type === "optional") v = v === "" ? null : v;
+      else if (type === "datetime") v = instant(v);
+      if (input.hasAttribute("data-omit-empty") && (v === null || v === "")) continue;
+      body[input.name] = v;
+    }
+    const values = Object.values(body);
+    if (form.dataset.nullMethod && values.length && values.every((v) => v === null)) return { method: form.dataset.nullMethod, url, body: undefined };
+    return { method, url, body };
+  }
+
+  // Where a control's refusal is shown: the nearest row, form or section around it that has a slot.
+  function errSlot(el) {
+    if (el.closest("#provider-list")) return $("#form-provider [data-err]");
+    for (let scope = el; scope && scope !== document.body; scope = scope.parentElement) {
+      if (!scope.matches("tr, form, li, section, details")) continue;
+      const slot = scope.querySelector("[data-err]");
+      if (slot) return slot;
+    }
+    return null;
+  }
+
+  function flash(el) {
+    const row = el.closest("tr, form, li") || el;
+    row.classList.add("ok-flash");
+    setTimeout(() => row.classList.remove("ok-flash"), 1000);
+  }
+
+  document.addEventListener("submit", async (e) => {
+    const form = e.target.closest("form[data-api]");
+    if (!form) return;
+    e.preventDefault();
+    const { method, url, body } = formCall(form);
+    // The same form after a swap: its call and its first control's name say which one it is.
+    const first = form.querySelector("[name]");
+    const again = `form[data-api="${CSS.escape(form.dataset.api)}"]` + (first ? `:has([name="${CSS.escape(first.name)}"])` : "");
+    const current = () => (form.isConnected ? form : document.querySelector(again) || form);
+    if (await api(method, url, body, () => errSlot(current()))) {
+      current().querySelectorAll("[data-dirty]").forEach((input) => delete input.dataset.dirty);
+      flash(current());
+    }
+  });
+
+  document.addEventListener("click", async (e) => {
+    const button = e.target.closest("button[data-api]");
+    if (!button) return;
+    const [method, url] = button.dataset.api.split(" ");
+    button.disabled = true;
+    const ok = await api(method, url, button.dataset.body ? JSON.parse(button.dataset.body) : {}, errSlot(button));
+    button.disabled = false;
+    if (ok) flash(button);
+  });
+
+  // A provider pause is usually for a few minutes: offer a quarter of an hour from now, in local time.
+  (function () {
+    const soon = new Date(Date.now() + 15 * 60000);
+    soon.setSeconds(0, 0);
+    $("#form-provider [name=until]").value = new Date(soon - soon.getTimezoneOffset() * 60000).toISOString().slice(0, 16);
+  })();
+
+  // Chart levers (queue, in flight, outside the plan): the row names the chart, the button the lever.
+  const CHART_LEVERS = { priority: "prioritize", top: "move-to-top", pause: "pause", resume: "resume", cancel: "cancel" };
+  async function chartLever(button) {
+    const row = button.closest("[data-chart]");
+    const id = row.dataset.chart;
+    const act = button.dataset.act;
+    if (act === "cancel" && !confirm("Cancel chart " + id + "?")) return;
+    const body = act === "priority" ? { high_priority: button.dataset.hp === "1" } : {};
+    button.disabled = true;
+    const ok = await api("POST", `/api/v1/charts/${encodeURIComponent(id)}/${CHART_LEVERS[act]}/`, body, row.closest("#queue-rows") ? $("#queue-err") : errSlot(button));
+    button.disabled = false;
+    if (!ok) return;
+    row.classList.add("ok-flash");
+    // The broadcast refreshes every open dashboard; this one does not wait for it to see its own change.
+    want(["queue"]);
+  }
+  document.addEventListener("click", (e) => {
+    const button = e.target.closest("[data-chart] button[data-act]");
+    if (button) chartLever(button);
+  });
 
   // --- queue (virtualized: only the visible rows exist in the DOM) ------------------------------
   const queueView = (function () {
@@ -294,46 +436,8 @@
   $("#queue-org").addEventListener("change", (e) => queueView.setOrg(e.target.value));
   $("#queue-jump").addEventListener("change", (e) => queueView.jump(Math.max(0, parseInt(e.target.value, 10) || 0)));
 
-  async function chartLever(button) {
-    const row = button.closest("[data-chart]");
-    const id = row.dataset.chart;
-    const act = button.dataset.act;
-    if (act === "cancel" && !confirm("Cancel chart " + id + "?")) return;
-    const body = act === "priority" ? { high_priority: button.dataset.hp === "1" } : {};
-    button.disabled = true;
-    const ok = await pull(`levers/charts/${id}/${act}/`, body, null);
-    button.disabled = false;
-    if (!ok) return;
-    row.classList.add("ok-flash");
-    // The broadcast refreshes every open dashboard; this one does not wait for it to see its own change.
-    want(["queue"]);
-  }
-  document.addEventListener("click", (e) => {
-    const button = e.target.closest("[data-chart] button[data-act]");
-    if (button) chartLever(button);
-  });
 
-  // --- outside the plan, in flight ------------------------------------------------------------
-  function renderOutside() {
-    const o = state.outside;
-    $("#outside-total").textContent = o.total.toLocaleString();
-    $("#outside-rows").innerHTML = o.rows.map((r) => `<tr data-chart="${r.id}">
-      <td>${esc(r.external_id)}</td><td>${esc(r.org)}</td><td>${esc(r.workflow)}</td><td>${r.cost}</td>
-      <td>${r.held ? '<span class="badge held">org held</span>' : '<span class="badge paused">paused</span>'}</td>
-      <td class="levers">${r.held ? "" : '<button data-act="resume" title="Resume">▶</button>'}
-        <button data-act="cancel" class="danger" title="Cancel">✕</button></td></tr>`).join("");
-  }
-
-  function renderInflight() {
-    const f = state.inflight;
-    $("#inflight-total").textContent = f.total.toLocaleString();
-    $("#inflight-rows").innerHTML = f.rows.map((r) => `<tr data-chart="${r.id}">
-      <td>${esc(r.external_id)} ${r.attempt > 1 ? `<small>attempt ${r.attempt}</small>` : ""}</td>
-      <td>${esc(r.org)}</td><td>${esc(r.workflow)}</td><td>${r.cost}</td>
-      <td data-started="${esc(r.started_at || "")}" data-expected="${r.expected}" data-state="${esc(r.state)}">${progress(r.started_at, r.expected, r.state)}</td>
-      <td class="levers"><button data-act="cancel" class="danger" title="Cancel">✕</button></td></tr>`).join("");
-  }
-
+  // --- relative times and elapsed clocks ------------------------------------------------------
   function progress(startedAt, expected, st) {
     const elapsed = startedAt ? Math.max(0, (now() - Date.parse(startedAt)) / 1000) : 0;
     const share = expected > 0 ? Math.min(1, elapsed / expected) : 0;
@@ -341,174 +445,73 @@
     return `${badge}${dur(elapsed)} / ${dur(expected)}<svg class="progress" viewBox="0 0 100 6" preserveAspectRatio="none" aria-hidden="true"><rect class="${elapsed > expected ? "over" : ""}" width="${(share * 100).toFixed(1)}" height="6"></rect></svg>`;
   }
 
-  // --- orgs -----------------------------------------------------------------------------------
-  function orgRow(o) {
-    const wf = (state.meta && state.meta.workflows) || [];
-    const costs = Object.entries(o.costs).map(([w, c]) => `<span class="tag">${esc(w)}=${c}</span>`).join(" ");
-    return `<tr data-org="${esc(o.slug)}">
-      <td><b>${esc(o.slug)}</b> <small>${esc(o.name)}</small></td>
-      <td><form class="lever" data-lever="weight"><input name="weight" aria-label="weight of ${esc(o.slug)}" inputmode="numeric">
-        <button type="submit">Set</button><button type="button" class="ghost" data-preview="weight">?</button></form></td>
-      <td><button type="button" data-hold></button></td>
-      <td><form class="lever" data-lever="cap"><input name="max_concurrency" placeholder="none" aria-label="cap of ${esc(o.slug)}" inputmode="numeric"><button type="submit">Set</button></form></td>
-      <td><form class="lever" data-lever="queue-limit"><input name="queue_limit" placeholder="none" aria-label="queue limit of ${esc(o.slug)}" inputmode="numeric"><button type="submit">Set</button></form></td>
-      <td><form class="lever costs" data-lever="cost"><span data-k="costs">${costs}</span>
-        <select name="workflow" aria-label="workflow">${wf.map((w) => `<option value="${esc(w.name)}">${esc(w.name)} (${w.default_cost})</option>`).join("")}</select>
-        <input name="cost" placeholder="default" aria-label="cost for ${esc(o.slug)}" inputmode="numeric">
-        <button type="submit">Set</button><button type="button" class="ghost" data-preview="cost">?</button></form></td>
-      <td class="num" data-k="queued"></td><td class="num" data-k="paused"></td><td class="num" data-k="running"></td>
-      <td class="num" data-k="cost_in_use"></td><td data-k="clear_at"></td>
-      <td class="err" data-err></td></tr>`;
-  }
-
-  const orgSignatures = new Map(); // slug -> the row's data when last drawn: unchanged rows are skipped
-
-  function renderOrgs() {
-    const body = $("#org-rows");
-    const slugs = state.orgs.map((o) => o.slug).join(",");
-    const wfKey = ((state.meta && state.meta.workflows) || []).map((w) => w.name + w.default_cost).join(",");
-    if (body.dataset.slugs !== slugs || body.dataset.wf !== wfKey) {
-      body.innerHTML = state.orgs.map(orgRow).join("");
-      body.dataset.slugs = slugs;
-      body.dataset.wf = wfKey;
-      orgSignatures.clear();
-    }
-    state.orgs.forEach((o, index) => {
-      const signature = JSON.stringify(o);
-      if (orgSignatures.get(o.slug) === signature) return;
-      orgSignatures.set(o.slug, signature);
-      const tr = body.rows[index];
-      tr.classList.toggle("is-held", o.held);
-      setInput(tr.querySelector("[name=weight]"), o.weight);
-      setInput(tr.querySelector("[name=max_concurrency]"), o.max_concurrency);
-      setInput(tr.querySelector("[name=queue_limit]"), o.queue_limit);
-      const hold = tr.querySelector("[data-hold]");
-      hold.textContent = o.held ? "Release" : "Hold";
-      hold.className = o.held ? "warn" : "";
-      hold.title = o.held ? `held; release restores weight ${o.weight_before_hold || 1}` : "weight → 0: nothing of this org dispatches";
-      tr.dataset.held = o.held ? "1" : "0";
-      for (const k of ["queued", "paused", "running", "cost_in_use"]) tr.querySelector(`[data-k=${k}]`).textContent = o[k].toLocaleString();
-      tr.querySelector("[data-k=clear_at]").innerHTML = o.held
-        ? '<span class="badge held">held</span>'
-        : etaCell({ eta: o.clear_at, eta_low: o.clear_low, eta_high: o.clear_high });
-      tr.querySelector("[data-k=costs]").innerHTML = Object.entries(o.costs).map(([w, c]) => `<span class="tag">${esc(w)}=${c}</span>`).join(" ");
+  // The server writes times in UTC; here they become relative ("in 4m") and local clocks.
+  function ticks(root) {
+    root.querySelectorAll("[data-rel]").forEach((el) => { el.textContent = rel(el.dataset.rel || null); });
+    root.querySelectorAll("[data-started]").forEach((el) => {
+      el.innerHTML = progress(el.dataset.started || null, Number(el.dataset.expected), el.dataset.state);
     });
+    root.querySelectorAll("time[datetime]:not([data-local])").forEach((el) => { el.textContent = clock(el.getAttribute("datetime")); el.dataset.local = "1"; });
   }
 
-  $("#org-rows").addEventListener("submit", async (e) => {
-    e.preventDefault();
-    const form = e.target;
-    const tr = form.closest("tr");
-    const slug = tr.dataset.org;
-    const kind = form.dataset.lever;
-    const input = form.querySelector("input");
-    const body = { [input.name]: value(input.value) };
-    if (kind === "cost") body.workflow = form.querySelector("[name=workflow]").value;
-    const ok = await pull(`levers/orgs/${encodeURIComponent(slug)}/${kind}/`, body, tr.querySelector("[data-err]"));
-    if (ok) { delete input.dataset.dirty; tr.classList.add("ok-flash"); setTimeout(() => tr.classList.remove("ok-flash"), 1000); }
-  });
-  $("#org-rows").addEventListener("click", async (e) => {
-    const tr = e.target.closest("tr");
-    if (!tr) return;
-    const slug = tr.dataset.org;
-    if (e.target.matches("[data-hold]")) {
-      await pull(`levers/orgs/${encodeURIComponent(slug)}/${tr.dataset.held === "1" ? "release" : "hold"}/`, {}, tr.querySelector("[data-err]"));
-    } else if (e.target.matches("[data-preview=weight]")) {
-      whatIf.add({ kind: "weight", org: slug, value: value(tr.querySelector("[name=weight]").value) }, true);
-    } else if (e.target.matches("[data-preview=cost]")) {
-      const form = e.target.closest("form");
-      whatIf.add({ kind: "cost", org: slug, workflow: form.querySelector("[name=workflow]").value, value: value(form.querySelector("[name=cost]").value) }, true);
-    }
-  });
-
-  function renderSelects() {
-    const orgOptions = state.orgs.map((o) => `<option value="${esc(o.slug)}">${esc(o.slug)}</option>`).join("");
-    const fill = (select, html) => {
-      if (select.dataset.html === html) return;
-      const current = select.value;
-      select.innerHTML = html;
-      select.dataset.html = html;
-      if ([...select.options].some((option) => option.value === current)) select.value = current;
-    };
-    fill($("#queue-org"), '<option value="">all orgs</option>' + orgOptions);
-    fill($("#form-whatif [name=org]"), orgOptions);
-    fill($("#form-provider [name=org]"), '<option value="">everyone</option>' + orgOptions);
-    const wf = (state.meta && state.meta.workflows) || [];
-    fill($("#form-whatif [name=workflow]"), wf.map((w) => `<option value="${esc(w.name)}">${esc(w.name)}</option>`).join(""));
-    const providers = (state.meta && state.meta.providers) || [];
-    fill($("#form-provider [name=provider]"), providers.map((p) => `<option value="${esc(p.slug)}">${esc(p.name)}</option>`).join(""));
-  }
-
-  // --- scheduler levers -------------------------------------------------------------------------
-  $("#form-budget").addEventListener("submit", async (e) => {
-    e.preventDefault();
-    const input = e.target.budget;
-    if (await pull("levers/budget/", { budget: value(input.value) }, $("#form-budget [data-err]"))) delete input.dataset.dirty;
-  });
-  $("#form-budget [data-preview]").addEventListener("click", () => whatIf.add({ kind: "budget", value: value($("#form-budget [name=budget]").value) }, true));
-  $("#form-policy").addEventListener("submit", async (e) => {
-    e.preventDefault();
-    const body = { policy: e.target.policy.value };
-    const quantum = value(e.target.quantum.value);
-    if (quantum !== null) body.quantum = quantum;
-    if (await pull("levers/policy/", body, $("#form-policy [data-err]"))) {
-      delete e.target.policy.dataset.dirty;
-      delete e.target.quantum.dataset.dirty;
-    }
-  });
-
-  // --- providers ------------------------------------------------------------------------------
-  function renderProviders() {
-    const providers = (state.meta && state.meta.providers) || [];
-    $("#provider-list").innerHTML = providers.map((p) => `<li><b>${esc(p.name)}</b> ${p.pauses.length ? "" : '<small>running</small>'}
-      ${p.pauses.map((x) => `<div>paused for ${esc(x.org || "everyone")} until ${esc(clock(x.until))} <small>(${esc(rel(x.until))}, ${esc(x.by)}${x.reason ? ": " + esc(x.reason) : ""})</small>
-        <button type="button" data-resume="${esc(p.slug)}" data-org="${esc(x.org || "")}">Resume</button></div>`).join("")}</li>`).join("") || "<li><small>no providers</small></li>";
-  }
-  // A pause is usually for a few minutes: offer a quarter of an hour from now, in local time.
-  (function () {
-    const soon = new Date(Date.now() + 15 * 60000);
-    soon.setSeconds(0, 0);
-    $("#form-provider [name=until]").value = new Date(soon - soon.getTimezoneOffset() * 60000).toISOString().slice(0, 16);
-  })();
-  $("#form-provider").addEventListener("submit", async (e) => {
-    e.preventDefault();
-    const f = e.target;
-    const local = f.until.value;
-    const until = local ? new Date(local) : null;
-    const body = { until: until && !isNaN(until) ? until.toISOString() : local, reason: f.reason.value };
-    if (f.org.value) body.org = f.org.value;
-    if (!f.provider.value) { $("#form-provider [data-err]").textContent = "provider: pick one"; return; }
-    await pull(`levers/providers/${encodeURIComponent(f.provider.value)}/pause/`, body, $("#form-provider [data-err]"));
-  });
-  $("#provider-list").addEventListener("click", (e) => {
-    const b = e.target.closest("[data-resume]");
-    if (!b) return;
-    const body = b.dataset.org ? { org: b.dataset.org } : {};
-    pull(`levers/providers/${encodeURIComponent(b.dataset.resume)}/resume/`, body, $("#form-provider [data-err]"));
-  });
-
-  // --- events ---------------------------------------------------------------------------------
-  function renderEvents() {
-    $("#events").innerHTML = state.events.map((e) => `<li class="k-${esc(e.kind)}"><time datetime="${esc(e.at)}">${esc(clock(e.at))}</time>
-      ${e.org ? `<b>${esc(e.org)}</b> ` : ""}${esc(e.text)} <span class="actor">· ${esc(e.actor)}${e.reason ? " · " + esc(e.reason) : ""}</span></li>`).join("");
-  }
-
-  // --- what-if --------------------------------------------------------------------------------
+  // --- what-if: every lever of the API's plan preview, applied through the API's levers ---------
   const whatIf = (function () {
+    const form = $("#form-whatif");
+    // The controls each kind of change reads.
+    const FIELDS = {
+      weight: ["org", "value"], hold: ["org"], release: ["org"], cap: ["org", "value"], queue_limit: ["org", "value"],
+      cost: ["org", "workflow", "value"], budget: ["value"], policy: ["value"], quantum: ["value"],
+      aging_step: ["value"], aging_cap: ["value"], priority: ["chart", "value"], high_priority: ["chart", "value"],
+      provider_pause: ["provider", "org", "until"], provider_resume: ["provider", "org"],
+    };
+    const CONFIG = ["budget", "policy", "quantum", "aging_step", "aging_cap"];
+    const ORG_FIELD = { weight: "weight", cap: "max_concurrency", queue_limit: "queue_limit" };
+    const PLURAL = { weight: "weights", cap: "caps", queue_limit: "queue_limits" };
     let changes = [];
     let preview = null;
-    const label = (c) => c.kind === "budget" ? `budget → ${c.value}` : c.kind === "cost" ? `${c.org}/${c.workflow} cost → ${c.value == null ? "default" : c.value}` : c.kind === "weight" ? `${c.org} weight → ${c.value}` : c.kind === "cap" ? `${c.org} cap → ${c.value == null ? "none" : c.value}` : `${c.kind} ${c.org}`;
 
+    const shown = (v) => (v == null ? "none" : String(v));
+    function label(c) {
+      if (c.kind in PLURAL) return `${c.org} ${c.kind.replace("_", " ")} → ${shown(c.value)}`;
+      if (c.kind === "hold" || c.kind === "release") return `${c.kind} ${c.org}`;
+      if (c.kind === "cost") return `${c.org}/${c.workflow} cost → ${c.value == null ? "default" : c.value}`;
+      if (CONFIG.includes(c.kind)) return `${c.kind.replace("_", " ")} → ${shown(c.value)}`;
+      if (c.kind === "priority" || c.kind === "high_priority") return `chart ${c.chart} ${c.kind.replace("_", " ")} → ${shown(c.value)}`;
+      if (c.kind === "provider_pause") return `pause ${c.provider} for ${c.org || "everyone"} until ${clock(c.until)}`;
+      return `resume ${c.provider} for ${c.org || "everyone"}`;
+    }
+
+    // The body of POST /api/v1/scheduler/plan-preview/.
     function payload() {
       const out = {};
+      const list = (key) => (out[key] = out[key] || []);
       for (const c of changes) {
-        if (c.kind === "weight") (out.weights = out.weights || {})[c.org] = c.value;
-        else if (c.kind === "cap") (out.caps = out.caps || {})[c.org] = c.value;
-        else if (c.kind === "budget") out.budget = c.value;
-        else if (c.kind === "cost") (out.costs = out.costs || []).push({ org: c.org, workflow: c.workflow, cost: c.value });
-        else (out[c.kind] = out[c.kind] || []).push(c.org);
+        if (c.kind in PLURAL) (out[PLURAL[c.kind]] = out[PLURAL[c.kind]] || {})[c.org] = c.value;
+        else if (c.kind === "hold" || c.kind === "release") list(c.kind).push(c.org);
+        else if (CONFIG.includes(c.kind)) out[c.kind] = c.value;
+        else if (c.kind === "cost") list("costs").push({ org: c.org, workflow: c.workflow, cost: c.value });
+        else if (c.kind === "priority" || c.kind === "high_priority") {
+          let item = list("priorities").find((p) => p.chart === c.chart);
+          if (!item) list("priorities").push((item = { chart: c.chart }));
+          item[c.kind] = c.value;
+        } else if (c.kind === "provider_pause") list("provider_pauses").push({ provider: c.provider, org: c.org, until: c.until });
+        else list("provider_resumes").push({ provider: c.provider, org: c.org });
       }
       return out;
+    }
+
+    // The real lever of one change (the config changes go together, in one PATCH).
+    function call(c) {
+      const org = `/api/v1/orgs/${encodeURIComponent(c.org || "")}/`;
+      if (c.kind in ORG_FIELD) return ["PATCH", org, { [ORG_FIELD[c.kind]]: c.value }];
+      if (c.kind === "hold" || c.kind === "release") return ["POST", org + c.kind + "/", {}];
+      if (c.kind === "cost") {
+        const url = org + "costs/" + encodeURIComponent(c.workflow) + "/";
+        return c.value === null ? ["DELETE", url, undefined] : ["PUT", url, { cost: c.value }];
+      }
+      if (c.kind === "priority" || c.kind === "high_priority") return ["POST", `/api/v1/charts/${encodeURIComponent(c.chart)}/prioritize/`, { [c.kind]: c.value }];
+      if (c.kind === "provider_pause") return ["POST", "/api/v1/provider-pauses/", { provider: c.provider, org: c.org, until: c.until }];
+      return ["POST", `/api/v1/providers/${encodeURIComponent(c.provider)}/resume/`, { org: c.org }];
     }
 
     function renderChanges() {
@@ -548,20 +551,22 @@
 
     async function run() {
       if (!changes.length) { $("#whatif-err").textContent = "add a change first"; return; }
-      const data = await pull("what-if/", { changes: payload() }, $("#whatif-err"));
-      preview = data ? data.preview : null;
+      preview = await api("POST", "/api/v1/scheduler/plan-preview/", payload(), $("#whatif-err"));
       renderResult();
     }
 
     async function apply() {
-      for (const c of [...changes]) {
-        let path, body;
-        if (c.kind === "budget") { path = "levers/budget/"; body = { budget: c.value }; }
-        else if (c.kind === "weight") { path = `levers/orgs/${encodeURIComponent(c.org)}/weight/`; body = { weight: c.value }; }
-        else if (c.kind === "cost") { path = `levers/orgs/${encodeURIComponent(c.org)}/cost/`; body = { workflow: c.workflow, cost: c.value }; }
-        else if (c.kind === "cap") { path = `levers/orgs/${encodeURIComponent(c.org)}/cap/`; body = { max_concurrency: c.value }; }
-        else { path = `levers/orgs/${encodeURIComponent(c.org)}/${c.kind}/`; body = {}; }
-        if (!(await pull(path, body, $("#whatif-err")))) return;
+      const err = $("#whatif-err");
+      const config = changes.filter((c) => CONFIG.includes(c.kind));
+      if (config.length) {
+        const body = Object.fromEntries(config.map((c) => [c.kind, c.value]));
+        if (!(await api("PATCH", "/api/v1/scheduler/config/", body, err))) return;
+        changes = changes.filter((c) => !CONFIG.includes(c.kind));
+        renderChanges();
+      }
+      while (changes.length) {
+        const [method, url, body] = call(changes[0]);
+        if (!(await api(method, url, body, err))) return;
         changes.shift();
         renderChanges();
       }
@@ -570,15 +575,26 @@
       toast("applied", true);
     }
 
-    $("#form-whatif").addEventListener("submit", (e) => {
-      e.preventDefault();
-      const f = e.target;
-      const c = { kind: f.kind.value };
-      if (c.kind !== "budget") c.org = f.org.value;
-      if (c.kind === "cost") c.workflow = f.workflow.value;
-      if (["weight", "budget", "cost", "cap"].includes(c.kind)) c.value = value(f.value.value);
-      add(c, false);
-    });
+    function showFields() {
+      const used = FIELDS[form.kind.value];
+      for (const name of ["org", "workflow", "provider", "chart", "until", "value"]) form[name].hidden = !used.includes(name);
+      form.org.options[0].disabled = !used.includes("provider");
+      if (form.org.options[0].disabled && form.org.selectedIndex === 0 && form.org.options.length > 1) form.org.selectedIndex = 1;
+    }
+
+    function read() {
+      const kind = form.kind.value;
+      const c = { kind };
+      for (const name of FIELDS[kind]) c[name] = form[name].value;
+      if ("org" in c && kind.startsWith("provider")) c.org = c.org || null;
+      if ("value" in c) c.value = kind === "high_priority" ? ({ true: true, yes: true, "1": true, false: false, no: false, "0": false })[c.value.trim().toLowerCase()] ?? c.value : value(c.value);
+      if ("chart" in c) c.chart = value(c.chart);
+      if ("until" in c) c.until = instant(c.until);
+      return c;
+    }
+
+    form.kind.addEventListener("change", showFields);
+    form.addEventListener("submit", (e) => { e.preventDefault(); add(read(), false); });
     $("#whatif-changes").addEventListener("click", (e) => {
       const b = e.target.closest("[data-remove]");
       if (b) { changes.splice(Number(b.dataset.remove), 1); renderChanges(); }
@@ -586,16 +602,31 @@
     $("#whatif-preview").addEventListener("click", run);
     $("#whatif-apply").addEventListener("click", apply);
     $("#whatif-clear").addEventListener("click", () => { changes = []; preview = null; renderChanges(); renderResult(); });
+    showFields();
 
+    const same = (a, b) => ["kind", "org", "workflow", "chart", "provider"].every((k) => a[k] === b[k]);
     function add(change, andRun) {
-      // A new change replaces an earlier one of the same lever.
-      changes = changes.filter((c) => !(c.kind === change.kind && c.org === change.org && c.workflow === change.workflow));
-      if (change.kind === "hold") changes = changes.filter((c) => !(c.kind === "release" && c.org === change.org));
-      if (change.kind === "release") changes = changes.filter((c) => !(c.kind === "hold" && c.org === change.org));
+      // A new change replaces an earlier one of the same lever; hold and release replace each other.
+      const opposite = { hold: "release", release: "hold" }[change.kind];
+      changes = changes.filter((c) => !same(c, change) && !(c.kind === opposite && c.org === change.org));
       changes.push(change);
       renderChanges();
       if (andRun) run();
     }
+
+    // The "?" buttons beside a lever preview its value as typed.
+    document.addEventListener("click", (e) => {
+      const b = e.target.closest("[data-preview]");
+      if (!b) return;
+      const where = b.closest("tr[data-org]");
+      const kind = b.dataset.preview;
+      if (kind === "budget") add({ kind, value: value($("#form-budget [name=budget]").value) }, true);
+      else if (kind === "weight") add({ kind, org: where.dataset.org, value: value(where.querySelector("[name=weight]").value) }, true);
+      else if (kind === "cost") {
+        const f = b.closest("form");
+        add({ kind, org: where.dataset.org, workflow: f.workflow.value, value: value(f.cost.value) }, true);
+      }
+    });
 
     return { add, preview: () => preview };
   })();
@@ -630,9 +661,11 @@
     const W = widthOf(svg);
     const t0 = now();
     const preview = whatIf.preview();
-    const rows = state.orgs
-      .filter((o) => o.held || o.clear_at || o.queued || o.running)
-      .map((o) => ({ slug: o.slug, held: o.held, end: o.clear_at ? Date.parse(o.clear_at) : null,
+    // The org table the server rendered is the plot's data: each row carries its clear-time and load.
+    const rows = [...document.querySelectorAll("#org-rows tr[data-org]")]
+      .map((tr) => ({ slug: tr.dataset.org, held: tr.dataset.held === "1", clear: tr.dataset.clear, busy: tr.dataset.queued !== "0" || tr.dataset.running !== "0" }))
+      .filter((o) => o.held || o.clear || o.busy)
+      .map((o) => ({ slug: o.slug, held: o.held, end: o.clear ? Date.parse(o.clear) : null,
         after: preview && preview.orgs && preview.orgs[o.slug] && preview.orgs[o.slug].after ? Date.parse(preview.orgs[o.slug].after) : null }))
       .sort((a, b) => (a.held - b.held) || ((b.end || 0) - (a.end || 0)) || a.slug.localeCompare(b.slug));
     // The longest backlogs (and a few held orgs) are what an operator reads here; the rest is counted.
@@ -640,7 +673,8 @@
     const hidden = rows.length - shown.length;
     rows.length = 0;
     rows.push(...shown);
-    const globalEnd = state.summary.global_clear ? Date.parse(state.summary.global_clear) : null;
+    const globalClear = $("#summary .counts").dataset.globalClear;
+    const globalEnd = globalClear ? Date.parse(globalClear) : null;
     const ends = rows.flatMap((r) => [r.end, r.after]).concat([globalEnd]).filter((x) => x != null);
     const span = Math.max(60000, ...ends.map((e) => e - t0)) * 1.05;
     const left = 90, right = 10, top = 18, rowH = 16;
@@ -711,6 +745,7 @@
     let attempt = 0;
     let pingTimer = null;
     let pongDeadline = null;
+    let connected = false;
 
     function status(kind, text) {
       conn.className = "conn conn-" + kind;
@@ -725,14 +760,19 @@
       socket.onopen = () => {
         attempt = 0;
         status("live", "live");
-        want([...ALL_PARTS, "queue"]); // resync: whatever happened while we were away
+        // Resync: whatever happened while we were away (on the first open, the org table is still
+        // coming from its own load, requested before the socket joined).
+        want(document.body.dataset.ready || connected ? ALL : ALL.filter((p) => p !== "orgs"));
+        connected = true;
         pingTimer = setInterval(ping, 15000);
       };
       socket.onmessage = (e) => {
         const message = JSON.parse(e.data);
         if (message.type === "pong") { clearTimeout(pongDeadline); pongDeadline = null; return; }
         if (message.type !== "event") return;
-        want(REFETCH[message.kind] || [...ALL_PARTS, "queue"]);
+        const parts = REFETCH[message.kind] || ALL;
+        // An org's own change moves its row only (a replan, a dispatch... move every row).
+        want(message.kind === "org" && message.org != null ? parts.map((p) => (p === "orgs" ? "org:" + message.org : p)) : parts);
       };
       socket.onclose = (e) => {
         clearInterval(pingTimer);
@@ -760,31 +800,23 @@
   })();
 
   // --- start ----------------------------------------------------------------------------------
-  // The queue and the header first; the org table and the plots (hundreds of rows) right after.
-  renderSummary();
+  // The tables came with the page but the org table, which htmx fetches as the page loads; the queue
+  // and the plots are drawn from the inlined JSON. The page is ready once the org table is in.
+  readSummary();
   queueView.seed(state.queue);
   performance.mark("queue-painted");
   setTimeout(() => {
-    renderSelects();
-    renderOrgs();
-    renderInflight();
-    renderOutside();
-    renderEvents();
-    renderProviders();
-    drawTimeline();
+    ticks(document);
     drawDepth();
     drawBudget();
-    document.body.dataset.ready = "1";
-    performance.mark("dashboard-painted");
     live.connect();
   }, 0);
+  function painted() {
+    document.body.dataset.ready = "1";
+    performance.mark("dashboard-painted");
+  }
 
   // Relative times and elapsed clocks move every second without a refetch.
-  setInterval(() => {
-    document.querySelectorAll("[data-rel]").forEach((el) => { el.textContent = rel(el.dataset.rel || null); });
-    document.querySelectorAll("[data-started]").forEach((el) => {
-      el.innerHTML = progress(el.dataset.started || null, Number(el.dataset.expected), el.dataset.state);
-    });
-  }, 1000);
+  setInterval(() => ticks(document), 1000);
   window.addEventListener("resize", () => { widths.clear(); drawTimeline(); drawDepth(); drawBudget(); });
 })();

@@ -11,7 +11,7 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from orgs.models import Provider, ProviderPause
+from orgs.models import OrgChange, Provider, ProviderPause
 from tests.conftest import Tenants
 from tests.factories import MembershipFactory, ProviderFactory
 
@@ -127,3 +127,62 @@ def test_the_schema_shows_the_providers(tenants: Tenants, client_for: Client) ->
     item = schema["paths"]["/api/v1/providers/{slug}/"]["get"]["responses"]["200"]["content"]["application/json"]
     provider = schema["components"]["schemas"][item["schema"]["$ref"].rsplit("/", 1)[-1]]
     assert set(provider["properties"]) == {"slug", "name", "paused_until", "pauses"}
+
+
+# Staff resume a provider by its slug ------------------------------------------------------------------
+
+
+def in_force(provider: Provider) -> list[str | None]:
+    return sorted((pause.org.slug if pause.org else "") for pause in provider.pauses.filter(until__gt=timezone.now()))
+
+
+def test_staff_resume_a_provider_for_one_org_then_for_everyone(
+    tenants: Tenants, client_for: Client, gpu: Provider
+) -> None:
+    staff = client_for(tenants.staff)
+
+    response = staff.post("/api/v1/providers/gpu-east/resume/", {"org": "acme"}, format="json")
+    assert (response.status_code, response.json()) == (200, {"ended": 1})
+    assert in_force(gpu) == ["", "beta"]
+    assert OrgChange.objects.filter(org=tenants.org_a, field="provider:gpu-east", new_value="resumed").exists()
+
+    response = staff.post("/api/v1/providers/gpu-east/resume/", {}, format="json")
+    assert (response.status_code, response.json()) == (200, {"ended": 1})
+    assert in_force(gpu) == ["beta"]
+
+    again = staff.post("/api/v1/providers/gpu-east/resume/", {"org": None}, format="json")
+    assert (again.status_code, again.json()) == (200, {"ended": 0})
+
+
+@pytest.mark.parametrize("who", ["member_a", "member_b", "outsider"])
+def test_tenants_cannot_resume_a_provider(tenants: Tenants, client_for: Client, gpu: Provider, who: str) -> None:
+    for body in ({"org": "acme"}, {}):
+        response = client_for(getattr(tenants, who)).post("/api/v1/providers/gpu-east/resume/", body, format="json")
+        assert response.status_code == 403
+    assert client_for(None).post("/api/v1/providers/gpu-east/resume/", {}, format="json").status_code in (401, 403)
+    assert in_force(gpu) == ["", "acme", "beta"]
+
+
+def test_an_org_token_cannot_resume_a_provider(
+    tenants: Tenants, token_client: Callable[[str], APIClient], org_token: str, gpu: Provider
+) -> None:
+    client = token_client(org_token)
+    assert client.post("/api/v1/providers/gpu-east/resume/", {"org": "acme"}, format="json").status_code == 403
+    assert in_force(gpu) == ["", "acme", "beta"]
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [({"org": "nobody"}, "org"), ({"org": 3}, "org"), ({"org": "acme", "until": "now"}, "until")],
+)
+def test_a_bad_resume_is_400_naming_the_field(
+    tenants: Tenants, client_for: Client, gpu: Provider, body: dict[str, Any], field: str
+) -> None:
+    response = client_for(tenants.staff).post("/api/v1/providers/gpu-east/resume/", body, format="json")
+    assert response.status_code == 400
+    assert field in response.json()
+    assert in_force(gpu) == ["", "acme", "beta"]
+
+
+def test_resuming_an_unknown_provider_is_404(tenants: Tenants, client_for: Client) -> None:
+    assert client_for(tenants.staff).post("/api/v1/providers/nope/resume/", {}, format="json").status_code == 404

@@ -1,4 +1,8 @@
-"""The dashboard in real headless Chromium against a live daphne with the Redis channel layer."""
+"""The dashboard in real headless Chromium against a live daphne with the Redis channel layer.
+
+Every lever the page offers is pulled from the page: it calls /api/v1/ with the staff session and
+its CSRF token, the change lands, and a bad value shows the API's 400 (naming the field) beside the
+control, with nothing written."""
 
 from __future__ import annotations
 
@@ -8,13 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.utils import timezone
 
-from charts.models import Chart
+from charts.models import Chart, ChartState
 from fairsched.devservices import free_port, start_redis
 from orgs import services as org_services
-from orgs.models import Org, ProviderPause
+from orgs.models import Org, ProviderPause, WorkflowCost
 from scheduling.models import SchedulerConfig
-from tests.browser import database_url
+from tests.browser import Violations, database_url
 from tests.conftest import Tenants
 from tests.dashboard.conftest import plan_queue
 from tests.dashboard.live import CHROMIUM, daphne, session_cookie
@@ -64,8 +69,8 @@ def test_a_lever_pulled_in_one_browser_shows_in_another(live_url: str, chromium:
     _shot(watcher, "dashboard-after-hold")
 
     operator.fill('tr[data-org="beta"] input[name=weight]', "-3")
-    operator.locator('tr[data-org="beta"] form[data-lever=weight] button[type=submit]').click()
-    operator.wait_for_selector('tr[data-org="beta"] [data-err]:has-text("weight must be")', timeout=3000)
+    operator.press('tr[data-org="beta"] input[name=weight]', "Enter")
+    operator.wait_for_selector('tr[data-org="beta"] [data-err]:has-text("weight:")', timeout=3000)
     assert Org.objects.get(slug="beta").weight == 1
     _shot(operator, "dashboard-bad-value")
 
@@ -171,8 +176,229 @@ def test_queue_row_levers_and_the_what_if_preview(live_url: str, chromium: Any, 
     page.wait_for_selector("#provider-list :text('paused for beta')", timeout=5000)
     pause = ProviderPause.objects.get()
     assert (pause.org, pause.reason, pause.created_by) == (tenants.org_b, "429s", "user:stella")
-    page.click("#provider-list [data-resume]")
+    page.click("#provider-list button[data-api]")
     page.wait_for_selector("#provider-list :text('running')", timeout=5000)
+    assert not ProviderPause.objects.filter(until__gt=timezone.now()).exists()
+
+
+def _lever_page(chromium: Any, base_url: str, user: Any) -> tuple[Any, Violations]:
+    context = chromium.new_context(viewport={"width": 1500, "height": 1000})
+    context.add_cookies([session_cookie(user, base_url)])
+    page = context.new_page()
+    violations = Violations(page)
+    page.on("dialog", lambda dialog: dialog.accept())  # the cancel lever asks first
+    page.goto(base_url + "/dashboard/")
+    page.wait_for_selector("body[data-live=live]", timeout=10_000)
+    return page, violations
+
+
+def _set(page: Any, form: str, values: dict[str, str]) -> None:
+    """Fill a lever's form and send it (Enter in its last control)."""
+    for name, text in values.items():
+        page.fill(f"{form} [name={name}]", text)
+    page.press(f"{form} [name={list(values)[-1]}]", "Enter")
+
+
+def _until(predicate: Any, timeout: float = 5.0) -> None:
+    """Wait for the database to show what the page did (the page's own call commits it)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "the lever did not land"
+        time.sleep(0.05)
+
+
+def test_every_org_and_scheduler_lever_works_from_the_page(live_url: str, chromium: Any, tenants: Tenants) -> None:
+    plan_queue([tenants.org_a, tenants.org_b], tenants.workflow, 10)
+    page, violations = _lever_page(chromium, live_url, tenants.staff)
+    beta = 'tr[data-org="beta"]'
+
+    # Weight, cap and queue limit: PATCH /api/v1/orgs/beta/; the row shows the new value once swapped.
+    for name, text, field in [
+        ("weight", "4", "weight"),
+        ("max_concurrency", "2", "max_concurrency"),
+        ("queue_limit", "500", "queue_limit"),
+    ]:
+        _set(page, f"{beta} form:has([name={name}])", {name: text})
+        _until(lambda field=field, text=text: getattr(Org.objects.get(slug="beta"), field) == int(text))
+    # Empty means none: the cap goes.
+    _set(page, f"{beta} form:has([name=max_concurrency])", {"max_concurrency": ""})
+    _until(lambda: Org.objects.get(slug="beta").max_concurrency is None)
+
+    # Bad values: the API's 400 names the field beside the control, nothing is written.
+    for name, text, needle in [
+        ("weight", "-3", "weight:"),
+        ("max_concurrency", "0", "max_concurrency:"),
+        ("queue_limit", "lots", "queue_limit:"),
+    ]:
+        _set(page, f"{beta} form:has([name={name}])", {name: text})
+        page.wait_for_selector(f'{beta} [data-err]:has-text("{needle}")', timeout=5000)
+    org = Org.objects.get(slug="beta")
+    assert (org.weight, org.max_concurrency, org.queue_limit) == (4, None, 500)
+
+    # Hold and release: the button flips when the hint swaps the org table in.
+    page.click(f"{beta} [data-hold]")
+    page.wait_for_selector(f"{beta} [data-hold]:text-is('Release')", timeout=5000)
+    assert Org.objects.get(slug="beta").is_held
+    page.click(f"{beta} [data-hold]")
+    page.wait_for_selector(f"{beta} [data-hold]:text-is('Hold')", timeout=5000)
+    assert Org.objects.get(slug="beta").weight == 4
+
+    # Cost per workflow: PUT, then empty (back to the default): DELETE; a bad one names cost.
+    _set(page, f"{beta} form.costs", {"cost": "3"})
+    page.wait_for_selector(f"{beta} .tag:text-is('render=3')", timeout=5000)
+    assert WorkflowCost.objects.get(org=tenants.org_b).cost == 3
+    _set(page, f"{beta} form.costs", {"cost": "0"})
+    page.wait_for_selector(f'{beta} [data-err]:has-text("cost:")', timeout=5000)
+    _set(page, f"{beta} form.costs", {"cost": ""})
+    _until(lambda: not WorkflowCost.objects.filter(org=tenants.org_b).exists())
+
+    # The scheduler: budget, policy with quantum, aging (PATCH /api/v1/scheduler/config/).
+    _set(page, "#form-budget", {"budget": "9"})
+    _until(lambda: SchedulerConfig.load().budget == 9)
+    _set(page, "#form-budget", {"budget": "0"})
+    page.wait_for_selector('#form-budget [data-err]:has-text("budget:")', timeout=5000)
+    page.select_option("#form-policy [name=policy]", "deficit")
+    _set(page, "#form-policy", {"quantum": "2.5"})
+    _until(lambda: (SchedulerConfig.load().policy, SchedulerConfig.load().quantum) == ("deficit", 2.5))
+    _set(page, "#form-policy", {"quantum": "fast"})
+    page.wait_for_selector('#form-policy [data-err]:has-text("quantum:")', timeout=5000)
+    _set(page, "#form-aging", {"aging_step": "30", "aging_cap": "4"})
+    _until(lambda: (SchedulerConfig.load().aging_step, SchedulerConfig.load().aging_cap) == (30.0, 4))
+    _set(page, "#form-aging", {"aging_step": "", "aging_cap": "-1"})
+    page.wait_for_selector('#form-aging [data-err]:has-text("aging_cap:")', timeout=5000)
+    config = SchedulerConfig.load()
+    assert (config.budget, config.quantum, config.aging_step, config.aging_cap) == (9, 2.5, 30.0, 4)
+    _shot(page, "dashboard-levers")
+    assert violations.seen == []
+
+
+def test_every_chart_and_provider_lever_works_from_the_page(live_url: str, chromium: Any, tenants: Tenants) -> None:
+    charts = plan_queue([tenants.org_a, tenants.org_b], tenants.workflow, 6)
+    running = charts[-1]
+    Chart.objects.filter(pk=running.pk).update(state=ChartState.RUNNING, started_at=timezone.now())
+    ProviderFactory(slug="openai", name="OpenAI")
+    page, violations = _lever_page(chromium, live_url, tenants.staff)
+    row = f'#queue-rows .vt-row[data-chart="{charts[1].pk}"]'
+
+    page.click(f"{row} button[data-act=top]")
+    _until(lambda: Chart.objects.get(pk=charts[1].pk).priority > 0)
+    page.click(f"{row} button[data-act=priority]")
+    _until(lambda: Chart.objects.get(pk=charts[1].pk).high_priority)
+    page.click(f"{row} button[data-act=pause]")
+    _until(lambda: Chart.objects.get(pk=charts[1].pk).state == ChartState.PAUSED)
+    # The paused chart shows outside the plan, where it resumes.
+    page.click("#outside summary")
+    outside = f'#outside-rows tr[data-chart="{charts[1].pk}"] button[data-act=resume]'
+    page.wait_for_selector(outside, timeout=5000)
+    page.click(outside)
+    _until(lambda: Chart.objects.get(pk=charts[1].pk).state == ChartState.QUEUED)
+    # Cancel from the queue and from in flight.
+    page.click(f'#queue-rows .vt-row[data-chart="{charts[2].pk}"] button[data-act=cancel]')
+    _until(lambda: Chart.objects.get(pk=charts[2].pk).state == ChartState.CANCELLED)
+    page.click(f'#inflight-rows tr[data-chart="{running.pk}"] button[data-act=cancel]')
+    _until(lambda: Chart.objects.get(pk=running.pk).state == ChartState.CANCELLED)
+    # The hint swaps the in-flight table: the cancelled chart has left it.
+    page.wait_for_selector(f'#inflight-rows tr[data-chart="{running.pk}"]', state="detached", timeout=5000)
+
+    # Providers: pause for one org (POST /api/v1/provider-pauses/), resume by slug.
+    page.select_option("#form-provider [name=org]", "beta")
+    page.fill("#form-provider [name=reason]", "429s")
+    page.click("#form-provider button[type=submit]")
+    page.wait_for_selector("#provider-list :text('paused for beta')", timeout=5000)
+    pause = ProviderPause.objects.get()
+    assert (pause.org, pause.reason) == (tenants.org_b, "429s")
+    page.fill("#form-provider [name=until]", "")
+    page.click("#form-provider button[type=submit]")
+    page.wait_for_selector('#form-provider [data-err]:has-text("until:")', timeout=5000)
+    assert ProviderPause.objects.count() == 1
+    page.click("#provider-list button[data-api]")
+    page.wait_for_selector("#provider-list :text('running')", timeout=5000)
+    assert not ProviderPause.objects.filter(until__gt=timezone.now()).exists()
+    assert violations.seen == []
+
+
+def test_the_what_if_panel_offers_every_lever(live_url: str, chromium: Any, tenants: Tenants) -> None:
+    from scheduling.replan import plan_refresh
+
+    charts = plan_queue([tenants.org_a, tenants.org_b], tenants.workflow, 12)
+    plan_refresh()
+    ProviderFactory(slug="openai", name="OpenAI")
+    page, violations = _lever_page(chromium, live_url, tenants.staff)
+    offered = page.eval_on_selector_all("#form-whatif [name=kind] option", "options => options.map(o => o.value)")
+    assert set(offered) == {
+        "weight",
+        "hold",
+        "release",
+        "cap",
+        "queue_limit",
+        "cost",
+        "budget",
+        "policy",
+        "quantum",
+        "aging_step",
+        "aging_cap",
+        "priority",
+        "high_priority",
+        "provider_pause",
+        "provider_resume",
+    }
+
+    def add(kind: str, **fields: str) -> None:
+        page.select_option("#form-whatif [name=kind]", kind)
+        for name, text in fields.items():
+            if name in ("org", "workflow", "provider"):
+                page.select_option(f"#form-whatif [name={name}]", text)
+            else:
+                page.fill(f"#form-whatif [name={name}]", text)
+        page.click("#form-whatif button[type=submit]")
+
+    add("weight", org="acme", value="3")
+    add("cap", org="beta", value="1")
+    add("queue_limit", org="acme", value="5")
+    add("cost", org="acme", workflow="render", value="2")
+    add("budget", value="4")
+    add("policy", value="deficit")
+    add("quantum", value="2")
+    add("aging_step", value="60")
+    add("aging_cap", value="3")
+    add("priority", chart=str(charts[-1].pk), value="5")
+    add("high_priority", chart=str(charts[-2].pk), value="true")
+    add("provider_pause", provider="openai", org="beta", until="2099-01-01T00:00")
+    add("provider_resume", provider="openai", org="")
+    add("hold", org="beta")
+    assert page.locator("#whatif-changes li").count() == 14
+    page.click("#whatif-preview")
+    page.wait_for_selector("#whatif-result:not([hidden]) tbody tr", timeout=10_000)
+    assert page.text_content("#whatif-err") == ""
+    assert SchedulerConfig.load().budget != 4  # a preview writes nothing
+
+    # A bad value: the API's 400 names it in the panel.
+    add("budget", value="0")
+    page.click("#whatif-preview")
+    page.wait_for_selector('#whatif-err:has-text("budget:")', timeout=5000)
+    page.click("#whatif-clear")
+
+    # Apply all goes through the real levers.
+    add("budget", value="7")
+    add("weight", org="acme", value="6")
+    add("cost", org="beta", workflow="render", value="5")
+    add("high_priority", chart=str(charts[0].pk), value="true")
+    add("provider_pause", provider="openai", org="", until="2099-01-01T00:00")
+    page.click("#whatif-apply")
+    page.wait_for_function("() => document.querySelector('#whatif-changes').children.length === 0", timeout=10_000)
+    assert SchedulerConfig.load().budget == 7
+    assert Org.objects.get(slug="acme").weight == 6
+    assert WorkflowCost.objects.get(org=tenants.org_b).cost == 5
+    assert Chart.objects.get(pk=charts[0].pk).high_priority
+    assert ProviderPause.objects.get().org is None
+    add("provider_resume", provider="openai", org="")
+    add("weight", org="beta", value="-1")
+    page.click("#whatif-apply")
+    page.wait_for_selector('#whatif-err:has-text("weight:")', timeout=5000)
+    assert not ProviderPause.objects.filter(until__gt=timezone.now()).exists()
+    assert page.locator("#whatif-changes li").count() == 1  # the refused change stays, to be fixed
+    assert Org.objects.get(slug="beta").weight == 1
+    assert violations.seen == []
 
 
 def test_the_page_reconnects_and_resyncs_after_a_redis_blip(
