@@ -29,6 +29,7 @@ from fairsched.errors import (
     ServiceError,
 )
 from fairsched.events import changed
+from fairsched.rows import instances_where
 from orgs.models import Org, Workflow
 
 MAX_EXTERNAL_ID = 200
@@ -120,7 +121,8 @@ def chart_submit_bulk(*, org: Org, items: Sequence[Submission], actor: str) -> l
     """
     if len(items) > MAX_BULK_ITEMS:
         raise InvalidInput(f"at most {MAX_BULK_ITEMS} charts per request, got {len(items)}", field="items")
-    workflows = {w.name: w for w in Workflow.objects.filter(name__in={i.workflow for i in items})}
+    names = list({item.workflow for item in items if isinstance(item.workflow, str)})
+    workflows = {workflow.name: workflow for workflow in instances_where(Workflow, 't."name" = ANY(%s)', [names])}
     errors: dict[int, dict[str, list[str]]] = {}
     seen: dict[str, int] = {}
     rows: list[StagedRow] = []
@@ -144,14 +146,12 @@ def chart_submit_bulk(*, org: Org, items: Sequence[Submission], actor: str) -> l
         return []
 
     with transaction.atomic():
-        try:
-            org = Org.objects.select_for_update().get(pk=org.pk)
-        except Org.DoesNotExist:
-            raise NotFound("org not found", field="org") from None
+        locked = instances_where(Org, 't."id" = %s', [org.pk], lock=True)
+        if not locked:
+            raise NotFound("org not found", field="org")
+        (org,) = locked
         staged = _stage(rows)
-        existing = {
-            c.external_id: c for c in Chart.objects.raw(_EXISTING_SQL % staged.sql, [*staged.params, org.pk])
-        }
+        existing = {c.external_id: c for c in Chart.objects.raw(_EXISTING_SQL % staged.sql, [*staged.params, org.pk])}
         for index, item in enumerate(items):
             prior = existing.get(item.external_id)
             if prior is not None and prior.workflow_id != workflows[item.workflow].pk:

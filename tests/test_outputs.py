@@ -56,5 +56,5 @@ def test_a_field_that_reads_the_context_is_refused() -> None:
     class Nested(OutputFieldsOnce, serializers.Serializer[Any]):
         inner = ChartSerializer()
 
-    with pytest.raises(TypeError, match="Nested.inner reads the context"):
+    with pytest.raises(TypeError, match=r"Nested\.inner reads the context"):
         Nested.output_fields()
