@@ -22,34 +22,37 @@ from rest_framework.fields import Field, SkipField
 from rest_framework.relations import PKOnlyObject
 
 
+OutputField = tuple[str, Field[Any, Any, Any, Any]]
+
+
 class OutputFieldsOnce(serializers.Serializer[Any]):
     """Mix in before a (Model)Serializer whose output fields need neither context nor parent."""
 
-    _output_fields: ClassVar[dict[type[serializers.Serializer[Any]], list[Field[Any, Any, Any, Any]]]] = {}
+    _output_fields: ClassVar[dict[type[serializers.Serializer[Any]], list[OutputField]]] = {}
 
     @classmethod
-    def output_fields(cls) -> list[Field[Any, Any, Any, Any]]:
-        """The readable fields of this class, built on a prototype the first time."""
+    def output_fields(cls) -> list[OutputField]:
+        """The readable fields of this class with their names, built on a prototype the first time."""
         fields = OutputFieldsOnce._output_fields.get(cls)
         if fields is None:
-            fields = [field for field in cls().fields.values() if not field.write_only]
-            for field in fields:
+            fields = [(name, field) for name, field in cls().fields.items() if not field.write_only]
+            for name, field in fields:
                 if isinstance(field, (serializers.BaseSerializer, serializers.HyperlinkedRelatedField)):
-                    raise TypeError(f"{cls.__name__}.{field.field_name} reads the context: not for OutputFieldsOnce")
+                    raise TypeError(f"{cls.__name__}.{name} reads the context: not for OutputFieldsOnce")
             OutputFieldsOnce._output_fields[cls] = fields
         return fields
 
     def to_representation(self, instance: Any) -> dict[str, Any]:
         """DRF's `Serializer.to_representation`, over the fields built once."""
         representation: dict[str, Any] = {}
-        for field in self.output_fields():
+        for name, field in self.output_fields():
             if isinstance(field, serializers.SerializerMethodField):
-                representation[field.field_name] = getattr(self, field.method_name)(instance)
+                representation[name] = getattr(self, field.method_name)(instance)
                 continue
             try:
                 attribute = field.get_attribute(instance)
             except SkipField:
                 continue
             check_for_none = attribute.pk if isinstance(attribute, PKOnlyObject) else attribute
-            representation[field.field_name] = None if check_for_none is None else field.to_representation(attribute)
+            representation[name] = None if check_for_none is None else field.to_representation(attribute)
         return representation
