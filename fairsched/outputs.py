@@ -21,7 +21,6 @@ from rest_framework import serializers
 from rest_framework.fields import Field, SkipField
 from rest_framework.relations import PKOnlyObject
 
-
 OutputField = tuple[str, Field[Any, Any, Any, Any]]
 
 
