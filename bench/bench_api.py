@@ -98,6 +98,9 @@ GOAL_SINGLE_PER_SECOND = 200
 GOAL_STATUS_PER_SECOND = 350
 GOAL_STATUS_BACK_TO_BACK_P95_MS = 150.0
 GOAL_STATUS_P95_MS = 50.0
+# The server is idle (its workers have started) when it uses less CPU than this in a probe.
+IDLE_PROBE_SECONDS = 0.5
+IDLE_CPU_SECONDS = 0.05
 ISSUE_TOKENS = (
     "from django.contrib.auth.models import User; from fairsched.api import api_token_issue; "
     "from orgs.models import Org, Membership; org = Org.objects.get(slug='bench'); "
@@ -179,15 +182,25 @@ def start_server(env: dict[str, str], port: int, kind: str) -> subprocess.Popen[
         stdout=subprocess.DEVNULL,
         stderr=open(os.environ.get("BENCH_SERVER_LOG", os.devnull), "wb"),  # noqa: SIM115
     )
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return server
+                break
         except OSError:
             time.sleep(0.2)
+    else:
+        server.kill()
+        raise RuntimeError("the server did not start")
+    # gunicorn's master listens before its workers have loaded the application (about 1.5 s of CPU
+    # each): wait until the server is idle, so that no figure counts the workers' start.
+    while time.monotonic() < deadline:
+        used = web_cpu_seconds(server.pid)
+        time.sleep(IDLE_PROBE_SECONDS)
+        if web_cpu_seconds(server.pid) - used < IDLE_CPU_SECONDS:
+            return server
     server.kill()
-    raise RuntimeError("the server did not start")
+    raise RuntimeError("the server did not settle")
 
 
 def web_cpu_seconds(pid: int) -> float:
