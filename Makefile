@@ -43,9 +43,9 @@ bench: venv
 # The hostile load run on the real stack (its own services) and its report in reports/; a few minutes.
 # LOADRUN_POLICY=round_robin runs it under the other policy (the default is deficit).
 report: venv
-	LOADRUN_SECONDS=$${LOADRUN_SECONDS:-180} $(PY) -m scheduling.loadtest.report $${LOADRUN_POLICY:+--policy $$LOADRUN_POLICY}
+	LOADRUN_SECONDS=$${LOADRUN_SECONDS:-180} $(PY) -m tools.loadtest.report $${LOADRUN_POLICY:+--policy $$LOADRUN_POLICY}
 
 # The hostile load on two of every process (web, Celery worker with beat, Temporal worker), with the
 # faults and the dispatcher killed mid-pass repeatedly; figures in reports/multirun/. A few minutes.
 multirun: venv
-	MULTIRUN_SECONDS=$${MULTIRUN_SECONDS:-120} $(PY) -m scheduling.loadtest.multirun
+	MULTIRUN_SECONDS=$${MULTIRUN_SECONDS:-120} $(PY) -m tools.loadtest.multirun

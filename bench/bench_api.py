@@ -75,12 +75,12 @@ import http.client
 import json
 import os
 import random
-import socket
 import statistics
 import subprocess
 import sys
 import threading
 import time
+from functools import partial
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
@@ -89,6 +89,7 @@ from urllib.parse import urlparse, urlunparse
 import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from fairsched.devservices import ServiceError, free_port, port_accepts, wait_until
 from fairsched.launcher import procfile_commands
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -108,12 +109,6 @@ ISSUE_TOKENS = (
     "[Membership.objects.create(user=u, org=org, role='member') for u in users]; "
     "print(' '.join(api_token_issue(user=u, org=org) for u in users))"
 )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -182,25 +177,23 @@ def start_server(env: dict[str, str], port: int, kind: str) -> subprocess.Popen[
         stdout=subprocess.DEVNULL,
         stderr=open(os.environ.get("BENCH_SERVER_LOG", os.devnull), "wb"),  # noqa: SIM115
     )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                break
-        except OSError:
-            time.sleep(0.2)
-    else:
+    alive = lambda: server.poll() is None  # noqa: E731
+    try:
+        wait_until(partial(port_accepts, port), what="the server", alive=alive)
+        # gunicorn's master listens before its workers have loaded the application (about 1.5 s of
+        # CPU each): wait until the server is idle, so that no figure counts the workers' start.
+        wait_until(partial(server_idle, server.pid), what="the server's workers", alive=alive)
+    except ServiceError:
         server.kill()
-        raise RuntimeError("the server did not start")
-    # gunicorn's master listens before its workers have loaded the application (about 1.5 s of CPU
-    # each): wait until the server is idle, so that no figure counts the workers' start.
-    while time.monotonic() < deadline:
-        used = web_cpu_seconds(server.pid)
-        time.sleep(IDLE_PROBE_SECONDS)
-        if web_cpu_seconds(server.pid) - used < IDLE_CPU_SECONDS:
-            return server
-    server.kill()
-    raise RuntimeError("the server did not settle")
+        raise
+    return server
+
+
+def server_idle(pid: int) -> bool:
+    """Whether the web server used less than IDLE_CPU_SECONDS of CPU in the next IDLE_PROBE_SECONDS."""
+    used = web_cpu_seconds(pid)
+    time.sleep(IDLE_PROBE_SECONDS)
+    return web_cpu_seconds(pid) - used < IDLE_CPU_SECONDS
 
 
 def web_cpu_seconds(pid: int) -> float:

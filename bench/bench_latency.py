@@ -49,7 +49,7 @@ def main() -> None:
         conn.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
         conn.execute(f"CREATE DATABASE {DB}")
 
-    from fairsched.launcher import start_redis, start_temporal
+    from fairsched.devservices import start_redis, start_temporal
 
     data = Path(tempfile.mkdtemp(prefix="fairsched-latency-"))
     redis = start_redis(data)

@@ -32,7 +32,7 @@ from charts.serializers import (
     ReasonSerializer,
     parse_bulk_items,
 )
-from charts.services import PRIORITY_RANGE, TENANT_PRIORITY_RANGE
+from charts.services import PRIORITY, TENANT_PRIORITY
 from fairsched.actors import actor_for
 from fairsched.api import CursorPagination, FairschedAPIView, require_write, scope_of, visible_org_ids
 from fairsched.errors import InvalidInput
@@ -206,7 +206,7 @@ class ChartViewSet(FairschedAPIView, viewsets.GenericViewSet[Chart]):
     def move_to_top(self, request: Request, pk: str) -> Response:
         """First among the org's own waiting charts (a tenant's priority stops at 10)."""
         chart = self._writable(request, pk)
-        highest = PRIORITY_RANGE[1] if scope_of(request).staff else TENANT_PRIORITY_RANGE[1]
+        highest = PRIORITY.maximum if scope_of(request).staff else TENANT_PRIORITY.maximum
         services.chart_move_to_top(chart=chart, actor=actor_for(request.user), highest=highest)
         return self._fresh(chart)
 

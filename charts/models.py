@@ -22,11 +22,36 @@ class ChartState(models.TextChoices):
     CANCELLED = "cancelled", "Cancelled"
 
 
-WAITING_STATES = (ChartState.QUEUED, ChartState.RETRY_WAIT)
+# The chart state groups, defined here once; every app, page and pass uses these names.
+# In the queue: submitted, not yet started (paused ones too). The queue limit counts them; the snapshot
+# reads them as the core's queued charts.
+QUEUE_STATES = (ChartState.QUEUED, ChartState.PAUSED, ChartState.RETRY_WAIT)
+# The queue states that hold a place in the fair order and that the dispatcher claims from (a paused
+# chart has no place).
+CLAIMABLE_STATES = (ChartState.QUEUED, ChartState.RETRY_WAIT)
+# Claimed or running: holding budget units, watched by reconcile.
 IN_FLIGHT_STATES = (ChartState.DISPATCHING, ChartState.RUNNING)
+# Not yet finished: in the queue or in flight.
+ACTIVE_STATES = (*QUEUE_STATES, *IN_FLIGHT_STATES)
 TERMINAL_STATES = (ChartState.SUCCEEDED, ChartState.FAILED, ChartState.CANCELLED)
-# Charts not yet finished (the queue limit counts only the waiting ones: charts.services.QUEUE_STATES).
-ACTIVE_STATES = (ChartState.QUEUED, ChartState.PAUSED, ChartState.RETRY_WAIT, *IN_FLIGHT_STATES)
+
+
+def is_retry(*, state: str, attempt: int) -> bool:
+    """Whether a chart's run is (or, for a chart in the queue, its next run will be) a retry: a run
+    after the chart's first attempt. This is what the retry budget limits (`SchedulerConfig.retry_budget`).
+    Not to be confused with `retry_wait`, the state of a chart waiting out the backoff after a failed
+    attempt, nor with `SchedulerConfig.max_attempts`, the retry policy."""
+    return attempt > attempts_before_retry(state)
+
+
+def attempts_before_retry(state: str) -> int:
+    """How many attempts a chart in `state` may have spent and still not be a retry (`is_retry`).
+
+    `Chart.attempt` counts the attempts spent, the one in flight included (a throttled run gives its
+    attempt back): a chart in the queue retries once it has spent one, an in-flight chart's run is a
+    retry from its second attempt. (Whole columns compare against this once, not per chart.)
+    """
+    return 1 if state in IN_FLIGHT_STATES else 0
 
 
 # The plan of a chart, kept in `ChartPlan` and read as if it were the chart's own fields.

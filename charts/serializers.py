@@ -8,7 +8,7 @@ from rest_framework import serializers
 
 from charts.models import Chart, ChartState
 from charts.selectors import last_error_summary
-from charts.services import MAX_BULK_ITEMS, MAX_EXTERNAL_ID, PRIORITY_RANGE, Submission
+from charts.services import MAX_BULK_ITEMS, MAX_EXTERNAL_ID, PRIORITY, Submission
 from fairsched.errors import BulkInvalid, InvalidInput
 from fairsched.outputs import OutputFieldsOnce
 from fairsched.strict import (
@@ -126,8 +126,7 @@ class BulkItemSerializer(StrictSerializer):
     priority = StrictIntegerField(
         required=False,
         default=0,
-        min_value=PRIORITY_RANGE[0],
-        max_value=PRIORITY_RANGE[1],
+        **PRIORITY.limits,
         help_text="Orders the org's own charts (higher first) inside its share of each round; it never"
         " changes how many charts per round the org gets. Tenants: -10 to 10 (beyond: 403); staff: -1000"
         " to 1000.",
@@ -170,8 +169,7 @@ class PrioritizeSerializer(StrictSerializer):
         required=False,
         allow_null=True,
         default=None,
-        min_value=PRIORITY_RANGE[0],
-        max_value=PRIORITY_RANGE[1],
+        **PRIORITY.limits,
         help_text="Orders the org's own charts inside its share. Tenants: -10 to 10; staff: -1000 to 1000.",
     )
 

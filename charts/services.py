@@ -15,9 +15,10 @@ from django.db import connection, transaction
 from django.db.models import Max, Min
 from django.utils import timezone
 
-from charts.models import IN_FLIGHT_STATES, PLAN_FIELDS, Chart, ChartEvent, ChartState
+from charts.models import ACTIVE_STATES, IN_FLIGHT_STATES, PLAN_FIELDS, QUEUE_STATES, Chart, ChartEvent, ChartState
 from charts.states import transition, transition_if
 from fairsched import strict
+from fairsched.bounds import Whole
 from fairsched.errors import (
     BulkForbidden,
     BulkInvalid,
@@ -35,15 +36,13 @@ from orgs.models import Org, Workflow
 MAX_EXTERNAL_ID = 200
 MAX_PAYLOAD_BYTES = 64 * 1024
 MAX_BULK_ITEMS = 10_000
-PRIORITY_RANGE = (-1000, 1000)
+PRIORITY = Whole(-1000, 1000)
 # A tenant's priority only reorders its own charts inside its share, in a narrower range; staff keep
-# PRIORITY_RANGE and the high-priority tier (the operators' lever).
-TENANT_PRIORITY_RANGE = (-10, 10)
+# PRIORITY and the high-priority tier (the operators' lever).
+TENANT_PRIORITY = Whole(-10, 10)
 # One encoder for every payload (json.dumps with an option builds an encoder per call); NaN and
 # infinities are not JSON, and PostgreSQL's jsonb refuses them.
 _PAYLOAD_JSON = json.JSONEncoder(allow_nan=False)
-# Charts that count against the queue limit: waiting, whether eligible or not.
-QUEUE_STATES = (ChartState.QUEUED, ChartState.PAUSED, ChartState.RETRY_WAIT)
 
 
 @dataclass(frozen=True)
@@ -59,16 +58,16 @@ class Submission:
 
 def tenant_levers_check(*, high_priority: object = None, priority: object = None) -> None:
     """Refuse what only staff may ask for: the high-priority tier, or a priority outside
-    TENANT_PRIORITY_RANGE. Interfaces call it for tenants (org tokens, members' sessions). A value
-    that no one may set (not a bool, past PRIORITY_RANGE) is left to validation: 400, not 403."""
+    TENANT_PRIORITY. Interfaces call it for tenants (org tokens, members' sessions). A value
+    that no one may set (not a bool, past PRIORITY) is left to validation: 400, not 403."""
     if high_priority is True:
         raise Forbidden(
             "only operators (staff) may set high_priority; it jumps every org's share", field="high_priority"
         )
-    low, high = TENANT_PRIORITY_RANGE
+    low, high = TENANT_PRIORITY.minimum, TENANT_PRIORITY.maximum
     if isinstance(priority, bool) or not isinstance(priority, int):
         return
-    if PRIORITY_RANGE[0] <= priority <= PRIORITY_RANGE[1] and not low <= priority <= high:
+    if PRIORITY.minimum <= priority <= PRIORITY.maximum and not low <= priority <= high:
         raise Forbidden(
             f"tenants may set priority from {low} to {high} (it orders the org's own charts); only staff go beyond",
             field="priority",
@@ -335,9 +334,7 @@ def _validated_payload(item: Submission, workflows: Mapping[str, Workflow]) -> t
 
 
 def _check_priority(priority: object) -> None:
-    low, high = PRIORITY_RANGE
-    if isinstance(priority, bool) or not isinstance(priority, int) or not low <= priority <= high:
-        raise InvalidInput(f"priority must be a whole number from {low} to {high}", field="priority")
+    PRIORITY.check(priority, field="priority")
 
 
 def _single_error(bulk: BulkInvalid) -> ServiceError:
@@ -424,10 +421,10 @@ def chart_prioritize(
     return chart
 
 
-def chart_move_to_top(*, chart: Chart, actor: str, highest: int = PRIORITY_RANGE[1]) -> Chart:
+def chart_move_to_top(*, chart: Chart, actor: str, highest: int = PRIORITY.maximum) -> Chart:
     """Put a chart first among its org's waiting charts by raising its priority above theirs
     (including the largest waiting bonus aging could give them), up to `highest` (a tenant's is
-    the top of TENANT_PRIORITY_RANGE)."""
+    the top of TENANT_PRIORITY)."""
     from scheduling.models import SchedulerConfig
 
     with transaction.atomic():
@@ -458,7 +455,7 @@ def chart_cancel(*, chart: Chart, actor: str, reason: str = "") -> Chart:
         )
         won = transition_if(
             chart.pk,
-            [ChartState.QUEUED, ChartState.PAUSED, ChartState.RETRY_WAIT, ChartState.DISPATCHING, ChartState.RUNNING],
+            ACTIVE_STATES,
             ChartState.CANCELLED,
             actor=actor,
             reason=reason or "cancelled",

@@ -15,7 +15,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
-from charts.models import Chart, ChartEvent, ChartPlan, ChartState
+from charts.models import CLAIMABLE_STATES, IN_FLIGHT_STATES, Chart, ChartEvent, ChartPlan, ChartState
 from fairsched.errors import Conflict
 
 S = ChartState
@@ -111,12 +111,12 @@ def _leave_plan(chart_id: int, to_state: str) -> None:
     A replan rewriting the plan holds its rows until it commits; a transition never waits for it
     (SKIP LOCKED): what that replan writes lasts until the next one, and readers go by `state`.
     """
-    if to_state in (S.QUEUED, S.RETRY_WAIT):
+    if to_state in CLAIMABLE_STATES:
         return
     table = ChartPlan._meta.db_table
     unlocked = f"SELECT chart_id FROM {table} WHERE chart_id = %s FOR UPDATE SKIP LOCKED"  # noqa: S608
     with connection.cursor() as cursor:
-        if to_state in (S.DISPATCHING, S.RUNNING):
+        if to_state in IN_FLIGHT_STATES:
             cursor.execute(f"UPDATE {table} SET position = NULL WHERE chart_id IN ({unlocked})", [chart_id])  # noqa: S608
         else:
             cursor.execute(f"DELETE FROM {table} WHERE chart_id IN ({unlocked})", [chart_id])  # noqa: S608

@@ -29,7 +29,7 @@ from rest_framework.request import Request
 
 from charts import services
 from charts.drain import drain_plot
-from charts.models import TERMINAL_STATES, Chart, ChartState
+from charts.models import CLAIMABLE_STATES, TERMINAL_STATES, Chart, ChartState
 from charts.portal_input import Upload, UploadInvalid, item_from_text, upload_read
 from charts.selectors import (
     backlog_finishes,
@@ -124,7 +124,7 @@ def org_charts(request: HttpRequest, org_slug: str) -> HttpResponse:
         "orgs": member_orgs(user_id=_user_id(request)),
         "can_act": membership.can_write,
         "workflows": workflows_all() if membership.can_write else [],
-        "priority_range": services.TENANT_PRIORITY_RANGE,
+        "priority_range": (services.TENANT_PRIORITY.minimum, services.TENANT_PRIORITY.maximum),
     }
     return render(request, "portal/org.html", context)
 
@@ -154,7 +154,7 @@ def chart_detail(request: HttpRequest, org_slug: str, chart_id: int) -> HttpResp
             "history": events_as_seen(events=events, org_id=org.pk, staff=False),
             "max_attempts": SchedulerConfig.load().max_attempts,
             "can_act": membership.can_write,
-            "can_pause": chart.state in (ChartState.QUEUED, ChartState.RETRY_WAIT),
+            "can_pause": chart.state in CLAIMABLE_STATES,
             "can_resume": chart.state == ChartState.PAUSED,
             "can_cancel": chart.state not in TERMINAL_STATES,
             "orgs": member_orgs(user_id=_user_id(request)),

@@ -13,20 +13,38 @@ from django.core.exceptions import ValidationError
 from django.db.models import Count, Field, Q, QuerySet
 from django.forms import BaseInlineFormSet, ModelForm
 from django.http import HttpRequest
-from django.utils import timezone
 
 from charts.models import ChartState
 from fairsched.actors import actor_for
 from fairsched.admin_utils import ServiceModelAdmin, apply_each
 from fairsched.api import api_token_revoke
+from fairsched.errors import InvalidInput
 from orgs import services
 from orgs.models import ApiToken, Membership, Org, OrgChange, Provider, ProviderPause, Workflow, WorkflowCost
+
+# The services' bounds, shown and checked on the admin's fields too (forms, list edits, inlines).
+FIELD_BOUNDS = {
+    "weight": services.WEIGHT,
+    "max_concurrency": services.MAX_CONCURRENCY,
+    "queue_limit": services.QUEUE_LIMIT,
+    "cost": services.COST,
+    "default_cost": services.COST,
+    "run_timeout": services.RUN_TIMEOUT,
+}
+
+
+def bounded(db_field: Field[Any, Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+    bound = FIELD_BOUNDS.get(db_field.name)
+    return kwargs if bound is None else {**kwargs, **bound.limits}
 
 
 class WorkflowCostInline(admin.TabularInline[WorkflowCost, Org]):
     model = WorkflowCost
     extra = 0
     autocomplete_fields = ["workflow"]
+
+    def formfield_for_dbfield(self, db_field: Field[Any, Any], request: HttpRequest, **kwargs: Any) -> Any:
+        return super().formfield_for_dbfield(db_field, request, **bounded(db_field, kwargs))
 
 
 class MembershipInline(admin.TabularInline[Membership, Org]):
@@ -91,9 +109,7 @@ class OrgAdmin(ServiceModelAdmin[Org]):
         return int(org.running_count)
 
     def formfield_for_dbfield(self, db_field: Field[Any, Any], request: HttpRequest, **kwargs: Any) -> Any:
-        if db_field.name == "weight":  # the service's bound, shown on the field (list and form)
-            kwargs["max_value"] = services.MAX_WEIGHT
-        return super().formfield_for_dbfield(db_field, request, **kwargs)
+        return super().formfield_for_dbfield(db_field, request, **bounded(db_field, kwargs))
 
     def save_model(self, request: HttpRequest, obj: Org, form: ModelForm[Org], change: bool) -> None:
         actor = actor_for(request.user)
@@ -194,6 +210,9 @@ class WorkflowAdmin(ServiceModelAdmin[Workflow]):
             return f"{workflow.effective_run_timeout} (default)"
         return str(workflow.run_timeout)
 
+    def formfield_for_dbfield(self, db_field: Field[Any, Any], request: HttpRequest, **kwargs: Any) -> Any:
+        return super().formfield_for_dbfield(db_field, request, **bounded(db_field, kwargs))
+
     def save_model(self, request: HttpRequest, obj: Workflow, form: ModelForm[Workflow], change: bool) -> None:
         actor = actor_for(request.user)
         values = {field: getattr(obj, field) for field in services.WORKFLOW_FIELDS}
@@ -218,10 +237,10 @@ class ProviderPauseForm(ModelForm[ProviderPause]):
         fields = ["provider", "org", "until", "reason"]
 
     def clean_until(self) -> Any:
-        until = self.cleaned_data["until"]
-        if until <= timezone.now():
-            raise ValidationError("The pause must end in the future.")
-        return until
+        try:
+            return services.pause_until_check(self.cleaned_data["until"])
+        except InvalidInput as error:
+            raise ValidationError(error.message) from None
 
 
 @admin.register(ProviderPause)

@@ -10,7 +10,7 @@ from rest_framework import serializers
 from charts.models import ChartState
 from fairsched.strict import StrictBooleanField, StrictCharField, StrictIntegerField, StrictSerializer, StrictSlugField
 from orgs.models import ApiToken, Membership, Org, Provider, ProviderPause, Workflow, WorkflowCost
-from orgs.services import MAX_COST, MAX_RUN_TIMEOUT, MAX_WEIGHT, WORKFLOW_FIELDS
+from orgs.services import COST, MAX_CONCURRENCY, QUEUE_LIMIT, RUN_TIMEOUT, WEIGHT, WORKFLOW_FIELDS
 
 
 class OrgSerializer(serializers.ModelSerializer[Org]):
@@ -55,9 +55,9 @@ class OrgDetailSerializer(serializers.Serializer[Any]):
 
 
 class OrgUpdateSerializer(StrictSerializer):
-    weight = StrictIntegerField(required=False, min_value=0, max_value=MAX_WEIGHT)
-    max_concurrency = StrictIntegerField(required=False, allow_null=True, min_value=1)
-    queue_limit = StrictIntegerField(required=False, allow_null=True, min_value=1)
+    weight = StrictIntegerField(required=False, **WEIGHT.limits)
+    max_concurrency = StrictIntegerField(required=False, allow_null=True, **MAX_CONCURRENCY.limits)
+    queue_limit = StrictIntegerField(required=False, allow_null=True, **QUEUE_LIMIT.limits)
     reason = StrictCharField(required=False, allow_blank=True, max_length=500, default="")
 
 
@@ -71,7 +71,7 @@ class WorkflowCostSerializer(serializers.ModelSerializer[WorkflowCost]):
 
 
 class WorkflowCostSetSerializer(StrictSerializer):
-    cost = StrictIntegerField(min_value=1, max_value=1_000_000)
+    cost = StrictIntegerField(**COST.limits)
     reason = StrictCharField(required=False, allow_blank=True, max_length=500, default="")
 
 
@@ -161,13 +161,12 @@ class WorkflowCreateSerializer(StrictSerializer):
     name = StrictCharField(max_length=200, visible=True)
     workflow_type = StrictCharField(max_length=200, visible=True, help_text="The Temporal workflow type it starts.")
     task_queue = StrictCharField(max_length=200, visible=True)
-    default_cost = StrictIntegerField(required=False, default=1, min_value=1, max_value=MAX_COST)
+    default_cost = StrictIntegerField(required=False, default=1, **COST.limits)
     run_timeout = StrictIntegerField(
         required=False,
         default=None,
         allow_null=True,
-        min_value=1,
-        max_value=MAX_RUN_TIMEOUT,
+        **RUN_TIMEOUT.limits,
         help_text="Seconds; null: the deployment's default.",
     )
     provider = StrictSlugField(
@@ -195,9 +194,9 @@ class WorkflowUpdateSerializer(WorkflowCreateSerializer):
 class OrgCreateSerializer(StrictSerializer):
     name = StrictCharField(max_length=200, visible=True)
     slug = StrictSlugField(max_length=100, required=False, help_text="Default: made from the name.")
-    weight = StrictIntegerField(required=False, default=1, min_value=0, max_value=MAX_WEIGHT)
-    max_concurrency = StrictIntegerField(required=False, default=None, allow_null=True, min_value=1)
-    queue_limit = StrictIntegerField(required=False, default=None, allow_null=True, min_value=1)
+    weight = StrictIntegerField(required=False, default=1, **WEIGHT.limits)
+    max_concurrency = StrictIntegerField(required=False, default=None, allow_null=True, **MAX_CONCURRENCY.limits)
+    queue_limit = StrictIntegerField(required=False, default=None, allow_null=True, **QUEUE_LIMIT.limits)
 
 
 class MembershipSerializer(serializers.ModelSerializer[Membership]):

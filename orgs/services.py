@@ -15,29 +15,21 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
+from fairsched.bounds import Whole
 from fairsched.errors import Conflict, InvalidInput, NotFound
 from fairsched.events import changed
-from fairsched.strict import MAX_INT32
 from orgs.models import Membership, Org, OrgChange, Provider, ProviderPause, Workflow, WorkflowCost
 
-MAX_WEIGHT = 10_000
-MAX_RUN_TIMEOUT = 366 * 86400
-MAX_COST = 1_000_000
+# The bounds of the org and workflow levers, for every surface (API, admin, what-if): see fairsched.bounds.
+WEIGHT = Whole(0, 10_000)
+# Charts of an org in flight at once, and in its queue (null: no cap, no limit). The columns are
+# PostgreSQL integers: a larger number is refused here, not by the database.
+MAX_CONCURRENCY = Whole(1)
+QUEUE_LIMIT = Whole(1)
+# Budget units one run holds: a workflow's default and an org's override.
+COST = Whole(1, 1_000_000)
+RUN_TIMEOUT = Whole(1, 366 * 86400)
 logger = logging.getLogger(__name__)
-
-
-def _require_int(value: object, *, field: str, minimum: int, maximum: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidInput(f"{field} must be a whole number, got {value!r}", field=field)
-    if value < minimum or (maximum is not None and value > maximum):
-        bound = f"between {minimum} and {maximum}" if maximum is not None else f">= {minimum}"
-        raise InvalidInput(f"{field} must be {bound}, got {value}", field=field)
-    return value
-
-
-def _optional_int(value: object, *, field: str, minimum: int) -> int | None:
-    # The columns are PostgreSQL integers: a larger number is refused here, not by the database.
-    return None if value is None else _require_int(value, field=field, minimum=minimum, maximum=MAX_INT32)
 
 
 def _locked(org: Org) -> Org:
@@ -74,9 +66,9 @@ def org_create(
     slug = slugify(slug or name)
     if not slug:
         raise InvalidInput("slug must contain letters or digits", field="slug")
-    weight = _require_int(weight, field="weight", minimum=0, maximum=MAX_WEIGHT)
-    max_concurrency = _optional_int(max_concurrency, field="max_concurrency", minimum=1)
-    queue_limit = _optional_int(queue_limit, field="queue_limit", minimum=1)
+    weight = WEIGHT.check(weight, field="weight")
+    max_concurrency = MAX_CONCURRENCY.check_optional(max_concurrency, field="max_concurrency")
+    queue_limit = QUEUE_LIMIT.check_optional(queue_limit, field="queue_limit")
     taken = Conflict(f"an org with slug {slug!r} exists already", field="slug")
     with transaction.atomic():
         if Org.objects.filter(slug=slug).exists():
@@ -95,7 +87,7 @@ def org_create(
 
 def org_weight_set(*, org: Org, weight: int, actor: str, reason: str = "") -> Org:
     """Set the org's weight; 0 holds it like `org_hold`, remembering the weight a release restores."""
-    weight = _require_int(weight, field="weight", minimum=0, maximum=MAX_WEIGHT)
+    weight = WEIGHT.check(weight, field="weight")
     with transaction.atomic():
         org = _locked(org)
         old = org.weight
@@ -138,12 +130,12 @@ def org_release(*, org: Org, actor: str, reason: str = "") -> Org:
 
 
 def org_cap_set(*, org: Org, max_concurrency: int | None, actor: str, reason: str = "") -> Org:
-    max_concurrency = _optional_int(max_concurrency, field="max_concurrency", minimum=1)
+    max_concurrency = MAX_CONCURRENCY.check_optional(max_concurrency, field="max_concurrency")
     return _org_field_set(org=org, field="max_concurrency", value=max_concurrency, actor=actor, reason=reason)
 
 
 def org_queue_limit_set(*, org: Org, queue_limit: int | None, actor: str, reason: str = "") -> Org:
-    queue_limit = _optional_int(queue_limit, field="queue_limit", minimum=1)
+    queue_limit = QUEUE_LIMIT.check_optional(queue_limit, field="queue_limit")
     # A queue limit does not move the plan: no replan needed.
     return _org_field_set(org=org, field="queue_limit", value=queue_limit, actor=actor, reason=reason, replan=False)
 
@@ -163,7 +155,7 @@ def _org_field_set(*, org: Org, field: str, value: int | None, actor: str, reaso
 
 def workflow_cost_set(*, org: Org, workflow: Workflow, cost: int | None, actor: str, reason: str = "") -> None:
     """Set what one run of `workflow` costs `org`; None removes the override (the default applies)."""
-    cost = _optional_int(cost, field="cost", minimum=1)
+    cost = COST.check_optional(cost, field="cost")
     with transaction.atomic():
         org = _locked(org)
         current = WorkflowCost.objects.filter(org=org, workflow=workflow).first()
@@ -204,11 +196,9 @@ def _workflow_values(values: dict[str, object]) -> dict[str, object]:
         if field in {"name", "workflow_type", "task_queue"}:
             cleaned[field] = _text(value, field=field)
         elif field == "default_cost":
-            cleaned[field] = _require_int(value, field=field, minimum=1, maximum=MAX_COST)
+            cleaned[field] = COST.check(value, field=field)
         elif field == "run_timeout":
-            cleaned[field] = (
-                None if value is None else _require_int(value, field=field, minimum=1, maximum=MAX_RUN_TIMEOUT)
-            )
+            cleaned[field] = RUN_TIMEOUT.check_optional(value, field=field)
         elif field == "provider":
             if value is not None and not isinstance(value, Provider):
                 raise InvalidInput("provider must be a provider or null", field=field)
@@ -345,14 +335,20 @@ def membership_remove(*, membership: Membership, actor: str) -> None:
         changed(kind="org", org_id=org.pk, replan=False)
 
 
-def provider_pause(
-    *, provider: Provider, until: datetime, org: Org | None = None, actor: str, reason: str = ""
-) -> ProviderPause:
-    """Pause a provider until `until`, for everyone or for one org. Its charts wait; others go on."""
+def pause_until_check(until: datetime) -> datetime:
+    """When a provider pause may end: a moment with its time zone, in the future."""
     if timezone.is_naive(until):
         raise InvalidInput("until must carry a time zone", field="until")
     if until <= timezone.now():
         raise InvalidInput("until must be in the future", field="until")
+    return until
+
+
+def provider_pause(
+    *, provider: Provider, until: datetime, org: Org | None = None, actor: str, reason: str = ""
+) -> ProviderPause:
+    """Pause a provider until `until`, for everyone or for one org. Its charts wait; others go on."""
+    until = pause_until_check(until)
     with transaction.atomic():
         pause = ProviderPause.objects.create(
             provider=provider, org=org, until=until, reason=reason[:500], created_by=actor

@@ -14,7 +14,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from charts.services import PRIORITY_RANGE
+from charts.services import PRIORITY
 from fairsched.actors import actor_for
 from fairsched.api import CursorPagination, FairschedAPIView, IsStaffScope
 from fairsched.errors import InvalidInput, NotFound
@@ -29,10 +29,10 @@ from fairsched.strict import (
 from orgs import services as org_services
 from orgs.models import Org, Provider, ProviderPause, Workflow
 from orgs.selectors import provider_pauses
-from orgs.services import MAX_WEIGHT
+from orgs.services import COST, MAX_CONCURRENCY, QUEUE_LIMIT, WEIGHT
 from scheduling import services
 from scheduling.models import SchedulerConfig
-from scheduling.services import MAX_BUDGET
+from scheduling.services import AGING_CAP, BUDGET, MAX_ATTEMPTS
 
 STAFF = [IsAuthenticated, IsStaffScope]
 
@@ -62,19 +62,19 @@ class SchedulerConfigSerializer(serializers.ModelSerializer[SchedulerConfig]):
 class SchedulerConfigUpdateSerializer(StrictSerializer):
     """Any subset of the settings; `scheduler_config_set` checks the ranges and how they fit together."""
 
-    budget = StrictIntegerField(required=False, min_value=1, max_value=MAX_BUDGET)
+    budget = StrictIntegerField(required=False, **BUDGET.limits)
     policy = serializers.ChoiceField(choices=SchedulerConfig.Policy.choices, required=False)
     quantum = StrictFloatField(required=False)
     aging_step = StrictFloatField(required=False, allow_null=True)
-    aging_cap = StrictIntegerField(required=False, min_value=0, max_value=1000)
+    aging_cap = StrictIntegerField(required=False, **AGING_CAP.limits)
     replan_interval = StrictFloatField(required=False)
     reconcile_interval = StrictFloatField(required=False)
     dispatch_stale_after = StrictFloatField(required=False)
-    max_attempts = StrictIntegerField(required=False, min_value=1, max_value=100)
+    max_attempts = StrictIntegerField(required=False, **MAX_ATTEMPTS.limits)
     backoff_base = StrictFloatField(required=False)
     backoff_ceiling = StrictFloatField(required=False)
-    retry_budget_share = StrictFloatField(required=False, min_value=0, max_value=1)
-    arrival_window = StrictFloatField(required=False, min_value=0, max_value=7 * 86400)
+    retry_budget_share = StrictFloatField(required=False)
+    arrival_window = StrictFloatField(required=False)
 
 
 class SchedulerConfigView(FairschedAPIView, APIView):
@@ -167,14 +167,12 @@ class ProviderPauseViewSet(FairschedAPIView, viewsets.GenericViewSet[ProviderPau
 class CostChangeSerializer(StrictSerializer):
     org = StrictSlugField(max_length=100)
     workflow = StrictCharField(max_length=200)
-    cost = StrictIntegerField(
-        min_value=1, max_value=1_000_000, allow_null=True, help_text="null: back to the workflow's default cost"
-    )
+    cost = StrictIntegerField(**COST.limits, allow_null=True, help_text="null: back to the workflow's default cost")
 
 
 class PriorityChangeSerializer(StrictSerializer):
     chart = StrictIntegerField(min_value=1, help_text="The id of a waiting chart.")
-    priority = StrictIntegerField(required=False, min_value=PRIORITY_RANGE[0], max_value=PRIORITY_RANGE[1])
+    priority = StrictIntegerField(required=False, **PRIORITY.limits)
     high_priority = StrictBooleanField(required=False)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
@@ -197,25 +195,25 @@ class PlanChangesSerializer(StrictSerializer):
     and charts are refused with 400 naming the field."""
 
     weights = serializers.DictField(
-        child=StrictIntegerField(min_value=0, max_value=MAX_WEIGHT), required=False, help_text="org slug -> weight"
+        child=StrictIntegerField(**WEIGHT.limits), required=False, help_text="org slug -> weight"
     )
     hold = serializers.ListField(child=StrictSlugField(max_length=100), required=False)
     release = serializers.ListField(child=StrictSlugField(max_length=100), required=False)
     caps = serializers.DictField(
-        child=StrictIntegerField(min_value=1, max_value=10_000, allow_null=True),
+        child=StrictIntegerField(**MAX_CONCURRENCY.limits, allow_null=True),
         required=False,
         help_text="org slug -> max running charts (null: no cap)",
     )
     queue_limits = serializers.DictField(
-        child=StrictIntegerField(min_value=1, max_value=10_000_000, allow_null=True),
+        child=StrictIntegerField(**QUEUE_LIMIT.limits, allow_null=True),
         required=False,
         help_text="org slug -> queue limit (null: none); it refuses new submissions, moves no queued chart",
     )
-    budget = StrictIntegerField(required=False, min_value=1, max_value=MAX_BUDGET)
+    budget = StrictIntegerField(required=False, **BUDGET.limits)
     policy = serializers.ChoiceField(choices=SchedulerConfig.Policy.choices, required=False)
-    quantum = StrictFloatField(required=False, min_value=0.001, max_value=1_000_000)
-    aging_step = StrictFloatField(required=False, allow_null=True, min_value=0.001, max_value=1_000_000)
-    aging_cap = StrictIntegerField(required=False, min_value=0, max_value=1000)
+    quantum = StrictFloatField(required=False)
+    aging_step = StrictFloatField(required=False, allow_null=True)
+    aging_cap = StrictIntegerField(required=False, **AGING_CAP.limits)
     costs = CostChangeSerializer(many=True, required=False)
     priorities = PriorityChangeSerializer(many=True, required=False)
     provider_pauses = ProviderPauseChangeSerializer(many=True, required=False)

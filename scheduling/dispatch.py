@@ -27,7 +27,7 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from charts.models import Chart, ChartState
+from charts.models import CLAIMABLE_STATES, Chart, ChartState, is_retry
 from charts.states import transition_if
 from fairsched.actors import DISPATCHER
 from fairsched.events import changed
@@ -35,7 +35,7 @@ from orgs.models import Org
 from scheduling import metrics
 from scheduling.core.replay import SKIP_CAPPED, SKIP_RETRY, SKIP_UNAVAILABLE, STOP, Dispatcher
 from scheduling.core.service import start_service
-from scheduling.snapshot import load_config, load_costs, retry_budget_of, to_seconds
+from scheduling.snapshot import load_dispatch_view, to_seconds
 from scheduling.temporal.client import start_chart_workflow
 
 logger = logging.getLogger(__name__)
@@ -78,7 +78,9 @@ def dispatch_run() -> DispatchResult:
     """Start every chart the budget allows now. Steps:
 
     1. Take the dispatcher lock, or return at once if another dispatcher holds it.
-    2. Count what is in flight (dispatching and running): budget units, per-org slots, retry units.
+    2. Read the orgs, costs, provider pauses and what is in flight (dispatching and running) from the
+       snapshot's dispatch view (`snapshot.load_dispatch_view`), and count what is in flight: budget
+       units, per-org slots, retry units.
     3. Walk the waiting charts in their persisted fair order, a page at a time, through the core's
        dispatch rule (`Dispatcher.walk`): skip charts in backoff or behind a paused provider, skip
        capped orgs and retries past the retry budget, stop at the first chart the free budget cannot
@@ -108,40 +110,33 @@ def dispatch_run() -> DispatchResult:
 def _choose(result: DispatchResult) -> list[Chart]:
     """The charts to start now, each with the cost it will hold and the service its start gives its
     org (`scheduling.core.service.start_service`)."""
-    now = timezone.now()
-    instant = to_seconds(now)
-    config = load_config()
-    costs = load_costs(now)
+    view = load_dispatch_view()
+    config = view.config
     budget = config.budget
-
-    org_rows = list(Org.objects.values_list("id", "weight", "max_concurrency"))
-    code = {org_id: index for index, (org_id, _, _) in enumerate(org_rows)}
-    held = {org_id for org_id, weight, _ in org_rows if weight == 0}
-    weight_of = {org_id: weight for org_id, weight, _ in org_rows}
+    code = {org.id: index for index, org in enumerate(view.orgs)}
+    held = view.held
+    weight_of = {org.id: org.weight for org in view.orgs}
     units: list[int] = []
     org_of: list[int] = []
     available_at: list[float | None] = []
     retry: list[bool] = []
     dispatcher = Dispatcher(
         budget=budget,
-        caps=[cap for _, _, cap in org_rows],
+        caps=[org.max_concurrency for org in view.orgs],
         org=org_of,
         units=units,
         available_at=available_at,
         retry=retry,
-        retry_budget=retry_budget_of(config),
+        retry_budget=view.retry_budget,
     )
-    for org_id, workflow_id, cost, attempt in Chart.objects.filter(
-        state__in=[ChartState.DISPATCHING, ChartState.RUNNING]
-    ).values_list("org_id", "workflow_id", "cost", "attempt"):
-        held_units = cost or costs.of(org_id, workflow_id)
-        dispatcher.occupy(code[org_id], min(held_units, budget), attempt > 1)
+    for run in view.in_flight:
+        dispatcher.occupy(code[run.org_id], min(run.cost, budget), run.retry)
 
     chosen: list[Chart] = []
     last_position = -1
     while dispatcher.free_budget > 0:
         page = list(
-            Chart.objects.filter(state__in=[ChartState.QUEUED, ChartState.RETRY_WAIT], plan__position__gt=last_position)
+            Chart.objects.filter(state__in=CLAIMABLE_STATES, plan__position__gt=last_position)
             .exclude(org_id__in=held)
             .order_by("plan__position")
             .only(
@@ -152,15 +147,20 @@ def _choose(result: DispatchResult) -> list[Chart]:
             break
         for chart in page:
             last_position = chart.position  # type: ignore[attr-defined]  # joined in by ChartManager
-            cost = costs.of(chart.org_id, chart.workflow_id)
-            own_ready = to_seconds(chart.available_at) if chart.available_at else None
-            ready = costs.ready_at(chart.org_id, chart.workflow_id, own_ready)
+            candidate = view.candidate(
+                org_id=chart.org_id,
+                workflow_id=chart.workflow_id,
+                available_at=chart.available_at,
+                state=chart.state,
+                attempt=chart.attempt,
+            )
+            cost = candidate.cost
             index = len(units)
             units.append(min(cost, budget))
             org_of.append(code[chart.org_id])
-            available_at.append(ready)
-            retry.append(chart.attempt > 0)
-            if dispatcher.walk([index], instant):
+            available_at.append(candidate.available_at)
+            retry.append(candidate.retry)
+            if dispatcher.walk([index], view.instant):
                 chart.cost = cost
                 chart.service = (
                     0.0
@@ -172,7 +172,7 @@ def _choose(result: DispatchResult) -> list[Chart]:
                 chosen.append(chart)
                 continue
             reason = SKIP_REASONS[dispatcher.last_verdict]
-            if reason == "backoff" and ready != own_ready:
+            if reason == "backoff" and candidate.available_at != candidate.own_available_at:
                 reason = "provider"  # waiting for its provider's pause to end, not for its own backoff
             result.skips[reason] = result.skips.get(reason, 0) + 1
             if dispatcher.last_verdict == STOP:
@@ -253,6 +253,6 @@ def _start(chart: Chart) -> bool:
         metrics.observe_start(
             org=chart.org.slug,
             waited=(timezone.now() - chart.created_at).total_seconds(),
-            first=chart.attempt == 1,
+            first=not is_retry(state=ChartState.RUNNING, attempt=chart.attempt),
         )
     return marked

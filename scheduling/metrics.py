@@ -129,16 +129,16 @@ class FairschedCollector(Collector):
             logger.warning("metrics: Redis unavailable; pass counters omitted", exc_info=True)
 
     def _from_database(self) -> Iterator[Metric]:
-        from charts.models import Chart, ChartState
+        from charts.models import CLAIMABLE_STATES, IN_FLIGHT_STATES, Chart, ChartState
         from orgs.models import Org
         from scheduling.models import SchedulerConfig
 
         config = SchedulerConfig.load()
         now = timezone.now()
         orgs = Org.objects.annotate(
-            queued=Count("charts", filter=Q(charts__state__in=[ChartState.QUEUED, ChartState.RETRY_WAIT])),
-            running=Count("charts", filter=Q(charts__state__in=[ChartState.DISPATCHING, ChartState.RUNNING])),
-            cost_in_use=Sum("charts__cost", filter=Q(charts__state__in=[ChartState.DISPATCHING, ChartState.RUNNING])),
+            queued=Count("charts", filter=Q(charts__state__in=CLAIMABLE_STATES)),
+            running=Count("charts", filter=Q(charts__state__in=IN_FLIGHT_STATES)),
+            cost_in_use=Sum("charts__cost", filter=Q(charts__state__in=IN_FLIGHT_STATES)),
             oldest=Min(
                 "charts__created_at",
                 filter=Q(charts__state=ChartState.QUEUED, charts__plan__position__isnull=False),

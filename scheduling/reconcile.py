@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -21,7 +22,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from charts.models import Chart, ChartState, DurationStat
+from charts.models import IN_FLIGHT_STATES, Chart, ChartState, DurationStat, is_retry
 from charts.services import chart_workflow_closed
 from charts.states import transition_if
 from fairsched.actors import RECONCILER
@@ -40,7 +41,6 @@ from scheduling.temporal.client import (
 
 logger = logging.getLogger(__name__)
 
-IN_FLIGHT = [ChartState.DISPATCHING, ChartState.RUNNING]
 MAX_ERROR_CHARS = 4000
 TIMED_OUT = "timed out"
 
@@ -72,7 +72,7 @@ def reconcile_run() -> ReconcileResult:
     4. Make sure the workflows of cancelled charts close (`close_cancelled`).
     """
     result = ReconcileResult()
-    charts = list(Chart.objects.filter(state__in=IN_FLIGHT).select_related("org"))
+    charts = list(Chart.objects.filter(state__in=IN_FLIGHT_STATES).select_related("org"))
     if charts:
         open_ids = list_open_workflow_ids()
         config = SchedulerConfig.load()
@@ -88,7 +88,7 @@ def reconcile_run() -> ReconcileResult:
 
 def reconcile_chart(chart_id: int) -> bool:
     """Settle one chart now (after a completion hint); return whether its workflow is still running."""
-    chart = Chart.objects.filter(pk=chart_id, state__in=IN_FLIGHT).select_related("org").first()
+    chart = Chart.objects.filter(pk=chart_id, state__in=IN_FLIGHT_STATES).select_related("org").first()
     if chart is None:
         return False
     result = ReconcileResult()
@@ -98,8 +98,15 @@ def reconcile_chart(chart_id: int) -> bool:
     return still_running
 
 
-def settle(chart: Chart, *, config: SchedulerConfig, result: ReconcileResult) -> bool:
+# What Temporal says of a workflow id (its latest run), or None when it has no record of it.
+Describe = Callable[[str], WorkflowOutcome | None]
+
+
+def settle(chart: Chart, *, config: SchedulerConfig, result: ReconcileResult, describe: Describe | None = None) -> bool:
     """Record what Temporal says of one in-flight chart; return whether its workflow still runs.
+
+    `describe` asks Temporal (`describe_workflow`, the default); tests pass a fake. A chart without
+    a workflow id is not described: it is as Temporal having no record of it.
 
     - not found: a `dispatching` chart older than `dispatch_stale_after` never started (its dispatcher
       died before the start): back to `queued` at its old place, the attempt not counted; a `running`
@@ -115,7 +122,7 @@ def settle(chart: Chart, *, config: SchedulerConfig, result: ReconcileResult) ->
     - canceled (from outside fairsched): `cancelled`.
     """
     workflow_id = chart.temporal_workflow_id
-    outcome = describe_workflow(workflow_id) if workflow_id else None
+    outcome = (describe or describe_workflow)(workflow_id) if workflow_id else None
     now = timezone.now()
     if outcome is None:
         if chart.state == ChartState.DISPATCHING:
@@ -144,7 +151,7 @@ def settle(chart: Chart, *, config: SchedulerConfig, result: ReconcileResult) ->
         _succeed(chart, outcome, result)
     elif outcome.status == "canceled":
         if transition_if(
-            chart.pk, IN_FLIGHT, ChartState.CANCELLED, actor=RECONCILER, reason="workflow cancelled",
+            chart.pk, IN_FLIGHT_STATES, ChartState.CANCELLED, actor=RECONCILER, reason="workflow cancelled",
             where={"temporal_workflow_id": workflow_id}, finished_at=outcome.close_time or now,
         ):  # fmt: skip
             result.cancelled.append(chart.pk)
@@ -188,7 +195,7 @@ def _succeed(chart: Chart, outcome: WorkflowOutcome, result: ReconcileResult) ->
     finished = outcome.close_time or timezone.now()
     with transaction.atomic():
         if not transition_if(
-            chart.pk, IN_FLIGHT, ChartState.SUCCEEDED, actor=RECONCILER, reason="workflow completed",
+            chart.pk, IN_FLIGHT_STATES, ChartState.SUCCEEDED, actor=RECONCILER, reason="workflow completed",
             where={"temporal_workflow_id": chart.temporal_workflow_id},
             finished_at=finished, started_at=outcome.start_time, temporal_run_id=outcome.run_id, last_error="",
         ):  # fmt: skip
@@ -197,7 +204,9 @@ def _succeed(chart: Chart, outcome: WorkflowOutcome, result: ReconcileResult) ->
             org_id=chart.org_id, workflow_id=chart.workflow_id, seconds=(finished - outcome.start_time).total_seconds()
         )
     result.succeeded.append(chart.pk)
-    metrics.observe_finish(org=chart.org.slug, cost=chart.cost or 1, retry=chart.attempt > 1)
+    metrics.observe_finish(
+        org=chart.org.slug, cost=chart.cost or 1, retry=is_retry(state=chart.state, attempt=chart.attempt)
+    )
 
 
 def _fail(
@@ -213,7 +222,7 @@ def _fail(
     }
     if chart.attempt >= config.max_attempts:
         if transition_if(
-            chart.pk, IN_FLIGHT, ChartState.FAILED, actor=RECONCILER,
+            chart.pk, IN_FLIGHT_STATES, ChartState.FAILED, actor=RECONCILER,
             reason=f"attempt {chart.attempt} of {config.max_attempts} failed: {error}",
             finished_at=now, **common,
         ):  # fmt: skip
@@ -222,7 +231,7 @@ def _fail(
         return
     delay = retry_delay(attempt=chart.attempt, base=config.backoff_base, ceiling=config.backoff_ceiling)
     if transition_if(
-        chart.pk, IN_FLIGHT, ChartState.RETRY_WAIT, actor=RECONCILER,
+        chart.pk, IN_FLIGHT_STATES, ChartState.RETRY_WAIT, actor=RECONCILER,
         reason=f"attempt {chart.attempt} failed, retry in {delay.total_seconds():.0f} s: {error}",
         available_at=timezone.now() + delay, **common,
     ):  # fmt: skip
@@ -254,7 +263,7 @@ def _end_terminated(chart: Chart, outcome: WorkflowOutcome, *, result: Reconcile
     """A run terminated in Temporal: someone decided it must stop, so the chart fails, not retried."""
     error = f"terminated in Temporal: {outcome.failure_message or 'no reason given'}"[:MAX_ERROR_CHARS]
     if transition_if(
-        chart.pk, IN_FLIGHT, ChartState.FAILED, actor=RECONCILER, reason=error,
+        chart.pk, IN_FLIGHT_STATES, ChartState.FAILED, actor=RECONCILER, reason=error,
         where={"temporal_workflow_id": chart.temporal_workflow_id},
         last_error=error, cost=None, finished_at=now,
     ):  # fmt: skip
@@ -283,7 +292,7 @@ def _throttle(chart: Chart, outcome: WorkflowOutcome, *, result: ReconcileResult
     label = provider.slug if provider is not None else "its provider"
     with transaction.atomic():
         won = transition_if(
-            chart.pk, IN_FLIGHT, ChartState.QUEUED, actor=RECONCILER,
+            chart.pk, IN_FLIGHT_STATES, ChartState.QUEUED, actor=RECONCILER,
             reason=f"throttled by {label}: back in the queue until {until:%H:%M:%S}, no attempt spent",
             where={"temporal_workflow_id": chart.temporal_workflow_id},
             attempt=F("attempt") - 1, cost=None, service=0.0, claimed_at=None, available_at=until,

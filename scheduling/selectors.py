@@ -1,6 +1,7 @@
 """Reads for the operators' dashboard. Every function here runs a fixed number of queries, whatever
-the size of the queue: lists are paged in the database, and per-row extras (a chart's cost, its
-expected duration) are correlated subqueries of the same statement, never one query per row.
+the size of the queue: lists are paged in the database, and per-row extras are correlated subqueries of
+the same statement (a chart's cost) or read once for the whole page (its expected duration, by the
+planner's own rule), never one query per row.
 """
 
 from __future__ import annotations
@@ -10,12 +11,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.conf import settings
-from django.db.models import Count, F, FloatField, IntegerField, OuterRef, Q, Subquery, Sum
-from django.db.models.functions import Cast, Coalesce
+from django.db.models import Count, F, IntegerField, OuterRef, Q, Subquery, Sum
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from charts.models import ACTIVE_STATES, IN_FLIGHT_STATES, WAITING_STATES, Chart, ChartEvent, ChartState, DurationStat
+from charts.models import ACTIVE_STATES, CLAIMABLE_STATES, IN_FLIGHT_STATES, Chart, ChartEvent, ChartState
 from orgs.models import Org, OrgChange, Provider, ProviderPause, Workflow, WorkflowCost
 from scheduling.models import ConfigChange, QueueSample, SchedulerConfig
 from scheduling.snapshot import Durations
@@ -91,7 +91,7 @@ def queue_page(*, start: int = 0, org: Org | None = None, offset: int = 0, limit
     fair order from `offset` on. `total` sizes the client's scroller.
     """
     limit = max(1, min(limit, QUEUE_PAGE_MAX))
-    planned = Chart.objects.filter(state__in=WAITING_STATES, plan__position__isnull=False)
+    planned = Chart.objects.filter(state__in=CLAIMABLE_STATES, plan__position__isnull=False)
     if org is not None:
         planned = planned.filter(org=org)
         rows = planned.order_by("plan__position")[max(0, offset) : max(0, offset) + limit]
@@ -152,7 +152,7 @@ def outside_plan(*, limit: int = 100) -> dict[str, Any]:
     (org, state) index of active charts rather than by joining every chart to its org.
     """
     held = list(Org.objects.filter(weight=0).values_list("id", flat=True))
-    waiting = Chart.objects.filter(Q(state=ChartState.PAUSED) | Q(state__in=WAITING_STATES, org_id__in=held))
+    waiting = Chart.objects.filter(Q(state=ChartState.PAUSED) | Q(state__in=CLAIMABLE_STATES, org_id__in=held))
     values = (
         waiting.order_by("created_at", "id")[: max(1, min(limit, QUEUE_PAGE_MAX))]
         .annotate(org_slug=F("org__slug"), workflow_name=F("workflow__name"), run_cost=_cost_expression())
@@ -180,12 +180,12 @@ def outside_plan(*, limit: int = 100) -> dict[str, Any]:
 def in_flight(*, now: datetime | None = None) -> dict[str, Any]:
     """Charts being dispatched or running, longest-running first, with elapsed and expected seconds.
 
-    Expected is the plan's finish minus the start when the replan has written one, else the mean run
-    of the chart's (org, workflow), else the default duration. Two queries.
+    Expected is the duration the plan expects of the run: the planner's rule (`snapshot.Durations`: the
+    mean run of the chart's (org, workflow), else of its org, else of its workflow, else the default
+    duration). Three queries.
     """
     now = now or timezone.now()
-    mean = DurationStat.objects.filter(org_id=OuterRef("org_id"), workflow_id=OuterRef("workflow_id"), count__gt=0)
-    mean_seconds = mean.annotate(mean_run=F("total_seconds") / Cast(F("count"), FloatField())).values("mean_run")[:1]
+    durations = Durations.load()
     charts = Chart.objects.filter(state__in=IN_FLIGHT_STATES)
     values = (
         charts.order_by(F("started_at").asc(nulls_last=True), "id")[:IN_FLIGHT_MAX]
@@ -193,7 +193,6 @@ def in_flight(*, now: datetime | None = None) -> dict[str, Any]:
             org_slug=F("org__slug"),
             workflow_name=F("workflow__name"),
             run_cost=Coalesce(F("cost"), _cost_expression(), output_field=IntegerField()),
-            mean_seconds=Subquery(mean_seconds, output_field=FloatField()),
         )
         .values(
             "id",
@@ -206,16 +205,14 @@ def in_flight(*, now: datetime | None = None) -> dict[str, Any]:
             "claimed_at",
             "started_at",
             "eta",
-            "mean_seconds",
+            "org_id",
+            "workflow_id",
         )
     )
     rows = []
     for row in values:
         began = row["started_at"] or row["claimed_at"]
-        if began is not None and row["eta"] is not None:
-            expected = max(0.0, (row["eta"] - began).total_seconds())
-        else:
-            expected = row["mean_seconds"] or settings.FAIRSCHED_DEFAULT_DURATION
+        expected = durations.of(row["org_id"], row["workflow_id"])[0]
         rows.append(
             {
                 "id": row["id"],

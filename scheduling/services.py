@@ -10,11 +10,12 @@ from typing import Any, NamedTuple
 
 from django.db import transaction
 
+from charts.services import PRIORITY
+from fairsched.bounds import Number, Whole
 from fairsched.errors import InvalidInput
 from fairsched.events import changed
+from orgs.services import COST, MAX_CONCURRENCY, QUEUE_LIMIT, WEIGHT
 from scheduling.models import ConfigChange, SchedulerConfig
-
-MAX_BUDGET = 1_000_000
 
 
 def budget_set(*, budget: int, actor: str) -> SchedulerConfig:
@@ -29,39 +30,32 @@ def policy_set(*, policy: str, actor: str, quantum: float | None = None) -> Sche
     return scheduler_config_set(actor=actor, **values)
 
 
-def _number(value: object, *, field: str, minimum: float, strict: bool = False, maximum: float | None = None) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise InvalidInput(f"{field} must be a number, got {value!r}", field=field)
-    if value < minimum or (strict and value == minimum) or (maximum is not None and value > maximum):
-        bound = f"> {minimum}" if strict else f">= {minimum}"
-        if maximum is not None:
-            bound += f" and <= {maximum}"
-        raise InvalidInput(f"{field} must be {bound}, got {value}", field=field)
-    return float(value)
-
-
-def _whole(value: object, *, field: str, minimum: int, maximum: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidInput(f"{field} must be a whole number, got {value!r}", field=field)
-    if value < minimum or (maximum is not None and value > maximum):
-        raise InvalidInput(f"{field} must be >= {minimum}" + (f" and <= {maximum}" if maximum else ""), field=field)
-    return value
-
-
-VALIDATORS: dict[str, Any] = {
-    "budget": lambda v: _whole(v, field="budget", minimum=1, maximum=MAX_BUDGET),
-    "quantum": lambda v: _number(v, field="quantum", minimum=0, strict=True),
-    "aging_step": lambda v: None if v is None else _number(v, field="aging_step", minimum=0, strict=True),
-    "aging_cap": lambda v: _whole(v, field="aging_cap", minimum=0, maximum=1000),
-    "replan_interval": lambda v: _number(v, field="replan_interval", minimum=0.5, maximum=3600),
-    "reconcile_interval": lambda v: _number(v, field="reconcile_interval", minimum=0.5, maximum=3600),
-    "dispatch_stale_after": lambda v: _number(v, field="dispatch_stale_after", minimum=1, maximum=86400),
-    "max_attempts": lambda v: _whole(v, field="max_attempts", minimum=1, maximum=100),
-    "backoff_base": lambda v: _number(v, field="backoff_base", minimum=0, maximum=86400),
-    "backoff_ceiling": lambda v: _number(v, field="backoff_ceiling", minimum=0, maximum=7 * 86400),
-    "retry_budget_share": lambda v: _number(v, field="retry_budget_share", minimum=0, maximum=1),
-    "arrival_window": lambda v: _number(v, field="arrival_window", minimum=0, maximum=7 * 86400),
+# The bounds of every configuration field, for every surface (admin, API, dashboard, what-if):
+# `scheduler_config_set` checks them (see fairsched.bounds); `aging_step` may also be None (no aging).
+BUDGET = Whole(1, 1_000_000)
+AGING_CAP = Whole(0, 1000)
+MAX_ATTEMPTS = Whole(1, 100)
+CONFIG_BOUNDS: dict[str, Whole | Number] = {
+    "budget": BUDGET,
+    "quantum": Number(0, above=True),
+    "aging_step": Number(0, above=True),
+    "aging_cap": AGING_CAP,
+    "replan_interval": Number(0.5, 3600),
+    "reconcile_interval": Number(0.5, 3600),
+    "dispatch_stale_after": Number(1, 86400),
+    "max_attempts": MAX_ATTEMPTS,
+    "backoff_base": Number(0, 86400),
+    "backoff_ceiling": Number(0, 7 * 86400),
+    "retry_budget_share": Number(0, 1),
+    "arrival_window": Number(0, 7 * 86400),
 }
+
+
+def config_value_check(name: str, value: object) -> Any:
+    """One configuration value checked against its bound (None for `aging_step`: no aging)."""
+    if name == "aging_step" and value is None:
+        return None
+    return CONFIG_BOUNDS[name].check(value, field=name)
 
 
 def scheduler_config_set(*, actor: str, **values: Any) -> SchedulerConfig:
@@ -74,8 +68,8 @@ def scheduler_config_set(*, actor: str, **values: Any) -> SchedulerConfig:
                     f"policy must be one of {', '.join(SchedulerConfig.Policy.values)}, got {value!r}", field="policy"
                 )
             cleaned[name] = value
-        elif name in VALIDATORS:
-            cleaned[name] = VALIDATORS[name](value)
+        elif name in CONFIG_BOUNDS:
+            cleaned[name] = config_value_check(name, value)
         else:
             raise InvalidInput(f"unknown setting {name!r}", field=name)
     with transaction.atomic():
@@ -201,11 +195,10 @@ def plan_preview(*, changes: dict[str, Any], now: datetime | None = None) -> dic
        the charts that move most (a chart no longer planned first, then by the size of the move,
        then by id); per org, how many charts move earlier and later, and the largest moves.
     """
-    from charts.models import Chart
+    from charts.models import QUEUE_STATES, Chart
     from orgs.models import Provider, Workflow
     from scheduling import core
     from scheduling.snapshot import (
-        WAITING,
         Epoch,
         _backlogged_and_ready,
         chart_key,
@@ -239,7 +232,7 @@ def plan_preview(*, changes: dict[str, Any], now: datetime | None = None) -> dic
         changed_rows[key] = replace(changed_rows[key], **values)
 
     for slug, weight in _shaped(changes, "weights", dict).items():
-        set_row(org_key(slug, "weights"), weight=_whole(weight, field="weights", minimum=0, maximum=10_000))
+        set_row(org_key(slug, "weights"), weight=WEIGHT.check(weight, field="weights"))
     for slug in _shaped(changes, "hold", list):
         key = org_key(slug, "hold")
         if changed_rows[key].weight:
@@ -250,11 +243,11 @@ def plan_preview(*, changes: dict[str, Any], now: datetime | None = None) -> dic
             set_row(key, weight=changed_rows[key].weight_before_hold or 1, weight_before_hold=None)
     for slug, cap in _shaped(changes, "caps", dict).items():
         key = org_key(slug, "caps")
-        set_row(key, max_concurrency=None if cap is None else _whole(cap, field="caps", minimum=1, maximum=10_000))
+        set_row(key, max_concurrency=MAX_CONCURRENCY.check_optional(cap, field="caps"))
     queue_limits: dict[str, int | None] = {}
     for slug, limit in _shaped(changes, "queue_limits", dict).items():
         key = org_key(slug, "queue_limits")
-        queue_limits[key] = None if limit is None else _whole(limit, field="queue_limits", minimum=1)
+        queue_limits[key] = QUEUE_LIMIT.check_optional(limit, field="queue_limits")
 
     # The configuration levers, checked as `scheduler_config_set` checks them.
     config: dict[str, Any] = {
@@ -266,7 +259,7 @@ def plan_preview(*, changes: dict[str, Any], now: datetime | None = None) -> dic
     }
     for name in ("budget", "quantum", "aging_step", "aging_cap"):
         if name in changes:
-            config[name] = VALIDATORS[name](changes[name])
+            config[name] = config_value_check(name, changes[name])
     if "policy" in changes:
         if changes["policy"] not in SchedulerConfig.Policy.values:
             choices = ", ".join(SchedulerConfig.Policy.values)
@@ -295,9 +288,7 @@ def plan_preview(*, changes: dict[str, Any], now: datetime | None = None) -> dic
                 raise InvalidInput(f"unknown workflow {entry.get('workflow')!r}", field="costs")
             cost = entry.get("cost")
             pair_cost[(key, workflow_id)] = (
-                costs_now.defaults[workflow_id]
-                if cost is None
-                else _whole(cost, field="costs", minimum=1, maximum=1_000_000)
+                costs_now.defaults[workflow_id] if cost is None else COST.check(cost, field="costs")
             )
         for index, pair in enumerate(zip(queued.org, snapshot.queued_workflow, strict=True)):
             if pair in pair_cost:
@@ -314,7 +305,7 @@ def plan_preview(*, changes: dict[str, Any], now: datetime | None = None) -> dic
             if "priority" not in entry and "high_priority" not in entry:
                 raise InvalidInput("each priority change needs priority or high_priority", field="priorities")
             if "priority" in entry:
-                queued.priority[found] = _whole(entry["priority"], field="priorities", minimum=-1000, maximum=1000)
+                queued.priority[found] = PRIORITY.check(entry["priority"], field="priorities")
             if "high_priority" in entry:
                 if not isinstance(entry["high_priority"], bool):
                     raise InvalidInput("high_priority must be true or false", field="priorities")
@@ -343,7 +334,7 @@ def plan_preview(*, changes: dict[str, Any], now: datetime | None = None) -> dic
                     raise InvalidInput("until must be in the future", field=name)
                 pauses[(provider_id, org_id)] = max(until, pauses.get((provider_id, org_id), until))
         # Each waiting chart's own availability (its backoff), before any pause was laid over it.
-        own = dict(Chart.objects.filter(state__in=WAITING).values_list("id", Epoch("available_at")))
+        own = dict(Chart.objects.filter(state__in=QUEUE_STATES).values_list("id", Epoch("available_at")))
         changed_costs = replace(costs_now, pauses=pauses)
         for index, (chart_id, org, workflow_id) in enumerate(
             zip(queued.id, queued.org, snapshot.queued_workflow, strict=True)

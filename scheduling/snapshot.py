@@ -1,4 +1,5 @@
-"""The one place where database rows become the core's input (`scheduling.core.Scenario`).
+"""The one place where database rows become the core's input: the replan's `Snapshot` (the core's
+`Scenario`) and the dispatch pass's `DispatchView`.
 
 A snapshot is read in a handful of queries, whatever the size of the backlog: the configuration, the
 orgs, costs, duration statistics, provider pauses, then the waiting and the in-flight charts as plain
@@ -18,7 +19,16 @@ from django.db import connection
 from django.db.models import Count, F, FloatField, Func, Q
 from django.utils import timezone
 
-from charts.models import Chart, ChartState, DurationStat
+from charts.models import (
+    ACTIVE_STATES,
+    IN_FLIGHT_STATES,
+    QUEUE_STATES,
+    Chart,
+    ChartState,
+    DurationStat,
+    attempts_before_retry,
+    is_retry,
+)
 from orgs.models import Org, ProviderPause, Workflow, WorkflowCost
 from scheduling import core
 from scheduling.core import service as core_service
@@ -118,10 +128,6 @@ class Snapshot:
     queued_workflow: list[int] = field(default_factory=list)
     # The round under way (see `fair_service`): every org's virtual time is raised to it, or None.
     round_under_way: float | None = None
-
-
-WAITING = (ChartState.QUEUED, ChartState.PAUSED, ChartState.RETRY_WAIT)
-IN_FLIGHT = (ChartState.DISPATCHING, ChartState.RUNNING)
 
 
 def org_key(org_id: int) -> str:
@@ -226,13 +232,109 @@ def retry_budget_of(config: SchedulerConfig) -> int | None:
     return None if config.retry_budget_share >= 1 else config.retry_budget
 
 
+@dataclass(frozen=True)
+class DispatchOrg:
+    """An org as the dispatch pass sees it: its weight (0: held) and its cap on charts in flight."""
+
+    id: int
+    weight: int
+    max_concurrency: int | None
+
+
+@dataclass(frozen=True)
+class InFlightRun:
+    """A claimed or running chart: the org it counts against, the cost it holds, whether it is a retry."""
+
+    org_id: int
+    cost: int
+    retry: bool
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A waiting chart as the dispatch walk reads it.
+
+    `cost` is what its run will hold (the (org, workflow) override, else the workflow's default);
+    `own_available_at` its own backoff, `available_at` the later of that and any pause of its
+    provider (seconds since the epoch, or None: available now); `retry` whether its run will be one.
+    """
+
+    cost: int
+    own_available_at: float | None
+    available_at: float | None
+    retry: bool
+
+
+@dataclass(frozen=True)
+class DispatchView:
+    """What the dispatch pass reads before it walks the persisted order, as typed data: the clock, the
+    configuration, costs and provider pauses, the orgs (in the order whose index the core's
+    `Dispatcher` uses for them) and the charts in flight. The waiting charts themselves are read by the
+    pass a page at a time in their persisted order (it claims those rows); `candidate` maps each."""
+
+    now: datetime
+    config: SchedulerConfig
+    costs: Costs
+    orgs: tuple[DispatchOrg, ...]
+    in_flight: tuple[InFlightRun, ...]
+
+    @property
+    def instant(self) -> float:
+        return to_seconds(self.now)
+
+    @property
+    def retry_budget(self) -> int | None:
+        return retry_budget_of(self.config)
+
+    @property
+    def held(self) -> frozenset[int]:
+        """The orgs on hold (weight 0): their charts are never visited."""
+        return frozenset(org.id for org in self.orgs if org.weight == 0)
+
+    def candidate(
+        self, *, org_id: int, workflow_id: int, available_at: datetime | None, state: str, attempt: int
+    ) -> Candidate:
+        own = to_seconds(available_at) if available_at else None
+        return Candidate(
+            cost=self.costs.of(org_id, workflow_id),
+            own_available_at=own,
+            available_at=self.costs.ready_at(org_id, workflow_id, own),
+            retry=is_retry(state=state, attempt=attempt),
+        )
+
+
+def load_dispatch_view(*, now: datetime | None = None) -> DispatchView:
+    """Read what a dispatch pass needs besides the order. Steps:
+
+    1. The configuration, and the costs, providers and provider pauses active at `now`.
+    2. Every org's weight and cap.
+    3. The charts in flight (dispatching, running) with the cost they hold: the cost recorded at their
+       claim, else what a run of theirs costs now.
+    """
+    now = now or timezone.now()
+    config = load_config()
+    costs = load_costs(now)
+    orgs = tuple(
+        DispatchOrg(org_id, weight, cap)
+        for org_id, weight, cap in Org.objects.values_list("id", "weight", "max_concurrency")
+    )
+    in_flight = tuple(
+        InFlightRun(org_id, cost or costs.of(org_id, workflow_id), is_retry(state=state, attempt=attempt))
+        for org_id, workflow_id, cost, state, attempt in Chart.objects.filter(state__in=IN_FLIGHT_STATES).values_list(
+            "org_id", "workflow_id", "cost", "state", "attempt"
+        )
+    )
+    return DispatchView(now=now, config=config, costs=costs, orgs=orgs, in_flight=in_flight)
+
+
 def load_snapshot(*, now: datetime | None = None) -> Snapshot:
     """Read the whole queue and what runs into one `Snapshot`.
 
     1. The configuration, the orgs' policies, costs, providers, durations and active provider pauses.
     2. The waiting charts (queued, paused, retry_wait) as columns: cost from the (org, workflow)
        override or the workflow's default; `available_at` is the later of the retry backoff and any
-       pause of the chart's provider (for everyone or for its org); a chart that ran before is a retry.
+       pause of the chart's provider (for everyone or for its org); a chart that spent an attempt is a
+       retry (`charts.models.is_retry`).
     3. The in-flight charts (dispatching, running) with the cost they hold; a claimed chart that has
        not started yet counts as started when it was claimed.
     """
@@ -246,7 +348,7 @@ def load_snapshot(*, now: datetime | None = None) -> Snapshot:
 
     # Waiting and in-flight charts come from one statement, so one consistent view of the table: a
     # chart claimed while the snapshot is read is either still waiting or already in flight, never both.
-    charts = Chart.objects.filter(state__in=[*WAITING, *IN_FLIGHT]).values_list(
+    charts = Chart.objects.filter(state__in=ACTIVE_STATES).values_list(
         "id", "org_id", "workflow_id", Epoch("created_at"), Epoch("available_at"), "high_priority", "priority",
         "state", "attempt", "cost", Epoch(_started()),
     )  # fmt: skip
@@ -255,12 +357,13 @@ def load_snapshot(*, now: datetime | None = None) -> Snapshot:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
-    waiting_rows = [row for row in rows if row[7] in WAITING]
+    waiting_rows = [row for row in rows if row[7] in QUEUE_STATES]
     columns = list(zip(*waiting_rows, strict=True)) if waiting_rows else [()] * 11
     ids, org_ids, workflow_ids, created, available_at, high, priority, states, attempts = columns[:9]
     pair_costs = {pair: costs.of(*pair) for pair in set(zip(org_ids, workflow_ids, strict=False))}
     pair_durations = {pair: durations.of(*pair) for pair in pair_costs}
     pairs = list(zip(org_ids, workflow_ids, strict=False))
+    spent = attempts_before_retry(ChartState.QUEUED)  # the same for every state in the queue (`is_retry`)
     queued = core.QueueColumns(
         id=[chart_key(chart_id) for chart_id in ids],
         org=[org_key(org_id) for org_id in org_ids],
@@ -271,7 +374,7 @@ def load_snapshot(*, now: datetime | None = None) -> Snapshot:
         paused=[state == ChartState.PAUSED for state in states],
         priority=list(priority),
         available_at=list(available_at),
-        retry=[attempt > 0 for attempt in attempts],
+        retry=[attempt > spent for attempt in attempts],
     )
     if costs.pauses:
         queued.available_at[:] = [
@@ -284,7 +387,7 @@ def load_snapshot(*, now: datetime | None = None) -> Snapshot:
 
     running: list[core.RunningChart] = []
     for chart_id, org_id, workflow_id, *_, state, attempt, cost, started in rows:
-        if state in WAITING:
+        if state in QUEUE_STATES:
             continue
         mean, spread = durations.of(org_id, workflow_id)
         key = chart_key(chart_id)
@@ -295,7 +398,7 @@ def load_snapshot(*, now: datetime | None = None) -> Snapshot:
                 started=started if started is not None else to_seconds(now),
                 avg=mean,
                 cost=cost or costs.of(org_id, workflow_id),
-                retry=attempt > 1,
+                retry=is_retry(state=state, attempt=attempt),
             )
         )
         if spread:

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from fairsched.launcher import free_port, start_temporal
+from fairsched.devservices import free_port, start_temporal
 from scheduling.temporal.client import reset_client
 from scheduling.temporal.worker import run_worker
 

@@ -15,7 +15,7 @@ from django.db import connection
 from django.test import Client
 
 from fairsched import health
-from fairsched.launcher import free_port
+from fairsched.devservices import free_port
 from scheduling.temporal.client import reset_client
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,36 +1,18 @@
-"""The launcher's pure pieces, and its embedded services started for real."""
+"""The launcher's pure pieces, and the launcher run with stand-in children (its embedded services are
+`fairsched.devservices`'s, tested in `test_devservices.py`)."""
 
 from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
-import dj_database_url
-import psycopg
 import pytest
 
-from fairsched.launcher import (
-    EMBEDDABLE_VARIABLES,
-    REPO_ROOT,
-    ChildProcess,
-    LauncherError,
-    app_commands,
-    banner,
-    executable,
-    free_port,
-    port_is_free,
-    redis_ping,
-    services_to_embed,
-    start_postgres,
-    start_redis,
-    start_temporal,
-    temporal_ready,
-    wait_until,
-)
+from fairsched.devservices import EMBEDDABLE_VARIABLES, REPO_ROOT, executable, free_port
+from fairsched.launcher import app_commands, banner, services_to_embed
 
 
 @pytest.mark.parametrize(
@@ -47,26 +29,13 @@ def test_services_to_embed(env: dict[str, str], embedded: list[str]) -> None:
     assert services_to_embed(env) == embedded
 
 
-def test_free_port_is_bindable_until_taken() -> None:
-    port = free_port()
-
-    assert 1024 <= port <= 65535
-    assert port_is_free(port)
-    with socket.socket() as holder:
-        holder.bind(("127.0.0.1", port))
-        holder.listen()
-        assert not port_is_free(port)
-
-
-def test_executables_come_from_the_environment() -> None:
+def test_app_commands_run_programs_of_the_environment() -> None:
     commands = app_commands(port=8123, data_dir=Path("/data"))
 
     assert set(commands) == {"web", "celery", "temporal-worker"}
     assert commands["web"][-3:] == ["-p", "8123", "fairsched.asgi:application"]
     assert commands["celery"][5:7] == ["--schedule-filename", "/data/celerybeat-schedule"]
-    assert Path(executable("temporal")).is_file()
-    with pytest.raises(LauncherError, match="no-such-program"):
-        executable("no-such-program")
+    assert commands["web"][0] == executable("daphne")
 
 
 def test_banner_lists_the_urls_and_the_demo_output() -> None:
@@ -75,74 +44,6 @@ def test_banner_lists_the_urls_and_the_demo_output() -> None:
     for path in ("/admin/", "/dashboard/", "/portal/", "/api/docs/", "/metrics"):
         assert f"http://127.0.0.1:8123{path}" in text
     assert "admin login: admin / secret" in text
-
-
-def test_wait_until_fails_when_the_process_dies_or_time_runs_out() -> None:
-    with pytest.raises(LauncherError, match="exited while starting"):
-        wait_until(lambda: False, what="thing", alive=lambda: False)
-    with pytest.raises(LauncherError, match="not ready after"):
-        wait_until(lambda: False, what="thing", timeout=0.3)
-
-
-def test_child_that_ignores_sigterm_is_killed() -> None:
-    child = ChildProcess.spawn(
-        "stubborn",
-        ["sh", "-c", "trap '' TERM; echo ready; sleep 60"],
-    )
-    assert child.process.stdout is not None
-    assert child.process.stdout.readline() == b"ready\n"
-
-    code = child.stop(timeout=0.5)
-
-    assert code == -9
-    assert not child.alive()
-
-
-def test_embedded_redis_answers_ping_and_stops(tmp_path: Path) -> None:
-    redis = start_redis(tmp_path)
-    port = int(redis.value.rsplit(":", 1)[1].split("/")[0])
-    try:
-        assert redis.variable == "REDIS_URL"
-        assert redis.value == f"redis://127.0.0.1:{port}/0"
-        assert redis_ping(port)
-        assert redis.alive()
-    finally:
-        redis.stop()
-
-    assert not redis.alive()
-    assert not redis_ping(port)
-    assert not (tmp_path / "redis" / "dump.rdb").exists()
-    assert (tmp_path / "logs" / "redis.log").stat().st_size > 0
-
-
-def test_embedded_temporal_serves_keeps_its_file_and_stops(tmp_path: Path) -> None:
-    temporal = start_temporal(port=free_port(), db_file=tmp_path / "temporal.db", log_dir=tmp_path)
-    try:
-        assert temporal.variable == "TEMPORAL_ADDRESS"
-        assert temporal_ready(temporal.value)
-        assert (tmp_path / "temporal.db").stat().st_size > 0
-    finally:
-        temporal.stop()
-
-    assert not temporal.alive()
-    assert not temporal_ready(temporal.value)
-
-
-def test_embedded_postgres_serves_its_database(tmp_path: Path) -> None:
-    postgres = start_postgres(tmp_path)
-    try:
-        assert postgres.variable == "DATABASE_URL"
-        settings = dj_database_url.parse(postgres.value)
-        assert settings["ENGINE"] == "django.db.backends.postgresql"
-        assert settings["NAME"] == "fairsched"
-        with psycopg.connect(postgres.value) as connection:
-            row = connection.execute("SELECT current_database()").fetchone()
-        assert row == ("fairsched",)
-    finally:
-        postgres.stop()
-
-    with pytest.raises(psycopg.OperationalError):
-        psycopg.connect(postgres.value, connect_timeout=2)
 
 
 SUPERVISED_DRIVER = """

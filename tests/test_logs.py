@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 
-from fairsched.launcher import REPO_ROOT
+from fairsched.devservices import REPO_ROOT
 from fairsched.logs import JsonFormatter
 
 LOG_A_LINE = (

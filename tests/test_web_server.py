@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from fairsched.launcher import free_port, procfile_commands
+from fairsched.devservices import free_port
+from fairsched.launcher import procfile_commands
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN_DIR = Path(sys.executable).parent

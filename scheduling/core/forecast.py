@@ -28,7 +28,7 @@ as the contract says):
   4. From history, what the rates cannot say: the rates' own doubt (RATE_DOUBT / evidence, relative
      variance of the expected work started first), bursts (upper side only) and newcomers (both
      sides: fewer or more may come); see `_unforeseen_spreads`.
-  The constants were chosen on the open-arrival simulator (`scheduling.loadtest.simulate`), which
+  The constants were chosen on the open-arrival simulator (`tools.loadtest.simulate`), which
   scores the bands' coverage on three workloads.
 """
 
@@ -64,7 +64,7 @@ MIN_SPAN_SHARE = 0.25
 # orgs seen take (newcomer risk); the share fades as history grows, by e every decay.
 NEWCOMER_LOAD = 0.5
 # The rates' relative variance is RATE_DOUBT / evidence: more than a Poisson count's (1 / evidence),
-# since orgs change pace. Chosen on the open-arrival simulator (`scheduling.loadtest.simulate`).
+# since orgs change pace. Chosen on the open-arrival simulator (`tools.loadtest.simulate`).
 RATE_DOUBT = 9.0
 # Bulk uploads are rarer than charts: their rate is measured with this many times the decay.
 BURST_MEMORY = 5.0

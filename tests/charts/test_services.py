@@ -208,7 +208,7 @@ def test_bulk_reports_every_bad_item_by_index_and_writes_nothing(tenants: Tenant
         1: {"workflow": ["unknown workflow 'nope'"]},
         2: {"external_id": ["external_id must be a non-empty string"]},
         3: {"external_id": ["repeats item 0 of this request"]},
-        4: {"priority": ["priority must be a whole number from -1000 to 1000"]},
+        4: {"priority": ["priority must be between -1000 and 1000, got 5000"]},
     }
     assert error.value.as_dict()["items"]["3"] == {"external_id": ["repeats item 0 of this request"]}
     assert Chart.objects.count() == 1

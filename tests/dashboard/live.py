@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
+
+from fairsched.devservices import ServiceError, free_port, port_accepts, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
@@ -27,23 +28,13 @@ CHROMIUM_ARGS = [
 ]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _wait_for_port(port: int, proc: subprocess.Popen[bytes], log: Path, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"daphne exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError(f"daphne did not listen on {port} within {timeout}s:\n{log.read_text()[-3000:]}")
+    try:
+        wait_until(
+            partial(port_accepts, port), what=f"daphne on {port}", timeout=timeout, alive=lambda: proc.poll() is None
+        )
+    except ServiceError as err:
+        raise RuntimeError(f"{err}:\n{log.read_text()[-3000:]}") from err
 
 
 @contextmanager

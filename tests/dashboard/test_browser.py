@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -12,13 +10,14 @@ from typing import Any
 import pytest
 
 from charts.models import Chart
+from fairsched.devservices import free_port, start_redis
 from orgs import services as org_services
 from orgs.models import Org, ProviderPause
 from scheduling.models import SchedulerConfig
 from tests.browser import database_url
 from tests.conftest import Tenants
 from tests.dashboard.conftest import plan_queue
-from tests.dashboard.live import CHROMIUM, daphne, free_port, session_cookie
+from tests.dashboard.live import CHROMIUM, daphne, session_cookie
 from tests.factories import ProviderFactory
 
 pytestmark = [
@@ -30,7 +29,6 @@ pytestmark = [
 # are still plain synchronous code.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
-REDIS_SERVER = "/usr/bin/redis-server"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
 
@@ -177,34 +175,11 @@ def test_queue_row_levers_and_the_what_if_preview(live_url: str, chromium: Any, 
     page.wait_for_selector("#provider-list :text('running')", timeout=5000)
 
 
-def _start_redis(port: int) -> subprocess.Popen[bytes]:
-    """A private, memory-only Redis for the channel layer, so that a test can take it down."""
-    proc = subprocess.Popen(
-        [REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return proc
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"redis-server did not listen on {port}")
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.terminate()
-    proc.wait(timeout=10)
-
-
-@pytest.mark.skipif(not Path(REDIS_SERVER).exists(), reason=f"no redis-server at {REDIS_SERVER}")
 def test_the_page_reconnects_and_resyncs_after_a_redis_blip(
-    django_db_setup: None, chromium: Any, tenants: Tenants
+    django_db_setup: None, chromium: Any, tenants: Tenants, tmp_path: Path
 ) -> None:
     redis_port = free_port()
-    redis = _start_redis(redis_port)
+    redis = start_redis(tmp_path, port=redis_port)
     redis_url = f"redis://127.0.0.1:{redis_port}/0"
     env = {"DATABASE_URL": database_url(), "REDIS_URL": redis_url, "CELERY_BROKER_URL": redis_url}
     try:
@@ -214,11 +189,11 @@ def test_the_page_reconnects_and_resyncs_after_a_redis_blip(
             page = context.new_page()
             page.goto(url + "/dashboard/")
             page.wait_for_selector("body[data-live=live]", timeout=10_000)
-            _stop(redis)
+            redis.stop()
             page.wait_for_selector("body[data-live=reconnecting]", timeout=10_000)
             # Changed while the channel layer was down: only the resync after the reconnect shows it.
             org_services.org_hold(org=tenants.org_b, actor="user:test")
-            redis = _start_redis(redis_port)
+            redis = start_redis(tmp_path, port=redis_port)
             page.wait_for_selector("body[data-live=live]", timeout=20_000)
             page.wait_for_function(
                 "() => document.querySelector('tr[data-org=\"beta\"] [data-hold]').textContent === 'Release'",
@@ -236,4 +211,4 @@ def test_the_page_reconnects_and_resyncs_after_a_redis_blip(
             _shot(page, "dashboard-after-redis-blip")
             context.close()
     finally:
-        _stop(redis)
+        redis.stop()

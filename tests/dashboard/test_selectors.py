@@ -12,6 +12,7 @@ from charts.models import Chart, ChartEvent, ChartState, DurationStat
 from orgs.models import OrgChange, ProviderPause, WorkflowCost
 from scheduling import selectors
 from scheduling.models import ConfigChange, QueueSample, SchedulerConfig
+from scheduling.snapshot import chart_key, load_snapshot
 from tests.conftest import Tenants
 from tests.dashboard.conftest import plan_queue
 from tests.factories import ChartFactory, OrgFactory, ProviderFactory, WorkflowFactory
@@ -63,7 +64,7 @@ def busy(tenants: Tenants) -> dict[str, Any]:
         ("summary", lambda: selectors.summary(), 3),
         ("queue", lambda: selectors.queue_page(start=50, limit=100), 2),
         ("outside", lambda: selectors.outside_plan(), 3),
-        ("inflight", lambda: selectors.in_flight(), 2),
+        ("inflight", lambda: selectors.in_flight(), 3),
         ("orgs", lambda: selectors.org_rows(), 3),
         ("meta", lambda: selectors.workflows_and_providers(), 3),
         ("events", lambda: selectors.recent_events(limit=50), 3),
@@ -108,13 +109,49 @@ def test_in_flight_elapsed_and_expected(busy: dict[str, Any]) -> None:
     assert first["expected"] == pytest.approx(120, abs=2)  # started 90 s ago, plan finishes in 30 s
 
 
-def test_in_flight_falls_back_to_the_mean_run(tenants: Tenants) -> None:
+def test_in_flight_expects_the_mean_run(tenants: Tenants) -> None:
     ChartFactory(
         org=tenants.org_a, workflow=tenants.workflow, state=ChartState.RUNNING, started_at=timezone.now(), cost=1
     )
     DurationStat.objects.create(org=tenants.org_a, workflow=tenants.workflow, count=4, total_seconds=100.0)
     (row,) = selectors.in_flight()["rows"]
     assert row["expected"] == pytest.approx(25.0)
+
+
+@pytest.mark.parametrize(
+    ("known", "expected"),
+    [
+        ("pair", 25.0),  # the chart's own (org, workflow)
+        ("org", 40.0),  # only its org's runs of another workflow
+        ("workflow", 90.0),  # only another org's runs of its workflow
+        ("nothing", None),  # FAIRSCHED_DEFAULT_DURATION
+    ],
+)
+def test_in_flight_expects_what_the_planner_expects(
+    tenants: Tenants, settings: Any, known: str, expected: float | None
+) -> None:
+    """The dashboard's expected duration and the plan's `avg` are one rule (`snapshot.Durations`),
+    along the whole fallback chain."""
+    settings.FAIRSCHED_DEFAULT_DURATION = 75.0
+    SchedulerConfig.load()
+    other = WorkflowFactory(name="other")
+    chart = ChartFactory(
+        org=tenants.org_a, workflow=tenants.workflow, state=ChartState.RUNNING, started_at=timezone.now(), cost=1
+    )
+    stats = {
+        "pair": [(tenants.org_a, tenants.workflow, 4, 100.0)],
+        "org": [(tenants.org_a, other, 2, 80.0)],
+        "workflow": [(tenants.org_b, tenants.workflow, 1, 90.0)],
+        "nothing": [],
+    }[known]
+    for org, workflow, count, total in stats:
+        DurationStat.objects.create(org=org, workflow=workflow, count=count, total_seconds=total)
+
+    (row,) = selectors.in_flight()["rows"]
+    (running,) = load_snapshot().scenario.running
+    assert running.id == chart_key(chart.pk)
+    assert row["expected"] == pytest.approx(running.avg)
+    assert row["expected"] == pytest.approx(75.0 if expected is None else expected)
 
 
 def test_org_rows(busy: dict[str, Any]) -> None:

@@ -46,7 +46,7 @@ def test_create_logs_the_birth() -> None:
         ({"name": "Acme", "weight": -1}, "weight"),
         ({"name": "Acme", "weight": "2"}, "weight"),
         ({"name": "Acme", "weight": True}, "weight"),
-        ({"name": "Acme", "weight": services.MAX_WEIGHT + 1}, "weight"),
+        ({"name": "Acme", "weight": services.WEIGHT.maximum + 1}, "weight"),
         ({"name": "Acme", "max_concurrency": 0}, "max_concurrency"),
         ({"name": "Acme", "queue_limit": 0}, "queue_limit"),
         ({"name": "Acme", "queue_limit": 2.5}, "queue_limit"),
@@ -79,7 +79,7 @@ def test_weight_set_changes_the_weight_and_logs_who_and_why() -> None:
     assert history(org) == [(ACTOR, "weight", "1", "5", "bigger contract")]
 
 
-@pytest.mark.parametrize("weight", [*BAD_WHOLE_NUMBERS, services.MAX_WEIGHT + 1])
+@pytest.mark.parametrize("weight", [*BAD_WHOLE_NUMBERS, services.WEIGHT.maximum + 1])
 def test_weight_set_refuses_bad_weights(weight: Any) -> None:
     org = OrgFactory(weight=2)
     with pytest.raises(InvalidInput) as error:

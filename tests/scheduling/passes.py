@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import pytest
 from django.utils import timezone
 
-from charts.models import IN_FLIGHT_STATES, WAITING_STATES, Chart, ChartState
+from charts.models import CLAIMABLE_STATES, IN_FLIGHT_STATES, Chart, ChartState
 from charts.services import Submission, chart_submit_bulk
 from charts.states import transition_if
 from orgs.models import Org
@@ -62,7 +62,7 @@ def finish(count: int | None = None, *, orgs: Sequence[str] | None = None) -> in
 def fair_order() -> list[str]:
     """The org slug of each waiting chart of the fair tier, in the persisted fair order."""
     return list(
-        Chart.objects.filter(plan__position__isnull=False, high_priority=False, state__in=WAITING_STATES)
+        Chart.objects.filter(plan__position__isnull=False, high_priority=False, state__in=CLAIMABLE_STATES)
         .order_by("plan__position")
         .values_list("org__slug", flat=True)
     )

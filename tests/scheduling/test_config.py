@@ -75,7 +75,7 @@ def test_budget_set_is_logged_with_the_actor() -> None:
     assert changes() == [(ACTOR, "budget", "10", "8")]
 
 
-@pytest.mark.parametrize("budget", [0, -1, "8", True, 2.5, None, services.MAX_BUDGET + 1])
+@pytest.mark.parametrize("budget", [0, -1, "8", True, 2.5, None, services.BUDGET.maximum + 1])
 def test_budget_set_refuses_bad_budgets(budget: Any) -> None:
     with pytest.raises(InvalidInput) as error:
         services.budget_set(budget=budget, actor=ACTOR)

@@ -24,7 +24,7 @@ from django.db import transaction
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from charts.models import WAITING_STATES, Chart, ChartState
+from charts.models import CLAIMABLE_STATES, Chart, ChartState
 from charts.services import chart_pause, chart_resume
 from orgs.models import Org
 from orgs.services import org_cap_set, org_hold, org_release, org_weight_set
@@ -93,7 +93,7 @@ def competing_units() -> dict[str, float]:
     config = SchedulerConfig.load()
     quantum = config.quantum if config.policy == SchedulerConfig.Policy.DEFICIT else 1.0
     waiting = Counter(
-        Chart.objects.filter(state__in=WAITING_STATES, high_priority=False).values_list("org__slug", flat=True)
+        Chart.objects.filter(state__in=CLAIMABLE_STATES, high_priority=False).values_list("org__slug", flat=True)
     )
     return {
         slug: weight * quantum

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from temporalio.service import TLSConfig
 
-from fairsched.launcher import REPO_ROOT, free_port, start_temporal
+from fairsched.devservices import REPO_ROOT, free_port, start_temporal
 from scheduling.temporal.connection import (
     TemporalConfigError,
     TemporalSettings,

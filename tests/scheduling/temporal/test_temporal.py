@@ -20,7 +20,7 @@ import pytest
 import redis
 from temporalio.client import Client
 
-from fairsched.launcher import REPO_ROOT, start_redis
+from fairsched.devservices import REPO_ROOT, start_redis
 from scheduling.temporal import client as temporal_client
 from scheduling.temporal.activities import run_fails
 from scheduling.temporal.client import (

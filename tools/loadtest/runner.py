@@ -1,4 +1,4 @@
-"""`python -m scheduling.loadtest.runner`: run the hostile workload on the real stack, break things
+"""`python -m tools.loadtest.runner`: run the hostile workload on the real stack, break things
 during the run, and write the event log (`events.json`) that `metrics` and `report` read.
 
 Steps:
@@ -18,7 +18,7 @@ Steps:
    workflow run of every attempt (and any chart workflow Temporal has that the database does not).
 7. Stop everything, write `events.json` (times in seconds from the first submission).
 
-Several of every process (the multi-instance run, `scheduling.loadtest.multirun`): `--celery-workers`
+Several of every process (the multi-instance run, `tools.loadtest.multirun`): `--celery-workers`
 workers each with its own beat, `--temporal-workers` Temporal workers, `--web` web processes (the
 Procfile's command); `--leader-kills N` kills -9, N times spread over the window, whichever Celery
 process holds the dispatcher's lock mid-pass, and times how long until another process holds it
@@ -40,7 +40,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import sys
 import tempfile
 import time
@@ -51,18 +50,21 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
-from fairsched.launcher import (
+from fairsched.devservices import (
     REPO_ROOT,
     ChildProcess,
+    EmbeddedPostgres,
     EmbeddedService,
     free_port,
-    procfile_commands,
+    port_accepts,
+    start_postgres,
     start_redis,
     start_temporal,
     wait_until,
 )
-from scheduling.loadtest.api_load import status_throughput
-from scheduling.loadtest.workload import TASK_QUEUE, Workload, build
+from fairsched.launcher import procfile_commands
+from tools.loadtest.api_load import status_throughput
+from tools.loadtest.workload import TASK_QUEUE, Workload, build
 
 T = TypeVar("T")
 
@@ -119,7 +121,7 @@ class Services:
     """The private services of one run and how to restart them."""
 
     data_dir: Path
-    pg: Any = None
+    pg: EmbeddedPostgres | None = None
     redis: EmbeddedService | None = None
     redis_port: int = 0
     temporal: EmbeddedService | None = None
@@ -127,18 +129,13 @@ class Services:
     env: dict[str, str] = field(default_factory=dict)
 
     def start(self) -> None:
-        import pgserver
-
-        self.pg = pgserver.get_server(self.data_dir / "pg", cleanup_mode="stop")
-        exists = self.pg.psql(f"SELECT 1 FROM pg_database WHERE datname = '{DATABASE}';")  # noqa: S608
-        if "(1 row)" not in exists:
-            self.pg.psql(f"CREATE DATABASE {DATABASE};")
+        self.pg = start_postgres(self.data_dir, database=DATABASE)
         self.redis_port = free_port()
         self.redis = start_redis(self.data_dir, port=self.redis_port)
         self.temporal_port = free_port()
         self.temporal = self._start_temporal()
         self.env = {
-            "DATABASE_URL": self.pg.get_uri(database=DATABASE),
+            "DATABASE_URL": self.pg.value,
             "REDIS_URL": f"redis://127.0.0.1:{self.redis_port}/1",
             "TEMPORAL_ADDRESS": self.temporal.value,
             "TEMPORAL_NAMESPACE": "default",
@@ -147,7 +144,7 @@ class Services:
         }
 
     def _start_temporal(self) -> EmbeddedService:
-        wait_until(lambda: not _listening(self.temporal_port), what="Temporal port", timeout=30)
+        wait_until(lambda: not port_accepts(self.temporal_port), what="Temporal port", timeout=30)
         return start_temporal(
             port=self.temporal_port, db_file=self.data_dir / "temporal.db", log_dir=self.data_dir / "logs"
         )
@@ -160,23 +157,22 @@ class Services:
     def restart_redis(self) -> None:
         assert self.redis is not None
         self.redis.stop()
-        wait_until(lambda: not _listening(self.redis_port), what="Redis port", timeout=30)
+        wait_until(lambda: not port_accepts(self.redis_port), what="Redis port", timeout=30)
         self.redis = start_redis(self.data_dir, port=self.redis_port)
 
     def stop_postgres(self) -> None:
-        # pgserver makes its command wrappers at import time, which the type checker cannot see.
-        from pgserver._commands import pg_ctl  # type: ignore[attr-defined]
-
-        pg_ctl(["-w", "-m", "fast", "stop"], pgdata=self.pg.pgdata, user=self.pg.system_user)
+        assert self.pg is not None
+        self.pg.halt()
 
     def start_postgres(self) -> None:
-        self.pg.ensure_postgres_running()
+        assert self.pg is not None
+        self.pg.resume()
 
     def stop(self) -> None:
         for stop in (
             lambda: self.temporal and self.temporal.stop(),
             lambda: self.redis and self.redis.stop(),
-            lambda: self.pg and self.pg.cleanup(),
+            lambda: self.pg and self.pg.stop(),
         ):
             with contextlib.suppress(Exception):
                 stop()
@@ -256,7 +252,7 @@ class Children:
             self.web.append(self._spawn(f"web-{index}", ["sh", "-c", command], env))
             self.web_ports.append(port)
         for port, child in zip(self.web_ports, self.web, strict=True):
-            wait_until(partial(_listening, port), what=child.name, alive=child.alive, timeout=60)
+            wait_until(partial(port_accepts, port), what=child.name, alive=child.alive, timeout=60)
 
     def revive(self) -> list[str]:
         """Restart any child that died on its own; return their names."""
@@ -710,16 +706,6 @@ class LoadRun:
             "leader_kills": self.leader_kills,
             "api": self.api,
         }
-
-
-def _listening(port: int) -> bool:
-    """Whether something accepts connections on 127.0.0.1:port (a port in TIME_WAIT does not: servers
-    that set SO_REUSEADDR, as Temporal and Redis do, can listen on it again at once)."""
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1.0):
-            return True
-    except OSError:
-        return False
 
 
 def _temporal_chart_ids() -> set[str]:

@@ -1,8 +1,8 @@
-"""`python -m scheduling.loadtest.multirun` (`make multirun`): the hostile load on several of every
+"""`python -m tools.loadtest.multirun` (`make multirun`): the hostile load on several of every
 process, with the faults, and the dispatcher killed mid-pass again and again.
 
 Steps:
-1. Run the load (`scheduling.loadtest.runner`, on its own embedded PostgreSQL, Redis and Temporal):
+1. Run the load (`tools.loadtest.runner`, on its own embedded PostgreSQL, Redis and Temporal):
    two Celery workers each with its own beat, two Temporal workers, two web processes (the
    Procfile's command), the usual faults (a Celery worker killed mid-dispatch, Temporal, Redis and
    PostgreSQL restarted), and `--leader-kills` kills -9 of whichever Celery process holds the
@@ -27,8 +27,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from fairsched.launcher import REPO_ROOT
-from scheduling.loadtest import metrics
+from fairsched.devservices import REPO_ROOT
+from tools.loadtest import metrics
+from tools.loadtest.document import Document, markdown
 
 REPORTS = REPO_ROOT / "reports"
 
@@ -88,7 +89,7 @@ def main(argv: list[str] | None = None) -> None:
     if log_path is None:
         log_path = args.out / "events.json"
         run = [
-            sys.executable, "-m", "scheduling.loadtest.runner", "--seconds", str(args.seconds), "--out", str(log_path),
+            sys.executable, "-m", "tools.loadtest.runner", "--seconds", str(args.seconds), "--out", str(log_path),
             "--celery-workers", "2", "--temporal-workers", "2", "--web", "2", "--leader-kills", str(args.leader_kills),
         ]  # fmt: skip
         if args.faults is not None:
@@ -97,10 +98,9 @@ def main(argv: list[str] | None = None) -> None:
     lines, passed = summary(json.loads(log_path.read_text()))
     lines.append("PASSED" if passed else "FAILED")
     args.out.mkdir(parents=True, exist_ok=True)
-    command = f"python -m scheduling.loadtest.multirun --seconds {args.seconds:g} --leader-kills {args.leader_kills}"
-    (args.out / "multirun.md").write_text(
-        "# Multi-instance run\n\n`" + command + "`\n\n" + "\n".join(f"- {line}" for line in lines) + "\n"
-    )
+    command = f"python -m tools.loadtest.multirun --seconds {args.seconds:g} --leader-kills {args.leader_kills}"
+    report = Document("Multi-instance run", intro=[f"`{command}`", "\n".join(f"- {line}" for line in lines)])
+    (args.out / "multirun.md").write_text(markdown(report))
     print("\n".join(lines), flush=True)
     sys.exit(0 if passed else 1)
 

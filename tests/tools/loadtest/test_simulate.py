@@ -7,8 +7,8 @@ from collections import Counter
 
 import pytest
 
-from scheduling.loadtest import simulate
-from scheduling.loadtest.simulate import (
+from tools.loadtest import simulate
+from tools.loadtest.simulate import (
     KINDS,
     SimChart,
     Workload,

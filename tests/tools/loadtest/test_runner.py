@@ -5,19 +5,15 @@ budget is never exceeded, the loop recovers from the kill, and small orgs start 
 
 from __future__ import annotations
 
-import json
-import signal
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from scheduling.loadtest import metrics
+from tests.tools.loadtest.logs import run_load
+from tools.loadtest import metrics
 
 pytestmark = [pytest.mark.slow, pytest.mark.temporal]
-ROOT = Path(__file__).resolve().parents[2]
+
 SECONDS = 40
 RECOVERY_LIMIT_SECONDS = 30.0
 RUN_TIMEOUT_SECONDS = 240
@@ -25,23 +21,9 @@ RUN_TIMEOUT_SECONDS = 240
 
 @pytest.fixture(scope="module")
 def event_log(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """Run the shortened load run once for the module. On a timeout the runner gets SIGTERM, which it
-    handles like Ctrl-C: it stops its children and services before leaving."""
+    """Run the shortened load run once for the module."""
     out = tmp_path_factory.mktemp("loadrun") / "events.json"
-    runner = subprocess.Popen(
-        [sys.executable, "-m", "scheduling.loadtest.runner", "--seconds", str(SECONDS), "--faults",
-         "kill_worker,redis", "--drain-timeout", "90", "--out", str(out)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        _, stderr = runner.communicate(timeout=RUN_TIMEOUT_SECONDS)
-    except subprocess.TimeoutExpired:
-        runner.send_signal(signal.SIGTERM)
-        runner.communicate(timeout=60)
-        raise
-    assert runner.returncode == 0, stderr[-4000:]
-    log: dict[str, Any] = json.loads(out.read_text())
-    return log
+    return run_load(["--seconds", str(SECONDS), "--faults", "kill_worker,redis"], out, timeout=RUN_TIMEOUT_SECONDS)
 
 
 @pytest.mark.timeout(300)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduling.core.baselines import (
+from tools.baselines import (
     Blackout,
     Job,
     proportional_slots,
@@ -131,7 +131,7 @@ def test_every_job_starts_and_finishes_once_in_every_replay() -> None:
 
 
 def test_a_replay_can_start_mid_way_with_charts_in_flight() -> None:
-    from scheduling.core.baselines import Running, pick_fifo, replay
+    from tools.baselines import Running, pick_fifo, replay
 
     in_flight = Running(Job("r", "a", 0, 3), started=0)
     outcome = replay([Job("w", "b", 1, 1)], budget=1, pick=pick_fifo, running=[in_flight], now=1)

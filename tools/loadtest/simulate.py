@@ -1,4 +1,4 @@
-"""`python -m scheduling.loadtest.simulate`: an open-arrival simulator that scores ETA predictors
+"""`python -m tools.loadtest.simulate`: an open-arrival simulator that scores ETA predictors
 on the same charts, over the core and the live loop's shell rules, in a minute or two.
 
 Work keeps arriving, so an ETA made now is overtaken, fairly, by charts that do not exist yet. The
@@ -50,7 +50,8 @@ from scheduling.core import (
 )
 from scheduling.core.model import Plan, Policy
 from scheduling.core.service import OrgService, fair_service, start_service
-from scheduling.loadtest.metrics import ErrorFigures, error_figures, quantile
+from tools.loadtest.document import Table, markdown_table
+from tools.loadtest.metrics import ErrorFigures, error_figures, quantile
 
 # The live loop's default arrival window (`SchedulerConfig.arrival_window`): today's forecast.
 ARRIVAL_WINDOW = 600.0
@@ -703,12 +704,6 @@ def _signed(value: float | None) -> str:
     return "-" if value is None else f"{value:+.1%}"
 
 
-def markdown(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Score ETA predictors on open-arrival workloads.")
     parser.add_argument("--workload", action="append", choices=sorted(WORKLOADS), help="default: all")
@@ -717,12 +712,12 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     began = time.perf_counter()
     results = run(args.workload or tuple(WORKLOADS), args.policy or POLICIES, scale=args.scale)
-    print(markdown(TABLE_HEADER, table_rows(results)))
+    print(markdown_table(Table(TABLE_HEADER, table_rows(results))))
     print()
     judged = targets(results)
-    print(markdown(["workload", "policy", "target", "measured", "met"], [
+    print(markdown_table(Table(["workload", "policy", "target", "measured", "met"], [
         [t.workload, t.policy, t.target, t.measured, {True: "yes", False: "**no**", None: "-"}[t.met]] for t in judged
-    ]))  # fmt: skip
+    ])))  # fmt: skip
     print()
     for result in results:
         print(f"{result.workload} / {result.policy}: {result.charts} charts, {result.deep_share:.0%} deep")

@@ -2,64 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
-from scheduling.loadtest import metrics
-
-
-def chart(
-    chart_id: int, org: str, submitted: float, *, state: str = "succeeded", finished: float | None = None,
-    runs: list[tuple[str, float | None, float | None]] | None = None, cost: int = 1,
-    eta_enqueue: dict[str, Any] | None = None, eta_start: dict[str, Any] | None = None,
-) -> dict[str, Any]:  # fmt: skip
-    runs = runs if runs is not None else [("completed", submitted, finished)]
-    return {
-        "id": chart_id,
-        "org": org,
-        "external_id": f"{org}-{chart_id}",
-        "workflow": "standard",
-        "cost": cost,
-        "planned_duration": 1.0,
-        "planned_submit": submitted,
-        "submitted": submitted,
-        "state": state,
-        "attempt": len(runs),
-        "started": runs[-1][1] if runs else None,
-        "finished": finished,
-        "eta_enqueue": eta_enqueue,
-        "eta_start": eta_start,
-        "runs": [
-            {"attempt": i + 1, "workflow_id": f"chart-{chart_id}-a{i + 1}", "status": s, "start": a, "close": b}
-            for i, (s, a, b) in enumerate(runs)
-        ],
-    }
-
-
-def lifecycle(chart_id: int, submitted: float, start: float, finish: float, end: str = "succeeded") -> list[list[Any]]:
-    return [
-        [chart_id, submitted, "", "queued"],
-        [chart_id, start, "queued", "dispatching"],
-        [chart_id, start + 0.01, "dispatching", "running"],
-        [chart_id, finish, "running", end],
-    ]
-
-
-def log_of(charts: list[dict[str, Any]], transitions: list[list[Any]], **meta: Any) -> dict[str, Any]:
-    return {
-        "meta": {"budget": 2, "ended": 20.0, "default_duration": 2.0, "planned_charts": len(charts), **meta},
-        "orgs": [
-            {"slug": "big", "kind": "backfill", "workflow": "standard", "weight": 1, "held_until": None},
-            {"slug": "small", "kind": "small", "workflow": "standard", "weight": 1, "held_until": None},
-        ],
-        "holds": [],
-        "pauses": [],
-        "faults": [],
-        "charts": charts,
-        "transitions": sorted(transitions, key=lambda t: t[1]),
-        "temporal_unknown_workflows": [],
-    }
+from tests.tools.loadtest.logs import chart, lifecycle, log_of
+from tools.loadtest import metrics
 
 
 def test_quantile_interpolates() -> None:

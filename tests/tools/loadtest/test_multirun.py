@@ -5,18 +5,15 @@ two web processes."""
 
 from __future__ import annotations
 
-import json
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from scheduling.loadtest.multirun import summary
+from tests.tools.loadtest.logs import run_load
+from tools.loadtest.multirun import summary
 
 pytestmark = [pytest.mark.slow, pytest.mark.temporal]
-ROOT = Path(__file__).resolve().parents[2]
+
 SECONDS = 30
 API_REQUESTS = 8  # per client, of 50: enough to see both setups serve, short enough for make test
 RUN_TIMEOUT_SECONDS = 300
@@ -24,21 +21,12 @@ RUN_TIMEOUT_SECONDS = 300
 
 @pytest.mark.timeout(RUN_TIMEOUT_SECONDS + 90)
 def test_two_of_everything_survive_leader_kills(tmp_path: Path) -> None:
-    out = tmp_path / "events.json"
-    runner = subprocess.Popen(
-        [sys.executable, "-m", "scheduling.loadtest.runner", "--seconds", str(SECONDS), "--faults", "",
-         "--celery-workers", "2", "--temporal-workers", "2", "--web", "2", "--leader-kills", "2",
-         "--api-requests", str(API_REQUESTS), "--drain-timeout", "90", "--out", str(out)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    log = run_load(
+        ["--seconds", str(SECONDS), "--faults", "", "--celery-workers", "2", "--temporal-workers", "2", "--web", "2",
+         "--leader-kills", "2", "--api-requests", str(API_REQUESTS)],
+        tmp_path / "events.json",
+        timeout=RUN_TIMEOUT_SECONDS,
     )  # fmt: skip
-    try:
-        _, stderr = runner.communicate(timeout=RUN_TIMEOUT_SECONDS)
-    except subprocess.TimeoutExpired:
-        runner.send_signal(signal.SIGTERM)
-        runner.communicate(timeout=60)
-        raise
-    assert runner.returncode == 0, stderr[-4000:]
-    log = json.loads(out.read_text())
 
     lines, passed = summary(log)
     assert passed, "\n".join(lines)

@@ -23,7 +23,8 @@ from dataclasses import dataclass, replace
 from functools import partial
 
 from scheduling.core import OrgPolicy, QueuedChart, RunningChart, Scenario, plan
-from scheduling.core.baselines import (
+from scheduling.core.model import Policy
+from tools.baselines import (
     Blackout,
     Job,
     Outcome,
@@ -35,8 +36,7 @@ from scheduling.core.baselines import (
     served_order,
     served_picker,
 )
-from scheduling.core.model import Policy
-from scheduling.loadtest.metrics import ErrorFigures, error_figures
+from tools.loadtest.metrics import ErrorFigures, error_figures
 
 SAMPLE_EVERY = 4
 

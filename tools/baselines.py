@@ -30,7 +30,7 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from . import OrgPolicy, QueuedChart, RunningChart, Scenario, dispatch_walk, fair_order
+from scheduling.core import OrgPolicy, QueuedChart, RunningChart, Scenario, dispatch_walk, fair_order
 
 
 @dataclass(frozen=True, slots=True)

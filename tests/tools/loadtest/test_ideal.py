@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from scheduling.core.baselines import Job, replay_fair, replay_fair_served
-from scheduling.loadtest.ideal import ideal_etas, workflow_means
-from scheduling.loadtest.metrics import ErrorFigures
+from tools.baselines import Job, replay_fair, replay_fair_served
+from tools.loadtest.ideal import ideal_etas, workflow_means
+from tools.loadtest.metrics import ErrorFigures
 
 
 def test_workflow_means_average_each_workflow() -> None:

@@ -1,16 +1,17 @@
-"""`python -m scheduling.loadtest.report` (`make report`): run the hostile workload on the real stack
+"""`python -m tools.loadtest.report` (`make report`): run the hostile workload on the real stack
 (unless `--log` names an existing event log), then write `reports/report.md`, `reports/report.html`
 and SVG plots, with the live run side by side with the baselines replayed on the same workload.
 
 Steps:
-1. Run `scheduling.loadtest.runner` in a child process (it starts its own services and leaves with
+1. Run `tools.loadtest.runner` in a child process (it starts its own services and leaves with
    `os._exit`), writing `reports/events.json`; or read the log given with `--log`.
 2. Replay the same workload (arrivals and durations as submitted, holds and provider pauses as
    blackouts) through fairsched's fair order, the "served rounds" what-if, a single FIFO queue and
-   the proportional-rounding split (`scheduling.core.baselines`).
+   the proportional-rounding split (`tools.baselines`).
 3. Measure the live run and every replay the same way (`metrics.fairness`), plus the live-only
    figures (ETAs, budget, integrity, recoveries).
-4. Write the tables, the verdict on each target, and the plots.
+4. Describe the report once (`document.Document`: sections of text, tables, the verdict on each
+   target, and the plots) and write it as Markdown and as the HTML converted from that Markdown.
 """
 
 from __future__ import annotations
@@ -22,11 +23,12 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from html import escape
 from pathlib import Path
 from typing import Any
 
-from scheduling.core.baselines import (
+from fairsched.devservices import REPO_ROOT
+from scheduling.core.model import Policy
+from tools.baselines import (
     Blackout,
     Job,
     Outcome,
@@ -35,12 +37,11 @@ from scheduling.core.baselines import (
     replay_fifo,
     replay_proportional,
 )
-from scheduling.core.model import Policy
-from scheduling.loadtest import metrics, simulate
-from scheduling.loadtest.ideal import ideal_etas, workflow_means
-from scheduling.loadtest.svg import PALETTE, Chart
+from tools.loadtest import metrics, simulate
+from tools.loadtest.document import Block, Document, Plot, Section, Table, markdown_table, write
+from tools.loadtest.ideal import ideal_etas, workflow_means
+from tools.loadtest.svg import PALETTE, Chart
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 REPORTS = REPO_ROOT / "reports"
 
 
@@ -141,22 +142,6 @@ def ideal_eta_table(log: Mapping[str, Any], replays: Replays) -> Table:
 
 
 # -- tables ----------------------------------------------------------------------------------------
-
-
-@dataclass
-class Table:
-    header: list[str]
-    rows: list[list[str]]
-
-    def markdown(self) -> str:
-        lines = ["| " + " | ".join(self.header) + " |", "|" + "---|" * len(self.header)]
-        lines += ["| " + " | ".join(row) + " |" for row in self.rows]
-        return "\n".join(lines)
-
-    def html(self) -> str:
-        head = "".join(f"<th>{escape(cell)}</th>" for cell in self.header)
-        body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>" for row in self.rows)
-        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def num(value: float | None, digits: int = 1, suffix: str = "") -> str:
@@ -473,8 +458,8 @@ def plot_starts(schedule: metrics.Schedule, ended: float) -> str:
 # -- the report ------------------------------------------------------------------------------------
 
 
-def simulator_tables(results: Sequence[simulate.Result]) -> list[Table | str]:
-    """The open-arrival simulator's figures (`scheduling.loadtest.simulate`) and its targets."""
+def simulator_tables(results: Sequence[simulate.Result]) -> list[Block]:
+    """The open-arrival simulator's figures (`tools.loadtest.simulate`) and its targets."""
     judged = simulate.targets(results)
     sizes = "; ".join(f"{r.workload} / {r.policy}: {r.charts} charts, {r.deep_share:.0%} deep" for r in results)
     return [
@@ -499,34 +484,29 @@ def build_report(
     figures = metrics.live_figures(log)
     judged = verdicts(results[0], figures)
     ended = float(log["meta"]["ended"])
-    plots = {
-        "in_flight.svg": plot_in_flight(log, figures),
-        "first_waits.svg": plot_first_waits(results),
-        "jain.svg": plot_jain(results, ended),
-        "eta.svg": plot_eta(figures.eta),
-        "starts.svg": plot_starts(live_schedule, ended),
-    }
-    out.mkdir(parents=True, exist_ok=True)
-    for name, svg in plots.items():
-        (out / name).write_text(svg)
+    in_flight = Plot("in_flight.svg", plot_in_flight(log, figures))
+    first_waits = Plot("first_waits.svg", plot_first_waits(results))
+    jain = Plot("jain.svg", plot_jain(results, ended))
+    eta = Plot("eta.svg", plot_eta(figures.eta))
+    starts = Plot("starts.svg", plot_starts(live_schedule, ended))
     meta = log["meta"]
-    sections: list[tuple[str, str, list[Table | str]]] = [
-        ("Reading", "", reading(results, figures)),
-        (
+    sections = [
+        Section("Reading", "", reading(results, figures)),
+        Section(
             "Targets",
             "Measured on the live run; `met` is judged strictly against the issue's targets.",
             [Table(["target", "measured", "met"], [[v.target, v.measured, _met(v.met)] for v in judged])],
         ),
-        (
+        Section(
             "Run",
             f"`{command}` — {len(log['charts'])} charts from {len(log['orgs'])} orgs submitted over "
             f"{meta['seconds']:.0f} s, budget {meta['budget']} cost units, seed {meta['seed']}, "
             f"{meta['temporal_workers']} Temporal worker(s), one Celery worker with beat (concurrency 2); "
             f"the run lasted {ended:.0f} s. Faults injected: {', '.join(meta['faults_requested']) or 'none'}. "
             f"Scheduler settings: {json.dumps(meta['settings'])}.",
-            ["in_flight.svg", "starts.svg"],
+            [in_flight, starts],
         ),
-        (
+        Section(
             "Fairness, side by side with the baselines",
             "The live run and four replays of the same arrivals and durations (holds and the provider pause "
             "as blackouts, no failures) measured the same way. Start = first dispatch. A window is saturated "
@@ -536,11 +516,11 @@ def build_report(
             "start), and over their unit-seconds held / weight. "
             "'Within one round' = no more charts of other orgs started between a small org's first "
             "submission and its first start than the weights of the orgs backlogged at its arrival.",
-            [policy_table(results), "first_waits.svg", "jain.svg"],
+            [policy_table(results), first_waits, jain],
         ),
-        ("Small orgs arriving into the backlog", "", [newcomer_table(results)]),
-        ("Per org", "First wait is the org's first chart; ages are from eligibility.", [org_table(results)]),
-        (
+        Section("Small orgs arriving into the backlog", "", [newcomer_table(results)]),
+        Section("Per org", "First wait is the org's first chart; ages are from eligibility.", [org_table(results)]),
+        Section(
             "ETAs",
             "Absolute error relative to the time left: |predicted - actual finish| / (actual finish - "
             "time of the prediction). 'At enqueue' is the first ETA the loop wrote for the chart (sampled "
@@ -555,9 +535,9 @@ def build_report(
             "clear-time is each org's latest ETA, sampled every 5 s, against the latest finish of what it had "
             "then. The table by time sets the ETAs made in the first tenth of the run (before most orgs had "
             "shown up, and before any duration was learned) apart from the rest.",
-            [eta_table(figures.eta), "eta.svg", eta_time_table(figures.eta), eta_org_table(figures.eta)],
+            [eta_table(figures.eta), eta, eta_time_table(figures.eta), eta_org_table(figures.eta)],
         ),
-        (
+        Section(
             "ETAs of an ideal loop",
             "The same workload replayed without overhead, faults or failures, every duration predicted at "
             "its workflow's true mean; for every 4th chart, the prediction at its arrival (no knowledge of "
@@ -569,9 +549,9 @@ def build_report(
         ),
         *(
             [
-                (
+                Section(
                     "ETAs in an open system (simulator)",
-                    "`python -m scheduling.loadtest.simulate`: the core and the live loop's shell rules (served "
+                    "`python -m tools.loadtest.simulate`: the core and the live loop's shell rules (served "
                     "rounds, the forecast from history, the dispatch walk) on three open-arrival workloads, every "
                     "predictor scored on the same charts. Error = |ETA - finish| / (finish - time of the ETA), at "
                     "enqueue (every 4th chart) and sampled every mean duration over the wait; deep = waited >= 5 "
@@ -585,7 +565,7 @@ def build_report(
             if simulated
             else []
         ),
-        (
+        Section(
             "Nothing lost, nothing run twice",
             "Every chart's terminal transitions counted; every attempt's workflow described in Temporal; "
             "Temporal's list of chart workflows compared with the database's. Budget replayed from the "
@@ -599,18 +579,17 @@ def build_report(
                 ),
             ],
         ),
-        (
+        Section(
             "Faults and recovery",
             "Recovery = from the fault to the first chart started after the service was back.",
             [fault_table(figures.recoveries)],
         ),
     ]
-    (out / "report.md").write_text(_markdown(sections))
-    (out / "report.html").write_text(_html(sections, plots))
+    write(Document("fairsched under hostile load", sections), out, "report")
     return judged
 
 
-def reading(results: Sequence[metrics.Fairness], figures: metrics.LiveFigures) -> list[Table | str]:
+def reading(results: Sequence[metrics.Fairness], figures: metrics.LiveFigures) -> list[Block]:
     """A few sentences comparing the policies, with this run's numbers."""
     by_name = {result.name: result for result in results}
 
@@ -664,47 +643,6 @@ def _met(met: bool | None) -> str:
     return "n/a" if met is None else ("yes" if met else "**no**")
 
 
-def _markdown(sections: Sequence[tuple[str, str, list[Table | str]]]) -> str:
-    parts = ["# fairsched under hostile load", ""]
-    for title, text, blocks in sections:
-        parts += [f"## {title}", ""]
-        if text:
-            parts += [text, ""]
-        for block in blocks:
-            if isinstance(block, Table):
-                parts += [block.markdown(), ""]
-            elif block.endswith(".svg"):
-                parts += [f"![{block}]({block})", ""]
-            else:
-                parts += [block, ""]
-    return "\n".join(parts)
-
-
-def _html(sections: Sequence[tuple[str, str, list[Table | str]]], plots: Mapping[str, str]) -> str:
-    parts = [
-        "<!doctype html><html><head><meta charset='utf-8'><title>fairsched under hostile load</title><style>"
-        "body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em}"
-        "table{border-collapse:collapse;margin:1em 0;font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px}"
-        "th{background:#f4f4f4}</style></head><body><h1>fairsched under hostile load</h1>"
-    ]
-    for title, text, blocks in sections:
-        parts.append(f"<h2>{escape(title)}</h2>")
-        if text:
-            parts.append(f"<p>{escape(text).replace('**', '')}</p>")
-        for block in blocks:
-            if isinstance(block, Table):
-                parts.append(block.html().replace("**", ""))
-            elif block in plots:
-                parts.append(f"<div>{plots[block]}</div>")
-            elif block.startswith("- "):
-                items = "".join(f"<li>{escape(line[2:])}</li>" for line in block.splitlines())
-                parts.append(f"<ul>{items}</ul>")
-            else:
-                parts.append(f"<p>{escape(block)}</p>")
-    parts.append("</body></html>")
-    return "\n".join(parts)
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Run the hostile workload and write the report.")
     parser.add_argument("--log", type=Path, help="an existing event log (skips the run)")
@@ -720,13 +658,13 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     log_path = args.log
-    command = f"python -m scheduling.loadtest.report --seconds {args.seconds:g}"
+    command = f"python -m tools.loadtest.report --seconds {args.seconds:g}"
     if log_path is None:
         log_path = args.out / "events.json"
         run = [
             sys.executable,
             "-m",
-            "scheduling.loadtest.runner",
+            "tools.loadtest.runner",
             "--seconds",
             str(args.seconds),
             "--out",
@@ -743,7 +681,7 @@ def main(argv: list[str] | None = None) -> None:
             command += f" --policy {args.policy}"
         subprocess.run(run, cwd=REPO_ROOT, check=True)
     else:
-        command = f"python -m scheduling.loadtest.report --log {log_path}"
+        command = f"python -m tools.loadtest.report --log {log_path}"
     log = json.loads(log_path.read_text())
     simulated = [] if args.no_simulator else simulate.run()
     judged = build_report(log, args.out, command=command, simulated=simulated)
@@ -752,7 +690,7 @@ def main(argv: list[str] | None = None) -> None:
     if simulated:
         print()
         print("ETAs in an open system (simulator; errors median / p90 / signed):")
-        print(simulate.markdown(simulate.TABLE_HEADER, simulate.table_rows(simulated)))
+        print(markdown_table(Table(simulate.TABLE_HEADER, simulate.table_rows(simulated))))
         for target in simulate.targets(simulated):
             where = f"{target.workload} / {target.policy}"
             print(f"{_met(target.met).strip('*'):>4}  {where}: {target.target}: {target.measured}")

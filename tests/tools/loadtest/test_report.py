@@ -1,0 +1,44 @@
+"""The load report from a small synthetic event log: both files say the same from one description."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from tests.tools.loadtest.logs import chart, lifecycle, log_of
+from tools.loadtest.report import build_report
+
+PLOTS = ["eta.svg", "first_waits.svg", "in_flight.svg", "jain.svg", "starts.svg"]
+
+
+def test_the_markdown_and_the_html_have_the_same_sections_tables_and_plots(tmp_path: Path) -> None:
+    charts = [
+        chart(1, "big", 0.0, finished=3.0, runs=[("completed", 1.0, 3.0)]),
+        chart(2, "small", 2.0, finished=5.0, runs=[("completed", 3.0, 5.0)]),
+    ]
+    log = log_of(
+        charts,
+        lifecycle(1, 0.0, 1.0, 3.0) + lifecycle(2, 2.0, 3.0, 5.0),
+        seconds=10.0,
+        seed=1,
+        temporal_workers=1,
+        faults_requested=[],
+        settings={"policy": "deficit"},
+    )
+
+    verdicts = build_report(log, tmp_path, command="python -m tools.loadtest.report --log events.json")
+
+    assert sorted(path.name for path in tmp_path.iterdir()) == sorted([*PLOTS, "report.html", "report.md"])
+    report_md = (tmp_path / "report.md").read_text()
+    report_html = (tmp_path / "report.html").read_text()
+    sections = re.findall(r"^## (.+)$", report_md, re.MULTILINE)
+    assert sections[:3] == ["Reading", "Targets", "Run"]
+    assert "ETAs in an open system (simulator)" not in sections  # no simulator results given
+    assert re.findall(r"<h2>(.+?)</h2>", report_html) == sections
+    assert report_md.count("\n|---") == report_html.count("<table>") == 10
+    for plot in PLOTS:
+        assert f"![{plot}]({plot})" in report_md
+        assert (tmp_path / plot).read_text() in report_html
+    assert "| zero lost | 0 | yes |" in report_md
+    assert "<td>zero lost</td>\n<td>0</td>\n<td>yes</td>" in report_html
+    assert {verdict.target: verdict.met for verdict in verdicts}["zero lost"] is True
