@@ -66,6 +66,45 @@ with a before run):
 Still short of the goals on this machine: 350 req/s back to back and 200 submits/s. One submit at a time
 is 14 ms through the server (`--single 100 --submit-clients 1`, write rate off); ten clients queue
 behind two workers whose CPU share is what the other processes on the machine leave.
+
+Issue 14 item 5, continued (2026-11-30, 17:40-18:25 UTC, the machine shared with four other engineers'
+runs, load average 3-15). Profiled with cProfile (wall and CPU timers) over the sync handler in process,
+the ASGI application driven in process, per-thread CPU of one uvicorn process from /proc, and statement
+counts and times (CaptureQueriesContext).
+
+- The benchmark itself. gunicorn's master listens before its workers have loaded the application, so
+  the single submits started while both workers still imported (~1.5 s of CPU each): that start fell
+  into the single-submit figure (and its first requests waited for it). The benchmark now waits until
+  the server is idle, and prints the web server's CPU per request (master and workers, from /proc),
+  the figure that other load on the machine moves least.
+- Submit, database. A single submit was 10 statements; creating and dropping the temporary table the
+  bulk path stages its rows in wrote PostgreSQL's catalog (3 statements, and most of the commit's
+  work). Up to 100 rows are now a VALUES list in the same statements (COPY above that): 8 statements,
+  pinned in tests/api/test_charts.py (the status read stays at 2). Merging the org's lock with the
+  read of existing charts would save one more, but is wrong: a `FOR UPDATE` that waits re-checks only
+  the locked row, so a concurrent duplicate committed meanwhile would not be seen.
+- Submit, CPU. The org an org token implies, the workflows and the org's lock were ORM queries built
+  per request (~30% of a submit's CPU); they are constant statements now (`rows.instances_where`).
+  In process, sync handler: 8.5 -> 5.7 ms CPU a submit, wall 30 -> 8-15 ms.
+- Status read. DRF's ModelSerializer built its fields per object (0.59 ms of a ~2.5 ms read); they are
+  built once per class (`fairsched.outputs.OutputFieldsOnce`, same output: 0.07 ms).
+- First requests. A worker's first request imported the URLconf and every view (~0.3 s of CPU); the
+  ASGI application loads them when the worker starts.
+- Left as they were: the commit's fsync (synchronous_commit stays on: an acknowledged chart is
+  durable), the middleware (CSP, sessions, axes: under 10% of a read), the worker count.
+
+Back to back, the same command (`--single 300 --bulk-requests 3 --pace 0.5`, rate limits on), main
+(ec35beb) then this branch, twice, 18:19-18:23 UTC, load average 4.2-6.6:
+
+    main:   single 41 and 61 charts/s, web CPU 14.1 and 11.2 ms a chart; status back to back 215 and
+            215 req/s, p95 440 and 511 ms, web CPU 4.41 and 3.65 ms a request; paced p95 26 and 102 ms
+    branch: single 110 and 80 charts/s, web CPU 7.8 and 7.1 ms a chart; status back to back 259 and
+            266 req/s, p95 383 and 367 ms, web CPU 3.08 and 3.20 ms a request; paced p95 18 and 66 ms
+
+At a quieter moment (18:15, load 6) the branch made 436 req/s back to back (p95 241 ms), 140 single
+submits/s and a paced p95 of 14 ms. With the other engineers' runs on the same two cores, neither the
+350 req/s at p95 150 ms nor 200 submits/s can be shown here; the web CPU per request is what the code
+controls: at ~3 ms a status read two workers have room for ~650 req/s of two idle cores.
 """
 
 from __future__ import annotations
