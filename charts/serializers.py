@@ -10,6 +10,7 @@ from charts.models import Chart, ChartState
 from charts.selectors import last_error_summary
 from charts.services import MAX_BULK_ITEMS, MAX_EXTERNAL_ID, PRIORITY, Submission
 from fairsched.errors import BulkInvalid, InvalidInput
+from fairsched.outputs import OutputFieldsOnce
 from fairsched.strict import (
     StrictBooleanField,
     StrictCharField,
@@ -19,8 +20,9 @@ from fairsched.strict import (
 )
 
 
-class ChartSerializer(serializers.ModelSerializer[Chart]):
-    """A chart with its place in the plan: position, predicted start, ETA and its p10-p90 band."""
+class ChartSerializer(OutputFieldsOnce, serializers.ModelSerializer[Chart]):
+    """A chart with its place in the plan: position, predicted start, ETA and its p10-p90 band. Its output
+    fields are built once per class (`fairsched.outputs`): the status read is the API's most frequent call."""
 
     org = serializers.CharField(source="org.slug", read_only=True)
     workflow = serializers.CharField(source="workflow.name", read_only=True)

@@ -30,6 +30,7 @@ from fairsched.errors import (
     ServiceError,
 )
 from fairsched.events import changed
+from fairsched.rows import instances_where
 from orgs.models import Org, Workflow
 
 MAX_EXTERNAL_ID = 200
@@ -110,15 +111,17 @@ def chart_submit_bulk(*, org: Org, items: Sequence[Submission], actor: str) -> l
     1. Validate every item in one pass, writing the row each good one will be (bad items are
        reported together, by index; nothing is written).
     2. Lock the org row, so admission and insert are one step for this org.
-    3. COPY the rows into a temporary table; charts whose external id exists already are returned
-       as they are (idempotency); a repeat that names another workflow is a conflict.
+    3. Stage the rows (`_stage`: a few inline, many COPYed into a temporary table); charts whose
+       external id exists already are returned as they are (idempotency); a repeat that names
+       another workflow is a conflict.
     4. Admission: the org's waiting charts plus the new ones must stay within its queue limit.
     5. One statement inserts the new charts from the temporary table and their birth events, and
        returns the charts; after commit, ask for a replan.
     """
     if len(items) > MAX_BULK_ITEMS:
         raise InvalidInput(f"at most {MAX_BULK_ITEMS} charts per request, got {len(items)}", field="items")
-    workflows = {w.name: w for w in Workflow.objects.filter(name__in={i.workflow for i in items})}
+    names = list({item.workflow for item in items if isinstance(item.workflow, str)})
+    workflows = {workflow.name: workflow for workflow in instances_where(Workflow, 't."name" = ANY(%s)', [names])}
     errors: dict[int, dict[str, list[str]]] = {}
     seen: dict[str, int] = {}
     rows: list[StagedRow] = []
@@ -142,12 +145,12 @@ def chart_submit_bulk(*, org: Org, items: Sequence[Submission], actor: str) -> l
         return []
 
     with transaction.atomic():
-        try:
-            org = Org.objects.select_for_update().get(pk=org.pk)
-        except Org.DoesNotExist:
-            raise NotFound("org not found", field="org") from None
-        _stage(rows)
-        existing = {c.external_id: c for c in Chart.objects.raw(_EXISTING_SQL, [org.pk])}
+        locked = instances_where(Org, 't."id" = %s', [org.pk], lock=True)
+        if not locked:
+            raise NotFound("org not found", field="org")
+        (org,) = locked
+        staged = _stage(rows)
+        existing = {c.external_id: c for c in Chart.objects.raw(_EXISTING_SQL % staged.sql, [*staged.params, org.pk])}
         for index, item in enumerate(items):
             prior = existing.get(item.external_id)
             if prior is not None and prior.workflow_id != workflows[item.workflow].pk:
@@ -158,7 +161,7 @@ def chart_submit_bulk(*, org: Org, items: Sequence[Submission], actor: str) -> l
             raise BulkInvalid(errors)
 
         _admit(org, len(items) - len(existing))
-        created = _insert_staged(org, rows, actor=actor) if len(existing) < len(items) else []
+        created = _insert_staged(org, rows, staged, actor=actor) if len(existing) < len(items) else []
         workflow_of = {workflow.pk: workflow for workflow in workflows.values()}
         for chart in created:
             # Answered without reading again: its org and workflow as given, and the plan's fields
@@ -173,7 +176,7 @@ def chart_submit_bulk(*, org: Org, items: Sequence[Submission], actor: str) -> l
 
 
 class StagedRow(NamedTuple):
-    """A validated bulk item as the temporary table holds it (`payload`: JSON text), and its payload."""
+    """A validated bulk item as it is staged (`payload`: JSON text), and its payload."""
 
     item: int
     workflow_id: int
@@ -184,33 +187,58 @@ class StagedRow(NamedTuple):
     payload_value: dict[str, Any]
 
 
-# The bulk's rows, in a temporary table for the length of the transaction.
+# The staged rows' columns and their types, as `_stage` gives them to the statements below.
+_STAGE_COLUMNS = (
+    ("item", "integer"),
+    ("workflow_id", "bigint"),
+    ("external_id", "text"),
+    ("payload", "jsonb"),
+    ("high_priority", "boolean"),
+    ("priority", "integer"),
+)
+# A bulk of more rows than this is COPYed into a temporary table (for the length of the transaction);
+# up to this many are written into the statements as a VALUES list. Creating and dropping a temporary
+# table writes PostgreSQL's catalog: half the statements and most of the database time of a single
+# submit (bench/bench_api.py), while a VALUES list of thousands of rows is slower to build than COPY.
+INLINE_ROWS = 100
 _STAGE_TABLE = "fairsched_submitted"
-_STAGE_COLUMNS = ("item", "workflow_id", "external_id", "payload", "high_priority", "priority")
 _EXISTING_SQL = (
-    f"SELECT chart.* FROM {Chart._meta.db_table} chart JOIN {_STAGE_TABLE} staged"  # noqa: S608
-    " ON chart.external_id = staged.external_id WHERE chart.org_id = %s"
+    f"SELECT chart.* FROM {Chart._meta.db_table} chart JOIN %s"  # noqa: S608
+    " ON chart.external_id = staged.external_id WHERE chart.org_id = %%s"
 )
 # Columns a bulk names row by row; every other column of a new chart gets its field's default.
 _ROW_FIELDS = ("workflow_id", "external_id", "payload", "high_priority", "priority")
 
 
-def _stage(rows: Sequence[StagedRow]) -> None:
-    """COPY the bulk's rows into the temporary table (dropped at commit)."""
+class Staged(NamedTuple):
+    """Where the statements read the staged rows: `sql`, a FROM item named `staged`, and its params."""
+
+    sql: str
+    params: list[Any]
+
+
+def _stage(rows: Sequence[StagedRow]) -> Staged:
+    """Stage the bulk's rows: up to INLINE_ROWS as a VALUES list, more COPYed into the temporary
+    table (dropped at commit)."""
+    names = ", ".join(name for name, _ in _STAGE_COLUMNS)
+    if len(rows) <= INLINE_ROWS:
+        row_sql = "(" + ", ".join(f"%s::{kind}" for _, kind in _STAGE_COLUMNS) + ")"
+        return Staged(
+            f"(VALUES {', '.join([row_sql] * len(rows))}) AS staged ({names})",
+            [value for row in rows for value in row[: len(_STAGE_COLUMNS)]],
+        )
     with connection.cursor() as cursor:
         # (Dropped first: a caller's transaction may hold an earlier bulk's table.)
         cursor.execute(f"DROP TABLE IF EXISTS pg_temp.{_STAGE_TABLE}")
-        cursor.execute(
-            f"CREATE TEMP TABLE {_STAGE_TABLE} (item integer, workflow_id bigint, external_id text, payload jsonb,"
-            " high_priority boolean, priority integer) ON COMMIT DROP"
-        )
-        columns = ", ".join(_STAGE_COLUMNS)
-        with cursor.connection.cursor().copy(f"COPY {_STAGE_TABLE} ({columns}) FROM STDIN") as copy:
+        typed = ", ".join(f"{name} {kind}" for name, kind in _STAGE_COLUMNS)
+        cursor.execute(f"CREATE TEMP TABLE {_STAGE_TABLE} ({typed}) ON COMMIT DROP")
+        with cursor.connection.cursor().copy(f"COPY {_STAGE_TABLE} ({names}) FROM STDIN") as copy:
             for row in rows:
-                copy.write_row(row[:6])
+                copy.write_row(row[: len(_STAGE_COLUMNS)])
+    return Staged(f"{_STAGE_TABLE} staged", [])
 
 
-def _insert_staged(org: Org, rows: Sequence[StagedRow], *, actor: str) -> list[Chart]:
+def _insert_staged(org: Org, rows: Sequence[StagedRow], staged: Staged, *, actor: str) -> list[Chart]:
     """Insert the staged charts that do not exist yet, in item order, with their birth events (the
     '' -> queued event of `record_created`), in one statement; return them.
 
@@ -246,7 +274,7 @@ def _insert_staged(org: Org, rows: Sequence[StagedRow], *, actor: str) -> list[C
     event_table = ChartEvent._meta.db_table
     sql = (
         f"WITH inserted AS (INSERT INTO {table} ({', '.join(columns)})"  # noqa: S608
-        f" SELECT {', '.join(values)} FROM {_STAGE_TABLE} staged"
+        f" SELECT {', '.join(values)} FROM {staged.sql}"
         f" WHERE NOT EXISTS (SELECT 1 FROM {table} chart WHERE chart.org_id = %s"
         " AND chart.external_id = staged.external_id) ORDER BY staged.item RETURNING id, external_id),"
         f" events AS (INSERT INTO {event_table} (chart_id, from_state, to_state, actor, reason, at)"
@@ -254,7 +282,7 @@ def _insert_staged(org: Org, rows: Sequence[StagedRow], *, actor: str) -> list[C
         " SELECT id, external_id FROM inserted"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*params, org.pk, ChartState.QUEUED, actor, now])
+        cursor.execute(sql, [*params, *staged.params, org.pk, ChartState.QUEUED, actor, now])
         ids = dict((external_id, pk) for pk, external_id in cursor.fetchall())
     attnames = [field.attname for field in fields]
     created = []

@@ -30,10 +30,16 @@ class OneHopASGIHandler(ASGIHandler):
 
 
 def _http_application() -> ASGIHandler:
+    """Django's HTTP application, with the URLconf and every view it names loaded now: lazily, a worker's
+    first request paid for importing them (DRF, the schema, the apps' views: ~0.3 s of CPU, in the
+    latency of whichever requests reach a new worker first; bench/bench_api.py)."""
     import django
+    from django.urls import get_resolver
 
     django.setup(set_prefix=False)
-    return OneHopASGIHandler()
+    handler = OneHopASGIHandler()
+    get_resolver().url_patterns  # noqa: B018 (loaded for its imports)
+    return handler
 
 
 django_asgi_app = _http_application()

@@ -36,6 +36,15 @@ def from_row(model: type[M], values: Sequence[Any]) -> M:
     return model.from_db(connection.alias, [field.attname for field in fields], converted)
 
 
+def instances_where(model: type[M], condition: str, params: Sequence[Any], *, lock: bool = False) -> list[M]:
+    """The instances of `model` whose rows meet `condition` (a constant SQL condition on the alias `t`,
+    values as parameters), locked `FOR UPDATE` if asked: one statement, built without the ORM."""
+    sql = f'SELECT {columns(model, "t")} FROM "{model._meta.db_table}" t WHERE {condition}'  # noqa: S608 (names from the model, a constant condition; values are parameters)
+    with connection.cursor() as cursor:
+        cursor.execute(f"{sql} FOR UPDATE" if lock else sql, params)
+        return [from_row(model, row) for row in cursor.fetchall()]
+
+
 def fetch_one(sql: str, params: Sequence[Any]) -> tuple[Any, ...] | None:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)

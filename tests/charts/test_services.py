@@ -232,7 +232,15 @@ def test_bulk_over_the_queue_limit_is_refused_whole(tenants: Tenants) -> None:
     assert Chart.objects.filter(org=org).count() == 3
 
 
-def test_bulk_by_copy_writes_rows_as_the_model_would_and_one_event_each(tenants: Tenants) -> None:
+@pytest.fixture(params=["inline", "copy"])
+def staging(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both ways `chart_submit_bulk` stages rows: a VALUES list (few rows), COPY (many)."""
+    if request.param == "copy":
+        monkeypatch.setattr(services, "INLINE_ROWS", 0)
+    return str(request.param)
+
+
+def test_bulk_writes_rows_as_the_model_would_and_one_event_each(tenants: Tenants, staging: str) -> None:
     tricky = {"text": 'tab\there\nnew line, back\\slash, quote " and \u00e9\u2603', "n": [1, 2.5, None, True]}
     items = [Submission("render", f"copy-{i}", tricky if i == 3 else None, i == 1, i - 2) for i in range(5)]
     before = timezone.now()
@@ -264,7 +272,7 @@ def test_bulk_by_copy_writes_rows_as_the_model_would_and_one_event_each(tenants:
     assert {(e.from_state, e.to_state, e.actor, e.reason) for e in events} == {("", "queued", ACTOR, "submitted")}
 
 
-def test_bulk_by_copy_twice_in_one_transaction_and_repeats_against_the_rows(tenants: Tenants) -> None:
+def test_bulk_twice_in_one_transaction_and_repeats_against_the_rows(tenants: Tenants, staging: str) -> None:
     with transaction.atomic():
         first = services.chart_submit_bulk(
             org=tenants.org_a, items=[Submission("render", "t-1"), Submission("render", "t-2")], actor=ACTOR
