@@ -33,7 +33,7 @@ from fairsched.actors import DISPATCHER
 from fairsched.events import changed
 from orgs.models import Org
 from scheduling import metrics
-from scheduling.core.replay import SKIP_CAPPED, SKIP_RETRY, SKIP_UNAVAILABLE, STOP, Dispatcher
+from scheduling.core.dispatcher import SKIP_CAPPED, SKIP_RETRY, SKIP_UNAVAILABLE, START, STOP, Dispatcher
 from scheduling.core.service import start_service
 from scheduling.snapshot import load_config, load_costs, retry_budget_of, to_seconds
 from scheduling.temporal.client import start_chart_workflow
@@ -80,7 +80,7 @@ def dispatch_run() -> DispatchResult:
     1. Take the dispatcher lock, or return at once if another dispatcher holds it.
     2. Count what is in flight (dispatching and running): budget units, per-org slots, retry units.
     3. Walk the waiting charts in their persisted fair order, a page at a time, through the core's
-       dispatch rule (`Dispatcher.walk`): skip charts in backoff or behind a paused provider, skip
+       dispatch rule (`Dispatcher.decide`): skip charts in backoff or behind a paused provider, skip
        capped orgs and retries past the retry budget, stop at the first chart the free budget cannot
        hold (head of line). Held orgs and paused charts have no position and are never visited.
     4. Claim each chosen chart by compare-and-swap and commit (phase 1).
@@ -160,7 +160,8 @@ def _choose(result: DispatchResult) -> list[Chart]:
             org_of.append(code[chart.org_id])
             available_at.append(ready)
             retry.append(chart.attempt > 0)
-            if dispatcher.walk([index], instant):
+            verdict = dispatcher.decide(index, instant)
+            if verdict is START:
                 chart.cost = cost
                 chart.service = (
                     0.0
@@ -171,11 +172,11 @@ def _choose(result: DispatchResult) -> list[Chart]:
                 )
                 chosen.append(chart)
                 continue
-            reason = SKIP_REASONS[dispatcher.last_verdict]
+            reason = SKIP_REASONS[verdict]
             if reason == "backoff" and ready != own_ready:
                 reason = "provider"  # waiting for its provider's pause to end, not for its own backoff
             result.skips[reason] = result.skips.get(reason, 0) + 1
-            if dispatcher.last_verdict == STOP:
+            if verdict is STOP:
                 return chosen
     return chosen
 

@@ -35,6 +35,7 @@ recent past from which the core derives the arrivals it expects (`forecast.forec
 `eta_high`, `org_clear_low` and `org_clear_high` when any of them is given.
 """
 
+from .dispatcher import dispatch_walk
 from .io import ScenarioError, parse_scenario, plan_to_json
 from .model import (
     Aging,
@@ -50,7 +51,6 @@ from .model import (
 )
 from .order import fair_order
 from .planner import plan
-from .replay import dispatch_walk
 
 __all__ = [
     "Aging",

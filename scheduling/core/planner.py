@@ -11,11 +11,13 @@ from typing import TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
+from .dispatcher import Dispatcher
 from .forecast import Forecast, eta_bands, expected_charts, forecast, running_band, spreads
+from .lanes import lane_replay
 from .model import QUEUED_FIELDS, ChartIds, ChartTimes, History, Plan, QueueColumns, RunningChart, Scenario
 from .order import DEFAULT_POLICY, Indices, column, fair_order_indices, org_codes
 from .org_replay import later_charts, org_replay
-from .replay import Dispatcher, EventReplay, lane_replay
+from .replay import EventReplay
 
 # The lanes hold one entry per budget unit (seeded from one per unit held by a running chart), and a
 # chart of c units moves c of them: past these sizes the event replay, whose work grows with neither,
