@@ -19,7 +19,21 @@ NO_CHART: Final = -1
 
 
 class EventReplay:
-    """ """
+    """The exact replay of the dispatcher from instant to instant, for any scenario.
+
+    Decision instants are `now`, every finish and every `available_at` still ahead; at each one
+    the finishes due are counted, then the walk decides charts in order (`Dispatcher.decide`). A
+    naive replay walks the whole order at every instant; this one offers the walk only charts it
+    can act on. The charts are split into streams: one per org, and with a retry budget one per
+    (org, units) for the org's retries. Whatever the walk does to a stream's head it would do to
+    every chart of the stream (same org and cap, and for retries the same units), so a stream whose
+    head is skipped is parked whole until its org's running count drops (cap) or retry units free
+    up.
+
+    A stream holds its available charts in order: those available from the start in a list read
+    from `next_ready` on, those that became available later in a heap (`late`). It is IDLE (no
+    available chart), ACTIVE (its head is in `heads`, the heap the walk draws from) or PARKED.
+    """
 
     def __init__(
         self,
