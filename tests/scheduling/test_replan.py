@@ -179,7 +179,8 @@ def test_each_waiting_chart_gets_its_reason_from_the_walk() -> None:
 
     def chart(org: Org, name: str, **fields: object) -> Chart:
         created = now - timedelta(seconds=next(ages))
-        return ChartFactory(org=org, workflow=fields.pop("workflow", plain), external_id=name, created_at=created, **fields)
+        workflow = fields.pop("workflow", plain)
+        return ChartFactory(org=org, workflow=workflow, external_id=name, created_at=created, **fields)
 
     chart(acme, "a0"), chart(beta, "b0"), chart(acme, "a1"), chart(beta, "b1"), chart(acme, "a2")
     chart(capped, "c0", state="running", started_at=now)
