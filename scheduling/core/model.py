@@ -6,7 +6,7 @@ values; `scheduling.core.io.parse_scenario` is where untrusted input is checked.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from operator import attrgetter
 from typing import Generic, Literal, TypeVar, overload
@@ -172,6 +172,27 @@ class ChartValues(Mapping[str, Value], Generic[Value]):
     def as_dict(self) -> dict[str, Value]:
         """The same values as a plain dict."""
         return dict(zip(self._ids.ids, self._times, strict=True))
+
+
+class LazyChartValues(ChartValues[Value]):
+    """A read-only value per chart id, the values worked out by `load` on first use."""
+
+    __slots__ = ("_load",)
+
+    def __init__(self, ids: ChartIds, load: Callable[[], Sequence[Value]]) -> None:
+        super().__init__(ids, ())
+        self._load: Callable[[], Sequence[Value]] | None = load
+
+    def _loaded(self) -> Sequence[Value]:
+        if self._load is not None:
+            self._times, self._load = self._load(), None
+        return self._times
+
+    def __getitem__(self, chart_id: str) -> Value:
+        return self._loaded()[self._ids.slot()[chart_id]]
+
+    def as_dict(self) -> dict[str, Value]:
+        return dict(zip(self._ids.ids, self._loaded(), strict=True))
 
 
 class ChartTimes(ChartValues[float | None]):

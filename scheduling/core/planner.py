@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import compress
@@ -20,8 +20,8 @@ from .model import (
     Arrival,
     ChartIds,
     ChartTimes,
-    ChartValues,
     History,
+    LazyChartValues,
     Plan,
     QueueColumns,
     RunningChart,
@@ -30,7 +30,7 @@ from .model import (
 from .order import DEFAULT_POLICY, Indices, column, fair_order_indices, org_codes
 from .org_replay import later_charts, org_replay
 from .replay import EventReplay
-from .waiting import Waiting, left_out_reasons, waiting_reasons
+from .waiting import left_out_reasons, waiting_reasons
 
 # The lanes hold one entry per budget unit (seeded from one per unit held by a running chart), and a
 # chart of c units moves c of them: past these sizes the event replay, whose work grows with neither,
@@ -76,7 +76,8 @@ def _plan(scenario: Scenario) -> Plan:
        retry budget can touch a chart of the order (and the lanes stay small), else the event
        replay: `org_replay` when no retry budget applies to a chart of the order, `EventReplay` when
        one does (`_replay`).
-    5. Why each chart of the order waits, from the walk at `now` (`waiting.waiting_reasons`).
+    5. Why each chart waits, from the walk at `now` (`_waiting`): worked out on first use, so a
+       caller that never asks (the plan command) never pays for it.
     6. The bands (`forecast.eta_bands`) when a spread or an arrival is known (`_bands`).
     7. The plan of the real charts only: times and reasons keyed by chart id (the charts of the
        order first, then the ones left out, then the running ones), clear-times per org and overall
@@ -88,14 +89,8 @@ def _plan(scenario: Scenario) -> Plan:
     order = fair_order_indices(queue.columns, scenario, chart_org[:queued_count], org_names)
     columns = _columns(scenario, queue.columns, order, chart_org, org_names)
     starts, etas = _replay(scenario, queue.columns, columns)
-    waiting = waiting_reasons(
-        now=scenario.now, budget=scenario.budget, starts=starts, org=columns.org, units=columns.units,
-        caps=columns.caps, pending=columns.pending, retry=columns.retry, retry_budget=scenario.retry_budget,
-        running_finish=columns.running_finish, running_org=columns.running_org,
-        running_units=columns.running_units, running_retry=[chart.retry for chart in scenario.running],
-    )  # fmt: skip
     bands = _bands(scenario, queue, columns, starts, etas)
-    return _real_plan(scenario, queue, columns, starts, etas, bands, waiting)
+    return _real_plan(scenario, queue, columns, starts, etas, bands)
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,27 +268,17 @@ def _real_plan(
     starts: Sequence[float | None],
     etas: Sequence[float | None],
     bands: _Bands | None,
-    waiting: Waiting,
 ) -> Plan:
     """Step 7: the plan of the real charts, keyed by chart id; the expected ones only shaped it."""
     running = scenario.running
     real_count, queued_count = queue.real_count, len(queue.columns)
     order, org, org_names, chart_org = columns.order, columns.org, columns.org_names, columns.chart_org
     lows, highs = (bands.lows, bands.highs) if bands else (etas, etas)
-    reasons: Sequence[str | None] = waiting.names()
-    waiting_until = _times(waiting.until)
-    head = int(order[waiting.head]) if waiting.head >= 0 else real_count
-    head_id = queue.columns.id[head] if head < real_count else None  # an expected chart has no id to name
-    head_of_line: list[str | None] = [None] * len(order)
-    for chart in np.flatnonzero(waiting.behind_head).tolist():
-        head_of_line[chart] = head_id
+    all_starts = starts
     if queued_count > real_count:  # the expected charts only shaped the real charts' times
         real = (order < real_count).tolist()
         order, org = order[order < real_count], org[order < real_count]
-        starts, etas, lows, highs, waiting_until = (
-            list(compress(times, real)) for times in (starts, etas, lows, highs, waiting_until)
-        )
-        reasons, head_of_line = list(compress(reasons, real)), list(compress(head_of_line, real))
+        starts, etas, lows, highs = (list(compress(times, real)) for times in (starts, etas, lows, highs))
 
     left_out = np.ones(real_count, dtype=bool)
     left_out[order] = False
@@ -302,14 +287,12 @@ def _real_plan(
     ids = [*order_ids, *in_order(queue.columns.id, left_out_charts), *(c.id for c in running)]
     chart_ids = ChartIds(ids)
     not_planned = [None] * (real_count - len(order))
-    not_running = [None] * len(running)
-    weights = np.array([scenario.orgs.get(name, DEFAULT_POLICY).weight for name in org_names], dtype=np.int64)
-    held = weights[column(chart_org[:real_count], np.intp)[left_out_charts]] == 0
     running_finish = columns.running_finish
     finish_org = np.concatenate((org, column(chart_org[queued_count:], np.intp)))
     org_clear = _org_clear(org_names, finish_org, [*etas, *running_finish])
     clear_times = [clear for clear in org_clear.values() if clear is not None]
     eta = ChartTimes(chart_ids, [*etas, *not_planned, *running_finish])
+    waiting = _Waiting(lambda: _waiting(scenario, queue, columns, all_starts, left_out_charts))
     org_clear_low = org_clear_high = org_clear
     if bands:
         org_clear_low = _org_clear(org_names, finish_org, [*lows, *bands.running_low])
@@ -331,9 +314,69 @@ def _real_plan(
         eta_high=ChartTimes(chart_ids, [*highs, *not_planned, *bands.running_high]) if bands else eta,
         org_clear_low=org_clear_low,
         org_clear_high=org_clear_high,
-        reason=ChartValues(chart_ids, [*reasons, *left_out_reasons(held), *not_running]),
-        waiting_until=ChartTimes(chart_ids, [*waiting_until, *not_planned, *not_running]),
-        head_of_line=ChartValues(chart_ids, [*head_of_line, *not_planned, *not_running]),
+        reason=LazyChartValues(chart_ids, lambda: waiting.columns()[0]),
+        waiting_until=LazyChartValues(chart_ids, lambda: waiting.columns()[1]),
+        head_of_line=LazyChartValues(chart_ids, lambda: waiting.columns()[2]),
+    )
+
+
+class _Waiting:
+    """Step 5's columns, worked out once on first use (`load`): reason, until and head of line."""
+
+    __slots__ = ("_columns", "_load")
+
+    def __init__(self, load: Callable[[], tuple[list[str | None], list[float | None], list[str | None]]]) -> None:
+        self._load: Callable[[], tuple[list[str | None], list[float | None], list[str | None]]] | None = load
+        self._columns: tuple[list[str | None], list[float | None], list[str | None]] | None = None
+
+    def columns(self) -> tuple[list[str | None], list[float | None], list[str | None]]:
+        if self._columns is None:
+            assert self._load is not None
+            self._columns, self._load = self._load(), None
+        return self._columns
+
+
+def _waiting(
+    scenario: Scenario,
+    queue: _Queue,
+    columns: _Columns,
+    starts: Sequence[float | None],
+    left_out: Indices,
+) -> tuple[list[str | None], list[float | None], list[str | None]]:
+    """Step 5: each chart's reason, until and head of line, laid out as the plan's ids (the real
+    charts of the order, then the ones left out, then the running ones).
+
+    1. The charts of the order, expected ones included (they shaped the walk), get their verdict
+       at `now` (`waiting.waiting_reasons`); then the expected ones are dropped.
+    2. A chart left out of the order: `org_held` when its org's weight is 0, else `chart_paused`.
+    3. A running chart has none.
+    """
+    real_count, order = queue.real_count, columns.order
+    waiting = waiting_reasons(
+        now=scenario.now, budget=scenario.budget, starts=starts, org=columns.org, units=columns.units,
+        caps=columns.caps, pending=columns.pending, retry=columns.retry, retry_budget=scenario.retry_budget,
+        running_finish=columns.running_finish, running_org=columns.running_org,
+        running_units=columns.running_units, running_retry=[chart.retry for chart in scenario.running],
+    )  # fmt: skip
+    reasons = waiting.names()
+    until = _times(waiting.until)
+    head = int(order[waiting.head]) if waiting.head >= 0 else real_count
+    head_id = queue.columns.id[head] if head < real_count else None  # an expected chart has no id to name
+    head_of_line: list[str | None] = [None] * len(order)
+    for chart in np.flatnonzero(waiting.behind_head).tolist():
+        head_of_line[chart] = head_id
+    if len(queue.columns) > real_count:
+        real = (order < real_count).tolist()
+        reasons, head_of_line = list(compress(reasons, real)), list(compress(head_of_line, real))
+        until = list(compress(until, real))
+    weights = np.array([scenario.orgs.get(name, DEFAULT_POLICY).weight for name in columns.org_names], dtype=np.int64)
+    held = weights[column(columns.chart_org[:real_count], np.intp)[left_out]] == 0
+    not_planned = [None] * len(left_out)
+    not_running = [None] * len(scenario.running)
+    return (
+        [*reasons, *left_out_reasons(held), *not_running],
+        [*until, *not_planned, *not_running],
+        [*head_of_line, *not_planned, *not_running],
     )
 
 
