@@ -10,11 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from django.db.models import Q
-from django.utils import timezone
-
 from charts.models import Chart, ChartState, WaitingReason
-from orgs.models import ProviderPause
 
 WAITING = (ChartState.QUEUED, ChartState.RETRY_WAIT, ChartState.PAUSED)
 
@@ -52,6 +48,12 @@ def chart_waiting(chart: Chart) -> ChartWaiting | None:
     return ChartWaiting(WaitingReason(reason), chart.waiting_until, chart.head_of_line)  # type: ignore[attr-defined]
 
 
+def waiting_words(chart: Chart, *, max_attempts: int, failed_at: datetime | None = None) -> str:
+    """Why `chart` waits, in its org's words; empty when it does not wait."""
+    waiting = chart_waiting(chart)
+    return "" if waiting is None else customer_words(chart, waiting, max_attempts=max_attempts, failed_at=failed_at)
+
+
 def _at(moment: datetime | None) -> str:
     return moment.astimezone(UTC).strftime("%H:%M UTC") if moment else ""
 
@@ -85,14 +87,3 @@ def customer_words(chart: Chart, waiting: ChartWaiting, *, max_attempts: int, fa
     if reason == WaitingReason.BUDGET:
         return f"Waiting for capacity in the shared pool{about}"
     return f"Waiting for its turn in the fair order{about}"
-
-
-def provider_pause_of(chart: Chart) -> ProviderPause | None:
-    """The pause of the chart's provider that holds it longest (for everyone or for its org), if any."""
-    provider_id = chart.workflow.provider_id
-    if provider_id is None:
-        return None
-    pauses = ProviderPause.objects.filter(
-        Q(org__isnull=True) | Q(org_id=chart.org_id), provider_id=provider_id, until__gt=timezone.now()
-    )
-    return pauses.select_related("provider").order_by("-until", "-id").first()
