@@ -51,6 +51,8 @@ class DispatchResult:
     started: list[int] = field(default_factory=list)
     failed_to_start: list[int] = field(default_factory=list)
     skips: dict[str, int] = field(default_factory=dict)
+    # The same, by (org id, reason): the metrics count them per org.
+    org_skips: dict[tuple[int, str], int] = field(default_factory=dict)
 
 
 @contextmanager
@@ -99,7 +101,9 @@ def dispatch_run() -> DispatchResult:
                 result.started.append(chart.pk)
             else:
                 result.failed_to_start.append(chart.pk)
-    metrics.observe_dispatch(latency=time.perf_counter() - begun, started=len(result.started), skips=result.skips)
+    slug_of = dict(Org.objects.filter(pk__in={org for org, _ in result.org_skips}).values_list("pk", "slug"))
+    skips = {(slug_of.get(org, str(org)), reason): count for (org, reason), count in result.org_skips.items()}
+    metrics.observe_dispatch(latency=time.perf_counter() - begun, started=len(result.started), skips=skips)
     if result.started:
         changed(kind="dispatch", replan=False, started=len(result.started))
     return result
@@ -176,6 +180,8 @@ def _choose(result: DispatchResult) -> list[Chart]:
             if reason == "backoff" and ready != own_ready:
                 reason = "provider"  # waiting for its provider's pause to end, not for its own backoff
             result.skips[reason] = result.skips.get(reason, 0) + 1
+            key = (chart.org_id, reason)
+            result.org_skips[key] = result.org_skips.get(key, 0) + 1
             if verdict is STOP:
                 return chosen
     return chosen
@@ -255,5 +261,6 @@ def _start(chart: Chart) -> bool:
             org=chart.org.slug,
             waited=(timezone.now() - chart.created_at).total_seconds(),
             first=chart.attempt == 1,
+            cost=chart.cost or 1,
         )
     return marked
