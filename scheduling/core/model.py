@@ -173,6 +173,10 @@ class ChartValues(Mapping[str, Value], Generic[Value]):
         """The same values as a plain dict."""
         return dict(zip(self._ids.ids, self._times, strict=True))
 
+    def column(self) -> Sequence[Value]:
+        """The values alone, in the order of the ids (as `as_dict` and iteration give them)."""
+        return self._times
+
 
 class LazyChartValues(ChartValues[Value]):
     """A read-only value per chart id, the values worked out by `load` on first use."""
@@ -193,6 +197,9 @@ class LazyChartValues(ChartValues[Value]):
 
     def as_dict(self) -> dict[str, Value]:
         return dict(zip(self._ids.ids, self._loaded(), strict=True))
+
+    def column(self) -> Sequence[Value]:
+        return self._loaded()
 
 
 class ChartTimes(ChartValues[float | None]):
@@ -227,9 +234,9 @@ class Plan:
     eta_high: Mapping[str, float | None]
     org_clear_low: dict[str, float | None]
     org_clear_high: dict[str, float | None]
-    reason: Mapping[str, str | None]
-    waiting_until: Mapping[str, float | None]
-    head_of_line: Mapping[str, str | None]
+    reason: ChartValues[str | None]
+    waiting_until: ChartValues[float | None]
+    head_of_line: ChartValues[str | None]
 
 
 QUEUED_FIELDS = tuple(queued_field.name for queued_field in fields(QueuedChart))

@@ -332,7 +332,8 @@ class _Waiting:
     def columns(self) -> tuple[list[str | None], list[float | None], list[str | None]]:
         if self._columns is None:
             assert self._load is not None
-            self._columns, self._load = self._load(), None
+            with cyclic_gc_paused():  # as in `plan`: millions of small objects, no cycles
+                self._columns, self._load = self._load(), None
         return self._columns
 
 
