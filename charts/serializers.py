@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from charts.models import Chart, ChartState
+from charts.models import Chart, ChartState, WaitingReason
 from charts.selectors import last_error_summary
 from charts.services import MAX_BULK_ITEMS, MAX_EXTERNAL_ID, PRIORITY, Submission
+from charts.waiting import chart_waiting
 from fairsched.errors import BulkInvalid, InvalidInput
 from fairsched.outputs import OutputFieldsOnce
 from fairsched.strict import (
@@ -33,6 +35,18 @@ class ChartSerializer(OutputFieldsOnce, serializers.ModelSerializer[Chart]):
     eta = serializers.DateTimeField(read_only=True, allow_null=True, help_text="Predicted finish.")
     eta_low = serializers.DateTimeField(read_only=True, allow_null=True, help_text="p10 of the predicted finish.")
     eta_high = serializers.DateTimeField(read_only=True, allow_null=True, help_text="p90 of the predicted finish.")
+    # Why it waits (`charts.waiting.chart_waiting`; `charts.models.WaitingReason` defines both times).
+    waiting_reason = serializers.SerializerMethodField(
+        help_text="Why a waiting chart is not running now: budget, turn, org_cap, provider_paused, backoff,"
+        " retry_budget, org_held, chart_paused or not_yet_planned; null when it is not waiting (or starts now)."
+    )
+    waiting_until = serializers.SerializerMethodField(
+        help_text="When that reason lifts, as far as the last replan knows: the end of the backoff or of the"
+        " provider's pause; for budget, turn, org_cap and retry_budget the predicted start; else null."
+    )
+    available_at = serializers.DateTimeField(
+        read_only=True, allow_null=True, help_text="The end of the chart's own retry backoff; null without one."
+    )
 
     class Meta:
         model = Chart
@@ -49,6 +63,9 @@ class ChartSerializer(OutputFieldsOnce, serializers.ModelSerializer[Chart]):
             "eta",
             "eta_low",
             "eta_high",
+            "waiting_reason",
+            "waiting_until",
+            "available_at",
             "attempt",
             "last_error",
             "created_at",
@@ -59,6 +76,20 @@ class ChartSerializer(OutputFieldsOnce, serializers.ModelSerializer[Chart]):
 
     def get_last_error(self, chart: Chart) -> str:
         return last_error_summary(chart.last_error)
+
+    @extend_schema_field(serializers.ChoiceField(choices=WaitingReason.choices, allow_null=True))
+    def get_waiting_reason(self, chart: Chart) -> str | None:
+        waiting = chart_waiting(chart)
+        return None if waiting is None else waiting.reason.value
+
+    @extend_schema_field(serializers.DateTimeField(allow_null=True))
+    def get_waiting_until(self, chart: Chart) -> str | None:
+        waiting = chart_waiting(chart)
+        return (
+            None
+            if waiting is None or waiting.until is None
+            else serializers.DateTimeField().to_representation(waiting.until)
+        )
 
 
 class ChartDetailSerializer(ChartSerializer):
