@@ -42,8 +42,8 @@ from charts.selectors import (
 )
 from charts.serializers import ReasonSerializer, parse_bulk_items
 from fairsched.actors import actor_for
-from fairsched.api import CallerWriteThrottle
 from fairsched.errors import BulkInvalid, Forbidden, InvalidInput, NotFound, QueueFull, ServiceError
+from orgs.access import CallerWriteThrottle
 from orgs.models import Membership, Org
 from orgs.selectors import member_orgs, membership_get, org_summary, workflows_all
 from scheduling.models import SchedulerConfig

@@ -16,7 +16,7 @@ from rest_framework.views import APIView
 
 from charts.services import PRIORITY_RANGE
 from fairsched.actors import actor_for
-from fairsched.api import CursorPagination, FairschedAPIView, IsStaffScope
+from fairsched.api import CursorPagination, FairschedAPIView
 from fairsched.errors import InvalidInput, NotFound
 from fairsched.strict import (
     StrictBooleanField,
@@ -27,6 +27,7 @@ from fairsched.strict import (
     StrictSlugField,
 )
 from orgs import services as org_services
+from orgs.access import IsStaffScope
 from orgs.models import Org, Provider, ProviderPause, Workflow
 from orgs.selectors import provider_pauses
 from orgs.services import MAX_WEIGHT

@@ -19,7 +19,7 @@ from rest_framework.test import APIClient
 
 from charts.models import Chart, ChartEvent
 from fairsched import events
-from fairsched.api import api_token_issue
+from orgs.access import api_token_issue
 from orgs.models import Org
 from tests.conftest import Tenants
 from tests.factories import ChartFactory, ProviderFactory

@@ -24,8 +24,8 @@ from temporalio.client import Client
 
 from charts.models import Chart, ChartState
 from fairsched.actors import RECONCILER
-from fairsched.api import api_token_issue
 from fairsched.launcher import REPO_ROOT
+from orgs.access import api_token_issue
 from orgs.models import Membership, Org, ProviderPause, Workflow
 from scheduling.dispatch import dispatch_run
 from scheduling.reconcile import reconcile_run

@@ -1,0 +1,310 @@
+"""Who may call the API and how often: API tokens, their authentication, the caller's scope, throttles.
+
+Every API view asks `scope_of(request)` which orgs the caller may see and write; selectors filter by it,
+so another org's rows are simply not there (404, never 403). Tokens and memberships are the orgs app's
+rows, so this lives here; the API's generic shell (parsing, pagination, error mapping) is `fairsched.api`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import secrets
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+import redis
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.db import transaction
+from django.utils import timezone
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from rest_framework import exceptions, permissions
+from rest_framework.authentication import BaseAuthentication, get_authorization_header
+from rest_framework.request import Request
+from rest_framework.throttling import SimpleRateThrottle
+
+from fairsched import rows
+from fairsched.errors import InvalidInput, NotFound
+from orgs.models import ApiToken, Membership, Org
+
+if TYPE_CHECKING:
+    from rest_framework.views import APIView
+
+logger = logging.getLogger(__name__)
+TOKEN_KEYWORDS = (b"token", b"bearer")
+# last_used_at is refreshed at most this often, so that reads stay free of writes.
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+def _digest(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def api_token_issue(*, user: User, org: Org | None = None, staff: bool = False, name: str = "") -> str:
+    """Create a token scoped to `org` or to staff and return its secret (shown once, stored as a digest)."""
+    if (org is None) == (not staff):
+        raise ValueError("a token is scoped to an org or to staff, not both and not neither")
+    secret = secrets.token_hex(20)
+    with transaction.atomic():
+        ApiToken.objects.create(
+            user=user, org=org, is_staff=staff, name=name[:200], key_hash=_digest(secret), prefix=secret[:8]
+        )
+    return secret
+
+
+def api_token_grant(*, user: User, org: Org | None, staff: bool, name: str, actor: str) -> tuple[ApiToken, str]:
+    """Issue a token through the API: the row and its secret (shown once). An org token needs a user
+    who is a member of the org, a staff token a staff user (the authentication refuses any other)."""
+    if (org is None) == (not staff):
+        raise InvalidInput("give org or staff, not both and not neither", field="org")
+    if staff and not user.is_staff:
+        raise InvalidInput(f"{user.username} is not staff", field="user")
+    if org is not None and not Membership.objects.filter(user=user, org=org).exists():
+        raise InvalidInput(f"{user.username} is not a member of {org.slug}; add the membership first", field="user")
+    if not user.is_active:
+        raise InvalidInput(f"{user.username} is deactivated", field="user")
+    with transaction.atomic():
+        secret = api_token_issue(user=user, org=org, staff=staff, name=name)
+        token = ApiToken.objects.select_related("user", "org").get(key_hash=_digest(secret))
+    logger.info("api token %s… issued to %s (%s) by %s", token.prefix, user.username, org or "staff", actor)
+    return token, secret
+
+
+def api_token_revoke(*, token_id: int, actor: str) -> None:
+    """Revoke (delete) a token: it stops working at once."""
+    deleted, _ = ApiToken.objects.filter(pk=token_id).delete()
+    if not deleted:
+        raise NotFound("token not found", field="token")
+    logger.info("api token %s revoked by %s", token_id, actor)
+
+
+# One statement for a token, its user and the user's role in the token's org (`fairsched/rows.py`).
+TOKEN_LOOKUP_SQL = (
+    f'SELECT {rows.columns(ApiToken, "t")}, {rows.columns(User, "u")}, m."role"'  # noqa: S608 (names from the models; values are parameters)
+    f' FROM "{ApiToken._meta.db_table}" t'
+    f' JOIN "{User._meta.db_table}" u ON u."id" = t."user_id"'
+    f' LEFT JOIN "{Membership._meta.db_table}" m ON m."user_id" = t."user_id" AND m."org_id" = t."org_id"'
+    ' WHERE t."key_hash" = %s'
+)
+
+
+def _token_with_user(key_hash: str) -> ApiToken | None:
+    """The token of this digest with its user (`token.user`) and the user's role in the token's org
+    (`token.member_role`, None when not a member), or None: one query."""
+    row = rows.fetch_one(TOKEN_LOOKUP_SQL, [key_hash])
+    if row is None:
+        return None
+    split = rows.width(ApiToken)
+    token = rows.from_row(ApiToken, row[:split])
+    token.user = rows.from_row(User, row[split : split + rows.width(User)])
+    token.member_role = row[-1]  # type: ignore[attr-defined]
+    return token
+
+
+class ApiTokenAuthentication(BaseAuthentication):
+    """`Authorization: Token <secret>` (or `Bearer`). Sets `request.auth` to the `ApiToken`.
+
+    An org token stops working when its user leaves the org; a staff token when its user stops being
+    staff. Either stops when the user is deactivated.
+    """
+
+    def authenticate(self, request: Request) -> tuple[Any, ApiToken] | None:
+        words = get_authorization_header(request).split()
+        if not words or words[0].lower() not in TOKEN_KEYWORDS:
+            return None
+        if len(words) != 2:
+            raise exceptions.AuthenticationFailed("Authorization header must be 'Token <secret>'.")
+        try:
+            secret = words[1].decode()
+        except UnicodeDecodeError:
+            raise exceptions.AuthenticationFailed("Invalid token.") from None
+        token = _token_with_user(_digest(secret))
+        if token is None or not token.user.is_active:
+            raise exceptions.AuthenticationFailed("Invalid token.")
+        if (token.is_staff and not token.user.is_staff) or (
+            token.org_id is not None and getattr(token, "member_role", None) is None
+        ):
+            raise exceptions.AuthenticationFailed("Invalid token.")
+        now = timezone.now()
+        if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
+            ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        return token.user, token
+
+    def authenticate_header(self, request: Request) -> str:
+        return "Token"
+
+
+class ApiTokenScheme(OpenApiAuthenticationExtension):
+    target_class = ApiTokenAuthentication
+    name = "tokenAuth"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
+        return {
+            "type": "apiKey",
+            "in": "header",
+            "name": "Authorization",
+            "description": "`Token <secret>`; issue one with `manage.py issue_token`.",
+        }
+
+
+# The sliding log of one caller's requests, kept in a Redis sorted set and checked and updated in one
+# round trip: drop the times older than the window, refuse if the window is full (answering the oldest
+# time, from which Retry-After follows), else add this request's time and renew the key's expiry.
+SLIDING_LOG_SCRIPT = """
+local key, now, window, limit = KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
+if redis.call('ZCARD', key) >= limit then
+    return redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')[2]
+end
+redis.call('ZADD', key, now, ARGV[4])
+redis.call('PEXPIRE', key, math.ceil(window * 1000))
+return false
+"""
+
+
+class _ThrottleStore:
+    """This process's Redis client for the throttle and its registered script, made on first use.
+    redis-py's connection pool notices a fork and reconnects in the child."""
+
+    _client: redis.Redis | None = None
+    _script: Any = None
+
+    @classmethod
+    def script(cls) -> Any:
+        if cls._client is None:
+            cls._client = redis.Redis.from_url(settings.REDIS_URL)
+            cls._script = cls._client.register_script(SLIDING_LOG_SCRIPT)
+        return cls._script
+
+
+class CallerThrottle(SimpleRateThrottle):
+    """A rate per caller: per API token (each token its own bucket), or per user for a browser
+    session. A caller over its rate gets 429 with Retry-After. Reads and writes have rates of their own
+    (`FAIRSCHED_API_READ_RATE`, `FAIRSCHED_API_WRITE_RATE`): a client polling its charts cannot use up
+    the budget of its submissions, nor the other way round. A rate of "off" turns a limit off.
+
+    The rule is DRF's (at most N requests in any window of the rate's period), but the log lives in
+    Redis as a sorted set updated by one script (`SLIDING_LOG_SCRIPT`): one round trip a request
+    instead of DRF's cache read and write of the whole pickled list, and no lost update when two web
+    processes count one caller at once.
+    """
+
+    methods: frozenset[str] = frozenset()
+    # Set by SimpleRateThrottle.__init__ from the rate ("100/s": 100 requests, 1 second).
+    num_requests: int | None
+    duration: int | None
+
+    def allow_request(self, request: Request, view: APIView) -> bool:
+        if request.method not in self.methods or self.rate is None:
+            return True
+        self.key = self.get_cache_key(request, view)
+        if self.key is None or self.num_requests is None or self.duration is None:
+            return True
+        self.now = self.timer()
+        oldest = _ThrottleStore.script()(
+            keys=[self.key], args=[self.now, self.duration, self.num_requests, f"{self.now}:{secrets.token_hex(4)}"]
+        )
+        if oldest is None:
+            return True
+        self.history = [float(oldest)]
+        return False
+
+    def wait(self) -> float | None:
+        """Seconds until the oldest request of the full window leaves it."""
+        if not self.history or self.duration is None:
+            return None
+        return max(0.0, self.history[0] + self.duration - self.now)
+
+    def get_cache_key(self, request: Request, view: APIView) -> str | None:
+        if isinstance(request.auth, ApiToken):
+            ident = f"token:{request.auth.pk}"
+        elif request.user and request.user.is_authenticated:
+            ident = f"user:{request.user.pk}"
+        else:
+            return None  # refused by authentication anyway
+        prefix = settings.CACHES["default"].get("KEY_PREFIX", "")
+        return f"{prefix}:{self.cache_format % {'scope': self.scope, 'ident': ident}}"
+
+
+class CallerReadThrottle(CallerThrottle):
+    scope = "read"
+    methods = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+class CallerWriteThrottle(CallerThrottle):
+    scope = "write"
+    methods = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What a caller may reach: every org (staff) or the listed orgs, and which of those it may write."""
+
+    staff: bool
+    org_ids: frozenset[int]
+    writable_org_ids: frozenset[int]
+
+    def sees(self, org_id: int) -> bool:
+        return self.staff or org_id in self.org_ids
+
+    def writes(self, org_id: int) -> bool:
+        return self.staff or org_id in self.writable_org_ids
+
+
+def scope_of(request: Request) -> Scope:
+    """The caller's scope, computed once per request.
+
+    1. An org token acts only within its org, even for a staff user or a member of several orgs.
+    2. A staff token, or a staff user's browser session, acts as staff: every org.
+    3. Anyone else acts within their memberships; viewers read but do not write.
+    """
+    cached = getattr(request, "_fairsched_scope", None)
+    if cached is not None:
+        return cached
+    token = request.auth if isinstance(request.auth, ApiToken) else None
+    user = request.user
+    if (token is not None and token.is_staff) or (token is None and user.is_staff):
+        scope = Scope(staff=True, org_ids=frozenset(), writable_org_ids=frozenset())
+    else:
+        # The authentication brought an org token's role along (`member_role`); look it up only if it did
+        # not. The queryset is built only when it runs: building one costs a status read 7% of its time.
+        org_id: int | None = token.org_id if token is not None else None
+        role = getattr(token, "member_role", None) if org_id is not None else None
+        pairs: list[tuple[int, str]]
+        if org_id is not None and role:
+            pairs = [(org_id, role)]
+        else:
+            memberships = Membership.objects.filter(user_id=user.pk or 0)
+            if org_id is not None:
+                memberships = memberships.filter(org_id=org_id)
+            pairs = list(memberships.values_list("org_id", "role"))
+        scope = Scope(
+            staff=False,
+            org_ids=frozenset(org_id for org_id, _ in pairs),
+            writable_org_ids=frozenset(org_id for org_id, role in pairs if role != Membership.Role.VIEWER),
+        )
+    request._fairsched_scope = scope  # type: ignore[attr-defined]
+    return scope
+
+
+def visible_org_ids(request: Request) -> frozenset[int] | None:
+    """The orgs the caller may see, as selectors take them: None for staff (every org)."""
+    scope = scope_of(request)
+    return None if scope.staff else scope.org_ids
+
+
+class IsStaffScope(permissions.BasePermission):
+    """Staff-only operations. Refused with 403 whatever the object, so a refusal confirms nothing."""
+
+    message = "Only staff may do this."
+
+    def has_permission(self, request: Request, view: APIView) -> bool:
+        return bool(request.user and request.user.is_authenticated) and scope_of(request).staff
+
+
+def require_write(request: Request, org_id: int) -> None:
+    """Refuse a write in an org the caller can see but not change (a viewer membership)."""
+    if not scope_of(request).writes(org_id):
+        raise exceptions.PermissionDenied("Your membership in this org is read-only.")
