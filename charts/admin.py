@@ -11,8 +11,8 @@ from django.http import HttpRequest
 
 from charts import services
 from charts.models import Chart, ChartEvent
-from fairsched.actors import actor_for
-from fairsched.admin_utils import ServiceModelAdmin, apply_each
+from common.actors import actor_for
+from common.admin_utils import ServiceModelAdmin, apply_each
 
 
 class ChartEventInline(admin.TabularInline[ChartEvent, Chart]):

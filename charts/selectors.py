@@ -15,8 +15,8 @@ from django.db.models import F, QuerySet
 
 from charts.drain import Finish
 from charts.models import ACTIVE_STATES, PLAN_FIELDS, Chart, ChartEvent, ChartPlan, ChartState
-from fairsched import rows
-from fairsched.errors import InvalidInput, NotFound
+from common import rows
+from common.errors import InvalidInput, NotFound
 from orgs.models import Org, Workflow
 
 OrgIds = Collection[int] | None
@@ -74,7 +74,7 @@ def charts_in_queue_order(charts: QuerySet[Chart]) -> QuerySet[Chart]:
     return charts.order_by(F("position").asc(nulls_last=True), "-id")
 
 
-# One chart with its org, workflow and plan, in one constant statement (`fairsched/rows.py`): the
+# One chart with its org, workflow and plan, in one constant statement (`common/rows.py`): the
 # status read is the API's most frequent call, and the ORM's query building was most of its cost.
 _PLAN_COLUMNS = ", ".join(f'p."{name}"' for name in PLAN_FIELDS)
 CHART_GET_SQL = (

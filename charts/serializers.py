@@ -9,8 +9,8 @@ from rest_framework import serializers
 from charts.models import Chart, ChartState
 from charts.selectors import last_error_summary
 from charts.services import MAX_BULK_ITEMS, MAX_EXTERNAL_ID, PRIORITY_RANGE, Submission
-from fairsched.errors import BulkInvalid, InvalidInput
-from fairsched.strict import (
+from common.errors import BulkInvalid, InvalidInput
+from common.strict import (
     StrictBooleanField,
     StrictCharField,
     StrictIntegerField,

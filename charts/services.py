@@ -17,8 +17,8 @@ from django.utils import timezone
 
 from charts.models import IN_FLIGHT_STATES, PLAN_FIELDS, Chart, ChartEvent, ChartState
 from charts.states import transition, transition_if
-from fairsched import strict
-from fairsched.errors import (
+from common import strict
+from common.errors import (
     BulkForbidden,
     BulkInvalid,
     Conflict,
@@ -28,7 +28,7 @@ from fairsched.errors import (
     QueueFull,
     ServiceError,
 )
-from fairsched.events import changed
+from common.events import changed
 from orgs.models import Org, Workflow
 
 MAX_EXTERNAL_ID = 200

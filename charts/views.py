@@ -41,8 +41,8 @@ from charts.selectors import (
     last_error_summary,
 )
 from charts.serializers import ReasonSerializer, parse_bulk_items
-from fairsched.actors import actor_for
-from fairsched.errors import BulkInvalid, Forbidden, InvalidInput, NotFound, QueueFull, ServiceError
+from common.actors import actor_for
+from common.errors import BulkInvalid, Forbidden, InvalidInput, NotFound, QueueFull, ServiceError
 from orgs.access import CallerWriteThrottle
 from orgs.models import Membership, Org
 from orgs.selectors import member_orgs, membership_get, org_summary, workflows_all

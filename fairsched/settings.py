@@ -274,7 +274,7 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.CursorPagination",
     "PAGE_SIZE": 100,
-    "EXCEPTION_HANDLER": "fairsched.api.api_exception_handler",
+    "EXCEPTION_HANDLER": "common.api.api_exception_handler",
     "DEFAULT_THROTTLE_CLASSES": ["orgs.access.CallerReadThrottle", "orgs.access.CallerWriteThrottle"],
     "DEFAULT_THROTTLE_RATES": {
         "read": env_rate("FAIRSCHED_API_READ_RATE", "100/s"),

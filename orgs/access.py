@@ -2,7 +2,7 @@
 
 Every API view asks `scope_of(request)` which orgs the caller may see and write; selectors filter by it,
 so another org's rows are simply not there (404, never 403). Tokens and memberships are the orgs app's
-rows, so this lives here; the API's generic shell (parsing, pagination, error mapping) is `fairsched.api`.
+rows, so this lives here; the API's generic shell (parsing, pagination, error mapping) is `common.api`.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from rest_framework.authentication import BaseAuthentication, get_authorization_
 from rest_framework.request import Request
 from rest_framework.throttling import SimpleRateThrottle
 
-from fairsched import rows
-from fairsched.errors import InvalidInput, NotFound
+from common import rows
+from common.errors import InvalidInput, NotFound
 from orgs.models import ApiToken, Membership, Org
 
 if TYPE_CHECKING:
@@ -80,7 +80,7 @@ def api_token_revoke(*, token_id: int, actor: str) -> None:
     logger.info("api token %s revoked by %s", token_id, actor)
 
 
-# One statement for a token, its user and the user's role in the token's org (`fairsched/rows.py`).
+# One statement for a token, its user and the user's role in the token's org (`common/rows.py`).
 TOKEN_LOOKUP_SQL = (
     f'SELECT {rows.columns(ApiToken, "t")}, {rows.columns(User, "u")}, m."role"'  # noqa: S608 (names from the models; values are parameters)
     f' FROM "{ApiToken._meta.db_table}" t'

@@ -16,8 +16,8 @@ from django.http import HttpRequest
 from django.utils import timezone
 
 from charts.models import ChartState
-from fairsched.actors import actor_for
-from fairsched.admin_utils import ServiceModelAdmin, apply_each
+from common.actors import actor_for
+from common.admin_utils import ServiceModelAdmin, apply_each
 from orgs import services
 from orgs.access import api_token_revoke
 from orgs.models import ApiToken, Membership, Org, OrgChange, Provider, ProviderPause, Workflow, WorkflowCost

@@ -17,9 +17,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from charts.serializers import ReasonSerializer
-from fairsched.actors import actor_for
-from fairsched.api import CursorPagination, FairschedAPIView
-from fairsched.errors import InvalidInput
+from common.actors import actor_for
+from common.api import CursorPagination, FairschedAPIView
+from common.errors import InvalidInput
 from orgs import services
 from orgs.access import IsStaffScope, api_token_grant, api_token_revoke, visible_org_ids
 from orgs.models import ApiToken, Membership, Org, Provider, Workflow

@@ -13,7 +13,7 @@ from datetime import datetime
 from django.db.models import Count, Prefetch, Q, QuerySet
 
 from charts.models import Chart, ChartState
-from fairsched.errors import InvalidInput, NotFound
+from common.errors import InvalidInput, NotFound
 from orgs.models import Membership, Org, Provider, ProviderPause, Workflow, WorkflowCost
 
 OrgIds = Collection[int] | None

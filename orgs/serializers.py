@@ -8,7 +8,7 @@ from typing import Any
 from rest_framework import serializers
 
 from charts.models import ChartState
-from fairsched.strict import StrictBooleanField, StrictCharField, StrictIntegerField, StrictSerializer, StrictSlugField
+from common.strict import StrictBooleanField, StrictCharField, StrictIntegerField, StrictSerializer, StrictSlugField
 from orgs.models import ApiToken, Membership, Org, Provider, ProviderPause, Workflow, WorkflowCost
 from orgs.services import MAX_COST, MAX_RUN_TIMEOUT, MAX_WEIGHT, WORKFLOW_FIELDS
 

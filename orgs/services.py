@@ -15,9 +15,9 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
-from fairsched.errors import Conflict, InvalidInput, NotFound
-from fairsched.events import changed
-from fairsched.strict import MAX_INT32
+from common.errors import Conflict, InvalidInput, NotFound
+from common.events import changed
+from common.strict import MAX_INT32
 from orgs.models import Membership, Org, OrgChange, Provider, ProviderPause, Workflow, WorkflowCost
 
 MAX_WEIGHT = 10_000

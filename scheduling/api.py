@@ -15,10 +15,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from charts.services import PRIORITY_RANGE
-from fairsched.actors import actor_for
-from fairsched.api import CursorPagination, FairschedAPIView
-from fairsched.errors import InvalidInput, NotFound
-from fairsched.strict import (
+from common.actors import actor_for
+from common.api import CursorPagination, FairschedAPIView
+from common.errors import InvalidInput, NotFound
+from common.strict import (
     StrictBooleanField,
     StrictCharField,
     StrictFloatField,

@@ -10,8 +10,8 @@ from typing import Any, NamedTuple
 
 from django.db import transaction
 
-from fairsched.errors import InvalidInput
-from fairsched.events import changed
+from common.errors import InvalidInput
+from common.events import changed
 from scheduling.models import ConfigChange, SchedulerConfig
 
 MAX_BUDGET = 1_000_000

@@ -2,7 +2,7 @@
 
 Reads go through `scheduling.selectors`; every lever parses its input, calls exactly one service with
 the operator as actor, and answers `{"ok": true}` or 400/404/409 with `{field: [message]}`. The
-services announce their change after commit (`fairsched.events.changed`), which is what makes every
+services announce their change after commit (`common.events.changed`), which is what makes every
 open dashboard refetch; a lever's response carries no state of its own.
 """
 
@@ -23,9 +23,9 @@ from django.views.decorators.http import require_GET, require_POST
 
 from charts import services as chart_services
 from charts.models import Chart
-from fairsched import strict
-from fairsched.actors import actor_for
-from fairsched.errors import InvalidInput, NotFound, ServiceError
+from common import strict
+from common.actors import actor_for
+from common.errors import InvalidInput, NotFound, ServiceError
 from orgs import services as org_services
 from orgs.models import Org, Provider, Workflow
 from scheduling import selectors

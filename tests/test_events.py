@@ -11,7 +11,7 @@ import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
-from fairsched import events
+from common import events
 
 WAIT_SECONDS = 30
 

@@ -18,7 +18,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from charts.models import Chart, ChartEvent
-from fairsched import events
+from common import events
 from orgs.access import api_token_issue
 from orgs.models import Org
 from tests.conftest import Tenants

@@ -9,7 +9,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from charts.models import Chart
-from fairsched import events
+from common import events
 from orgs.access import api_token_issue
 from tests.conftest import Tenants
 from tests.factories import ChartFactory

@@ -11,7 +11,7 @@ from django.test import Client
 from django.utils import timezone
 
 from charts.models import Chart, ChartEvent, ChartState
-from fairsched import events
+from common import events
 from orgs.models import Org, OrgChange, ProviderPause, WorkflowCost
 from scheduling.models import ConfigChange, SchedulerConfig
 from tests.conftest import Tenants

@@ -17,8 +17,8 @@ from rest_framework.parsers import BaseParser, JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from fairsched import strict
-from fairsched.errors import QueueFull, ServiceError
+from common import strict
+from common.errors import QueueFull, ServiceError
 
 if TYPE_CHECKING:
     from rest_framework.views import APIView
@@ -34,7 +34,7 @@ class PayloadTooLarge(exceptions.APIException):
 
 
 class LimitedJSONParser(JSONParser):
-    """JSON bodies up to DATA_UPLOAD_MAX_MEMORY_SIZE, read strictly (`fairsched.strict.loads`: no
+    """JSON bodies up to DATA_UPLOAD_MAX_MEMORY_SIZE, read strictly (`common.strict.loads`: no
     duplicate keys, bounded depth, no NUL or lone surrogate). DRF reads the body as a stream, past
     Django's own check, so the limit is enforced here: by the declared length first, then by what is
     really read."""
