@@ -219,3 +219,25 @@ def parse_bulk_items(items: object) -> list[Submission]:
     if errors:
         raise BulkInvalid(errors)
     return parsed
+
+
+class StateCountsSerializer(serializers.Serializer[Any]):
+    """The org's charts per state."""
+
+    def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
+        return {state: serializers.IntegerField() for state in ChartState.values}
+
+
+class OrgDetailSerializer(serializers.Serializer[Any]):
+    """An org with its charts counted per state and its predicted clear-time."""
+
+    slug = serializers.CharField(source="org.slug")
+    name = serializers.CharField(source="org.name")
+    weight = serializers.IntegerField(source="org.weight")
+    held = serializers.BooleanField(source="org.is_held")
+    max_concurrency = serializers.IntegerField(source="org.max_concurrency", allow_null=True)
+    queue_limit = serializers.IntegerField(source="org.queue_limit", allow_null=True)
+    clear_at = serializers.DateTimeField(allow_null=True, help_text="When its backlog is predicted to be done.")
+    clear_low = serializers.DateTimeField(source="org.clear_low", allow_null=True, help_text="p10 of clear_at.")
+    clear_high = serializers.DateTimeField(source="org.clear_high", allow_null=True, help_text="p90 of clear_at.")
+    counts = StateCountsSerializer()

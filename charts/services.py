@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from celery import current_app
 from django.db import connection, transaction
 from django.db.models import Max, Min
 from django.utils import timezone
@@ -30,6 +31,7 @@ from common.errors import (
 )
 from common.events import changed
 from orgs.models import Org, Workflow
+from scheduling.models import SchedulerConfig
 
 MAX_EXTERNAL_ID = 200
 MAX_PAYLOAD_BYTES = 64 * 1024
@@ -43,6 +45,8 @@ TENANT_PRIORITY_RANGE = (-10, 10)
 _PAYLOAD_JSON = json.JSONEncoder(allow_nan=False)
 # Charts that count against the queue limit: waiting, whether eligible or not.
 QUEUE_STATES = (ChartState.QUEUED, ChartState.PAUSED, ChartState.RETRY_WAIT)
+# The task (scheduling.tasks) that asks Temporal to cancel a cancelled chart's workflow.
+CANCEL_WORKFLOW_TASK = "scheduling.tasks.cancel_workflow"
 
 
 @dataclass(frozen=True)
@@ -400,8 +404,6 @@ def chart_move_to_top(*, chart: Chart, actor: str, highest: int = PRIORITY_RANGE
     """Put a chart first among its org's waiting charts by raising its priority above theirs
     (including the largest waiting bonus aging could give them), up to `highest` (a tenant's is
     the top of TENANT_PRIORITY_RANGE)."""
-    from scheduling.models import SchedulerConfig
-
     with transaction.atomic():
         Org.objects.select_for_update().get(pk=chart.org_id)
         top = (
@@ -421,8 +423,8 @@ def chart_cancel(*, chart: Chart, actor: str, reason: str = "") -> Chart:
     2. If its workflow may run (the chart was dispatching or running), note the cancel request:
        the reconcile pass asks again, terminates the workflow if it has not closed within
        FAIRSCHED_CANCEL_GRACE seconds, and confirms that it closed (`chart_workflow_closed`).
-    3. After commit, ask Temporal to cancel the workflow; if Temporal cannot be reached now, the
-       reconcile pass keeps trying.
+    3. After commit, have a worker ask Temporal to cancel the workflow (`CANCEL_WORKFLOW_TASK`); if
+       that fails, the reconcile pass keeps trying.
     """
     with transaction.atomic():
         previous = (
@@ -473,6 +475,6 @@ def chart_workflow_closed(*, chart: Chart, how: str, actor: str) -> bool:
 
 
 def _cancel_workflow(workflow_id: str) -> None:
-    from scheduling.temporal.client import cancel_workflow
-
-    cancel_workflow(workflow_id)
+    """Have a Celery worker ask Temporal to cancel the workflow. Talking to Temporal is scheduling's job,
+    above this app, so the task is sent by name (`CANCEL_WORKFLOW_TASK`)."""
+    current_app.send_task(CANCEL_WORKFLOW_TASK, args=[workflow_id])

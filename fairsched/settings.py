@@ -92,6 +92,8 @@ INSTALLED_APPS = [
     "orgs",
     "charts",
     "scheduling",
+    # The project itself, for its management commands (`readyz`); it has no models.
+    "fairsched",
 ]
 
 MIDDLEWARE = [

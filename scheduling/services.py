@@ -9,10 +9,26 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 from django.db import transaction
+from django.utils.dateparse import parse_datetime
 
+from charts.models import Chart
 from common.errors import InvalidInput
 from common.events import changed
+from orgs.models import Provider, Workflow
+from scheduling import core
 from scheduling.models import ConfigChange, SchedulerConfig
+from scheduling.snapshot import (
+    WAITING,
+    Epoch,
+    _backlogged_and_ready,
+    chart_key,
+    fair_service,
+    load_costs,
+    load_orgs,
+    load_snapshot,
+    to_datetime,
+    to_seconds,
+)
 
 MAX_BUDGET = 1_000_000
 
@@ -171,10 +187,6 @@ def _entries(changes: dict[str, Any], name: str) -> list[dict[str, Any]]:
 
 
 def _moment(value: object, *, field: str) -> float:
-    from django.utils.dateparse import parse_datetime
-
-    from scheduling.snapshot import to_seconds
-
     moment = parse_datetime(value) if isinstance(value, str) else value
     if not isinstance(moment, datetime) or moment.tzinfo is None:
         raise InvalidInput(f"{field} needs a date-time with its timezone, got {value!r}", field=field)
@@ -201,21 +213,6 @@ def plan_preview(*, changes: dict[str, Any], now: datetime | None = None) -> dic
        the charts that move most (a chart no longer planned first, then by the size of the move,
        then by id); per org, how many charts move earlier and later, and the largest moves.
     """
-    from charts.models import Chart
-    from orgs.models import Provider, Workflow
-    from scheduling import core
-    from scheduling.snapshot import (
-        WAITING,
-        Epoch,
-        _backlogged_and_ready,
-        chart_key,
-        fair_service,
-        load_costs,
-        load_orgs,
-        load_snapshot,
-        to_datetime,
-    )
-
     # 1. Names first: nothing is read for a request that cannot be answered.
     if not isinstance(changes, dict):
         raise InvalidInput("changes must be an object", field="changes")

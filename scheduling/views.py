@@ -299,6 +299,4 @@ def provider_resume(body: dict[str, Any], actor: str, *, slug: str) -> dict[str,
 def what_if(body: dict[str, Any], actor: str) -> dict[str, Any]:
     """Preview how every org's clear-time would move under `changes`, computed by the core on the
     current snapshot; nothing is written. The service validates the changes as the levers would."""
-    from scheduling.services import plan_preview
-
-    return {"preview": plan_preview(changes=_required(body, "changes"))}
+    return {"preview": scheduling_services.plan_preview(changes=_required(body, "changes"))}
