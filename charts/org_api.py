@@ -23,12 +23,7 @@ from common.api import CursorPagination, FairschedAPIView
 from orgs import services
 from orgs.access import IsStaffScope, visible_org_ids
 from orgs.models import Membership, Org, Workflow
-from orgs.selectors import (
-    org_get,
-    orgs_visible,
-    user_for_input,
-    workflow_costs,
-)
+from orgs.selectors import org_get, orgs_visible, user_for_input, workflow_costs
 from orgs.serializers import (
     MembershipCreateSerializer,
     MembershipRoleSerializer,

@@ -14,18 +14,8 @@ from common.actors import actor_for
 from common.api import CursorPagination, FairschedAPIView
 from orgs.access import IsStaffScope, api_token_grant, api_token_revoke, visible_org_ids
 from orgs.models import ApiToken, Provider
-from orgs.selectors import (
-    org_for_input,
-    provider_get,
-    providers_visible,
-    user_for_input,
-)
-from orgs.serializers import (
-    ApiTokenIssuedSerializer,
-    ApiTokenIssueSerializer,
-    ApiTokenSerializer,
-    ProviderSerializer,
-)
+from orgs.selectors import org_for_input, provider_get, providers_visible, user_for_input
+from orgs.serializers import ApiTokenIssuedSerializer, ApiTokenIssueSerializer, ApiTokenSerializer, ProviderSerializer
 
 
 class ProviderCursorPagination(CursorPagination):

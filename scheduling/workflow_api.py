@@ -15,12 +15,7 @@ from common.api import CursorPagination, FairschedAPIView
 from orgs import services
 from orgs.access import IsStaffScope, visible_org_ids
 from orgs.models import Org, Workflow
-from orgs.selectors import (
-    org_for_input,
-    provider_for_input,
-    workflow_get,
-    workflows_all,
-)
+from orgs.selectors import org_for_input, provider_for_input, workflow_get, workflows_all
 from orgs.serializers import (
     WorkflowCreateSerializer,
     WorkflowSerializer,
