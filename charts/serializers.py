@@ -11,9 +11,9 @@ from charts.models import Chart, ChartState, WaitingReason
 from charts.selectors import last_error_summary
 from charts.services import MAX_BULK_ITEMS, MAX_EXTERNAL_ID, PRIORITY, Submission
 from charts.waiting import chart_waiting
-from fairsched.errors import BulkInvalid, InvalidInput
-from fairsched.outputs import OutputFieldsOnce
-from fairsched.strict import (
+from common.errors import BulkInvalid, InvalidInput
+from common.outputs import OutputFieldsOnce
+from common.strict import (
     StrictBooleanField,
     StrictCharField,
     StrictIntegerField,
@@ -24,7 +24,7 @@ from fairsched.strict import (
 
 class ChartSerializer(OutputFieldsOnce, serializers.ModelSerializer[Chart]):
     """A chart with its place in the plan: position, predicted start, ETA and its p10-p90 band. Its output
-    fields are built once per class (`fairsched.outputs`): the status read is the API's most frequent call."""
+    fields are built once per class (`common.outputs`): the status read is the API's most frequent call."""
 
     org = serializers.CharField(source="org.slug", read_only=True)
     workflow = serializers.CharField(source="workflow.name", read_only=True)
@@ -250,3 +250,25 @@ def parse_bulk_items(items: object) -> list[Submission]:
     if errors:
         raise BulkInvalid(errors)
     return parsed
+
+
+class StateCountsSerializer(serializers.Serializer[Any]):
+    """The org's charts per state."""
+
+    def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
+        return {state: serializers.IntegerField() for state in ChartState.values}
+
+
+class OrgDetailSerializer(serializers.Serializer[Any]):
+    """An org with its charts counted per state and its predicted clear-time."""
+
+    slug = serializers.CharField(source="org.slug")
+    name = serializers.CharField(source="org.name")
+    weight = serializers.IntegerField(source="org.weight")
+    held = serializers.BooleanField(source="org.is_held")
+    max_concurrency = serializers.IntegerField(source="org.max_concurrency", allow_null=True)
+    queue_limit = serializers.IntegerField(source="org.queue_limit", allow_null=True)
+    clear_at = serializers.DateTimeField(allow_null=True, help_text="When its backlog is predicted to be done.")
+    clear_low = serializers.DateTimeField(source="org.clear_low", allow_null=True, help_text="p10 of clear_at.")
+    clear_high = serializers.DateTimeField(source="org.clear_high", allow_null=True, help_text="p90 of clear_at.")
+    counts = StateCountsSerializer()

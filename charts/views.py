@@ -39,14 +39,15 @@ from charts.selectors import (
     charts_visible,
     events_as_seen,
     last_error_summary,
+    org_summary,
 )
 from charts.serializers import ReasonSerializer, parse_bulk_items
 from charts.waiting import waiting_words
-from fairsched.actors import actor_for
-from fairsched.api import CallerWriteThrottle
-from fairsched.errors import BulkInvalid, Forbidden, InvalidInput, NotFound, QueueFull, ServiceError
+from common.actors import actor_for
+from common.errors import BulkInvalid, Forbidden, InvalidInput, NotFound, QueueFull, ServiceError
+from orgs.access import CallerWriteThrottle
 from orgs.models import Membership, Org
-from orgs.selectors import member_orgs, membership_get, org_summary, workflows_all
+from orgs.selectors import member_orgs, membership_get, workflows_all
 from scheduling.models import SchedulerConfig
 
 PAGE_SIZE = 50

@@ -29,8 +29,8 @@ from django.utils import timezone
 
 from charts.models import CLAIMABLE_STATES, Chart, ChartState, is_retry
 from charts.states import transition_if
-from fairsched.actors import DISPATCHER
-from fairsched.events import changed
+from common.actors import DISPATCHER
+from common.events import changed
 from orgs.models import Org
 from scheduling import metrics
 from scheduling.core.dispatcher import SKIP_CAPPED, SKIP_RETRY, SKIP_UNAVAILABLE, START, STOP, Dispatcher

@@ -22,6 +22,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from charts.models import CLAIMABLE_STATES, IN_FLIGHT_STATES, Chart, ChartState
+from orgs.models import Org
+from scheduling.models import SchedulerConfig
+
 logger = logging.getLogger(__name__)
 
 PREFIX = "fairsched:metrics:"
@@ -137,10 +141,6 @@ class FairschedCollector(Collector):
             logger.warning("metrics: Redis unavailable; pass counters omitted", exc_info=True)
 
     def _from_database(self) -> Iterator[Metric]:
-        from charts.models import CLAIMABLE_STATES, IN_FLIGHT_STATES, Chart, ChartState
-        from orgs.models import Org
-        from scheduling.models import SchedulerConfig
-
         config = SchedulerConfig.load()
         now = timezone.now()
         orgs = Org.objects.annotate(

@@ -25,8 +25,8 @@ from django.utils import timezone
 from charts.models import IN_FLIGHT_STATES, Chart, ChartState, DurationStat, is_retry
 from charts.services import chart_workflow_closed
 from charts.states import transition_if
-from fairsched.actors import RECONCILER
-from fairsched.events import changed
+from common.actors import RECONCILER
+from common.events import changed
 from orgs.models import Org, Provider
 from orgs.services import provider_get_or_create, provider_throttle_record
 from scheduling import metrics

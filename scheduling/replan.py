@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from django.db import connection, transaction
 
 from charts.models import ChartPlan, WaitingReason
-from fairsched.events import STAFF_GROUP, broadcast
+from common.events import STAFF_GROUP, broadcast
 from orgs.models import Org
 from scheduling import core, metrics
 from scheduling.core.waiting import Reason

@@ -10,7 +10,7 @@ from django.test import Client
 from django.utils import timezone
 
 from charts.models import ChartState
-from fairsched import events
+from common import events
 from orgs.models import ProviderPause, WorkflowCost
 from scheduling.models import SchedulerConfig
 from tests.conftest import Tenants
