@@ -74,15 +74,15 @@ NEWCOMER_RAMP = 0.5
 # An org first seen within the history is measured from its first submission, pushed back by
 # NEW_ORG_GAPS of its mean gaps: it began before its first chart came, and one chart is not yet a
 # rate. Measured from `since` instead, a new org's rate is underestimated for a whole decay.
-NEW_ORG_GAPS = 2.0
+NEW_ORG_GAPS = 2.5
 # The rates' relative variance is RATE_DOUBT / evidence: more than a Poisson count's (1 / evidence),
 # since orgs change pace. Chosen on the open-arrival simulator (`tools.loadtest.simulate`).
 RATE_DOUBT = 9.0
 # Bulk uploads are rarer than charts: their rate is measured with this many times the decay.
 BURST_MEMORY = 5.0
 # The share of a burst's work that lands before a chart already waiting: the bulk org takes its
-# turns beside the chart's own org, so about half of it comes first. Chosen on the simulator.
-BURST_AHEAD = 0.5
+# turns beside the chart's own org, so less than half of it comes first. Chosen on the simulator.
+BURST_AHEAD = 0.4
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from typing import Any
 
+import numpy as np
 import pytest
 
 from scheduling.core import (
@@ -23,6 +24,7 @@ from scheduling.core import (
     plan_to_json,
 )
 from scheduling.core.forecast import (
+    BURST_AHEAD,
     BURST_SIZE,
     MAX_HORIZON_SHARE,
     MIN_SPAN_SHARE,
@@ -30,6 +32,9 @@ from scheduling.core.forecast import (
     NEWCOMER_LOAD,
     NEWCOMER_RAMP,
     NEWCOMERS,
+    Z90,
+    Forecast,
+    _unforeseen_spreads,
     expected_charts,
     forecast,
 )
@@ -203,6 +208,17 @@ def test_the_newcomers_share_is_what_the_orgs_seen_leave() -> None:
     rho = 0.04 * 10.0 / 4
     assert result.newcomer_load == pytest.approx((NEWCOMER_LOAD - rho) * math.exp(-now / DECAY), rel=0.1)
     assert result.arrivals[1].rate == pytest.approx(result.newcomer_load * 4 / 10.0)
+
+
+def test_a_burst_widens_the_upper_side_by_the_share_of_it_that_lands_ahead() -> None:
+    # One bulk upload of 600 unit-seconds expected per 600 s, over a wait of 600 s on 4 lanes: its
+    # p90 count (1 + Z90 x 1) of which BURST_AHEAD lands before the chart; the lower side is untouched.
+    foreseen = Forecast(arrivals=[], evidence=0.0, burst_rate=1 / 600, burst_work=600.0, newcomer_load=0.0)
+    start_spread = np.array([0.0, 5.0])
+    early, late = _unforeseen_spreads(start_spread, np.array([600.0, 600.0]), foreseen, 4)
+    delay = BURST_AHEAD * (1 + Z90) * 600.0 / 4
+    assert early.tolist() == [0.0, 5.0]
+    assert late.tolist() == pytest.approx([delay, math.hypot(5.0, delay)])
 
 
 HISTORY: dict[str, Any] = {
