@@ -42,6 +42,7 @@ import math
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -101,6 +102,8 @@ class Forecast:
     burst_work: float
     newcomer_load: float
 
+
+Value = TypeVar("Value")
 
 # The org the newcomers' expected charts are given (no real org id starts with "~").
 NEWCOMERS = "~newcomers"
@@ -195,34 +198,43 @@ def expected_charts(arrivals: Sequence[Arrival], *, now: float, queued: int) -> 
     expected = sum(a.rate * (a.until - now) for a in streams)
     limit = max(MAX_EXPECTED, queued // 4)
     shrink = min(1.0, limit / expected) if expected else 1.0
-    columns = QueueColumns([], [], [], [], [], [], [], [], [], [])
-    spread: list[float] = []
+    times: list[list[float]] = []
+    left = limit
     for arrival in streams:
         until = now + (arrival.until - now) * shrink
-        step = 1.0 / arrival.rate
-        comes = _ramped(arrival, now, until) if arrival.ramp > 0 else _evenly(now + step / 2, until, step)
-        for at in comes:
-            if len(columns) >= limit:
-                break
-            columns.id.append(f"~arrival-{len(columns)}")
-            columns.org.append(arrival.org)
-            columns.created.append(at)
-            columns.avg.append(arrival.avg)
-            columns.cost.append(arrival.cost)
-            columns.high_priority.append(False)
-            columns.paused.append(False)
-            columns.priority.append(0)
-            columns.available_at.append(at)
-            columns.retry.append(False)
-            spread.append(arrival.spread)
-    return columns, spread
+        comes = list(_ramped(arrival, now, until)) if arrival.ramp > 0 else _evenly(arrival.rate, now, until)
+        times.append(comes[:left])
+        left -= len(times[-1])
+    counts = [len(comes) for comes in times]
+    total = sum(counts)
+    created = [at for comes in times for at in comes]
+    columns = QueueColumns(
+        id=[f"~arrival-{index}" for index in range(total)],
+        org=_repeated([arrival.org for arrival in streams], counts),
+        created=created,
+        avg=_repeated([arrival.avg for arrival in streams], counts),
+        cost=_repeated([arrival.cost for arrival in streams], counts),
+        high_priority=[False] * total,
+        paused=[False] * total,
+        priority=[0] * total,
+        available_at=list(created),
+        retry=[False] * total,
+    )
+    return columns, _repeated([arrival.spread for arrival in streams], counts)
 
 
-def _evenly(first: float, until: float, step: float) -> Iterator[float]:
-    at = first
-    while at < until:
-        yield at
-        at += step
+def _repeated(values: Sequence[Value], counts: Sequence[int]) -> list[Value]:
+    """Each value repeated its count of times, in order."""
+    return [value for value, count in zip(values, counts, strict=True) for _ in range(count)]
+
+
+def _evenly(rate: float, now: float, until: float) -> list[float]:
+    """now + (k + 1/2) / rate for k = 0, 1, ... while before `until`."""
+    count = max(0, math.ceil((until - now) * rate - 0.5))
+    comes = (now + (np.arange(count) + 0.5) / rate).tolist()
+    while comes and comes[-1] >= until:  # rounding at the edge
+        comes.pop()
+    return comes  # type: ignore[no-any-return]
 
 
 def _ramped(arrival: Arrival, now: float, until: float) -> Iterator[float]:
@@ -371,7 +383,11 @@ def running_band(*, now: float, started: Sequence[float], avg: Sequence[float], 
 
 
 def _times(values: NDArray[np.float64]) -> list[float | None]:
-    return [None if math.isnan(value) else value for value in values.tolist()]
+    """The values as a list, None where nan (a chart without a start)."""
+    times: list[float | None] = values.tolist()
+    for index in np.flatnonzero(np.isnan(values)).tolist():
+        times[index] = None
+    return times
 
 
 def spreads(ids: Sequence[str], spread: Mapping[str, float]) -> list[float]:
