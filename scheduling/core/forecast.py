@@ -42,6 +42,7 @@ import math
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import TypeVar
 
 import numpy as np
@@ -202,7 +203,9 @@ def expected_charts(arrivals: Sequence[Arrival], *, now: float, queued: int) -> 
     left = limit
     for arrival in streams:
         until = now + (arrival.until - now) * shrink
-        comes = list(_ramped(arrival, now, until)) if arrival.ramp > 0 else _evenly(arrival.rate, now, until)
+        comes = (
+            list(islice(_ramped(arrival, now, until), left)) if arrival.ramp > 0 else _evenly(arrival.rate, now, until)
+        )
         times.append(comes[:left])
         left -= len(times[-1])
     counts = [len(comes) for comes in times]

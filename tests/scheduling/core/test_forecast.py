@@ -108,6 +108,13 @@ def test_expected_charts_are_bounded() -> None:
     assert len(set(columns.id)) == MAX_EXPECTED
     # Evenly spread from now: the first half a step in.
     assert columns.created[0] == 0.0005
+    # A stream that ramps in is bounded alike (its horizon cut by the same factor, 5 s of its 10 s
+    # ramp), and each of its charts comes later than the even stream's of the same rank.
+    ramped, _ = expected_charts([Arrival("b", rate=1000.0, until=1e6, avg=1.0, ramp=10.0)], now=0, queued=10)
+    assert 0 < len(ramped) < MAX_EXPECTED
+    assert ramped.created == sorted(ramped.created)
+    assert max(ramped.created) < 5.0
+    assert all(late > even for late, even in zip(ramped.created, columns.created[: len(ramped)], strict=True))
 
 
 def _simulate(
