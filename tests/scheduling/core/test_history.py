@@ -27,6 +27,7 @@ from scheduling.core.forecast import (
     BURST_AHEAD,
     BURST_SIZE,
     MAX_HORIZON_SHARE,
+    MAX_STREAM_LOAD,
     MIN_SPAN_SHARE,
     NEW_ORG_GAPS,
     NEWCOMER_LOAD,
@@ -106,6 +107,17 @@ def test_the_arrivals_are_carried_to_the_horizon_of_the_backlog() -> None:
     assert forecast(heavy, now=now, budget=4, backlog=100.0).arrivals[0].until == pytest.approx(
         now + 100.0 / (1 - MAX_HORIZON_SHARE)
     )
+
+
+def test_streams_past_the_budget_are_a_flurry_scaled_down_alike() -> None:
+    # b and c submitted 0.4/s and 0.4/s of 10 s charts on 4 lanes: twice what the pool serves.
+    now = 3_000.0
+    history = History(
+        [*stream("b", rate=0.4, start=0, end=now), *stream("c", rate=0.4, start=0, end=now)], since=0.0, decay=DECAY
+    )
+    b, c = forecast(history, now=now, budget=4, backlog=100.0).arrivals
+    assert (b.rate + c.rate) * 10.0 / 4 == pytest.approx(MAX_STREAM_LOAD)
+    assert b.rate == pytest.approx(c.rate)
 
 
 def test_newcomer_risk_fades_as_history_grows() -> None:
