@@ -82,7 +82,7 @@ NEW_ORG_GAPS = 2.5
 RATE_DOUBT = 9.0
 # The steady streams together are expected to take at most this share of the budget: a pool cannot
 # keep up with more for long, so rates past it are a flurry, not a pace, and are scaled down alike.
-# On the simulator it halved the steady workload's worst ETAs (p90 over the wait 0.90 -> 0.69).
+# On the simulator it cut the steady workload's p90 error over the wait from 0.90 to 0.69.
 MAX_STREAM_LOAD = 1.0
 # Bulk uploads are rarer than charts: their rate is measured with this many times the decay.
 BURST_MEMORY = 5.0
