@@ -2,7 +2,8 @@
 
 Run: `.venv/bin/python bench/bench_dashboard.py [--size 100000] [--runs 5] [--levers 10]`.
 It uses its own database (`fairsched_bench_dashboard` on the server of DATABASE_URL, created and
-dropped here) and REDIS_URL's Redis for the channel layer (prefix `bench-dashboard`).
+dropped here) and REDIS_URL's Redis for the channel layer (prefix `bench-dashboard`); BENCH_NAME
+replaces both names, so that two checkouts can be measured back to back without sharing either.
 
 1. Seed `size` queued charts over 500 orgs (COPY) and run one real replan, which writes every
    position, predicted start and ETA, the orgs' clear-times and a queue sample.
@@ -30,9 +31,10 @@ from backlog import drop_database, recreate_database, seed_backlog, use_database
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-BENCH_DB = "fairsched_bench_dashboard"
+BENCH_NAME = os.environ.get("BENCH_NAME", "bench_dashboard")
+BENCH_DB = f"fairsched_{BENCH_NAME}"
 use_database(BENCH_DB)
-os.environ["CHANNELS_PREFIX"] = "bench-dashboard"
+os.environ["CHANNELS_PREFIX"] = BENCH_NAME.replace("_", "-")
 # Playwright's sync API runs its own loop on this thread; the ORM calls in between are plain sync code.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
