@@ -153,7 +153,10 @@ def main() -> None:
     connections.close_all()
 
     try:
-        with daphne({"DATABASE_URL": os.environ["DATABASE_URL"]}) as base_url, sync_playwright() as playwright:
+        # One daphne process, its views one at a time (as one web worker runs them); its connections
+        # pooled, as the web process's are in production (gunicorn_conf.py, `make run`).
+        server_env = {"DATABASE_URL": os.environ["DATABASE_URL"], "FAIRSCHED_DB_POOL": "1"}
+        with daphne(server_env) as base_url, sync_playwright() as playwright:
             browser = launch_chromium(playwright)
             # Warm-up (Python imports, connections, caches), kept as a screenshot.
             first_paint(browser, base_url, user, args.size, ROOT / "test-artifacts" / "bench-dashboard.png")

@@ -279,7 +279,7 @@ def org_rows(*, load: Load | None = None, org_id: int | None = None) -> list[dic
 
 def workflows() -> list[dict[str, Any]]:
     """Each workflow's name and default cost (the org rows' cost levers). One query."""
-    return list(Workflow.objects.values("name", "default_cost"))
+    return [{"name": name, "default_cost": cost} for name, cost in Workflow.objects.values_list("name", "default_cost")]
 
 
 def workflows_and_providers(*, now: datetime | None = None) -> dict[str, Any]:

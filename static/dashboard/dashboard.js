@@ -448,8 +448,14 @@
   }
 
   // The server writes times in UTC; here they become relative ("in 4m") and local clocks.
+  // A text is written only when it changes: every write makes the browser lay the page out again, and
+  // the org table's 1,500 times (most hours away, so changing once a minute) made that a long task
+  // every second, which held back the swaps a hint asks for.
   function ticks(root) {
-    root.querySelectorAll("[data-rel]").forEach((el) => { el.textContent = rel(el.dataset.rel || null); });
+    root.querySelectorAll("[data-rel]").forEach((el) => {
+      const text = rel(el.dataset.rel || null);
+      if (el.textContent !== text) el.textContent = text;
+    });
     root.querySelectorAll("[data-started]").forEach((el) => {
       el.innerHTML = progress(el.dataset.started || null, Number(el.dataset.expected), el.dataset.state);
     });
