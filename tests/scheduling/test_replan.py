@@ -10,11 +10,12 @@ from django.utils import timezone
 from charts.models import Chart, ChartPlan
 from charts.services import Submission, chart_cancel, chart_pause, chart_submit_bulk
 from orgs.models import Org
+from orgs.services import provider_pause
 from scheduling.models import QueueSample
 from scheduling.reconcile import duration_record
 from scheduling.replan import plan_refresh
 from scheduling.services import scheduler_config_set
-from tests.factories import ChartFactory, OrgFactory, WorkflowFactory
+from tests.factories import ChartFactory, OrgFactory, ProviderFactory, WorkflowFactory
 
 pytestmark = pytest.mark.django_db
 ACTOR = "user:test"
@@ -164,3 +165,47 @@ def test_charts_of_one_bulk_keep_their_order_across_a_digit_boundary() -> None:
         ChartFactory(id=chart_id, org=org, workflow=workflow, created_at=created)
     plan_refresh()
     assert list(Chart.objects.order_by("plan__position").values_list("id", flat=True)) == [998, 999, 1000]
+
+
+def test_each_waiting_chart_gets_its_reason_from_the_walk() -> None:
+    """Budget 3, c0 running: the walk starts a0 and b0 and stops at a1; the rest are each held
+    by what the walk met."""
+    now = timezone.now()
+    scheduler_config_set(actor=ACTOR, budget=3)
+    plain, limited = WorkflowFactory(name="plain"), WorkflowFactory(name="limited", provider=ProviderFactory())
+    acme, beta = OrgFactory(slug="acme"), OrgFactory(slug="beta")
+    capped, held = OrgFactory(slug="capped", max_concurrency=1), OrgFactory(slug="held", weight=0)
+    ages = iter(range(100, 0, -1))
+
+    def chart(org: Org, name: str, **fields: object) -> Chart:
+        created = now - timedelta(seconds=next(ages))
+        workflow = fields.pop("workflow", plain)
+        return ChartFactory(org=org, workflow=workflow, external_id=name, created_at=created, **fields)
+
+    chart(acme, "a0"), chart(beta, "b0"), chart(acme, "a1"), chart(beta, "b1"), chart(acme, "a2")
+    chart(capped, "c0", state="running", started_at=now)
+    chart(capped, "c1")
+    chart(beta, "retry", state="retry_wait", attempt=1, available_at=now + timedelta(minutes=5))
+    chart(beta, "throttled", workflow=limited)
+    chart(held, "h0")
+    chart_pause(chart=chart(acme, "p0"), actor=ACTOR)
+    provider_pause(provider=limited.provider, until=now + timedelta(minutes=7), actor=ACTOR)
+
+    plan_refresh(now=now)
+    found = {
+        c.external_id: (c.waiting_reason, c.waiting_until, c.head_of_line)  # type: ignore[attr-defined]
+        for c in Chart.objects.exclude(external_id="c0")
+    }
+    predicted = {c.external_id: c.predicted_start for c in Chart.objects.all()}  # type: ignore[attr-defined]
+    assert found == {
+        "a0": ("", None, None),
+        "b0": ("", None, None),
+        "a1": ("budget", predicted["a1"], None),
+        "b1": ("turn", predicted["b1"], None),
+        "a2": ("turn", predicted["a2"], None),
+        "c1": ("org_cap", predicted["c1"], None),
+        "retry": ("backoff", now + timedelta(minutes=5), None),
+        "throttled": ("provider_paused", now + timedelta(minutes=7), None),
+        "h0": ("org_held", None, None),
+        "p0": ("chart_paused", None, None),
+    }
