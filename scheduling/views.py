@@ -47,9 +47,10 @@ def staff_only(view: View) -> View:
 
 
 # Partials ------------------------------------------------------------------------------------------
-# Each partial is a template fed by its selector(s); the page includes them (the org table just after),
-# and a WebSocket hint refetches those it moved in one request. What several partials read (the
-# per-(org, state) aggregate, the workflows and providers) is read once and handed in as `Shared`.
+# Each partial is a template fed by its selector(s); the page includes them (the org table comes with the
+# page's first resync), and a WebSocket hint refetches those it moved in one request. What several
+# partials read (the per-(org, state) aggregate, the workflows and providers) is read once and handed in
+# as `Shared`; a hint about one org reads that org's row alone.
 
 
 @dataclass(frozen=True)
