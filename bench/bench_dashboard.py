@@ -2,7 +2,8 @@
 
 Run: `.venv/bin/python bench/bench_dashboard.py [--size 100000] [--runs 5] [--levers 10]`.
 It uses its own database (`fairsched_bench_dashboard` on the server of DATABASE_URL, created and
-dropped here) and REDIS_URL's Redis for the channel layer (prefix `bench-dashboard`).
+dropped here) and REDIS_URL's Redis for the channel layer (prefix `bench-dashboard`); BENCH_NAME
+replaces both names, so that two checkouts can be measured back to back without sharing either.
 
 1. Seed `size` queued charts over 500 orgs (COPY) and run one real replan, which writes every
    position, predicted start and ETA, the orgs' clear-times and a queue sample.
@@ -30,9 +31,10 @@ from backlog import drop_database, recreate_database, seed_backlog, use_database
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-BENCH_DB = "fairsched_bench_dashboard"
+BENCH_NAME = os.environ.get("BENCH_NAME", "bench_dashboard")
+BENCH_DB = f"fairsched_{BENCH_NAME}"
 use_database(BENCH_DB)
-os.environ["CHANNELS_PREFIX"] = "bench-dashboard"
+os.environ["CHANNELS_PREFIX"] = BENCH_NAME.replace("_", "-")
 # Playwright's sync API runs its own loop on this thread; the ORM calls in between are plain sync code.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
@@ -151,7 +153,10 @@ def main() -> None:
     connections.close_all()
 
     try:
-        with daphne({"DATABASE_URL": os.environ["DATABASE_URL"]}) as base_url, sync_playwright() as playwright:
+        # One daphne process, its views one at a time (as one web worker runs them); its connections
+        # pooled, as the web process's are in production (gunicorn_conf.py, `make run`).
+        server_env = {"DATABASE_URL": os.environ["DATABASE_URL"], "FAIRSCHED_DB_POOL": "1"}
+        with daphne(server_env) as base_url, sync_playwright() as playwright:
             browser = launch_chromium(playwright)
             # Warm-up (Python imports, connections, caches), kept as a screenshot.
             first_paint(browser, base_url, user, args.size, ROOT / "test-artifacts" / "bench-dashboard.png")

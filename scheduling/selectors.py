@@ -41,13 +41,16 @@ def _cost_expression() -> Coalesce:
 Load = dict[tuple[int, str], tuple[int, int]]
 
 
-def active_load() -> Load:
+def active_load(*, org_id: int | None = None) -> Load:
     """(org id, state) -> (charts, cost held) over every unfinished chart: one aggregate that both
-    the summary and the org rows are made of, so a page that shows both scans the charts once."""
+    the summary and the org rows are made of, so a page that shows both scans the charts once.
+    With `org_id`, that org's charts only (an index range of `chart_active_org_state_idx`, not a scan)."""
+    charts = Chart.objects.filter(state__in=ACTIVE_STATES)
+    if org_id is not None:
+        charts = charts.filter(org_id=org_id)
     return {
-        (org_id, state): (n, cost or 0)
-        for org_id, state, n, cost in Chart.objects.filter(state__in=ACTIVE_STATES)
-        .values("org_id", "state")
+        (row_org_id, state): (n, cost or 0)
+        for row_org_id, state, n, cost in charts.values("org_id", "state")
         .annotate(n=Count("id"), cost=Coalesce(Sum("cost"), 0, output_field=IntegerField()))
         .values_list("org_id", "state", "n", "cost")
     }
@@ -240,12 +243,18 @@ def in_flight(*, now: datetime | None = None) -> dict[str, Any]:
     return {"total": charts.count(), "rows": rows}
 
 
-def org_rows(*, load: Load | None = None) -> list[dict[str, Any]]:
+def org_rows(*, load: Load | None = None, org_id: int | None = None) -> list[dict[str, Any]]:
     """A row per org: its levers (weight, hold, cap, queue limit, cost overrides) and its load.
-    Three queries (two with `load`)."""
+    Three queries (two with `load`). With `org_id`, that org's row alone, read for that org only (a
+    hint about one org refreshes one row: its queries must not cost the whole table's)."""
     per_org: dict[int, dict[str, int]] = {}
-    for (org_id, state), (n, cost) in (active_load() if load is None else load).items():
-        entry = per_org.setdefault(org_id, {"queued": 0, "paused": 0, "running": 0, "cost_in_use": 0})
+    orgs = Org.objects.all()
+    costs_query = WorkflowCost.objects.all()
+    if org_id is not None:
+        orgs = orgs.filter(pk=org_id)
+        costs_query = costs_query.filter(org_id=org_id)
+    for (row_org_id, state), (n, cost) in (active_load(org_id=org_id) if load is None else load).items():
+        entry = per_org.setdefault(row_org_id, {"queued": 0, "paused": 0, "running": 0, "cost_in_use": 0})
         if state in IN_FLIGHT_STATES:
             entry["running"] += n
             entry["cost_in_use"] += cost
@@ -254,8 +263,8 @@ def org_rows(*, load: Load | None = None) -> list[dict[str, Any]]:
         else:
             entry["queued"] += n
     costs: dict[int, dict[str, int]] = {}
-    for org_id, workflow_name, cost in WorkflowCost.objects.values_list("org_id", "workflow__name", "cost"):
-        costs.setdefault(org_id, {})[workflow_name] = cost
+    for cost_org_id, workflow_name, cost in costs_query.values_list("org_id", "workflow__name", "cost"):
+        costs.setdefault(cost_org_id, {})[workflow_name] = cost
     empty = {"queued": 0, "paused": 0, "running": 0, "cost_in_use": 0}
     return [
         {
@@ -273,8 +282,13 @@ def org_rows(*, load: Load | None = None) -> list[dict[str, Any]]:
             "costs": costs.get(org.pk, {}),
             **per_org.get(org.pk, empty),
         }
-        for org in Org.objects.all()
+        for org in orgs
     ]
+
+
+def workflows() -> list[dict[str, Any]]:
+    """Each workflow's name and default cost (the org rows' cost levers). One query."""
+    return [{"name": name, "default_cost": cost} for name, cost in Workflow.objects.values_list("name", "default_cost")]
 
 
 def workflows_and_providers(*, now: datetime | None = None) -> dict[str, Any]:
@@ -291,7 +305,7 @@ def workflows_and_providers(*, now: datetime | None = None) -> dict[str, Any]:
             }
         )
     return {
-        "workflows": list(Workflow.objects.values("name", "default_cost")),
+        "workflows": workflows(),
         "providers": [
             {"slug": provider.slug, "name": provider.name, "pauses": pauses.get(provider.pk, [])}
             for provider in Provider.objects.all()

@@ -47,18 +47,26 @@ def staff_only(view: View) -> View:
 
 
 # Partials ------------------------------------------------------------------------------------------
-# Each partial is a template fed by its selector(s); the page includes them (the org table just after),
-# and a WebSocket hint refetches those it moved in one request. What several partials read (the
-# per-(org, state) aggregate, the workflows and providers) is read once and handed in as `Shared`.
+# Each partial is a template fed by its selector(s); the page includes them (the org table comes with the
+# page's first resync), and a WebSocket hint refetches those it moved in one request. What several
+# partials read (the per-(org, state) aggregate, the workflows and providers) is read once and handed in
+# as `Shared`; a hint about one org reads that org's row alone.
 
 
 @dataclass(frozen=True)
 class Shared:
+    """What the partials of one response share: the aggregate, the workflows and providers, and the
+    one org whose row alone is asked for (`org_id`, a hint about one org)."""
+
     load: selectors.Load | None = None
     meta: dict[str, Any] | None = None
+    org_id: int | None = None
 
     def workflows_and_providers(self) -> dict[str, Any]:
         return self.meta if self.meta is not None else selectors.workflows_and_providers()
+
+    def workflows(self) -> list[dict[str, Any]]:
+        return self.meta["workflows"] if self.meta is not None else selectors.workflows()
 
 
 def _summary(shared: Shared) -> dict[str, Any]:
@@ -72,7 +80,8 @@ def _config(shared: Shared) -> dict[str, Any]:
 
 
 def _orgs(shared: Shared) -> dict[str, Any]:
-    return {"orgs": selectors.org_rows(load=shared.load), "workflows": shared.workflows_and_providers()["workflows"]}
+    orgs = selectors.org_rows(load=shared.load, org_id=shared.org_id)
+    return {"orgs": orgs, "workflows": shared.workflows()}
 
 
 def _inflight(shared: Shared) -> dict[str, Any]:
@@ -124,8 +133,8 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     return render(request, "dashboard/index.html", context)
 
 
-# The org table (500 orgs: a megabyte of rows with their levers) is fetched by the page once it has
-# painted the queue (htmx, on load), so that the first paint does not wait for it.
+# The org table (500 orgs: a megabyte of rows with their levers) comes with the page's first resync,
+# once its socket has joined and the queue has painted, so that the first paint does not wait for it.
 LATER = {"orgs"}
 
 # Where each partial goes on the page: the element's id and tag (a swap's wrapper must be the same kind
@@ -157,13 +166,14 @@ def partials(request: HttpRequest) -> HttpResponse:
         org_id = _query_int(request, "org", 0) or None
     except ServiceError as error:
         return JsonResponse(error.as_dict(), status=error.status)
-    shared = Shared(load=selectors.active_load() if {"summary", "orgs"} <= set(names) else None)
+    # One org's row reads that org's charts only; the whole table shares the summary's aggregate.
+    whole_table = org_id is None and {"summary", "orgs"} <= set(names)
+    shared = Shared(load=selectors.active_load() if whole_table else None, org_id=org_id)
     context: dict[str, Any] = {"api": reverse("api-root")}
     for name in names:
         context.update(PARTIALS[name](shared))
     regions = [(*REGIONS[name], f"dashboard/_{name}.html") for name in dict.fromkeys(names)]
     if org_id is not None and "orgs" in names:
-        context["orgs"] = [org for org in context["orgs"] if org["id"] == org_id]
         regions = [region for region in regions if region[0] != "org-rows"]
         context["one_org"] = True
     context["regions"] = regions

@@ -15,8 +15,10 @@
   const REGIONS = ["summary", "config", "orgs", "inflight", "outside", "providers", "events"];
   const ALL = [...REGIONS, "samples", "queue"];
   // Which parts each hint's kind can have moved (the queue is refetched for its visible rows only).
+  // An org's levers (weight, hold, cap, queue limit, costs, members) move no chart and no budget, so
+  // not the header: the replan they may ask for sends its own hint.
   const REFETCH = {
-    org: ["summary", "orgs", "outside", "events"],
+    org: ["orgs", "outside", "events"],
     config: ["summary", "config", "events"],
     provider: ["providers", "events", "orgs"],
     chart: ["summary", "orgs", "inflight", "outside", "events", "queue"],
@@ -462,8 +464,14 @@
   }
 
   // The server writes times in UTC; here they become relative ("in 4m") and local clocks.
+  // A text is written only when it changes: every write makes the browser lay the page out again, and
+  // the org table's 1,500 times (most hours away, so changing once a minute) made that a long task
+  // every second, which held back the swaps a hint asks for.
   function ticks(root) {
-    root.querySelectorAll("[data-rel]").forEach((el) => { el.textContent = rel(el.dataset.rel || null); });
+    root.querySelectorAll("[data-rel]").forEach((el) => {
+      const text = rel(el.dataset.rel || null);
+      if (el.textContent !== text) el.textContent = text;
+    });
     root.querySelectorAll("[data-started]").forEach((el) => {
       el.innerHTML = progress(el.dataset.started || null, Number(el.dataset.expected), el.dataset.state);
     });
@@ -776,9 +784,10 @@
       socket.onopen = () => {
         attempt = 0;
         status("live", "live");
-        // Resync: whatever happened while we were away (on the first open, the org table is still
-        // coming from its own load, requested before the socket joined).
-        want(document.body.dataset.ready || connected ? ALL : ALL.filter((p) => p !== "orgs"));
+        // Resync: whatever happened while we were away. On the first open this brings the org table
+        // too (the page leaves it out to paint sooner): read after the socket joined, it misses no
+        // change, and it is fetched once.
+        want(ALL);
         connected = true;
         pingTimer = setInterval(ping, 15000);
       };
@@ -791,6 +800,8 @@
         want(message.kind === "org" && message.org != null ? parts.map((p) => (p === "orgs" ? "org:" + message.org : p)) : parts);
       };
       socket.onclose = (e) => {
+        // A page whose socket never opened still shows its org table (it is not live, and says so).
+        if (!connected && attempt === 0) want(["orgs"]);
         clearInterval(pingTimer);
         clearTimeout(pongDeadline);
         pongDeadline = null;
@@ -816,8 +827,8 @@
   })();
 
   // --- start ----------------------------------------------------------------------------------
-  // The tables came with the page but the org table, which htmx fetches as the page loads; the queue
-  // and the plots are drawn from the inlined JSON. The page is ready once the org table is in.
+  // The tables came with the page but the org table, which comes with the socket's first resync; the
+  // queue and the plots are drawn from the inlined JSON. The page is ready once the org table is in.
   readSummary();
   queueView.seed(state.queue);
   performance.mark("queue-painted");

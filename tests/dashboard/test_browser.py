@@ -57,6 +57,8 @@ def test_a_lever_pulled_in_one_browser_shows_in_another(live_url: str, chromium:
     watcher = _open(chromium, live_url, tenants.staff)
     hold_seen = watcher.locator('tr[data-org="acme"] [data-hold]')
     assert hold_seen.text_content() == "Hold"
+    refreshes: list[str] = []
+    watcher.on("request", lambda request: refreshes.append(request.url) if "/partials/" in request.url else None)
 
     started = time.monotonic()
     operator.locator('tr[data-org="acme"] [data-hold]').click()
@@ -65,6 +67,9 @@ def test_a_lever_pulled_in_one_browser_shows_in_another(live_url: str, chromium:
     )
     lag = time.monotonic() - started
     assert lag < 2.0
+    # The hint named one org: the watcher asked for that org's row (and what a hold moves outside the
+    # plan, and the events), not the whole table, and not the header, which an org lever cannot move.
+    assert refreshes == [f"{live_url}/dashboard/partials/?names=outside,events,orgs&org={tenants.org_a.pk}"]
     assert Org.objects.get(slug="acme").weight == 0
     _shot(watcher, "dashboard-after-hold")
 

@@ -43,10 +43,10 @@ def test_the_page_inlines_its_first_state(staff_client: Client, tenants: Tenants
     assert b'id="dashboard-initial"' in response.content
     assert b'name="csrf-token"' in response.content
     page = response.content.decode()
-    # The tables are in the page, rendered by the partials' own templates; the org table comes once
-    # the queue has painted.
+    # The tables are in the page, rendered by the partials' own templates; the org table comes with
+    # the socket's first resync, once the queue has painted.
     assert '<ol id="events"' in page
-    assert '<tbody id="org-rows" hx-get="/dashboard/partials/?names=orgs" hx-trigger="load"' in page
+    assert '<tbody id="org-rows"></tbody>' in page
     assert 'tr data-org="acme"' not in page
     assert '<option value="beta">beta</option>' in page
     assert "django_htmx/htmx-2.min.js" in page
@@ -104,6 +104,24 @@ def test_a_hint_about_one_org_swaps_its_row_alone(staff_client: Client, tenants:
     assert 'id="org-rows"' not in html
     assert '<div id="summary" hx-swap-oob="innerHTML">' in html
     assert staff_client.get("/dashboard/partials/?names=orgs&org=x").status_code == 400
+
+
+def test_one_org_row_reads_that_org_alone(
+    staff_client: Client, tenants: Tenants, django_assert_max_num_queries: Any
+) -> None:
+    """A hint about one org costs one row: its own charts' aggregate, its costs, the org and the
+    workflows (after the session's two), and it shows what the whole table shows for that org."""
+    plan_queue([tenants.org_a, tenants.org_b], tenants.workflow, 40)
+    WorkflowCost.objects.create(org=tenants.org_b, workflow=tenants.workflow, cost=3)
+    whole = staff_client.get("/dashboard/partials/?names=orgs").content.decode()
+    with django_assert_max_num_queries(6) as queries:
+        one = staff_client.get(f"/dashboard/partials/?names=orgs&org={tenants.org_b.pk}").content.decode()
+    aggregate = next(query["sql"] for query in queries.captured_queries if "COUNT(" in query["sql"])
+    assert f'"org_id" = {tenants.org_b.pk}' in aggregate
+    row = one[one.index("<tr ") : one.index("</tr>") + 5].replace(' hx-swap-oob="true"', "")
+    assert row in whole
+    assert 'data-queued="20"' in row
+    assert '<span class="tag">render=3</span>' in row
 
 
 def test_the_chart_partials_show_their_charts(staff_client: Client, tenants: Tenants) -> None:
