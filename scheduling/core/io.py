@@ -266,8 +266,8 @@ def _queue_by_columns(charts: list[Any], spread: dict[str, float]) -> QueueColum
         and _all_of(high_priority, bool)
         and _all_of(paused, bool)
         and _all_of(retry, bool)
-        and _plain_numbers([time for time in available_at if time is not None])
-        and _plain_numbers(given := [value for value in spreads if value is not None])
+        and _plain_numbers(_given(available_at))
+        and _plain_numbers(given := _given(spreads))
         and (not given or min(given) >= 0)
     ):
         return None
@@ -277,6 +277,11 @@ def _queue_by_columns(charts: list[Any], spread: dict[str, float]) -> QueueColum
         id=ids, org=orgs, created=created, avg=avg, cost=cost, high_priority=high_priority, paused=paused,
         priority=priority, available_at=available_at, retry=retry,
     )  # fmt: skip
+
+
+def _given(values: list[Any]) -> list[Any]:
+    """The values that are not None (most often none: counted in C first)."""
+    return [] if values.count(None) == len(values) else [value for value in values if value is not None]
 
 
 def _all_of(values: list[Any], kind: type) -> bool:
