@@ -64,7 +64,8 @@ def org_replay(
        a. a head whose org runs its cap parks the org (out of `heads` until a finish of the org);
        b. a head dearer than the free budget stops the walk (head of line);
        c. otherwise it starts: its finish (instant + avg) is a new event, and its org's next
-          chart becomes the org's head. Once no budget is left the walk ends.
+          chart becomes the org's head (the org is parked at once if that start took it to its
+          cap). Once no budget is left the walk ends.
     3. Move to the earliest finish or arrival; stop when there is neither.
     """
     chart_count = len(org)
@@ -166,6 +167,9 @@ def org_replay(
                 new_head = waiting[0]
             head[stream] = new_head
             if new_head == none:
+                pop(heads)
+            elif room[stream] <= 0:  # at its cap: parked now rather than when its head is met
+                parked[stream] = True
                 pop(heads)
             else:
                 replace(heads, new_head)
