@@ -23,9 +23,24 @@ with other engineers, so CPU seconds are the figure to compare):
   no longer bind, it replays each org on its own: a running sum in numpy for a cap of 1 (the last
   ~180k charts of this scenario, in 6 orgs). The rest of `plan()` (~1.2-1.5 s CPU: columns, fair
   order, ids and times out) is shared with the uncapped path.
-- the plan command at 100k (issue 17: 1.12x the reference; 1.04-1.18x here): the difference is the
-  scenario's checks (`io._queue` and its per-field helpers, ~0.2 s of ~0.65 s CPU), which the bare
-  reference skips; checking whole columns at once (numpy) instead of chart by chart would close it.
+- after, the replay's cost per instant (issue 17, this session): at 1M charts with caps there are
+  ~865k decision instants for ~990k charts (~797k of them start a single chart), so what each
+  instant pays is the cost: a pop and a push on the finishes, a replace on the org heads, and a
+  park and unpark of a capped org at its cap. The finishes are now a heap of floats (charts by time
+  in a dict: a bare loop of 865k pop+push takes 0.20 s CPU on floats, 0.42 s on (time, chart)
+  tuples), each org's charts are linked (`following[chart]`) and an org is parked as its start
+  takes it to its cap. Old and new in one process, interleaved, best of 3 (CPU, load 4-8):
+  round_robin 2.81 -> 2.67 s, deficit 2.60 -> 2.58 s (within this machine's noise). Steps of
+  `plan()` at 1M with caps, CPU s, load average 5-6: `_queue` 0.27 (columns of 1M dataclasses),
+  fair order 0.34, `_columns` 0.17, `_replay` 1.2-1.35, `_real_plan` 0.25, freeing the temporary
+  lists ~0.3. What is left to reach 2 s is the per-instant walk in Python (~1.4 us an instant):
+  it needs fewer instants (lanes batched where no cap can bind) or the walk compiled.
+- the plan command at 100k (issue 17: 1.12x the reference; 1.04-1.18x here): the difference was
+  the scenario's checks, chart by chart (`io._queue` and its per-field helpers, ~0.2 s of ~0.65 s
+  CPU), which the bare reference skips. `io._queue_by_columns` now reads and checks each field as a
+  whole column (C passes and numpy, ~0.05-0.08 s); only input with a bad (or borderline) value is
+  read chart by chart again, for the message naming it. Back to back, best of 5 (CPU): before
+  1.13x and 1.17x, after 1.00x and 0.90x.
 """
 
 from __future__ import annotations

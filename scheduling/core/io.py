@@ -12,7 +12,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from itertools import repeat
 from typing import Any
+
+import numpy as np
 
 from .model import (
     POLICIES,
@@ -221,9 +224,93 @@ def _chart_spread(chart: dict[str, Any], where: _ChartPlace, spread: dict[str, f
 
 def _queue(charts: object, spread: dict[str, float]) -> QueueColumns:
     """The queued charts as columns, each chart checked (see the contract's table); their spreads
-    go into `spread`."""
+    go into `spread`.
+
+    1. Read and check whole columns at once (`_queue_by_columns`): the usual input, every value
+       plainly good, passes in a few passes over the charts, in C.
+    2. If any value may break the contract, read chart by chart (`_queue_by_chart`), which names
+       the first chart and field that does (or, for a value the columns' checks leave to it, such
+       as a float beyond +-2**53, accepts it): the same columns or the same message either way.
+    """
     if not isinstance(charts, list):
         raise ScenarioError(f"queued: must be an array, got {_show(charts)}")
+    queue = _queue_by_columns(charts, spread)
+    return _queue_by_chart(charts, spread) if queue is None else queue
+
+
+def _queue_by_columns(charts: list[Any], spread: dict[str, float]) -> QueueColumns | None:
+    """The columns of `charts` when every value is plainly good, else None (and `spread` untouched).
+
+    Plainly good: each chart an object; `id` and `org` strings; `created`, `avg` (> 0) and any
+    `available_at` and `spread` (>= 0) ints or floats below 2**53 in magnitude; `cost` (>= 1) and
+    `priority` ints within +-2**53; the flags booleans.
+    """
+    if not _all_of(charts, dict):
+        return None
+
+    def values(field: str, default: object = None) -> list[Any]:
+        return list(map(dict.get, charts, repeat(field), repeat(default)))
+
+    ids, orgs = values("id"), values("org")
+    created, avg = values("created"), values("avg")
+    cost, priority = values("cost", 1), values("priority", 0)
+    high_priority, paused, retry = values("high_priority", False), values("paused", False), values("retry", False)
+    available_at, spreads = values("available_at"), values("spread")
+    if not (
+        _all_of(ids, str)
+        and _all_of(orgs, str)
+        and _plain_numbers(created)
+        and _plain_numbers(avg, positive=True)
+        and _plain_integers(cost, minimum=1)
+        and _plain_integers(priority, minimum=-MAX_EXACT_INTEGER)
+        and _all_of(high_priority, bool)
+        and _all_of(paused, bool)
+        and _all_of(retry, bool)
+        and _plain_numbers(_given(available_at))
+        and _plain_numbers(given := _given(spreads))
+        and (not given or min(given) >= 0)
+    ):
+        return None
+    if given:
+        spread.update((chart_id, value) for chart_id, value in zip(ids, spreads, strict=True) if value is not None)
+    return QueueColumns(
+        id=ids, org=orgs, created=created, avg=avg, cost=cost, high_priority=high_priority, paused=paused,
+        priority=priority, available_at=available_at, retry=retry,
+    )  # fmt: skip
+
+
+def _given(values: list[Any]) -> list[Any]:
+    """The values that are not None (most often none: counted in C first)."""
+    return [] if values.count(None) == len(values) else [value for value in values if value is not None]
+
+
+def _all_of(values: list[Any], kind: type) -> bool:
+    """Whether every value is of type `kind` itself (a bool is no int)."""
+    return set(map(type, values)) <= {kind}
+
+
+def _plain_numbers(values: list[Any], *, positive: bool = False) -> bool:
+    """Whether every value is an int or float of magnitude below 2**53 (so finite), and > 0 if
+    `positive`."""
+    if not set(map(type, values)) <= {int, float}:
+        return False
+    try:
+        numbers = np.array(values, dtype=np.float64)
+    except OverflowError:  # an int beyond any float
+        return False
+    if not (np.abs(numbers) < MAX_EXACT_INTEGER).all():  # nan compares false
+        return False
+    return not positive or bool((numbers > 0).all())
+
+
+def _plain_integers(values: list[Any], *, minimum: int) -> bool:
+    """Whether every value is an int from `minimum` to 2**53."""
+    return _all_of(values, int) and (not values or (min(values) >= minimum and max(values) <= MAX_EXACT_INTEGER))
+
+
+def _queue_by_chart(charts: list[Any], spread: dict[str, float]) -> QueueColumns:
+    """The queued charts as columns, checked one by one: the first value that breaks the contract
+    raises `ScenarioError` naming its chart and field."""
     queue = QueueColumns([], [], [], [], [], [], [], [], [], [])
     add_id, add_org = queue.id.append, queue.org.append
     add_created, add_avg, add_cost = queue.created.append, queue.avg.append, queue.cost.append

@@ -49,9 +49,10 @@ def org_replay(
     Charts are numbered 0..n-1 in the fair order; chart i belongs to org `org[i]` and occupies
     `units[i]`; `pending` lists the charts that become available after `now`, as (available_at,
     chart) (see `later_charts`). `caps[o]` is org o's `max_concurrency`. The org's charts available
-    so far form its stream: those available from the start in a list read from `next_ready[o]` on
-    (ended by `NONE`, a number past every chart), the later ones in a heap `late[o]`. `head[o]` is
-    the stream's first chart (`NONE`: none); `heads` is a heap of charts, holding the head of every
+    so far form its stream: those available from the start linked in order (`following[chart]`,
+    the first not started `ready_head[o]`, `none`, a number past every chart, after the last), the
+    later ones in a heap `late[o]`. `head[o]` is the stream's first chart (`none`: none); `room[o]`
+    how many more it may start before its cap; `heads` is a heap of charts, holding the head of every
     org that may start one (entries that are no longer their org's head, or whose org is parked,
     are dropped when met).
 
@@ -63,7 +64,8 @@ def org_replay(
        a. a head whose org runs its cap parks the org (out of `heads` until a finish of the org);
        b. a head dearer than the free budget stops the walk (head of line);
        c. otherwise it starts: its finish (instant + avg) is a new event, and its org's next
-          chart becomes the org's head. Once no budget is left the walk ends.
+          chart becomes the org's head (the org is parked at once if that start took it to its
+          cap). Once no budget is left the walk ends.
     3. Move to the earliest finish or arrival; stop when there is neither.
     """
     chart_count = len(org)
@@ -71,33 +73,37 @@ def org_replay(
     starts: list[float | None] = [None] * chart_count
     etas: list[float | None] = [None] * chart_count
     free = budget
-    org_running = [0] * org_count
+    # An uncapped org's limit: more than every chart, running ones included, could ever run.
+    unlimited = chart_count + len(running_org) + 1
+    # Charts org o may still start before it reaches its cap (below 0 when it runs past a lowered cap).
+    room = [unlimited if cap is None else cap for cap in caps]
     # Running chart i is numbered chart_count + i: a finish is a number whatever it finishes.
     key_org = [*org, *running_org]
     key_units = [*units, *running_units]
-    finishes: list[tuple[float, int]] = []
+    # The finishes to come: their times in a heap of floats (quick to compare), once per finish;
+    # what finishes at a time in `finishing`, and in `also_finishing` when more than one chart does.
+    finishes = _Finishes([], {}, {})
     for index, (finish_at, running_at, held) in enumerate(zip(running_finish, running_org, running_units, strict=True)):
         free -= held
-        org_running[running_at] += 1
-        finishes.append((finish_at, chart_count + index))
-    heapq.heapify(finishes)
+        room[running_at] -= 1
+        finishes.add(finish_at, chart_count + index)
+    finish_times, finishing, also_finishing = finishes
 
     none = len(key_org)
     waiting_charts = sorted(pending)
     waiting_charts.append((math.inf, none))
-    ready = _streams(org, [chart for _, chart in pending], org_count, end=none)
-    next_ready = [0] * org_count
+    streams = _Streams.of(org, [chart for _, chart in pending], org_count, end=none)
+    following = streams.following
+    ready_head = list(streams.first)
     late: list[list[int]] = [[] for _ in range(org_count)]
-    head = [charts[0] for charts in ready]
+    head = list(ready_head)
     parked = [False] * org_count
     heads = [chart for chart in head if chart != none]
     heapq.heapify(heads)
-    # An uncapped org's limit: more than every chart, running ones included, could ever run.
-    unlimited = len(key_org) + 1
-    limit = [unlimited if cap is None else cap for cap in caps]
     # Charts of uncapped orgs not started yet; once none is left, the tail may be closed-form.
+    uncapped = [1 if cap is None else 0 for cap in caps]
     chart_counts = np.bincount(np.asarray(org, dtype=np.intp), minlength=org_count).tolist()
-    uncapped_left = sum(count for count, cap in zip(chart_counts, caps, strict=True) if cap is None)
+    uncapped_left = sum(count for count, is_uncapped in zip(chart_counts, uncapped, strict=True) if is_uncapped)
     instants_to_tail_check = 0
     tail_check_every = TAIL_CHECK_EVERY
 
@@ -106,12 +112,16 @@ def org_replay(
     next_ready_at = waiting_charts[0][0]
     instant = now
     while True:
-        while finishes and finishes[0][0] <= instant:
-            key = pop(finishes)[1]
+        while finish_times and finish_times[0] <= instant:
+            finish_at = pop(finish_times)
+            if also_finishing and finish_at in also_finishing:
+                key = finishes.take_another(finish_at)
+            else:
+                key = finishing.pop(finish_at)
             finished_org = key_org[key]
             free += key_units[key]
-            org_running[finished_org] -= 1
-            if parked[finished_org] and org_running[finished_org] < limit[finished_org]:
+            room[finished_org] += 1
+            if parked[finished_org] and room[finished_org] > 0:
                 parked[finished_org] = False
                 push(heads, head[finished_org])
         while next_ready_at <= instant:
@@ -127,10 +137,10 @@ def org_replay(
         while heads:
             chart = heads[0]
             stream = org[chart]
-            if parked[stream] or head[stream] != chart:
+            if head[stream] != chart or parked[stream]:
                 pop(heads)
                 continue
-            if org_running[stream] >= limit[stream]:
+            if room[stream] <= 0:
                 parked[stream] = True
                 pop(heads)
                 continue
@@ -138,25 +148,28 @@ def org_replay(
             if held > free:
                 break
             free -= held
-            org_running[stream] += 1
-            if limit[stream] == unlimited:
-                uncapped_left -= 1
+            room[stream] -= 1
+            uncapped_left -= uncapped[stream]
             starts[chart] = instant
             etas[chart] = eta = instant + avg[chart]
-            push(finishes, (eta, chart))
-            charts = ready[stream]
-            index = next_ready[stream]
+            if eta in finishing:
+                finishes.add_another(eta, chart)
+            else:
+                finishing[eta] = chart
+            push(finish_times, eta)
             waiting = late[stream]
-            if charts[index] == chart:
-                index += 1
-                next_ready[stream] = index
+            if chart == ready_head[stream]:
+                ready_head[stream] = new_head = following[chart]
             else:
                 pop(waiting)
-            new_head = charts[index]
+                new_head = ready_head[stream]
             if waiting and waiting[0] < new_head:
                 new_head = waiting[0]
             head[stream] = new_head
             if new_head == none:
+                pop(heads)
+            elif room[stream] <= 0:  # at its cap: parked now rather than when its head is met
+                parked[stream] = True
                 pop(heads)
             else:
                 replace(heads, new_head)
@@ -165,14 +178,17 @@ def org_replay(
         if not uncapped_left:
             instants_to_tail_check -= 1
             if instants_to_tail_check <= 0:
-                state = ReplayState(instant, finishes, ready, next_ready, late, waiting_charts[next_pending:-1])
+                state = ReplayState(
+                    instant, finishes.pairs(), streams.ready, streams.next_ready(ready_head), late,
+                    waiting_charts[next_pending:-1],
+                )  # fmt: skip
                 if _tail_is_free(state, budget=budget, caps=caps, org=key_org, units=key_units):
                     _replay_tail(state, caps=caps, org=key_org, avg=avg, starts=starts, etas=etas)
                     return starts, etas
                 tail_check_every *= 2
                 instants_to_tail_check = tail_check_every
-        if finishes:
-            instant = finishes[0][0]
+        if finish_times:
+            instant = finish_times[0]
             if next_ready_at < instant:
                 instant = next_ready_at
         elif next_pending < len(waiting_charts) - 1:
@@ -335,13 +351,72 @@ def later_charts(available_at: Sequence[float | None], order: Indices, now: floa
     ]
 
 
-def _streams(org: Sequence[int], later: Sequence[int], org_count: int, *, end: int) -> list[list[int]]:
-    """Per org, its charts available from the start, in order and followed by `end` (a stable sort
-    by org, split)."""
-    codes = np.asarray(org, dtype=np.intp)
-    available = np.ones(len(codes), dtype=bool)
-    available[np.asarray(later, dtype=np.intp)] = False
-    charts = np.flatnonzero(available)
-    by_org = charts[np.argsort(codes[charts], kind="stable")]
-    bounds = np.cumsum(np.bincount(codes[charts], minlength=org_count))[:-1]
-    return [[*part.tolist(), end] for part in np.split(by_org, bounds)]
+class _Finishes(NamedTuple):
+    """The finishes to come: `times`, a heap with one entry per finish; the chart (a number) of
+    each time in `finishing`, the others at the same time in `also_finishing`."""
+
+    times: list[float]
+    finishing: dict[float, int]
+    also_finishing: dict[float, list[int]]
+
+    def add(self, finish_at: float, key: int) -> None:
+        if finish_at in self.finishing:
+            self.add_another(finish_at, key)
+        else:
+            self.finishing[finish_at] = key
+        heapq.heappush(self.times, finish_at)
+
+    def add_another(self, finish_at: float, key: int) -> None:
+        """A finish at a time at which another chart finishes already (the heap entry is the caller's)."""
+        self.also_finishing.setdefault(finish_at, []).append(key)
+
+    def take_another(self, finish_at: float) -> int:
+        """One of the charts that finish at `finish_at` besides the one in `finishing`."""
+        keys = self.also_finishing[finish_at]
+        key = keys.pop()
+        if not keys:
+            del self.also_finishing[finish_at]
+        return key
+
+    def pairs(self) -> list[tuple[float, int]]:
+        """(time, chart) of every finish to come."""
+        return [*self.finishing.items(), *((at, key) for at, keys in self.also_finishing.items() for key in keys)]
+
+
+class _Streams(NamedTuple):
+    """Per org, its charts available from the start, in order: as lists ended by `end` (`ready`),
+    and as links, `following[chart]` being the org's next chart (`end` after its last) and
+    `first[o]` org o's first (`end` if none)."""
+
+    ready: list[list[int]]
+    following: list[int]
+    first: list[int]
+    position: NDArray[np.intp]
+    end: int
+
+    @classmethod
+    def of(cls, org: Sequence[int], later: Sequence[int], org_count: int, *, end: int) -> _Streams:
+        """The streams of the charts not in `later` (a stable sort by org, split)."""
+        codes = np.asarray(org, dtype=np.intp)
+        available = np.ones(len(codes), dtype=bool)
+        available[np.asarray(later, dtype=np.intp)] = False
+        charts = np.flatnonzero(available)
+        by_org = charts[np.argsort(codes[charts], kind="stable")]
+        sizes = np.bincount(codes[charts], minlength=org_count)
+        bounds = np.cumsum(sizes)
+        following = np.full(len(codes), end, dtype=np.intp)
+        following[by_org[:-1]] = by_org[1:]
+        following[by_org[bounds[sizes > 0] - 1]] = end
+        first = np.full(org_count, end, dtype=np.intp)
+        first[sizes > 0] = by_org[(bounds - sizes)[sizes > 0]]
+        position = np.empty(len(codes), dtype=np.intp)  # a chart's index in its org's list
+        position[by_org] = np.arange(len(by_org)) - np.repeat(bounds - sizes, sizes)
+        ready = [[*part.tolist(), end] for part in np.split(by_org, bounds[:-1])] if org_count else []
+        return cls(ready, following.tolist(), first.tolist(), position, end)
+
+    def next_ready(self, ready_head: Sequence[int]) -> list[int]:
+        """Per org, the index in its list of its first chart not started (`ready_head`)."""
+        return [
+            len(charts) - 1 if chart == self.end else int(self.position[chart])
+            for charts, chart in zip(self.ready, ready_head, strict=True)
+        ]
