@@ -14,7 +14,7 @@ from backlog import run_at_sizes, seed_backlog, use_database
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-BENCH_DB = "fairsched_bench"
+BENCH_DB = "fairsched_bench_replan"
 use_database(BENCH_DB)
 
 

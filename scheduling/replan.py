@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import logging
 import time
 from collections import Counter
@@ -14,7 +13,7 @@ from django.db import connection, transaction
 from charts.models import ChartPlan
 from fairsched.events import STAFF_GROUP, broadcast
 from orgs.models import Org
-from scheduling import core, metrics
+from scheduling import copy_binary, core, metrics
 from scheduling.models import QueueSample
 from scheduling.snapshot import Snapshot, load_snapshot, to_datetime
 
@@ -76,43 +75,99 @@ def _summary(result: ReplanResult) -> dict[str, object]:
 
 
 def _write_chart_plan(plan: core.Plan) -> None:
-    """Replace the whole plan table: one DELETE and one INSERT from a COPY, whatever moved.
+    """Replace the plan table with a new one holding this plan: built aside, then swapped in. Steps:
 
-    Every replan moves most rows (a dispatch shifts every position, time shifts the ETAs behind an
-    overdue run), so a rewrite is the steady case; on a narrow table of its own it is cheap and
-    leaves the chart rows alone. Times travel as epoch seconds and become timestamps in SQL, many
-    times faster than formatting four datetimes per chart in Python.
+    1. Encode every chart's row (position, start, ETA and band) as one binary COPY stream, from whole
+       columns (`scheduling.copy_binary`): times go in PostgreSQL's own form, nothing is formatted.
+    2. Create the next table like the plan table (columns, defaults, checks; no indexes), COPY the
+       rows in, then build its indexes, each in one sort.
+    3. Swap: drop the plan table and rename the next table and its indexes to its names.
+
+    Why a new table and not a diff: between two replans nearly every row changes (a dispatch shifts
+    every position, time shifts every ETA behind a free or overdue slot), and an UPDATE of 100k rows
+    costs four times the COPY and index builds of a fresh table (see `bench/bench_replan.py`).
+
+    Readers never see a half-written plan: the swap is part of the replan's transaction, so they see
+    the old table until it commits and the new one after. The swap takes the plan table's exclusive
+    lock last, just before the commit, so a reader waits at most for the rename (and for readers
+    already running). A transition's `_leave_plan` that was waiting for that lock goes on against
+    the new table; one that committed while this plan was computed is overwritten with this plan's
+    row for its chart, as before: readers go by the chart's state, and the next replan settles it.
     """
-    position = {chart_id: index for index, chart_id in enumerate(plan.order)}
+    rows = _plan_rows(plan)
+    table = ChartPlan._meta.db_table
+    next_table = f"{table}_next"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT i.relname, pg_get_indexdef(x.indexrelid), x.indisunique, c.contype"
+            " FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid"
+            " LEFT JOIN pg_constraint c ON c.conindid = x.indexrelid AND c.conrelid = x.indrelid"
+            " WHERE x.indrelid = %s::regclass",
+            [table],
+        )
+        indexes = [PlanIndex(*row) for row in cursor.fetchall()]
+        cursor.execute(
+            f"CREATE TABLE {next_table} (LIKE {table} INCLUDING ALL EXCLUDING INDEXES)"
+            # It lives until the next replan: nothing for autovacuum to do but collide with the swap.
+            " WITH (autovacuum_enabled = false)"
+        )
+        with cursor.connection.cursor().copy(
+            f"COPY {next_table} ({', '.join(rows)}) FROM STDIN (FORMAT binary)"
+        ) as copy:
+            copy.write(copy_binary.encode(list(rows.values())))
+        for index in indexes:
+            cursor.execute(index.create_on(next_table))
+            if index.constraint:
+                cursor.execute(f"ALTER TABLE {next_table} ADD {index.constraint} USING INDEX {index.built}")
+        cursor.execute(f"DROP TABLE {table}")
+        cursor.execute(f"ALTER TABLE {next_table} RENAME TO {table}")
+        for index in indexes:
+            # (An index that backs a constraint renames the constraint with it.)
+            cursor.execute(f"ALTER INDEX {index.built} RENAME TO {index.name}")
+
+
+@dataclass(frozen=True)
+class PlanIndex:
+    """An index of the plan table as the catalog describes it, to build again on the next table."""
+
+    name: str
+    definition: str  # pg_get_indexdef: CREATE [UNIQUE] INDEX name ON table USING method (columns) ...
+    unique: bool
+    constraint_type: str | None  # p: it backs the primary key, u: a unique constraint, None: neither
+
+    @property
+    def built(self) -> str:
+        return f"{self.name}_next"
+
+    @property
+    def constraint(self) -> str:
+        return {"p": "PRIMARY KEY", "u": "UNIQUE"}.get(self.constraint_type or "", "")
+
+    def create_on(self, table: str) -> str:
+        method_and_columns = self.definition.split(" USING ", 1)[1]
+        unique = "UNIQUE " if self.unique else ""
+        return f"CREATE {unique}INDEX {self.built} ON {table} USING {method_and_columns}"
+
+
+def _plan_rows(plan: core.Plan) -> dict[str, copy_binary.Column]:
+    """The plan as the plan table's columns, aligned with the plan's chart ids."""
+    ids = list(plan.start)
+    slot = {chart_id: index for index, chart_id in enumerate(ids)}
+    position: list[int | None] = [None] * len(ids)
+    for index, chart_id in enumerate(plan.order):
+        position[slot[chart_id]] = index
     start, eta = plan.start.as_dict(), plan.eta.as_dict()  # type: ignore[attr-defined]
     eta_low = plan.eta_low.as_dict() if plan.eta_low is not plan.eta else eta  # type: ignore[attr-defined]
     eta_high = plan.eta_high.as_dict() if plan.eta_high is not plan.eta else eta  # type: ignore[attr-defined]
-    buffer = io.StringIO()
-    for chart_id, chart_start in start.items():
-        buffer.write(
-            f"{chart_id}\t{_field(position.get(chart_id))}\t{_field(chart_start)}\t{_field(eta[chart_id])}"
-            f"\t{_field(eta_low.get(chart_id))}\t{_field(eta_high.get(chart_id))}\n"
-        )
-    table = ChartPlan._meta.db_table
-    with connection.cursor() as cursor:
-        # (Dropped first: a replan inside a caller's transaction may follow another one.)
-        cursor.execute("DROP TABLE IF EXISTS pg_temp.fairsched_plan_rows")
-        cursor.execute(
-            "CREATE TEMP TABLE fairsched_plan_rows (chart_id bigint, position integer, predicted_start float8,"
-            " eta float8, eta_low float8, eta_high float8) ON COMMIT DROP"
-        )
-        with cursor.connection.cursor().copy("COPY fairsched_plan_rows FROM STDIN") as copy:
-            copy.write(buffer.getvalue())
-        cursor.execute(f"DELETE FROM {table}")  # noqa: S608
-        cursor.execute(
-            f"INSERT INTO {table} (chart_id, position, predicted_start, eta, eta_low, eta_high)"  # noqa: S608
-            " SELECT chart_id, position, to_timestamp(predicted_start), to_timestamp(eta), to_timestamp(eta_low),"
-            " to_timestamp(eta_high) FROM fairsched_plan_rows"
-        )
-
-
-def _field(value: float | None) -> str:
-    return "\\N" if value is None else repr(value)
+    eta_column = copy_binary.timestamps(list(eta.values()))
+    return {
+        "chart_id": copy_binary.integers([int(chart_id) for chart_id in ids]),
+        "position": copy_binary.integers(position, kind="int4"),
+        "predicted_start": copy_binary.timestamps(list(start.values())),
+        "eta": eta_column,
+        "eta_low": eta_column if eta_low is eta else copy_binary.timestamps(list(eta_low.values())),
+        "eta_high": eta_column if eta_high is eta else copy_binary.timestamps(list(eta_high.values())),
+    }
 
 
 def _write_org_clear(snapshot: Snapshot, plan: core.Plan) -> dict[str, datetime | None]:
