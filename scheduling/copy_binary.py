@@ -40,10 +40,13 @@ class Column:
 
 
 def integers(values: Sequence[int | None], *, kind: Literal["int8", "int4"] = "int8") -> Column:
-    """A bigint (or integer) column; None is NULL."""
-    array = _floats(values)
-    null = np.isnan(array)
-    return Column(kind, np.where(null, 0, array).astype(np.int64), null if null.any() else None)
+    """A bigint (or integer) column; None is NULL. (Never through floats: a bigint does not fit one.)"""
+    try:
+        return Column(kind, np.array(values, dtype=np.int64))
+    except TypeError:
+        null = np.fromiter((value is None for value in values), np.bool_, len(values))
+        array = np.fromiter((0 if value is None else value for value in values), np.int64, len(values))
+        return Column(kind, array, null)
 
 
 def timestamps(seconds: Sequence[float | None]) -> Column:
@@ -117,6 +120,6 @@ def _records(columns: Sequence[Column], members: npt.NDArray[np.intp]) -> bytes:
             values[length] = np.dtype(WIRE[column.kind]).itemsize
             values[value] = column.values[members]
     records = np.empty(len(members), dtype=np.dtype(fields))
-    for name, value in values.items():
-        records[name] = value
+    for name, field_values in values.items():
+        records[name] = field_values
     return records.tobytes()

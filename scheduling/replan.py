@@ -38,8 +38,9 @@ def plan_refresh(*, now: datetime | None = None) -> ReplanResult:
     1. Load one snapshot of the waiting and in-flight charts (`load_snapshot`, a few queries).
     2. Plan it with the core: order, ETAs and their p10-p90 bands, with the arrivals the snapshot
        expects (`scheduling.core.forecast`).
-    3. In one transaction: replace the plan table (every chart's position, start, ETA and band) with
-       one DELETE and one COPY, write the orgs' clear-times, and keep a `QueueSample` for the plots.
+    3. In one transaction: build the next plan table aside (every chart's position, start, ETA and
+       band), write the orgs' clear-times, keep a `QueueSample` for the plots, and swap the next plan
+       table in for the plan table (`_build_next_plan`, `_swap_in_next_plan`).
     4. After commit, broadcast a summary to the live pages.
     """
     begun = time.perf_counter()
@@ -49,9 +50,10 @@ def plan_refresh(*, now: datetime | None = None) -> ReplanResult:
         # Replans write the same rows; taking turns here keeps two of them from deadlocking.
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [REPLAN_LOCK])
-        _write_chart_plan(plan)
+        indexes = _build_next_plan(plan)
         org_clear = _write_org_clear(snapshot, plan)
         _write_sample(snapshot, plan, org_clear)
+        _swap_in_next_plan(indexes)  # last: it locks the plan table until the commit
     seconds = time.perf_counter() - begun
     metrics.observe_replan(seconds)
     result = ReplanResult(
@@ -74,53 +76,64 @@ def _summary(result: ReplanResult) -> dict[str, object]:
     }
 
 
-def _write_chart_plan(plan: core.Plan) -> None:
-    """Replace the plan table with a new one holding this plan: built aside, then swapped in. Steps:
+PLAN_TABLE = ChartPlan._meta.db_table
+NEXT_PLAN_TABLE = f"{PLAN_TABLE}_next"
+
+
+def _build_next_plan(plan: core.Plan) -> list[PlanIndex]:
+    """Build the next plan table aside, holding this plan, and return the plan table's indexes that
+    it was given. Steps:
 
     1. Encode every chart's row (position, start, ETA and band) as one binary COPY stream, from whole
        columns (`scheduling.copy_binary`): times go in PostgreSQL's own form, nothing is formatted.
-    2. Create the next table like the plan table (columns, defaults, checks; no indexes), COPY the
-       rows in, then build its indexes, each in one sort.
-    3. Swap: drop the plan table and rename the next table and its indexes to its names.
+    2. Create the next table like the plan table (columns, defaults, checks; no indexes) and COPY the
+       rows in.
+    3. Build each index of the plan table on it (read from the catalog, so a migration that adds one
+       is followed), each in one sort.
 
     Why a new table and not a diff: between two replans nearly every row changes (a dispatch shifts
     every position, time shifts every ETA behind a free or overdue slot), and an UPDATE of 100k rows
-    costs four times the COPY and index builds of a fresh table (see `bench/bench_replan.py`).
-
-    Readers never see a half-written plan: the swap is part of the replan's transaction, so they see
-    the old table until it commits and the new one after. The swap takes the plan table's exclusive
-    lock last, just before the commit, so a reader waits at most for the rename (and for readers
-    already running). A transition's `_leave_plan` that was waiting for that lock goes on against
-    the new table; one that committed while this plan was computed is overwritten with this plan's
-    row for its chart, as before: readers go by the chart's state, and the next replan settles it.
+    costs several times the COPY and index builds of a fresh table (see `bench/bench_replan.py`).
+    Nobody else reads or locks the next table, so building it holds up no reader, transition or claim.
     """
     rows = _plan_rows(plan)
-    table = ChartPlan._meta.db_table
-    next_table = f"{table}_next"
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT i.relname, pg_get_indexdef(x.indexrelid), x.indisunique, c.contype"
             " FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid"
             " LEFT JOIN pg_constraint c ON c.conindid = x.indexrelid AND c.conrelid = x.indrelid"
             " WHERE x.indrelid = %s::regclass",
-            [table],
+            [PLAN_TABLE],
         )
         indexes = [PlanIndex(*row) for row in cursor.fetchall()]
         cursor.execute(
-            f"CREATE TABLE {next_table} (LIKE {table} INCLUDING ALL EXCLUDING INDEXES)"
+            f"CREATE TABLE {NEXT_PLAN_TABLE} (LIKE {PLAN_TABLE} INCLUDING ALL EXCLUDING INDEXES)"
             # It lives until the next replan: nothing for autovacuum to do but collide with the swap.
             " WITH (autovacuum_enabled = false)"
         )
-        with cursor.connection.cursor().copy(
-            f"COPY {next_table} ({', '.join(rows)}) FROM STDIN (FORMAT binary)"
-        ) as copy:
+        columns = ", ".join(rows)
+        with cursor.connection.cursor().copy(f"COPY {NEXT_PLAN_TABLE} ({columns}) FROM STDIN (FORMAT binary)") as copy:
             copy.write(copy_binary.encode(list(rows.values())))
         for index in indexes:
-            cursor.execute(index.create_on(next_table))
+            cursor.execute(index.create_on(NEXT_PLAN_TABLE))
             if index.constraint:
-                cursor.execute(f"ALTER TABLE {next_table} ADD {index.constraint} USING INDEX {index.built}")
-        cursor.execute(f"DROP TABLE {table}")
-        cursor.execute(f"ALTER TABLE {next_table} RENAME TO {table}")
+                cursor.execute(f"ALTER TABLE {NEXT_PLAN_TABLE} ADD {index.constraint} USING INDEX {index.built}")
+    return indexes
+
+
+def _swap_in_next_plan(indexes: list[PlanIndex]) -> None:
+    """Drop the plan table and give the next table its name and its indexes' names.
+
+    Readers never see a half-written plan: the swap is part of the replan's transaction, so they read
+    the old table until it commits and the new one after. The drop takes the plan table's exclusive
+    lock, last thing before the commit: a reader waits at most for the renames (and for readers
+    already running). A transition's `_leave_plan` that waits for that lock goes on against the new
+    table; one that committed while this plan was computed is overwritten with this plan's row for
+    its chart, as a rewrite always did: readers go by the chart's state, and the next replan settles it.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP TABLE {PLAN_TABLE}")
+        cursor.execute(f"ALTER TABLE {NEXT_PLAN_TABLE} RENAME TO {PLAN_TABLE}")
         for index in indexes:
             # (An index that backs a constraint renames the constraint with it.)
             cursor.execute(f"ALTER INDEX {index.built} RENAME TO {index.name}")
