@@ -8,6 +8,7 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+import numpy as np
 from django.db import connection, transaction
 
 from charts.models import ChartPlan
@@ -171,21 +172,35 @@ class PlanIndex:
 def _plan_rows(plan: core.Plan) -> dict[str, copy_binary.Column]:
     """The plan as the plan table's columns, aligned with the plan's chart ids."""
     ids = list(plan.start)
-    slot = {chart_id: index for index, chart_id in enumerate(ids)}
-    position: list[int | None] = [None] * len(ids)
-    for index, chart_id in enumerate(plan.order):
-        position[slot[chart_id]] = index
-    start, eta = plan.start.as_dict(), plan.eta.as_dict()  # type: ignore[attr-defined]
-    eta_low = plan.eta_low.as_dict() if plan.eta_low is not plan.eta else eta  # type: ignore[attr-defined]
-    eta_high = plan.eta_high.as_dict() if plan.eta_high is not plan.eta else eta  # type: ignore[attr-defined]
-    eta_column = copy_binary.timestamps(list(eta.values()))
     return {
         "chart_id": copy_binary.integers([int(chart_id) for chart_id in ids]),
-        "position": copy_binary.integers(position, kind="int4"),
+        "position": _positions(ids, plan.order),
+        **_time_columns(plan),
+    }
+
+
+def _positions(ids: list[str], order: list[str]) -> copy_binary.Column:
+    """Each chart's place in `order`, NULL for a chart outside it. The planner lists the ordered
+    charts first, in order: then the places are 0, 1, 2, ... and the rest NULL, at numpy's speed."""
+    places = np.arange(len(ids), dtype=np.int64)
+    if ids[: len(order)] == order:
+        return copy_binary.Column("int4", places, places >= len(order))
+    place = {chart_id: index for index, chart_id in enumerate(order)}
+    return copy_binary.integers([place.get(chart_id) for chart_id in ids], kind="int4")
+
+
+def _time_columns(plan: core.Plan) -> dict[str, copy_binary.Column]:
+    start, eta = plan.start.as_dict(), plan.eta.as_dict()  # type: ignore[attr-defined]
+    eta_column = copy_binary.timestamps(list(eta.values()))
+    return {
         "predicted_start": copy_binary.timestamps(list(start.values())),
         "eta": eta_column,
-        "eta_low": eta_column if eta_low is eta else copy_binary.timestamps(list(eta_low.values())),
-        "eta_high": eta_column if eta_high is eta else copy_binary.timestamps(list(eta_high.values())),
+        "eta_low": eta_column
+        if plan.eta_low is plan.eta
+        else copy_binary.timestamps(list(plan.eta_low.as_dict().values())),  # type: ignore[attr-defined]
+        "eta_high": eta_column
+        if plan.eta_high is plan.eta
+        else copy_binary.timestamps(list(plan.eta_high.as_dict().values())),  # type: ignore[attr-defined]
     }
 
 
