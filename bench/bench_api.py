@@ -37,12 +37,12 @@ CPU time counted over every thread, and `py-spy record -p <gunicorn worker>` dur
 - ORM query building. The token lookup (annotate + subquery + select_related) and the chart read
   (the plan annotations + select_related + first()) spent most of their 1.4 ms and 2.1 ms building and
   compiling the query. Both are now one constant statement written from the models' columns
-  (`fairsched/rows.py`; still 2 queries, pinned in tests/api/test_charts.py). CPU per status read
+  (`common/rows.py`; still 2 queries, pinned in tests/api/test_charts.py). CPU per status read
   through the sync stack in process: 4.5-5.9 ms -> 3.3 ms; through ASGI in process: 4.7 ms wall.
 - Middleware: the request guards, CSP and axes together were under 0.3 ms of a status read: not a cause.
 - Submit: the after-commit broadcast (async_to_sync to two groups: two hops to the worker's busy event
   loop and Redis round trips) and the replan request (Redis, Celery publish) ran inside the request,
-  holding the worker's only sync thread. They now go to a sender thread (`fairsched/events.py`; replan
+  holding the worker's only sync thread. They now go to a sender thread (`common/events.py`; replan
   requests queued together are one), and a new chart is answered from what was written instead of read
   again. One submit after another through the ASGI application in process: 145 ms -> 14.5 ms.
 - Workers: 4 gunicorn workers instead of 2 on 2 cores gave no more (150 req/s back to back, 36 submits/s):
@@ -87,7 +87,7 @@ counts and times (CaptureQueriesContext).
   per request (~30% of a submit's CPU); they are constant statements now (`rows.instances_where`).
   In process, sync handler: 8.5 -> 5.7 ms CPU a submit, wall 30 -> 8-15 ms.
 - Status read. DRF's ModelSerializer built its fields per object (0.59 ms of a ~2.5 ms read); they are
-  built once per class (`fairsched.outputs.OutputFieldsOnce`, same output: 0.07 ms).
+  built once per class (`common.outputs.OutputFieldsOnce`, same output: 0.07 ms).
 - First requests. A worker's first request imported the URLconf and every view (~0.3 s of CPU); the
   ASGI application loads them when the worker starts.
 - Left as they were: the commit's fsync (synchronous_commit stays on: an acknowledged chart is
@@ -144,7 +144,7 @@ GOAL_STATUS_P95_MS = 50.0
 IDLE_PROBE_SECONDS = 0.5
 IDLE_CPU_SECONDS = 0.05
 ISSUE_TOKENS = (
-    "from django.contrib.auth.models import User; from fairsched.api import api_token_issue; "
+    "from django.contrib.auth.models import User; from common.api import api_token_issue; "
     "from orgs.models import Org, Membership; org = Org.objects.get(slug='bench'); "
     "users = [User.objects.create(username=f'bench-{{i}}') for i in range({count})]; "
     "[Membership.objects.create(user=u, org=org, role='member') for u in users]; "

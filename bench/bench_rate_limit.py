@@ -38,7 +38,7 @@ def measure() -> None:
     from django.contrib.auth.models import User
     from rest_framework.test import APIClient
 
-    from fairsched.api import CallerReadThrottle, api_token_issue
+    from orgs.access import CallerReadThrottle, api_token_issue
     from tests.factories import ChartFactory, MembershipFactory, OrgFactory, WorkflowFactory
 
     org = OrgFactory(slug="bench")

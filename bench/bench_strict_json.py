@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/bench_strict_json.py
 
-`fairsched.strict.loads` against a bare `json.loads` on bodies the API takes: a single submission, and
+`common.strict.loads` against a bare `json.loads` on bodies the API takes: a single submission, and
 bulk submissions of 1,000 and 10,000 items (each with a small nested payload). Best of 9 runs each.
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "fairsched.settings")
 
-from fairsched import strict
+from common import strict
 
 
 def best(action: Callable[[], object], runs: int = 9) -> float:

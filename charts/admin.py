@@ -5,14 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
-from django.db.models import QuerySet
+from django.db.models import Count, Q, QuerySet
 from django.forms import ModelForm
 from django.http import HttpRequest
 
 from charts import services
-from charts.models import Chart, ChartEvent
-from fairsched.actors import actor_for
-from fairsched.admin_utils import ServiceModelAdmin, apply_each
+from charts.models import Chart, ChartEvent, ChartState
+from common.actors import actor_for
+from common.admin_utils import ServiceModelAdmin, apply_each
+from orgs.admin import OrgAdmin
+from orgs.models import Org
 
 
 class ChartEventInline(admin.TabularInline[ChartEvent, Chart]):
@@ -139,3 +141,31 @@ class ChartAdmin(ServiceModelAdmin[Chart]):
     def cancel(self, request: HttpRequest, queryset: QuerySet[Chart]) -> None:
         actor = actor_for(request.user)
         apply_each(self, request, queryset, lambda c: services.chart_cancel(chart=c, actor=actor), "Cancelled")
+
+
+# The orgs' page with each org's queued and running charts: orgs.admin registers it without them (that
+# app sits below this one and does not know charts); importing it above guarantees it is registered first.
+admin.site.unregister(Org)
+
+
+@admin.register(Org)
+class OrgWithChartsAdmin(OrgAdmin):
+    list_display = ["name", "slug", "weight", "held", "max_concurrency", "queue_limit", "queued", "running", "clear_at"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Org]:
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                queued_count=Count("charts", filter=Q(charts__state=ChartState.QUEUED)),
+                running_count=Count("charts", filter=Q(charts__state=ChartState.RUNNING)),
+            )
+        )
+
+    @admin.display(ordering="queued_count")
+    def queued(self, org: Any) -> int:
+        return int(org.queued_count)
+
+    @admin.display(ordering="running_count")
+    def running(self, org: Any) -> int:
+        return int(org.running_count)

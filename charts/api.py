@@ -33,9 +33,10 @@ from charts.serializers import (
     parse_bulk_items,
 )
 from charts.services import PRIORITY, TENANT_PRIORITY
-from fairsched.actors import actor_for
-from fairsched.api import CursorPagination, FairschedAPIView, require_write, scope_of, visible_org_ids
-from fairsched.errors import InvalidInput
+from common.actors import actor_for
+from common.api import CursorPagination, FairschedAPIView
+from common.errors import InvalidInput
+from orgs.access import require_write, scope_of, visible_org_ids
 from orgs.selectors import org_for_input
 
 

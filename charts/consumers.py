@@ -10,8 +10,8 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 
-from fairsched.events import org_group
-from fairsched.sockets import LiveConsumer
+from common.events import org_group
+from common.sockets import LiveConsumer
 from orgs.models import Membership
 
 # Close code for a refused socket (the client does not retry it at once).

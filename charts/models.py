@@ -54,13 +54,49 @@ def attempts_before_retry(state: str) -> int:
     return 1 if state in IN_FLIGHT_STATES else 0
 
 
+class WaitingReason(models.TextChoices):
+    """Why a waiting chart (queued, paused, retry_wait) is not running now: the verdict of the replan's
+    walk at its instant (`scheduling.core.waiting.Reason`), with the core's `unavailable` told apart
+    into `backoff` and `provider_paused`, and `not_yet_planned` for a chart no replan has seen yet.
+
+    Two times go with it:
+    - `waiting_until`: when the reason lifts, as far as the last replan knows. `backoff`: the end of
+      the chart's retry backoff; `provider_paused`: the later of that and the end of the provider's
+      pause (for everyone or for the chart's org); `budget`, `turn`, `org_cap`, `retry_budget`: the
+      chart's predicted start (the replay's); null for `org_held`, `chart_paused`,
+      `not_yet_planned` and a chart that can never start (nothing lifts those on its own).
+    - `available_at` (a column of the chart): the end of its own retry backoff, whatever else holds
+      it; null when it has none.
+    """
+
+    BUDGET = "budget", "Waiting for capacity"
+    TURN = "turn", "Waiting for its turn"
+    ORG_CAP = "org_cap", "At the organisation's concurrency cap"
+    PROVIDER_PAUSED = "provider_paused", "Waiting for the provider's rate limit"
+    BACKOFF = "backoff", "Retrying after a failure"
+    RETRY_BUDGET = "retry_budget", "Waiting for the retry budget"
+    ORG_HELD = "org_held", "Organisation on hold"
+    CHART_PAUSED = "chart_paused", "Paused"
+    NOT_YET_PLANNED = "not_yet_planned", "Not yet planned"
+
+
 # The plan of a chart, kept in `ChartPlan` and read as if it were the chart's own fields.
-PLAN_FIELDS = ("position", "predicted_start", "eta", "eta_low", "eta_high")
+PLAN_FIELDS = (
+    "position",
+    "predicted_start",
+    "eta",
+    "eta_low",
+    "eta_high",
+    "waiting_reason",
+    "waiting_until",
+    "head_of_line",
+)
 
 
 class ChartManager(models.Manager["Chart"]):
-    """Charts with their plan joined in: `position`, `predicted_start`, `eta`, `eta_low`, `eta_high`
-    can be read, filtered and ordered on as if they were columns of the chart."""
+    """Charts with their plan joined in: `position`, `predicted_start`, `eta`, `eta_low`, `eta_high`,
+    `waiting_reason`, `waiting_until`, `head_of_line` can be read, filtered and ordered on as if they
+    were columns of the chart."""
 
     def get_queryset(self) -> models.QuerySet[Chart]:
         return super().get_queryset().annotate(**{name: F(f"plan__{name}") for name in PLAN_FIELDS})
@@ -159,6 +195,18 @@ class ChartPlan(models.Model):
     eta = models.DateTimeField(null=True, blank=True)
     eta_low = models.DateTimeField(null=True, blank=True, help_text="p10 of the predicted finish.")
     eta_high = models.DateTimeField(null=True, blank=True, help_text="p90 of the predicted finish.")
+    # Why the chart is not running now, from the walk at the replan (`scheduling.core.waiting`).
+    waiting_reason = models.CharField(
+        max_length=20, blank=True, help_text="Why it waits (`WaitingReason`); empty when it is not waiting."
+    )
+    waiting_until = models.DateTimeField(
+        null=True, blank=True, help_text="When that reason lifts as far as the plan knows (`WaitingReason`)."
+    )
+    head_of_line = models.BigIntegerField(
+        null=True,
+        blank=True,
+        help_text="The chart heading the line that this one, which would fit, waits behind.",
+    )
 
     class Meta:
         indexes = [models.Index(fields=["position"], name="chart_plan_position_idx")]

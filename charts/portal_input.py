@@ -14,8 +14,8 @@ from typing import Any
 
 from charts.serializers import ITEM_KEYS, parse_bulk_items
 from charts.services import Submission
-from fairsched import strict
-from fairsched.errors import BulkInvalid, InvalidInput
+from common import strict
+from common.errors import BulkInvalid, InvalidInput
 
 REQUIRED_COLUMNS = ("workflow", "external_id")
 TRUE_WORDS = frozenset({"true", "yes", "1"})

@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.contrib.auth import get_user_model
-from django.db.models import F, QuerySet
+from django.db.models import Count, F, QuerySet
 
 from charts.drain import Finish
 from charts.models import ACTIVE_STATES, PLAN_FIELDS, Chart, ChartEvent, ChartPlan, ChartState
-from fairsched import rows
-from fairsched.errors import InvalidInput, NotFound
+from common import rows
+from common.errors import InvalidInput, NotFound
 from orgs.models import Org, Workflow
 
 OrgIds = Collection[int] | None
@@ -26,6 +26,7 @@ LIST_FIELDS = (
     "id",
     "org_id",
     "org__slug",
+    "org__weight",
     "workflow_id",
     "workflow__name",
     "external_id",
@@ -33,6 +34,7 @@ LIST_FIELDS = (
     "high_priority",
     "priority",
     "attempt",
+    "available_at",
     "last_error",
     "created_at",
     "started_at",
@@ -74,7 +76,7 @@ def charts_in_queue_order(charts: QuerySet[Chart]) -> QuerySet[Chart]:
     return charts.order_by(F("position").asc(nulls_last=True), "-id")
 
 
-# One chart with its org, workflow and plan, in one constant statement (`fairsched/rows.py`): the
+# One chart with its org, workflow and plan, in one constant statement (`common/rows.py`): the
 # status read is the API's most frequent call, and the ORM's query building was most of its cost.
 _PLAN_COLUMNS = ", ".join(f'p."{name}"' for name in PLAN_FIELDS)
 CHART_GET_SQL = (
@@ -191,3 +193,25 @@ def backlog_finishes(*, org_id: int) -> list[Finish]:
         .values_list("plan__eta", "plan__eta_low", "plan__eta_high")
     )
     return [Finish(eta=eta, low=low or eta, high=high or eta) for eta, low, high in rows if eta is not None]
+
+
+@dataclass(frozen=True)
+class OrgSummary:
+    """An org as its members see it: counts of its charts per state and its predicted clear-time."""
+
+    org: Org
+    counts: dict[str, int]
+    clear_at: datetime | None
+
+    @property
+    def waiting(self) -> int:
+        return self.counts[ChartState.QUEUED] + self.counts[ChartState.RETRY_WAIT] + self.counts[ChartState.PAUSED]
+
+
+def org_summary(*, org: Org) -> OrgSummary:
+    """One grouped query over the org's charts; every state is present, zero when it has none."""
+    counts = dict.fromkeys(ChartState.values, 0)
+    rows = Chart.objects.filter(org=org).order_by().values_list("state").annotate(n=Count("id"))
+    for state, n in rows:
+        counts[state] = n
+    return OrgSummary(org=org, counts=counts, clear_at=org.clear_at)

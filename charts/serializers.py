@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from charts.models import Chart, ChartState
+from charts.models import Chart, ChartState, WaitingReason
 from charts.selectors import last_error_summary
 from charts.services import MAX_BULK_ITEMS, MAX_EXTERNAL_ID, PRIORITY, Submission
-from fairsched.errors import BulkInvalid, InvalidInput
-from fairsched.outputs import OutputFieldsOnce
-from fairsched.strict import (
+from charts.waiting import chart_waiting
+from common.errors import BulkInvalid, InvalidInput
+from common.outputs import OutputFieldsOnce
+from common.strict import (
     StrictBooleanField,
     StrictCharField,
     StrictIntegerField,
@@ -22,7 +24,7 @@ from fairsched.strict import (
 
 class ChartSerializer(OutputFieldsOnce, serializers.ModelSerializer[Chart]):
     """A chart with its place in the plan: position, predicted start, ETA and its p10-p90 band. Its output
-    fields are built once per class (`fairsched.outputs`): the status read is the API's most frequent call."""
+    fields are built once per class (`common.outputs`): the status read is the API's most frequent call."""
 
     org = serializers.CharField(source="org.slug", read_only=True)
     workflow = serializers.CharField(source="workflow.name", read_only=True)
@@ -33,6 +35,18 @@ class ChartSerializer(OutputFieldsOnce, serializers.ModelSerializer[Chart]):
     eta = serializers.DateTimeField(read_only=True, allow_null=True, help_text="Predicted finish.")
     eta_low = serializers.DateTimeField(read_only=True, allow_null=True, help_text="p10 of the predicted finish.")
     eta_high = serializers.DateTimeField(read_only=True, allow_null=True, help_text="p90 of the predicted finish.")
+    # Why it waits (`charts.waiting.chart_waiting`; `charts.models.WaitingReason` defines both times).
+    waiting_reason = serializers.SerializerMethodField(
+        help_text="Why a waiting chart is not running now: budget, turn, org_cap, provider_paused, backoff,"
+        " retry_budget, org_held, chart_paused or not_yet_planned; null when it is not waiting (or starts now)."
+    )
+    waiting_until = serializers.SerializerMethodField(
+        help_text="When that reason lifts, as far as the last replan knows: the end of the backoff or of the"
+        " provider's pause; for budget, turn, org_cap and retry_budget the predicted start; else null."
+    )
+    available_at = serializers.DateTimeField(
+        read_only=True, allow_null=True, help_text="The end of the chart's own retry backoff; null without one."
+    )
 
     class Meta:
         model = Chart
@@ -49,6 +63,9 @@ class ChartSerializer(OutputFieldsOnce, serializers.ModelSerializer[Chart]):
             "eta",
             "eta_low",
             "eta_high",
+            "waiting_reason",
+            "waiting_until",
+            "available_at",
             "attempt",
             "last_error",
             "created_at",
@@ -59,6 +76,20 @@ class ChartSerializer(OutputFieldsOnce, serializers.ModelSerializer[Chart]):
 
     def get_last_error(self, chart: Chart) -> str:
         return last_error_summary(chart.last_error)
+
+    @extend_schema_field(serializers.ChoiceField(choices=WaitingReason.choices, allow_null=True))
+    def get_waiting_reason(self, chart: Chart) -> str | None:
+        waiting = chart_waiting(chart)
+        return None if waiting is None else waiting.reason.value
+
+    @extend_schema_field(serializers.DateTimeField(allow_null=True))
+    def get_waiting_until(self, chart: Chart) -> str | None:
+        waiting = chart_waiting(chart)
+        return (
+            None
+            if waiting is None or waiting.until is None
+            else serializers.DateTimeField().to_representation(waiting.until)
+        )
 
 
 class ChartDetailSerializer(ChartSerializer):
@@ -219,3 +250,25 @@ def parse_bulk_items(items: object) -> list[Submission]:
     if errors:
         raise BulkInvalid(errors)
     return parsed
+
+
+class StateCountsSerializer(serializers.Serializer[Any]):
+    """The org's charts per state."""
+
+    def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
+        return {state: serializers.IntegerField() for state in ChartState.values}
+
+
+class OrgDetailSerializer(serializers.Serializer[Any]):
+    """An org with its charts counted per state and its predicted clear-time."""
+
+    slug = serializers.CharField(source="org.slug")
+    name = serializers.CharField(source="org.name")
+    weight = serializers.IntegerField(source="org.weight")
+    held = serializers.BooleanField(source="org.is_held")
+    max_concurrency = serializers.IntegerField(source="org.max_concurrency", allow_null=True)
+    queue_limit = serializers.IntegerField(source="org.queue_limit", allow_null=True)
+    clear_at = serializers.DateTimeField(allow_null=True, help_text="When its backlog is predicted to be done.")
+    clear_low = serializers.DateTimeField(source="org.clear_low", allow_null=True, help_text="p10 of clear_at.")
+    clear_high = serializers.DateTimeField(source="org.clear_high", allow_null=True, help_text="p90 of clear_at.")
+    counts = StateCountsSerializer()

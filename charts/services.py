@@ -11,15 +11,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from celery import current_app
 from django.db import connection, transaction
 from django.db.models import Max, Min
 from django.utils import timezone
 
 from charts.models import ACTIVE_STATES, IN_FLIGHT_STATES, PLAN_FIELDS, QUEUE_STATES, Chart, ChartEvent, ChartState
 from charts.states import transition, transition_if
-from fairsched import strict
-from fairsched.bounds import Whole
-from fairsched.errors import (
+from common import strict
+from common.bounds import Whole
+from common.errors import (
     BulkForbidden,
     BulkInvalid,
     Conflict,
@@ -29,9 +30,10 @@ from fairsched.errors import (
     QueueFull,
     ServiceError,
 )
-from fairsched.events import changed
-from fairsched.rows import instances_where
+from common.events import changed
+from common.rows import instances_where
 from orgs.models import Org, Workflow
+from scheduling.models import SchedulerConfig
 
 MAX_EXTERNAL_ID = 200
 MAX_PAYLOAD_BYTES = 64 * 1024
@@ -43,6 +45,8 @@ TENANT_PRIORITY = Whole(-10, 10)
 # One encoder for every payload (json.dumps with an option builds an encoder per call); NaN and
 # infinities are not JSON, and PostgreSQL's jsonb refuses them.
 _PAYLOAD_JSON = json.JSONEncoder(allow_nan=False)
+# The task (scheduling.tasks) that asks Temporal to cancel a cancelled chart's workflow.
+CANCEL_WORKFLOW_TASK = "scheduling.tasks.cancel_workflow"
 
 
 @dataclass(frozen=True)
@@ -425,8 +429,6 @@ def chart_move_to_top(*, chart: Chart, actor: str, highest: int = PRIORITY.maxim
     """Put a chart first among its org's waiting charts by raising its priority above theirs
     (including the largest waiting bonus aging could give them), up to `highest` (a tenant's is
     the top of TENANT_PRIORITY)."""
-    from scheduling.models import SchedulerConfig
-
     with transaction.atomic():
         Org.objects.select_for_update().get(pk=chart.org_id)
         top = (
@@ -446,8 +448,8 @@ def chart_cancel(*, chart: Chart, actor: str, reason: str = "") -> Chart:
     2. If its workflow may run (the chart was dispatching or running), note the cancel request:
        the reconcile pass asks again, terminates the workflow if it has not closed within
        FAIRSCHED_CANCEL_GRACE seconds, and confirms that it closed (`chart_workflow_closed`).
-    3. After commit, ask Temporal to cancel the workflow; if Temporal cannot be reached now, the
-       reconcile pass keeps trying.
+    3. After commit, have a worker ask Temporal to cancel the workflow (`CANCEL_WORKFLOW_TASK`); if
+       that fails, the reconcile pass keeps trying.
     """
     with transaction.atomic():
         previous = (
@@ -498,6 +500,6 @@ def chart_workflow_closed(*, chart: Chart, how: str, actor: str) -> bool:
 
 
 def _cancel_workflow(workflow_id: str) -> None:
-    from scheduling.temporal.client import cancel_workflow
-
-    cancel_workflow(workflow_id)
+    """Have a Celery worker ask Temporal to cancel the workflow. Talking to Temporal is scheduling's job,
+    above this app, so the task is sent by name (`CANCEL_WORKFLOW_TASK`)."""
+    current_app.send_task(CANCEL_WORKFLOW_TASK, args=[workflow_id])

@@ -16,7 +16,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from charts.models import CLAIMABLE_STATES, IN_FLIGHT_STATES, Chart, ChartEvent, ChartPlan, ChartState
-from fairsched.errors import Conflict
+from common.errors import Conflict
 
 S = ChartState
 

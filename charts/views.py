@@ -39,13 +39,15 @@ from charts.selectors import (
     charts_visible,
     events_as_seen,
     last_error_summary,
+    org_summary,
 )
 from charts.serializers import ReasonSerializer, parse_bulk_items
-from fairsched.actors import actor_for
-from fairsched.api import CallerWriteThrottle
-from fairsched.errors import BulkInvalid, Forbidden, InvalidInput, NotFound, QueueFull, ServiceError
+from charts.waiting import waiting_words
+from common.actors import actor_for
+from common.errors import BulkInvalid, Forbidden, InvalidInput, NotFound, QueueFull, ServiceError
+from orgs.access import CallerWriteThrottle
 from orgs.models import Membership, Org
-from orgs.selectors import member_orgs, membership_get, org_summary, workflows_all
+from orgs.selectors import member_orgs, membership_get, workflows_all
 from scheduling.models import SchedulerConfig
 
 PAGE_SIZE = 50
@@ -92,7 +94,13 @@ def _table_context(request: HttpRequest, org: Org) -> dict[str, Any]:
     if query:
         charts = charts.filter(external_id__startswith=query)
     page = Paginator(charts_in_queue_order(charts), PAGE_SIZE).get_page(request.GET.get("page"))
-    rows = [(chart, last_error_summary(chart.last_error)) for chart in page.object_list]
+    # The retry policy only for a page with a retry on it (its words name the attempt to come).
+    retrying = any(chart.state == ChartState.RETRY_WAIT for chart in page.object_list)
+    max_attempts = SchedulerConfig.load().max_attempts if retrying else 0
+    rows = [
+        (chart, last_error_summary(chart.last_error), waiting_words(chart, max_attempts=max_attempts))
+        for chart in page.object_list
+    ]
     filters = {key: value for key, value in (("state", state), ("q", query)) if value}
     return {
         "org": org,
@@ -144,6 +152,8 @@ def chart_detail(request: HttpRequest, org_slug: str, chart_id: int) -> HttpResp
     org = membership.org
     chart = _chart(org, chart_id)
     events = list(chart_events(chart=chart))
+    max_attempts = SchedulerConfig.load().max_attempts
+    failed_at = next((event.at for event in reversed(events) if event.to_state == ChartState.RETRY_WAIT), None)
     return render(
         request,
         "portal/chart.html",
@@ -152,7 +162,8 @@ def chart_detail(request: HttpRequest, org_slug: str, chart_id: int) -> HttpResp
             "chart": chart,
             "error": last_error_summary(chart.last_error),
             "history": events_as_seen(events=events, org_id=org.pk, staff=False),
-            "max_attempts": SchedulerConfig.load().max_attempts,
+            "max_attempts": max_attempts,
+            "waiting": waiting_words(chart, max_attempts=max_attempts, failed_at=failed_at),
             "can_act": membership.can_write,
             "can_pause": chart.state in CLAIMABLE_STATES,
             "can_resume": chart.state == ChartState.PAUSED,

@@ -4,8 +4,10 @@ from django.urls import path
 from rest_framework.routers import DefaultRouter
 
 from charts.api import ChartViewSet
-from orgs.api import ApiTokenViewSet, OrgViewSet, ProviderViewSet, WorkflowViewSet
+from charts.org_api import OrgViewSet
+from orgs.api import ApiTokenViewSet, ProviderViewSet
 from scheduling.api import PlanPreviewView, ProviderPauseViewSet, SchedulerConfigView
+from scheduling.workflow_api import WorkflowViewSet
 
 router = DefaultRouter()
 router.register("charts", ChartViewSet, basename="chart")

@@ -3,7 +3,7 @@
 from django.urls import URLPattern, URLResolver, path, re_path
 
 from charts.consumers import OrgConsumer
-from fairsched.sockets import UnknownPathConsumer
+from common.sockets import UnknownPathConsumer
 from scheduling.consumers import DashboardConsumer
 
 websocket_urlpatterns: list[URLPattern | URLResolver] = [

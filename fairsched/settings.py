@@ -92,6 +92,8 @@ INSTALLED_APPS = [
     "orgs",
     "charts",
     "scheduling",
+    # The project itself, for its management commands (`readyz`); it has no models.
+    "fairsched",
 ]
 
 MIDDLEWARE = [
@@ -267,15 +269,15 @@ LOGIN_REDIRECT_URL = "/portal/"
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "fairsched.api.ApiTokenAuthentication",
+        "orgs.access.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.CursorPagination",
     "PAGE_SIZE": 100,
-    "EXCEPTION_HANDLER": "fairsched.api.api_exception_handler",
-    "DEFAULT_THROTTLE_CLASSES": ["fairsched.api.CallerReadThrottle", "fairsched.api.CallerWriteThrottle"],
+    "EXCEPTION_HANDLER": "common.api.api_exception_handler",
+    "DEFAULT_THROTTLE_CLASSES": ["orgs.access.CallerReadThrottle", "orgs.access.CallerWriteThrottle"],
     "DEFAULT_THROTTLE_RATES": {
         "read": env_rate("FAIRSCHED_API_READ_RATE", "100/s"),
         "write": env_rate("FAIRSCHED_API_WRITE_RATE", "20/s"),

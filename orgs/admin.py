@@ -10,16 +10,15 @@ from typing import Any
 
 from django.contrib import admin
 from django.core.exceptions import ValidationError
-from django.db.models import Count, Field, Q, QuerySet
+from django.db.models import Field, QuerySet
 from django.forms import BaseInlineFormSet, ModelForm
 from django.http import HttpRequest
 
-from charts.models import ChartState
-from fairsched.actors import actor_for
-from fairsched.admin_utils import ServiceModelAdmin, apply_each
-from fairsched.api import api_token_revoke
-from fairsched.errors import InvalidInput
+from common.actors import actor_for
+from common.admin_utils import ServiceModelAdmin, apply_each
+from common.errors import InvalidInput
 from orgs import services
+from orgs.access import api_token_revoke
 from orgs.models import ApiToken, Membership, Org, OrgChange, Provider, ProviderPause, Workflow, WorkflowCost
 
 # The services' bounds, shown and checked on the admin's fields too (forms, list edits, inlines).
@@ -77,7 +76,10 @@ class OrgChangeInline(admin.TabularInline[OrgChange, Org]):
 
 @admin.register(Org)
 class OrgAdmin(ServiceModelAdmin[Org]):
-    list_display = ["name", "slug", "weight", "held", "max_concurrency", "queue_limit", "queued", "running", "clear_at"]
+    """The orgs' page. The charts app registers it again with each org's queued and running charts
+    (`charts.admin.OrgWithChartsAdmin`): counting charts is that app's, above this one."""
+
+    list_display = ["name", "slug", "weight", "held", "max_concurrency", "queue_limit", "clear_at"]
     list_editable = ["weight"]
     search_fields = ["name", "slug"]
     prepopulated_fields = {"slug": ["name"]}
@@ -86,27 +88,9 @@ class OrgAdmin(ServiceModelAdmin[Org]):
     inlines = [WorkflowCostInline, MembershipInline, OrgChangeInline]
     actions = ["hold", "release"]
 
-    def get_queryset(self, request: HttpRequest) -> QuerySet[Org]:
-        return (
-            super()
-            .get_queryset(request)
-            .annotate(
-                queued_count=Count("charts", filter=Q(charts__state=ChartState.QUEUED)),
-                running_count=Count("charts", filter=Q(charts__state=ChartState.RUNNING)),
-            )
-        )
-
     @admin.display(boolean=True)
     def held(self, org: Org) -> bool:
         return org.is_held
-
-    @admin.display(ordering="queued_count")
-    def queued(self, org: Any) -> int:
-        return int(org.queued_count)
-
-    @admin.display(ordering="running_count")
-    def running(self, org: Any) -> int:
-        return int(org.running_count)
 
     def formfield_for_dbfield(self, db_field: Field[Any, Any], request: HttpRequest, **kwargs: Any) -> Any:
         return super().formfield_for_dbfield(db_field, request, **bounded(db_field, kwargs))

@@ -7,14 +7,14 @@ reported as missing, never as forbidden, so a refusal does not confirm that they
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from django.db.models import Count, Prefetch, Q, QuerySet
+from django.contrib.auth import get_user_model
+from django.db.models import Prefetch, Q, QuerySet
 
-from charts.models import Chart, ChartState
-from fairsched.errors import InvalidInput, NotFound
-from fairsched.rows import instances_where
+from common.errors import InvalidInput, NotFound
+from common.rows import instances_where
 from orgs.models import Membership, Org, Provider, ProviderPause, Workflow, WorkflowCost
 
 OrgIds = Collection[int] | None
@@ -45,7 +45,7 @@ def org_for_input(*, org_ids: OrgIds, slug: str | None) -> Org:
     if org_ids is None or len(org_ids) != 1:
         raise InvalidInput("org is required: name the org's slug", field="org")
     (only,) = org_ids
-    # One constant statement (`fairsched/rows.py`): every submission by an org token comes this way.
+    # One constant statement (`common/rows.py`): every submission by an org token comes this way.
     found = instances_where(Org, 't."id" = %s', [only])
     if not found:
         raise Org.DoesNotExist(f"org {only} does not exist")
@@ -76,28 +76,6 @@ def member_orgs(*, user_id: int) -> list[Org]:
 
 def member_org_ids(*, user_id: int) -> frozenset[int]:
     return frozenset(Membership.objects.filter(user_id=user_id).values_list("org_id", flat=True))
-
-
-@dataclass(frozen=True)
-class OrgSummary:
-    """An org as its members see it: counts of its charts per state and its predicted clear-time."""
-
-    org: Org
-    counts: dict[str, int]
-    clear_at: datetime | None
-
-    @property
-    def waiting(self) -> int:
-        return self.counts[ChartState.QUEUED] + self.counts[ChartState.RETRY_WAIT] + self.counts[ChartState.PAUSED]
-
-
-def org_summary(*, org: Org) -> OrgSummary:
-    """One grouped query over the org's charts; every state is present, zero when it has none."""
-    counts = dict.fromkeys(ChartState.values, 0)
-    rows = Chart.objects.filter(org=org).order_by().values_list("state").annotate(n=Count("id"))
-    for state, n in rows:
-        counts[state] = n
-    return OrgSummary(org=org, counts=counts, clear_at=org.clear_at)
 
 
 def workflow_costs(*, org: Org) -> QuerySet[WorkflowCost]:
@@ -136,3 +114,21 @@ def workflow_get(*, name: str) -> Workflow:
     if workflow is None:
         raise NotFound("workflow not found", field="workflow")
     return workflow
+
+
+def user_for_input(username: str) -> Any:
+    """The user with this username, else a 400 naming the field (users are created in the admin)."""
+    user = get_user_model().objects.filter(username=username).first()
+    if user is None:
+        raise InvalidInput(f"unknown user {username!r}", field="user")
+    return user
+
+
+def provider_for_input(slug: str | None) -> Provider | None:
+    """The provider with this slug (None: none), else a 400 naming the field."""
+    if slug is None:
+        return None
+    provider = Provider.objects.filter(slug=slug).first()
+    if provider is None:
+        raise InvalidInput(f"unknown provider {slug!r}", field="provider")
+    return provider

@@ -7,8 +7,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from charts.models import ChartState
-from fairsched.strict import StrictBooleanField, StrictCharField, StrictIntegerField, StrictSerializer, StrictSlugField
+from common.strict import StrictBooleanField, StrictCharField, StrictIntegerField, StrictSerializer, StrictSlugField
 from orgs.models import ApiToken, Membership, Org, Provider, ProviderPause, Workflow, WorkflowCost
 from orgs.services import COST, MAX_CONCURRENCY, QUEUE_LIMIT, RUN_TIMEOUT, WEIGHT, WORKFLOW_FIELDS
 
@@ -30,28 +29,6 @@ class OrgSerializer(serializers.ModelSerializer[Org]):
             "clear_high",
         ]
         read_only_fields = fields
-
-
-class StateCountsSerializer(serializers.Serializer[Any]):
-    """The org's charts per state."""
-
-    def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
-        return {state: serializers.IntegerField() for state in ChartState.values}
-
-
-class OrgDetailSerializer(serializers.Serializer[Any]):
-    """An org with its charts counted per state and its predicted clear-time."""
-
-    slug = serializers.CharField(source="org.slug")
-    name = serializers.CharField(source="org.name")
-    weight = serializers.IntegerField(source="org.weight")
-    held = serializers.BooleanField(source="org.is_held")
-    max_concurrency = serializers.IntegerField(source="org.max_concurrency", allow_null=True)
-    queue_limit = serializers.IntegerField(source="org.queue_limit", allow_null=True)
-    clear_at = serializers.DateTimeField(allow_null=True, help_text="When its backlog is predicted to be done.")
-    clear_low = serializers.DateTimeField(source="org.clear_low", allow_null=True, help_text="p10 of clear_at.")
-    clear_high = serializers.DateTimeField(source="org.clear_high", allow_null=True, help_text="p90 of clear_at.")
-    counts = StateCountsSerializer()
 
 
 class OrgUpdateSerializer(StrictSerializer):

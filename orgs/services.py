@@ -15,12 +15,12 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
-from fairsched.bounds import Whole
-from fairsched.errors import Conflict, InvalidInput, NotFound
-from fairsched.events import changed
+from common.bounds import Whole
+from common.errors import Conflict, InvalidInput, NotFound
+from common.events import changed
 from orgs.models import Membership, Org, OrgChange, Provider, ProviderPause, Workflow, WorkflowCost
 
-# The bounds of the org and workflow levers, for every surface (API, admin, what-if): see fairsched.bounds.
+# The bounds of the org and workflow levers, for every surface (API, admin, what-if): see common.bounds.
 WEIGHT = Whole(0, 10_000)
 # Charts of an org in flight at once, and in its queue (null: no cap, no limit). The columns are
 # PostgreSQL integers: a larger number is refused here, not by the database.

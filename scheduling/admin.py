@@ -9,8 +9,8 @@ from django.forms import ModelForm
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 
-from fairsched.actors import actor_for
-from fairsched.admin_utils import ServiceModelAdmin
+from common.actors import actor_for
+from common.admin_utils import ServiceModelAdmin
 from scheduling.models import ConfigChange, SchedulerConfig
 from scheduling.services import scheduler_config_set
 

@@ -15,10 +15,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from charts.services import PRIORITY
-from fairsched.actors import actor_for
-from fairsched.api import CursorPagination, FairschedAPIView, IsStaffScope
-from fairsched.errors import InvalidInput, NotFound
-from fairsched.strict import (
+from common.actors import actor_for
+from common.api import CursorPagination, FairschedAPIView
+from common.errors import InvalidInput, NotFound
+from common.strict import (
     StrictBooleanField,
     StrictCharField,
     StrictFloatField,
@@ -27,6 +27,7 @@ from fairsched.strict import (
     StrictSlugField,
 )
 from orgs import services as org_services
+from orgs.access import IsStaffScope
 from orgs.models import Org, Provider, ProviderPause, Workflow
 from orgs.selectors import provider_pauses
 from orgs.services import COST, MAX_CONCURRENCY, QUEUE_LIMIT, WEIGHT

@@ -7,6 +7,6 @@ class SchedulingConfig(AppConfig):
 
     def ready(self) -> None:
         # Logging out closes the live sockets of that session (the dashboard's and the portal's).
-        from fairsched.sockets import connect_signals
+        from common.sockets import connect_signals
 
         connect_signals()

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from fairsched.events import STAFF_GROUP
-from fairsched.sockets import LiveConsumer
+from common.events import STAFF_GROUP
+from common.sockets import LiveConsumer
 
 # Close codes a client should not retry at once (4403: not staff).
 FORBIDDEN = 4403

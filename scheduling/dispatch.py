@@ -29,11 +29,11 @@ from django.utils import timezone
 
 from charts.models import CLAIMABLE_STATES, Chart, ChartState, is_retry
 from charts.states import transition_if
-from fairsched.actors import DISPATCHER
-from fairsched.events import changed
+from common.actors import DISPATCHER
+from common.events import changed
 from orgs.models import Org
 from scheduling import metrics
-from scheduling.core.replay import SKIP_CAPPED, SKIP_RETRY, SKIP_UNAVAILABLE, STOP, Dispatcher
+from scheduling.core.dispatcher import SKIP_CAPPED, SKIP_RETRY, SKIP_UNAVAILABLE, START, STOP, Dispatcher
 from scheduling.core.service import start_service
 from scheduling.snapshot import load_dispatch_view, to_seconds
 from scheduling.temporal.client import start_chart_workflow
@@ -51,6 +51,8 @@ class DispatchResult:
     started: list[int] = field(default_factory=list)
     failed_to_start: list[int] = field(default_factory=list)
     skips: dict[str, int] = field(default_factory=dict)
+    # The same, by (org id, reason): the metrics count them per org.
+    org_skips: dict[tuple[int, str], int] = field(default_factory=dict)
 
 
 @contextmanager
@@ -82,7 +84,7 @@ def dispatch_run() -> DispatchResult:
        snapshot's dispatch view (`snapshot.load_dispatch_view`), and count what is in flight: budget
        units, per-org slots, retry units.
     3. Walk the waiting charts in their persisted fair order, a page at a time, through the core's
-       dispatch rule (`Dispatcher.walk`): skip charts in backoff or behind a paused provider, skip
+       dispatch rule (`Dispatcher.decide`): skip charts in backoff or behind a paused provider, skip
        capped orgs and retries past the retry budget, stop at the first chart the free budget cannot
        hold (head of line). Held orgs and paused charts have no position and are never visited.
     4. Claim each chosen chart by compare-and-swap and commit (phase 1).
@@ -101,7 +103,9 @@ def dispatch_run() -> DispatchResult:
                 result.started.append(chart.pk)
             else:
                 result.failed_to_start.append(chart.pk)
-    metrics.observe_dispatch(latency=time.perf_counter() - begun, started=len(result.started), skips=result.skips)
+    slug_of = dict(Org.objects.filter(pk__in={org for org, _ in result.org_skips}).values_list("pk", "slug"))
+    skips = {(slug_of.get(org, str(org)), reason): count for (org, reason), count in result.org_skips.items()}
+    metrics.observe_dispatch(latency=time.perf_counter() - begun, started=len(result.started), skips=skips)
     if result.started:
         changed(kind="dispatch", replan=False, started=len(result.started))
     return result
@@ -160,7 +164,8 @@ def _choose(result: DispatchResult) -> list[Chart]:
             org_of.append(code[chart.org_id])
             available_at.append(candidate.available_at)
             retry.append(candidate.retry)
-            if dispatcher.walk([index], view.instant):
+            verdict = dispatcher.decide(index, view.instant)
+            if verdict is START:
                 chart.cost = cost
                 chart.service = (
                     0.0
@@ -171,11 +176,13 @@ def _choose(result: DispatchResult) -> list[Chart]:
                 )
                 chosen.append(chart)
                 continue
-            reason = SKIP_REASONS[dispatcher.last_verdict]
+            reason = SKIP_REASONS[verdict]
             if reason == "backoff" and candidate.available_at != candidate.own_available_at:
                 reason = "provider"  # waiting for its provider's pause to end, not for its own backoff
             result.skips[reason] = result.skips.get(reason, 0) + 1
-            if dispatcher.last_verdict == STOP:
+            key = (chart.org_id, reason)
+            result.org_skips[key] = result.org_skips.get(key, 0) + 1
+            if verdict is STOP:
                 return chosen
     return chosen
 
@@ -254,5 +261,6 @@ def _start(chart: Chart) -> bool:
             org=chart.org.slug,
             waited=(timezone.now() - chart.created_at).total_seconds(),
             first=not is_retry(state=ChartState.RUNNING, attempt=chart.attempt),
+            cost=chart.cost or 1,
         )
     return marked

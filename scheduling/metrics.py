@@ -22,6 +22,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from charts.models import CLAIMABLE_STATES, IN_FLIGHT_STATES, Chart, ChartState
+from orgs.models import Org
+from scheduling.models import SchedulerConfig
+
 logger = logging.getLogger(__name__)
 
 PREFIX = "fairsched:metrics:"
@@ -57,10 +61,12 @@ def _safely(action: str, fn: object) -> None:
         logger.debug("metrics: could not record %s", action, exc_info=True)
 
 
-def observe_start(*, org: str, waited: float, first: bool = True) -> None:
-    """A chart started after waiting `waited` seconds since it was submitted."""
+def observe_start(*, org: str, waited: float, first: bool = True, cost: int = 1) -> None:
+    """A chart started after waiting `waited` seconds since it was submitted, holding `cost` units (so
+    that the org's cost per minute is a `rate()` of `fairsched_started_cost_units_total` away)."""
 
     def record() -> None:
+        _redis().hincrby(f"{PREFIX}started_cost", org, cost)
         _observe("queue_age_at_start", org, waited, WAIT_BUCKETS)
         if first:
             _observe("time_to_first_start", org, waited, WAIT_BUCKETS)
@@ -80,11 +86,15 @@ def observe_finish(*, org: str, cost: int, retry: bool) -> None:
     _safely("finish", record)
 
 
-def observe_failure(*, org: str, kind: str) -> None:
-    """A run did not succeed: `kind` is how it ended ("failed", "timed_out", "terminated", "lost")."""
+def observe_failure(*, org: str, kind: str, cost: int) -> None:
+    """A run holding `cost` units did not succeed: `kind` is how it ended ("failed", "timed_out",
+    "terminated", "lost")."""
 
     def record() -> None:
-        _redis().hincrby(f"{PREFIX}failed_runs", f"{org}|{kind}", 1)
+        pipe = _redis().pipeline(transaction=False)
+        pipe.hincrby(f"{PREFIX}failed_runs", f"{org}|{kind}", 1)
+        pipe.hincrby(f"{PREFIX}failed_cost", org, cost)
+        pipe.execute()
 
     _safely("failure", record)
 
@@ -98,13 +108,15 @@ def observe_throttle(*, org: str, provider: str) -> None:
     _safely("throttle", record)
 
 
-def observe_dispatch(*, latency: float, started: int, skips: dict[str, int]) -> None:
+def observe_dispatch(*, latency: float, started: int, skips: dict[tuple[str, str], int]) -> None:
+    """A dispatch pass: its latency, and the charts it passed over by (org slug, reason)."""
+
     def record() -> None:
         _observe("dispatch_latency", "all", latency, PASS_BUCKETS)
         if skips:
             pipe = _redis().pipeline(transaction=False)
-            for reason, count in skips.items():
-                pipe.hincrby(f"{PREFIX}skips", reason, count)
+            for (org, reason), count in skips.items():
+                pipe.hincrby(f"{PREFIX}skips", f"{org}|{reason}", count)
             pipe.execute()
 
     _safely("dispatch", record)
@@ -129,10 +141,6 @@ class FairschedCollector(Collector):
             logger.warning("metrics: Redis unavailable; pass counters omitted", exc_info=True)
 
     def _from_database(self) -> Iterator[Metric]:
-        from charts.models import CLAIMABLE_STATES, IN_FLIGHT_STATES, Chart, ChartState
-        from orgs.models import Org
-        from scheduling.models import SchedulerConfig
-
         config = SchedulerConfig.load()
         now = timezone.now()
         orgs = Org.objects.annotate(
@@ -164,6 +172,7 @@ class FairschedCollector(Collector):
         yield GaugeMetricFamily("fairsched_budget_used", "Cost units in use", value=used_total)
         waiting_total = Chart.objects.filter(state=ChartState.QUEUED).count()
         yield GaugeMetricFamily("fairsched_queue_depth", "Queued charts in all orgs", value=waiting_total)
+        yield _waiting_reasons()
 
     def _from_redis(self) -> Iterator[Metric]:
         client = _redis()
@@ -199,11 +208,20 @@ class FairschedCollector(Collector):
             throttled.add_metric([org, provider], float(value))
         yield throttled
         skips = CounterMetricFamily(
-            "fairsched_dispatch_skips", "Charts the dispatcher passed over, by reason", labels=["reason"]
+            "fairsched_dispatch_skips", "Charts the dispatcher passed over, by org and reason", labels=["org", "reason"]
         )
-        for reason, value in _hash(client, f"{PREFIX}skips").items():
-            skips.add_metric([reason.decode()], float(value))
+        for key, value in _hash(client, f"{PREFIX}skips").items():
+            org, reason = key.decode().rsplit("|", 1)
+            skips.add_metric([org, reason], float(value))
         yield skips
+        for name, doc in (
+            ("started_cost", "Cost units of the runs started (the org's cost per minute is a rate() away)"),
+            ("failed_cost", "Cost units of the runs that did not succeed"),
+        ):
+            units = CounterMetricFamily(f"fairsched_{name.replace('_cost', '')}_cost_units", doc, labels=["org"])
+            for org_slug, value in _hash(client, f"{PREFIX}{name}").items():
+                units.add_metric([org_slug.decode()], float(value))
+            yield units
         for name, doc, buckets, label in (
             ("queue_age_at_start", "Seconds from submission to start", WAIT_BUCKETS, "org"),
             ("time_to_first_start", "Seconds from submission to the first start", WAIT_BUCKETS, "org"),
@@ -211,6 +229,25 @@ class FairschedCollector(Collector):
             ("dispatch_latency", "Seconds per dispatch pass", PASS_BUCKETS, None),
         ):
             yield _histogram(client, name, doc, buckets, label)
+
+
+def _waiting_reasons() -> GaugeMetricFamily:
+    """Waiting charts per org and reason, as the last replan left them (`charts.models.WaitingReason`;
+    `starting`: the replan starts it now)."""
+    from charts.models import QUEUE_STATES, ChartPlan
+
+    family = GaugeMetricFamily(
+        "fairsched_waiting_charts", "Waiting charts by org and why they wait (last replan)", labels=["org", "reason"]
+    )
+    counts = (
+        ChartPlan.objects.filter(chart__state__in=QUEUE_STATES)
+        .values_list("chart__org__slug", "waiting_reason")
+        .annotate(count=Count("chart_id"))
+        .order_by("chart__org__slug", "waiting_reason")
+    )
+    for org, reason, count in counts:
+        family.add_metric([org, reason or "starting"], count)
+    return family
 
 
 def _histogram(

@@ -25,8 +25,8 @@ from django.utils import timezone
 from charts.models import IN_FLIGHT_STATES, Chart, ChartState, DurationStat, is_retry
 from charts.services import chart_workflow_closed
 from charts.states import transition_if
-from fairsched.actors import RECONCILER
-from fairsched.events import changed
+from common.actors import RECONCILER
+from common.events import changed
 from orgs.models import Org, Provider
 from orgs.services import provider_get_or_create, provider_throttle_record
 from scheduling import metrics
@@ -227,7 +227,7 @@ def _fail(
             finished_at=now, **common,
         ):  # fmt: skip
             result.failed.append(chart.pk)
-            metrics.observe_failure(org=chart.org.slug, kind=kind)
+            metrics.observe_failure(org=chart.org.slug, kind=kind, cost=chart.cost or 1)
         return
     delay = retry_delay(attempt=chart.attempt, base=config.backoff_base, ceiling=config.backoff_ceiling)
     if transition_if(
@@ -236,7 +236,7 @@ def _fail(
         available_at=timezone.now() + delay, **common,
     ):  # fmt: skip
         result.retried.append(chart.pk)
-        metrics.observe_failure(org=chart.org.slug, kind=kind)
+        metrics.observe_failure(org=chart.org.slug, kind=kind, cost=chart.cost or 1)
 
 
 def retry_delay(*, attempt: int, base: float, ceiling: float, rng: random.Random | None = None) -> timedelta:
@@ -268,7 +268,7 @@ def _end_terminated(chart: Chart, outcome: WorkflowOutcome, *, result: Reconcile
         last_error=error, cost=None, finished_at=now,
     ):  # fmt: skip
         result.failed.append(chart.pk)
-        metrics.observe_failure(org=chart.org.slug, kind="terminated")
+        metrics.observe_failure(org=chart.org.slug, kind="terminated", cost=chart.cost or 1)
 
 
 def _throttle(chart: Chart, outcome: WorkflowOutcome, *, result: ReconcileResult, now: datetime) -> None:

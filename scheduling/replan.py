@@ -11,10 +11,11 @@ from datetime import datetime, timedelta
 import numpy as np
 from django.db import connection, transaction
 
-from charts.models import ChartPlan
-from fairsched.events import STAFF_GROUP, broadcast
+from charts.models import ChartPlan, WaitingReason
+from common.events import STAFF_GROUP, broadcast
 from orgs.models import Org
 from scheduling import copy_binary, core, metrics
+from scheduling.core.waiting import Reason
 from scheduling.models import QueueSample
 from scheduling.snapshot import Snapshot, load_snapshot, to_datetime
 
@@ -40,10 +41,11 @@ def plan_refresh(*, now: datetime | None = None) -> ReplanResult:
 
     1. Load one snapshot of the waiting and in-flight charts (`load_snapshot`, a few queries).
     2. Plan it with the core: order, ETAs and their p10-p90 bands, with the arrivals the snapshot
-       expects (`scheduling.core.forecast`).
+       expects (`scheduling.core.forecast`), and why each chart waits.
     3. In one transaction: build the next plan table aside (every chart's position, start, ETA and
-       band), write the orgs' clear-times, keep a `QueueSample` for the plots, and swap the next plan
-       table in for the plan table (`_build_next_plan`, `_swap_in_next_plan`).
+       band, and why it waits: `charts.models.WaitingReason`), write the orgs' clear-times, keep a
+       `QueueSample` for the plots, and swap the next plan table in for the plan table
+       (`_build_next_plan`, `_swap_in_next_plan`).
     4. After commit, broadcast a summary to the live pages.
     """
     begun = time.perf_counter()
@@ -55,7 +57,7 @@ def plan_refresh(*, now: datetime | None = None) -> ReplanResult:
         # Replans write the same rows; taking turns here keeps two of them from deadlocking.
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [REPLAN_LOCK])
-        indexes = _build_next_plan(plan)
+        indexes = _build_next_plan(plan, provider_paused=snapshot.provider_paused)
         org_clear = _write_org_clear(snapshot, plan)
         _write_sample(snapshot, plan, org_clear)
         _swap_in_next_plan(indexes)  # last: it locks the plan table until the commit
@@ -87,12 +89,13 @@ PLAN_TABLE = ChartPlan._meta.db_table
 NEXT_PLAN_TABLE = f"{PLAN_TABLE}_next"
 
 
-def _build_next_plan(plan: core.Plan) -> list[PlanIndex]:
+def _build_next_plan(plan: core.Plan, *, provider_paused: frozenset[str]) -> list[PlanIndex]:
     """Build the next plan table aside, holding this plan, and return the plan table's indexes that
     it was given. Steps:
 
-    1. Encode every chart's row (position, start, ETA and band) as one binary COPY stream, from whole
-       columns (`scheduling.copy_binary`): times go in PostgreSQL's own form, nothing is formatted.
+    1. Encode every chart's row (position, start, ETA and band, why it waits) as one binary COPY
+       stream, from whole columns (`scheduling.copy_binary`): times go in PostgreSQL's own form,
+       nothing is formatted.
     2. Create the next table like the plan table (columns, defaults, checks; no indexes) and COPY the
        rows in.
     3. Build each index of the plan table on it (read from the catalog, so a migration that adds one
@@ -103,7 +106,7 @@ def _build_next_plan(plan: core.Plan) -> list[PlanIndex]:
     costs several times the COPY and index builds of a fresh table (see `bench/bench_replan.py`).
     Nobody else reads or locks the next table, so building it holds up no reader, transition or claim.
     """
-    rows = _plan_rows(plan)
+    rows = _plan_rows(plan, provider_paused=provider_paused)
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT i.relname, pg_get_indexdef(x.indexrelid), x.indisunique, c.contype"
@@ -169,13 +172,14 @@ class PlanIndex:
         return f"CREATE {unique}INDEX {self.built} ON {table} USING {method_and_columns}"
 
 
-def _plan_rows(plan: core.Plan) -> dict[str, copy_binary.Column]:
+def _plan_rows(plan: core.Plan, *, provider_paused: frozenset[str]) -> dict[str, copy_binary.Column]:
     """The plan as the plan table's columns, aligned with the plan's chart ids."""
     ids = list(plan.start)
     return {
         "chart_id": copy_binary.integers([int(chart_id) for chart_id in ids]),
         "position": _positions(ids, plan.order),
         **_time_columns(plan),
+        **_waiting_columns(plan, ids, provider_paused),
     }
 
 
@@ -190,17 +194,35 @@ def _positions(ids: list[str], order: list[str]) -> copy_binary.Column:
 
 
 def _time_columns(plan: core.Plan) -> dict[str, copy_binary.Column]:
-    start, eta = plan.start.as_dict(), plan.eta.as_dict()  # type: ignore[attr-defined]
-    eta_column = copy_binary.timestamps(list(eta.values()))
+    """Each chart's predicted start, ETA and band (a plan without spreads has its ETAs as its band)."""
+    eta = copy_binary.timestamps(plan.eta.column())  # type: ignore[attr-defined]
+    low = eta if plan.eta_low is plan.eta else copy_binary.timestamps(plan.eta_low.column())  # type: ignore[attr-defined]
+    high = eta if plan.eta_high is plan.eta else copy_binary.timestamps(plan.eta_high.column())  # type: ignore[attr-defined]
     return {
-        "predicted_start": copy_binary.timestamps(list(start.values())),
-        "eta": eta_column,
-        "eta_low": eta_column
-        if plan.eta_low is plan.eta
-        else copy_binary.timestamps(list(plan.eta_low.as_dict().values())),  # type: ignore[attr-defined]
-        "eta_high": eta_column
-        if plan.eta_high is plan.eta
-        else copy_binary.timestamps(list(plan.eta_high.as_dict().values())),  # type: ignore[attr-defined]
+        "predicted_start": copy_binary.timestamps(plan.start.column()),  # type: ignore[attr-defined]
+        "eta": eta,
+        "eta_low": low,
+        "eta_high": high,
+    }
+
+
+def _waiting_columns(plan: core.Plan, ids: list[str], provider_paused: frozenset[str]) -> dict[str, copy_binary.Column]:
+    """Why each chart waits (empty: it does not), until when, and the head of the line it waits
+    behind. The core's `unavailable` is written as `provider_paused` for a chart a provider pause
+    holds past its own backoff, else `backoff`."""
+    reasons = plan.reason.column()
+    if Reason.UNAVAILABLE in reasons:
+        reasons = [
+            (WaitingReason.PROVIDER_PAUSED if chart_id in provider_paused else WaitingReason.BACKOFF)
+            if reason == Reason.UNAVAILABLE
+            else reason
+            for chart_id, reason in zip(ids, reasons, strict=True)
+        ]
+    heads = plan.head_of_line.column()
+    return {
+        "waiting_reason": copy_binary.texts([reason or "" for reason in reasons]),
+        "waiting_until": copy_binary.timestamps(plan.waiting_until.column()),
+        "head_of_line": copy_binary.integers([None if head is None else int(head) for head in heads]),
     }
 
 

@@ -118,6 +118,10 @@ def queue_page(*, start: int = 0, org: Org | None = None, offset: int = 0, limit
         "eta",
         "eta_low",
         "eta_high",
+        "attempt",
+        "waiting_reason",
+        "waiting_until",
+        "head_of_line",
     )
     return {
         "total": total,
@@ -139,6 +143,11 @@ def queue_page(*, start: int = 0, org: Org | None = None, offset: int = 0, limit
                 "eta": _iso(row["eta"]),
                 "eta_low": _iso(row["eta_low"]),
                 "eta_high": _iso(row["eta_high"]),
+                # Why it waits (`charts.models.WaitingReason`; empty: the last replan starts it now).
+                "attempt": row["attempt"],
+                "waiting_reason": row["waiting_reason"] or "",
+                "waiting_until": _iso(row["waiting_until"]),
+                "head_of_line": row["head_of_line"],
             }
             for row in values
         ],

@@ -9,13 +9,28 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 from django.db import transaction
+from django.utils.dateparse import parse_datetime
 
+from charts.models import QUEUE_STATES, Chart
 from charts.services import PRIORITY
-from fairsched.bounds import Number, Whole
-from fairsched.errors import InvalidInput
-from fairsched.events import changed
+from common.bounds import Number, Whole
+from common.errors import InvalidInput
+from common.events import changed
+from orgs.models import Provider, Workflow
 from orgs.services import COST, MAX_CONCURRENCY, QUEUE_LIMIT, WEIGHT
+from scheduling import core
 from scheduling.models import ConfigChange, SchedulerConfig
+from scheduling.snapshot import (
+    Epoch,
+    _backlogged_and_ready,
+    chart_key,
+    fair_service,
+    load_costs,
+    load_orgs,
+    load_snapshot,
+    to_datetime,
+    to_seconds,
+)
 
 
 def budget_set(*, budget: int, actor: str) -> SchedulerConfig:
@@ -31,7 +46,7 @@ def policy_set(*, policy: str, actor: str, quantum: float | None = None) -> Sche
 
 
 # The bounds of every configuration field, for every surface (admin, API, dashboard, what-if):
-# `scheduler_config_set` checks them (see fairsched.bounds); `aging_step` may also be None (no aging).
+# `scheduler_config_set` checks them (see common.bounds); `aging_step` may also be None (no aging).
 BUDGET = Whole(1, 1_000_000)
 AGING_CAP = Whole(0, 1000)
 MAX_ATTEMPTS = Whole(1, 100)
@@ -165,10 +180,6 @@ def _entries(changes: dict[str, Any], name: str) -> list[dict[str, Any]]:
 
 
 def _moment(value: object, *, field: str) -> float:
-    from django.utils.dateparse import parse_datetime
-
-    from scheduling.snapshot import to_seconds
-
     moment = parse_datetime(value) if isinstance(value, str) else value
     if not isinstance(moment, datetime) or moment.tzinfo is None:
         raise InvalidInput(f"{field} needs a date-time with its timezone, got {value!r}", field=field)
@@ -195,20 +206,6 @@ def plan_preview(*, changes: dict[str, Any], now: datetime | None = None) -> dic
        the charts that move most (a chart no longer planned first, then by the size of the move,
        then by id); per org, how many charts move earlier and later, and the largest moves.
     """
-    from charts.models import QUEUE_STATES, Chart
-    from orgs.models import Provider, Workflow
-    from scheduling import core
-    from scheduling.snapshot import (
-        Epoch,
-        _backlogged_and_ready,
-        chart_key,
-        fair_service,
-        load_costs,
-        load_orgs,
-        load_snapshot,
-        to_datetime,
-    )
-
     # 1. Names first: nothing is read for a request that cannot be answered.
     if not isinstance(changes, dict):
         raise InvalidInput("changes must be an object", field="changes")

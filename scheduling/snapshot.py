@@ -129,6 +129,8 @@ class Snapshot:
     queued_workflow: list[int] = field(default_factory=list)
     # The round under way (see `fair_service`): every org's virtual time is raised to it, or None.
     round_under_way: float | None = None
+    # The queued charts (core ids) held later than their own backoff by a paused provider.
+    provider_paused: frozenset[str] = frozenset()
 
 
 def org_key(org_id: int) -> str:
@@ -382,11 +384,15 @@ def load_snapshot(*, now: datetime | None = None) -> Snapshot:
         available_at=list(available_at),
         retry=[attempt > spent for attempt in attempts],
     )
+    provider_paused: frozenset[str] = frozenset()
     if costs.pauses:
         queued.available_at[:] = [
             costs.ready_at(org_id, workflow_id, available)
             for (org_id, workflow_id), available in zip(pairs, queued.available_at, strict=True)
         ]
+        provider_paused = frozenset(
+            key for key, own, ready in zip(queued.id, available_at, queued.available_at, strict=True) if ready != own
+        )
     for key, pair in zip(queued.id, pairs, strict=True):
         if spread := pair_durations[pair][1]:
             sigma[key] = spread
@@ -436,6 +442,7 @@ def load_snapshot(*, now: datetime | None = None) -> Snapshot:
         org_slugs=slugs,
         queued_workflow=list(workflow_ids),
         round_under_way=round_under_way,
+        provider_paused=provider_paused,
     )
 
 

@@ -2,7 +2,8 @@
 
 Beat fires `tick` every second; `tick` runs replan and reconcile when their intervals (read from the
 live configuration, so operators can change them without a restart) have passed. A change of a lever
-asks for a replan at once (`replan_soon`); bursts of changes are coalesced by a short-lived Redis flag.
+asks for a replan at once (`common.events.replan_soon`, which sends `replan` by name); bursts of changes
+are coalesced by a short-lived Redis flag.
 Every replan is followed by a dispatch. A reconcile that finished a run dispatches first, into the
 freed budget and against the order already persisted (dispatch is dumb: it walks that order), and
 replans after: the next chart starts without waiting for a replan.
@@ -15,15 +16,17 @@ import logging
 from celery import shared_task
 from django.core.cache import cache
 
+from charts.services import CANCEL_WORKFLOW_TASK
+from common.events import REPLAN_PENDING_KEY, REPLAN_TASK, replan_soon
 from scheduling.dispatch import dispatch_run
 from scheduling.models import SchedulerConfig
 from scheduling.reconcile import reconcile_chart as reconcile_one
 from scheduling.reconcile import reconcile_run
 from scheduling.replan import plan_refresh
+from scheduling.temporal.client import cancel_workflow as temporal_cancel_workflow
 
 logger = logging.getLogger(__name__)
 
-PENDING_KEY = "fairsched:replan-pending"
 LAST_RUN_KEY = "fairsched:last-run:{}"
 # A hint arrives just before its workflow closes; look again every 50 ms, for 3 s at most.
 HINT_RETRIES = 60
@@ -31,16 +34,10 @@ HINT_RETRY_SECONDS = 0.05
 TICK_SECONDS = 1.0  # beat's schedule for `tick` (fairsched/celery.py)
 
 
-def replan_soon() -> None:
-    """Ask for a replan now; if one is already queued and has not begun, this one rides along."""
-    if cache.add(PENDING_KEY, 1, timeout=10):
-        replan.apply_async()
-
-
-@shared_task(name="scheduling.tasks.replan", ignore_result=True)
+@shared_task(name=REPLAN_TASK, ignore_result=True)
 def replan() -> None:
     """Replan, then dispatch against the new order."""
-    cache.delete(PENDING_KEY)
+    cache.delete(REPLAN_PENDING_KEY)
     plan_refresh()
     dispatch_run()
 
@@ -57,6 +54,13 @@ def reconcile() -> None:
     if result.finished or result.marked_running:
         dispatch_run()
         replan()
+
+
+@shared_task(name=CANCEL_WORKFLOW_TASK, ignore_result=True)
+def cancel_workflow(workflow_id: str) -> None:
+    """Ask Temporal to cancel a cancelled chart's workflow (`charts.services.chart_cancel` sends this
+    after commit); if Temporal cannot be reached, the reconcile pass keeps asking."""
+    temporal_cancel_workflow(workflow_id)
 
 
 @shared_task(name="scheduling.tasks.reconcile_chart", bind=True, ignore_result=True, max_retries=HINT_RETRIES)

@@ -20,7 +20,7 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from fairsched.errors import InvalidInput, NotFound, ServiceError
+from common.errors import InvalidInput, NotFound, ServiceError
 from orgs.models import Org
 from scheduling import selectors
 from scheduling.models import SchedulerConfig

@@ -10,7 +10,7 @@ import pytest
 from django.contrib.auth.models import AbstractUser
 from django.db import transaction
 
-from fairsched import events
+from common import events
 from orgs.models import Membership, Org, Workflow
 from tests.factories import MembershipFactory, OrgFactory, UserFactory, WorkflowFactory
 
@@ -60,7 +60,7 @@ class Announcements:
 
 @pytest.fixture
 def announced(monkeypatch: pytest.MonkeyPatch) -> Announcements:
-    """Record `fairsched.events` broadcasts and replan requests instead of sending them."""
+    """Record `common.events` broadcasts and replan requests instead of sending them."""
     record = Announcements()
 
     def request_replan() -> None:

@@ -11,7 +11,7 @@ import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
-from fairsched import events
+from common import events
 
 WAIT_SECONDS = 30
 
@@ -57,8 +57,6 @@ def test_the_caller_does_not_wait_for_the_send(monkeypatch: pytest.MonkeyPatch) 
 
 def test_replan_requests_queued_together_are_one(monkeypatch: pytest.MonkeyPatch) -> None:
     """Submissions that commit while the sender is busy ask for one replan, after their broadcasts."""
-    import scheduling.tasks
-
     layer = get_channel_layer()
     release = threading.Event()
     done: list[str] = []
@@ -69,7 +67,7 @@ def test_replan_requests_queued_together_are_one(monkeypatch: pytest.MonkeyPatch
         done.append(group)
 
     monkeypatch.setattr(layer, "group_send", stalled_send)
-    monkeypatch.setattr(scheduling.tasks, "replan_soon", lambda: done.append("replan"))
+    monkeypatch.setattr(events, "replan_soon", lambda: done.append("replan"))
     events.broadcast("stalled", {"kind": "charts"})
     for n in range(3):
         events.broadcast(f"org-{n}", {"kind": "charts"})
@@ -79,3 +77,26 @@ def test_replan_requests_queued_together_are_one(monkeypatch: pytest.MonkeyPatch
     events._sender.flush()
     # The first batch is the stalled broadcast alone; the rest queued behind it are one batch.
     assert done == ["stalled", "org-0", "org-1", "org-2", "replan"]
+
+
+def test_replan_soon_sends_the_replan_task_by_name_once_until_it_begins(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The request goes to Celery by the task's name (this module does not import scheduling); a second
+    request while one is pending rides along, and the task starting clears the flag."""
+    from django.core.cache import cache
+
+    from fairsched.celery import app
+    from scheduling import tasks
+
+    sent: list[str] = []
+    monkeypatch.setattr(app, "send_task", lambda name, *args, **kwargs: sent.append(name))
+    monkeypatch.setattr(tasks, "plan_refresh", lambda: None)
+    monkeypatch.setattr(tasks, "dispatch_run", lambda: None)
+    cache.delete(events.REPLAN_PENDING_KEY)
+    events.replan_soon()
+    events.replan_soon()
+    assert sent == [events.REPLAN_TASK]
+    assert app.tasks[events.REPLAN_TASK] == tasks.replan
+    tasks.replan()
+    events.replan_soon()
+    assert sent == [events.REPLAN_TASK, events.REPLAN_TASK]
+    cache.delete(events.REPLAN_PENDING_KEY)

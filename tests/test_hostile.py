@@ -18,8 +18,8 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from charts.models import Chart, ChartEvent
-from fairsched import events
-from fairsched.api import api_token_issue
+from common import events
+from orgs.access import api_token_issue
 from orgs.models import Org, ProviderPause
 from tests.conftest import Tenants
 from tests.factories import ChartFactory, ProviderFactory

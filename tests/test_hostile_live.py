@@ -19,7 +19,7 @@ import pytest
 from django.conf import settings
 
 from charts.models import Chart
-from fairsched.api import api_token_issue
+from orgs.access import api_token_issue
 from tests.conftest import Tenants
 from tests.dashboard.live import daphne
 

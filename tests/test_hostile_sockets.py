@@ -14,9 +14,9 @@ from django.conf import settings
 from django.db import connections
 from django.test import Client
 
+from common.events import STAFF_GROUP, org_group
+from common.sockets import LOGGED_OUT
 from fairsched.asgi import application
-from fairsched.events import STAFF_GROUP, org_group
-from fairsched.sockets import LOGGED_OUT
 from tests.conftest import Tenants
 
 pytestmark = pytest.mark.django_db(transaction=True)

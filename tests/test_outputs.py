@@ -11,7 +11,7 @@ from rest_framework import serializers
 
 from charts.selectors import chart_get
 from charts.serializers import ChartDetailSerializer, ChartLeverSerializer, ChartSerializer
-from fairsched.outputs import OutputFieldsOnce
+from common.outputs import OutputFieldsOnce
 from tests.conftest import Tenants
 from tests.factories import ChartFactory
 

@@ -25,10 +25,10 @@ from django.conf import settings
 from django.db.models import Count
 
 from charts.models import Chart, ChartEvent, ChartState
-from fairsched.api import api_token_issue
 from fairsched.celery import app as celery_app
 from fairsched.devservices import free_port, port_is_free
 from fairsched.launcher import procfile_commands
+from orgs.access import api_token_issue
 from orgs.models import Membership
 from scheduling.services import scheduler_config_set
 from tests.factories import MembershipFactory, OrgFactory, UserFactory, WorkflowFactory

@@ -25,6 +25,10 @@ it (after it was lowered) only pause further retries until they drain. A retry c
 exceeds the retry budget can never start: its start and ETA are null. Without a retry budget the
 `retry` marks change nothing.
 
+Why each queued chart waits (`Plan.reason`, `Plan.waiting_until`, `Plan.head_of_line`; see
+`waiting`): the verdicts of the walk at `now` that the replay already makes, read from its outcome
+in whole columns and worked out on first use. Not part of the plan command's output.
+
 For the ETAs only (`forecast`; the order never depends on them): `Scenario.arrivals` (`arrivals` in
 the JSON: `[{"org", "rate", "until", "avg", "cost", "spread"}]`), the charts orgs are expected to
 submit, which the replay counts; and `Scenario.spread` (a chart's `spread` in the JSON), each chart's
@@ -35,6 +39,7 @@ recent past from which the core derives the arrivals it expects (`forecast.forec
 `eta_high`, `org_clear_low` and `org_clear_high` when any of them is given.
 """
 
+from .dispatcher import dispatch_walk
 from .io import ScenarioError, parse_scenario, plan_to_json
 from .model import (
     Aging,
@@ -50,7 +55,6 @@ from .model import (
 )
 from .order import fair_order
 from .planner import plan
-from .replay import dispatch_walk
 
 __all__ = [
     "Aging",

@@ -6,10 +6,10 @@ values; `scheduling.core.io.parse_scenario` is where untrusted input is checked.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from operator import attrgetter
-from typing import Literal, overload
+from typing import Generic, Literal, TypeVar, overload
 
 Policy = Literal["round_robin", "deficit"]
 POLICIES: tuple[Policy, ...] = ("round_robin", "deficit")
@@ -148,16 +148,19 @@ class ChartIds:
         return self._slot
 
 
-class ChartTimes(Mapping[str, float | None]):
-    """A read-only time per chart id (the times aligned with the ids)."""
+Value = TypeVar("Value")
+
+
+class ChartValues(Mapping[str, Value], Generic[Value]):
+    """A read-only value per chart id (the values aligned with the ids)."""
 
     __slots__ = ("_ids", "_times")
 
-    def __init__(self, ids: ChartIds, times: Sequence[float | None]) -> None:
+    def __init__(self, ids: ChartIds, times: Sequence[Value]) -> None:
         self._ids = ids
         self._times = times
 
-    def __getitem__(self, chart_id: str) -> float | None:
+    def __getitem__(self, chart_id: str) -> Value:
         return self._times[self._ids.slot()[chart_id]]
 
     def __iter__(self) -> Iterator[str]:
@@ -166,9 +169,43 @@ class ChartTimes(Mapping[str, float | None]):
     def __len__(self) -> int:
         return len(self._ids.ids)
 
-    def as_dict(self) -> dict[str, float | None]:
-        """The same times as a plain dict."""
+    def as_dict(self) -> dict[str, Value]:
+        """The same values as a plain dict."""
         return dict(zip(self._ids.ids, self._times, strict=True))
+
+    def column(self) -> Sequence[Value]:
+        """The values alone, in the order of the ids (as `as_dict` and iteration give them)."""
+        return self._times
+
+
+class LazyChartValues(ChartValues[Value]):
+    """A read-only value per chart id, the values worked out by `load` on first use."""
+
+    __slots__ = ("_load",)
+
+    def __init__(self, ids: ChartIds, load: Callable[[], Sequence[Value]]) -> None:
+        super().__init__(ids, ())
+        self._load: Callable[[], Sequence[Value]] | None = load
+
+    def _loaded(self) -> Sequence[Value]:
+        if self._load is not None:
+            self._times, self._load = self._load(), None
+        return self._times
+
+    def __getitem__(self, chart_id: str) -> Value:
+        return self._loaded()[self._ids.slot()[chart_id]]
+
+    def as_dict(self) -> dict[str, Value]:
+        return dict(zip(self._ids.ids, self._loaded(), strict=True))
+
+    def column(self) -> Sequence[Value]:
+        return self._loaded()
+
+
+class ChartTimes(ChartValues[float | None]):
+    """A read-only time per chart id (the times aligned with the ids)."""
+
+    __slots__ = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +218,11 @@ class Plan:
     `eta_low` and `eta_high` are each ETA's p10-p90 band, `org_clear_low` and `org_clear_high` the
     band of each org's clear-time: the ETAs themselves without spreads or expected arrivals (see
     `scheduling.core.forecast`).
+
+    Why each queued chart is not running now, from the walk at `now` (see `scheduling.core.waiting`;
+    None for a running chart and for one the walk starts at `now`): `reason` (a `Reason` value),
+    `waiting_until` (when that reason lifts, as far as the plan knows) and `head_of_line` (for a
+    chart the budget would hold now but the head of the line does not let by: that head's id).
     """
 
     order: list[str]
@@ -192,6 +234,9 @@ class Plan:
     eta_high: Mapping[str, float | None]
     org_clear_low: dict[str, float | None]
     org_clear_high: dict[str, float | None]
+    reason: ChartValues[str | None]
+    waiting_until: ChartValues[float | None]
+    head_of_line: ChartValues[str | None]
 
 
 QUEUED_FIELDS = tuple(queued_field.name for queued_field in fields(QueuedChart))

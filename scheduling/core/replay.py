@@ -1,205 +1,16 @@
-"""Dispatch by cost budget, and the replay of it that gives the ETAs.
-
-The dispatch rule is written once, in `Dispatcher.walk`. The live dispatcher reaches it through
-`dispatch_walk`; the event replay calls the same `walk` at every decision instant. The lane
-simulation is the closed form the contract gives for the case without caps, availability or retry
-budget; the tests check that it agrees with the event replay there.
+"""The event replay of the dispatcher, for any scenario: the reference the faster replays
+(`lanes.lane_replay`, `org_replay.org_replay`) are tested against, and the path `plan` takes under a
+retry budget. It decides every chart with the one dispatch rule, `Dispatcher.decide`.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Sequence
 from typing import Final
 
-from .model import OrgPolicy, QueuedChart, RunningChart
-from .order import DEFAULT_POLICY, org_codes
-
-# The walk's verdict on a chart (`Dispatcher.last_verdict`).
-STOP: Final = 0
-START: Final = 1
-SKIP_UNAVAILABLE: Final = 2
-SKIP_CAPPED: Final = 3
-SKIP_RETRY: Final = 4
-
-
-class Dispatcher:
-    """What runs at an instant, and the walk that decides what starts next.
-
-    Charts are numbered 0..n-1. For chart i, `org[i]` is its org's code, `units[i]` the units
-    c = min(cost, budget) it occupies while it runs, `available_at[i]` when it may start (None:
-    already) and `retry[i]` whether it is a retry. The walk reads these sequences as they are at
-    the time, so a caller may extend them as it goes. `caps[o]` is org o's `max_concurrency`.
-
-    State: `free_budget` (below 0 while running charts hold more than a lowered budget),
-    `org_running[o]` (charts of org o running), `retry_free` (retry units left; None without a
-    retry budget), and `last_verdict`, the walk's verdict on the last chart it looked at.
-    """
-
-    __slots__ = (
-        "available_at",
-        "caps",
-        "free_budget",
-        "last_verdict",
-        "org",
-        "org_running",
-        "retry",
-        "retry_free",
-        "units",
-    )
-
-    def __init__(
-        self,
-        *,
-        budget: int,
-        caps: Sequence[int | None],
-        org: Sequence[int],
-        units: Sequence[int],
-        available_at: Sequence[float | None],
-        retry: Sequence[bool],
-        retry_budget: int | None,
-    ) -> None:
-        self.caps = caps
-        self.org = org
-        self.units = units
-        self.available_at = available_at
-        self.retry = retry
-        self.free_budget = budget
-        self.org_running = [0] * len(caps)
-        self.retry_free = retry_budget
-        self.last_verdict = STOP
-
-    def occupy(self, org: int, units: int, retry: bool) -> None:
-        """Count a chart of `org` that starts (or already runs) holding `units`."""
-        self.free_budget -= units
-        self.org_running[org] += 1
-        if retry and self.retry_free is not None:
-            self.retry_free -= units
-
-    def walk(self, candidates: Iterable[int], instant: float) -> list[int]:
-        """Start charts at `instant`, visiting `candidates` (charts not yet started) in order;
-        return the ones started.
-
-        For each candidate chart, its verdict (kept in `last_verdict` for the caller) is:
-        1. not available before `instant` (`available_at` later): skipped;
-        2. its org already runs `max_concurrency` charts: skipped;
-        3. a retry whose units exceed the free retry budget: skipped;
-        4. its units exceed the free budget: the walk stops (head of line);
-        5. otherwise it starts: the budget, its org's count and the retry budget are taken.
-        The state is kept current as the walk goes, for the caller and for `candidates`.
-        """
-        started: list[int] = []
-        available_at, org_of, units_of, retry_of = (
-            self.available_at,
-            self.org,
-            self.units,
-            self.retry,
-        )
-        caps, org_running, retry_free = self.caps, self.org_running, self.retry_free
-        for chart in candidates:
-            ready_at = available_at[chart]
-            if ready_at is not None and ready_at > instant:
-                self.last_verdict = SKIP_UNAVAILABLE
-                continue
-            org = org_of[chart]
-            cap = caps[org]
-            if cap is not None and org_running[org] >= cap:
-                self.last_verdict = SKIP_CAPPED
-                continue
-            units = units_of[chart]
-            retry = retry_of[chart]
-            if retry and retry_free is not None and units > retry_free:
-                self.last_verdict = SKIP_RETRY
-                continue
-            if units > self.free_budget:
-                self.last_verdict = STOP
-                break
-            self.last_verdict = START
-            # `occupy`, inlined: this loop is the hot path of the event replay.
-            self.free_budget -= units
-            org_running[org] += 1
-            if retry and retry_free is not None:
-                retry_free -= units
-                self.retry_free = retry_free
-            started.append(chart)
-        return started
-
-
-def dispatch_walk(
-    order: Sequence[QueuedChart],
-    *,
-    now: float,
-    budget: int,
-    running: Sequence[RunningChart],
-    orgs: Mapping[str, OrgPolicy],
-    retry_budget: int | None = None,
-) -> list[QueuedChart]:
-    """The charts of `order` to start at `now`, given the charts in `running`.
-
-    `order` is the fair order of the charts not yet started (as `fair_order` gives it).
-    1. Count every running chart as occupying its units, its org's slot and its retry units.
-    2. Walk `order` once from the head (`Dispatcher.walk`).
-    """
-    org_code, org_names = org_codes([*(chart.org for chart in order), *(chart.org for chart in running)])
-    dispatcher = Dispatcher(
-        budget=budget,
-        caps=[orgs.get(name, DEFAULT_POLICY).max_concurrency for name in org_names],
-        org=org_code,
-        units=[min(chart.cost, budget) for chart in order],
-        available_at=[chart.available_at for chart in order],
-        retry=[chart.retry for chart in order],
-        retry_budget=retry_budget,
-    )
-    for index, chart in enumerate(running, start=len(order)):
-        dispatcher.occupy(org_code[index], min(chart.cost, budget), chart.retry)
-    return [order[index] for index in dispatcher.walk(range(len(order)), now)]
-
-
-def lane_replay(
-    *,
-    now: float,
-    budget: int,
-    running_finish: Sequence[float],
-    running_units: Sequence[int],
-    units: Sequence[int],
-    avg: Sequence[float],
-) -> tuple[list[float], list[float]]:
-    """The start and ETA of each chart of the order when no cap, availability or retry budget
-    applies.
-
-    1. Seed the lanes: each running chart holds its units until it finishes; when the running
-       charts hold more than the budget, the earliest-freed units above the budget free nothing
-       (they are dropped); the rest of the budget is free at `now`.
-    2. For each chart in order, a chart of c units starts when the c-th earliest lane frees:
-       take the c earliest lanes; the last one taken is the start; they are busy until the
-       chart's ETA, start + avg.
-    """
-    release_times = sorted(
-        finish for finish, held in zip(running_finish, running_units, strict=True) for _ in range(held)
-    )
-    lanes = release_times[max(0, len(release_times) - budget) :]
-    lanes += [now] * (budget - len(lanes))
-    heapq.heapify(lanes)
-    starts: list[float] = []
-    etas: list[float] = []
-    record_start, record_eta = starts.append, etas.append
-    take_and_hold = heapq.heapreplace
-    for chart_units, chart_avg in zip(units, avg, strict=True):
-        if chart_units == 1:
-            start = lanes[0]
-            eta = start + chart_avg
-            take_and_hold(lanes, eta)
-        else:
-            for _ in range(chart_units):
-                start = heapq.heappop(lanes)
-            eta = start + chart_avg
-            for _ in range(chart_units):
-                heapq.heappush(lanes, eta)
-        record_start(start)
-        record_eta(eta)
-    return starts, etas
-
+from .dispatcher import SKIP_CAPPED, START, STOP, Dispatcher
 
 IDLE: Final = 0
 ACTIVE: Final = 1
@@ -211,12 +22,13 @@ class EventReplay:
     """The exact replay of the dispatcher from instant to instant, for any scenario.
 
     Decision instants are `now`, every finish and every `available_at` still ahead; at each one
-    the finishes due are counted, then `Dispatcher.walk` runs. A naive replay walks the whole
-    order at every instant; this one offers the walk only charts it can act on. The charts are
-    split into streams: one per org, and with a retry budget one per (org, units) for the org's
-    retries. Whatever the walk does to a stream's head it would do to every chart of the stream
-    (same org and cap, and for retries the same units), so a stream whose head is skipped is
-    parked whole until its org's running count drops (cap) or retry units free up.
+    the finishes due are counted, then the walk decides charts in order (`Dispatcher.decide`). A
+    naive replay walks the whole order at every instant; this one offers the walk only charts it
+    can act on. The charts are split into streams: one per org, and with a retry budget one per
+    (org, units) for the org's retries. Whatever the walk does to a stream's head it would do to
+    every chart of the stream (same org and cap, and for retries the same units), so a stream whose
+    head is skipped is parked whole until its org's running count drops (cap) or retry units free
+    up.
 
     A stream holds its available charts in order: those available from the start in a list read
     from `next_ready` on, those that became available later in a heap (`late`). It is IDLE (no
@@ -301,7 +113,7 @@ class EventReplay:
                 self._activate(stream)
         next_pending = 0
         next_ready_at = pending[0][0]
-        walk, candidates, finish = dispatcher.walk, self._candidates, self._finish
+        walk, finish = self._walk, self._finish
         pop, push = heapq.heappop, heapq.heappush
         instant = now
         while True:
@@ -311,7 +123,7 @@ class EventReplay:
                 self._arrive(pending[next_pending][1])
                 next_pending += 1
                 next_ready_at = pending[next_pending][0]
-            for chart in walk(candidates(), instant):
+            for chart in walk(instant):
                 starts[chart] = instant
                 etas[chart] = eta = instant + avg[chart]
                 push(finishes, (eta, chart))
@@ -369,33 +181,37 @@ class EventReplay:
                     still_parked.append(stream)
             self.parked_for_retry = still_parked
 
-    def _candidates(self) -> Iterator[int]:
-        """The heads of the active streams in order, for `Dispatcher.walk`.
+    def _walk(self, instant: float) -> list[int]:
+        """The walk at `instant` over the heads of the active streams, in order; the charts started.
 
-        When the walk asks for the next candidate, the verdict on the last one is in
-        `Dispatcher.last_verdict`: a skipped head parks its stream, a started one leaves it. Once
-        no budget is left the candidates end, since the rest of the walk could start nothing.
-        Entries of `heads` that no longer name an active stream's head are dropped.
+        Each head gets its verdict from `Dispatcher.decide`: a skipped head parks its stream (streams
+        hold only available charts, so the verdict is SKIP_CAPPED or SKIP_RETRY), a STOP ends the walk,
+        a started one makes way for its stream's next chart. Once no budget is left the walk ends,
+        since the rest of it could start nothing. Entries of `heads` that no longer name an active
+        stream's head are dropped.
         """
         heads, head, state = self.heads, self.head, self.state
         ready, next_ready, late = self.ready, self.next_ready, self.late
         dispatcher = self.dispatcher
+        decide = dispatcher.decide
+        started: list[int] = []
         while heads:
             chart, stream = heads[0]
             if state[stream] != ACTIVE or head[stream] != chart:
                 heapq.heappop(heads)
                 continue
-            yield chart
-            verdict = dispatcher.last_verdict
-            if verdict != START:
-                # Streams hold only available charts: the verdict is SKIP_CAPPED or SKIP_RETRY.
+            verdict = decide(chart, instant)
+            if verdict is not START:
+                if verdict is STOP:
+                    break
                 state[stream] = PARKED
-                if verdict == SKIP_CAPPED:
+                if verdict is SKIP_CAPPED:
                     self.parked_by_org[self.stream_org[stream]].append(stream)
                 else:
                     self.parked_for_retry.append(stream)
                 heapq.heappop(heads)
                 continue
+            started.append(chart)
             charts, index, waiting = ready[stream], next_ready[stream], late[stream]
             if index < len(charts) and charts[index] == chart:
                 index += 1
@@ -412,4 +228,5 @@ class EventReplay:
             else:
                 heapq.heapreplace(heads, (new_head, stream))
             if dispatcher.free_budget <= 0:
-                return
+                break
+        return started

@@ -12,6 +12,7 @@ import logging
 from contextlib import AsyncExitStack
 from datetime import timedelta
 
+from celery import current_app
 from django.conf import settings
 from temporalio.worker import Worker
 
@@ -39,12 +40,11 @@ def enqueue_reconcile_hint(chart_id: int, outcome: str) -> None:
     The task is sent by name, so the worker does not import the tasks module. It is delayed by
     `RECONCILE_HINT_COUNTDOWN_SECONDS` because the hint activity runs just before its workflow closes;
     a reconcile that still finds the run open looks again a moment later (`reconcile_chart` retries).
-    The Celery app is imported here, not at module import, so the worker starts without a broker
-    configured and tests can run the worker with another hook.
+    It goes through Celery's current app (the project's, `fairsched.celery`), which this scheduling module
+    cannot import; nothing connects to a broker until a hint is sent, so the worker starts without one
+    and tests can run the worker with another hook.
     """
-    from fairsched.celery import app
-
-    app.send_task(RECONCILE_HINT_TASK, args=[chart_id], countdown=RECONCILE_HINT_COUNTDOWN_SECONDS)
+    current_app.send_task(RECONCILE_HINT_TASK, args=[chart_id], countdown=RECONCILE_HINT_COUNTDOWN_SECONDS)
     logger.info("chart %s %s: reconcile hinted", chart_id, outcome)
 
 

@@ -390,8 +390,24 @@
       rowsEl.innerHTML = html.join("");
     }
 
+    // The tooltip of a queue row's reason: what holds the chart and until when (charts.models.WaitingReason).
+    function waitingDetail(r) {
+      const words = {
+        budget: r.head_of_line ? `would fit, but waits behind chart ${r.head_of_line} at the head of the line` : "heads the line: waits for budget to free",
+        turn: "waits for its org's turn in the fair order",
+        org_cap: `${r.org} runs its max_concurrency`,
+        provider_paused: `its workflow's provider is paused (for everyone or for ${r.org})`,
+        backoff: `retry backoff after attempt ${r.attempt}`,
+        retry_budget: "retries fill the retry budget",
+      };
+      const parts = [`${r.state}: ${words[r.waiting_reason] || "the last replan starts it now"}`];
+      if (r.waiting_until) parts.push(`until ${r.waiting_until}`);
+      if (r.available_at) parts.push(`backoff ends ${r.available_at}`);
+      return parts.join("; ");
+    }
+
     function queueRow(r, i) {
-      const state = r.state === "retry_wait" ? `<span class="badge retry_wait" title="retry after ${esc(r.available_at || "")}">retry</span>` : `<span class="badge">queued</span>`;
+      const state = `<span class="badge reason${r.state === "retry_wait" ? " retry_wait" : ""}" data-reason="${esc(r.waiting_reason)}" title="${esc(waitingDetail(r))}">${esc(r.waiting_reason || "starting")}</span>`;
       const hp = r.high_priority ? ` <span class="badge hp" title="high priority">★</span>` : "";
       return `<div class="vt-row" role="row" data-chart="${r.id}">
         <span class="pos">${r.position != null ? r.position : i}</span>

@@ -9,8 +9,8 @@ import pytest
 from rest_framework.test import APIClient
 
 from charts.models import Chart
-from fairsched import events
-from fairsched.api import api_token_issue
+from common import events
+from orgs.access import api_token_issue
 from tests.conftest import Tenants
 from tests.factories import ChartFactory
 

@@ -1,4 +1,4 @@
-"""Each lever's bound is written once (`fairsched.bounds`, beside its service) and every surface keeps
+"""Each lever's bound is written once (`common.bounds`, beside its service) and every surface keeps
 it: the service, the API, the what-if preview and the admin refuse one past it with an error naming
 the field, write nothing, and take the bound itself."""
 
@@ -14,8 +14,8 @@ from rest_framework.test import APIClient
 
 from charts.models import Chart, ChartState
 from charts.services import PRIORITY, chart_submit
-from fairsched.bounds import Whole
-from fairsched.errors import InvalidInput
+from common.bounds import Whole
+from common.errors import InvalidInput
 from orgs import services as org_services
 from orgs.models import Org, WorkflowCost
 from orgs.services import COST, MAX_CONCURRENCY, QUEUE_LIMIT, WEIGHT

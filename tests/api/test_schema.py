@@ -23,7 +23,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from fairsched.api import api_token_issue
+from orgs.access import api_token_issue
 from scheduling import services
 from tests.conftest import Tenants
 from tests.factories import ChartFactory, ProviderFactory

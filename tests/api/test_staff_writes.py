@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from fairsched.api import api_token_issue
+from orgs.access import api_token_issue
 from orgs.models import ApiToken, Membership, Org, OrgChange, Workflow
 from tests.conftest import Tenants
 from tests.factories import ProviderFactory, UserFactory

@@ -11,8 +11,8 @@ from django.core.exceptions import ImproperlyConfigured
 from rest_framework.test import APIClient
 
 from charts.models import Chart
-from fairsched.api import CallerReadThrottle, CallerWriteThrottle, api_token_issue
 from fairsched.settings import env_rate
+from orgs.access import CallerReadThrottle, CallerWriteThrottle, api_token_issue
 from tests.conftest import Tenants
 
 

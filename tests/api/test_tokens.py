@@ -7,7 +7,7 @@ from collections.abc import Callable
 from rest_framework.test import APIClient
 
 from charts.models import Chart
-from fairsched.api import api_token_issue
+from orgs.access import api_token_issue
 from orgs.models import ApiToken, Membership
 from tests.conftest import Tenants
 from tests.factories import MembershipFactory

@@ -14,8 +14,8 @@ from django.utils import timezone
 from charts import services
 from charts.models import Chart, ChartEvent, ChartPlan, ChartState
 from charts.services import Submission
-from fairsched.errors import BulkInvalid, Conflict, InvalidInput, NotFound, QueueFull
-from fairsched.events import STAFF_GROUP, org_group
+from common.errors import BulkInvalid, Conflict, InvalidInput, NotFound, QueueFull
+from common.events import STAFF_GROUP, org_group
 from orgs.models import Org
 from scheduling.services import scheduler_config_set
 from tests.conftest import Announcements, CallerFailed, Tenants, fail_after

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from charts.models import Chart, ChartEvent, ChartState
 from charts.states import TRANSITIONS, IllegalTransition, can_transition, record_created, transition, transition_if
-from fairsched.errors import Conflict
+from common.errors import Conflict
 from tests.conftest import CallerFailed, Tenants, fail_after
 from tests.factories import ChartFactory
 

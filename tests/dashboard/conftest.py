@@ -10,7 +10,7 @@ from django.test import Client
 from django.utils import timezone
 
 from charts.models import Chart, ChartPlan, ChartState
-from fairsched import events
+from common import events
 from orgs.models import Org, Workflow
 from tests.conftest import Tenants
 

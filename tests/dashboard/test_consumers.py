@@ -13,8 +13,8 @@ from django.conf import settings
 from django.db import connections
 from django.test import Client
 
+from common.events import STAFF_GROUP
 from fairsched.asgi import application
-from fairsched.events import STAFF_GROUP
 from orgs import services as org_services
 from tests.conftest import Tenants
 

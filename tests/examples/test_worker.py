@@ -23,9 +23,9 @@ from rest_framework.test import APIClient
 from temporalio.client import Client
 
 from charts.models import Chart, ChartState
-from fairsched.actors import RECONCILER
-from fairsched.api import api_token_issue
+from common.actors import RECONCILER
 from fairsched.devservices import REPO_ROOT
+from orgs.access import api_token_issue
 from orgs.models import Membership, Org, ProviderPause, Workflow
 from scheduling.dispatch import dispatch_run
 from scheduling.reconcile import reconcile_run
@@ -59,7 +59,7 @@ def test_the_example_imports_only_the_standard_library_and_temporalio() -> None:
 @pytest.fixture(autouse=True)
 def _passes_driven_by_the_test(monkeypatch: pytest.MonkeyPatch) -> None:
     """The test drives the passes itself; a lever's after-commit replan request goes nowhere."""
-    monkeypatch.setattr("fairsched.events.request_replan", lambda: None)
+    monkeypatch.setattr("common.events.request_replan", lambda: None)
 
 
 @pytest.fixture

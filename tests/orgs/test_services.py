@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from fairsched.errors import Conflict, InvalidInput, NotFound
-from fairsched.events import STAFF_GROUP, org_group
+from common.errors import Conflict, InvalidInput, NotFound
+from common.events import STAFF_GROUP, org_group
 from orgs import services
 from orgs.models import Org, OrgChange, ProviderPause, WorkflowCost
 from tests.conftest import Announcements, CallerFailed, fail_after

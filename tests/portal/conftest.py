@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from fairsched import events
+from common import events
 from tests.conftest import Tenants
 
 

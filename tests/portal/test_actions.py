@@ -14,7 +14,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
 from charts.models import Chart, ChartEvent, ChartState
-from fairsched.api import CallerWriteThrottle
+from orgs.access import CallerWriteThrottle
 from orgs.models import Membership
 from tests.conftest import Tenants
 from tests.factories import ChartFactory, MembershipFactory, UserFactory

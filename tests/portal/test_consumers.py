@@ -13,8 +13,8 @@ from channels.testing import WebsocketCommunicator
 from django.db import connections
 from django.test import Client
 
+from common.events import STAFF_GROUP, org_group
 from fairsched.asgi import application
-from fairsched.events import STAFF_GROUP, org_group
 from tests.conftest import Tenants
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -94,7 +94,7 @@ async def test_ping_renews_and_answers(tenants: Tenants) -> None:
 async def test_a_submission_reaches_its_org_after_commit(tenants: Tenants, monkeypatch: pytest.MonkeyPatch) -> None:
     """End to end: a chart submitted through the service is announced to its org's socket only."""
     from charts.services import chart_submit
-    from fairsched import events
+    from common import events
 
     monkeypatch.setattr(events, "request_replan", lambda: None)
     alice, _ = await connect(tenants.member_a, "acme")

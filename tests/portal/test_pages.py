@@ -133,8 +133,8 @@ def test_search_filter_and_paginate(tenants: Tenants, browser: Browser) -> None:
     assert len(first.context["rows"]) == 50
     assert first.context["rows"][0][0].external_id == "batch-00"  # queue order
     assert len(second.context["rows"]) == 11
-    assert [c.external_id for c, _ in searched.context["rows"]] == [f"batch-5{i}" for i in range(10)]
-    assert [c.external_id for c, _ in paused.context["rows"]] == ["odd-one"]
+    assert [c.external_id for c, *_ in searched.context["rows"]] == [f"batch-5{i}" for i in range(10)]
+    assert [c.external_id for c, *_ in paused.context["rows"]] == ["odd-one"]
     assert nonsense.status_code == 200
     assert "batch-beta" not in first.content.decode() + second.content.decode()
 

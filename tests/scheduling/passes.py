@@ -21,7 +21,7 @@ ACTOR = "user:test"
 def fake_temporal(monkeypatch: pytest.MonkeyPatch) -> None:
     """Workflows start at once; levers' after-commit replan requests go nowhere (the test drives)."""
     monkeypatch.setattr("scheduling.dispatch.start_chart_workflow", lambda **kw: f"run-{kw['workflow_id']}")
-    monkeypatch.setattr("fairsched.events.request_replan", lambda: None)
+    monkeypatch.setattr("common.events.request_replan", lambda: None)
 
 
 def submit(org: Org, workflow: str, count: int, *, prefix: str | None = None) -> list[Chart]:

@@ -11,8 +11,8 @@ from django.db import IntegrityError, transaction
 from django.test import Client
 from django.urls import reverse
 
-from fairsched.errors import InvalidInput
-from fairsched.events import STAFF_GROUP
+from common.errors import InvalidInput
+from common.events import STAFF_GROUP
 from scheduling import services
 from scheduling.models import ConfigChange, SchedulerConfig
 from tests.admin_helpers import change_form_data, messages_of

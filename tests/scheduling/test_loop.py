@@ -36,7 +36,7 @@ ACTOR = "user:test"
 @pytest.fixture(autouse=True)
 def _passes_driven_by_the_test(monkeypatch: pytest.MonkeyPatch) -> None:
     """The test drives the passes itself; a lever's after-commit replan request goes nowhere."""
-    monkeypatch.setattr("fairsched.events.request_replan", lambda: None)
+    monkeypatch.setattr("common.events.request_replan", lambda: None)
 
 
 @pytest.fixture
@@ -156,7 +156,7 @@ def test_a_crash_between_claim_and_start_is_repaired_and_never_runs_twice(
         workflow_id=second.temporal_workflow_id, payload={"chart_id": second.pk, "params": workflow.params},
     )  # fmt: skip
     monkeypatch.undo()
-    monkeypatch.setattr("fairsched.events.request_replan", lambda: None)
+    monkeypatch.setattr("common.events.request_replan", lambda: None)
 
     time.sleep(1.1)
     reconcile_run()

@@ -19,11 +19,12 @@ def _fresh_counters() -> None:
 
 
 def test_staff_see_per_org_figures_and_pass_counters(tenants: Tenants, client: Client) -> None:
-    ChartFactory(org=tenants.org_a, workflow=tenants.workflow, state=ChartState.QUEUED)
+    ChartFactory(org=tenants.org_a, workflow=tenants.workflow, state=ChartState.QUEUED, waiting_reason="turn")
     ChartFactory(org=tenants.org_a, workflow=tenants.workflow, state=ChartState.RUNNING, cost=3)
-    metrics.observe_start(org="acme", waited=42.0, first=True)
+    metrics.observe_start(org="acme", waited=42.0, first=True, cost=3)
     metrics.observe_finish(org="acme", cost=3, retry=False)
-    metrics.observe_dispatch(latency=0.02, started=1, skips={"cap": 2, "budget": 1})
+    metrics.observe_failure(org="beta", kind="failed", cost=2)
+    metrics.observe_dispatch(latency=0.02, started=1, skips={("acme", "cap"): 2, ("beta", "budget"): 1})
     metrics.observe_replan(0.3)
 
     client.force_login(tenants.staff)
@@ -35,7 +36,12 @@ def test_staff_see_per_org_figures_and_pass_counters(tenants: Tenants, client: C
     assert 'fairsched_cost_units_in_use{org="acme"} 3.0' in text
     assert 'fairsched_queued_charts{org="beta"} 0.0' in text
     assert 'fairsched_completed_cost_units_total{org="acme"} 3.0' in text
-    assert 'fairsched_dispatch_skips_total{reason="cap"} 2.0' in text
+    assert 'fairsched_dispatch_skips_total{org="acme",reason="cap"} 2.0' in text
+    assert 'fairsched_dispatch_skips_total{org="beta",reason="budget"} 1.0' in text
+    assert 'fairsched_waiting_charts{org="acme",reason="turn"} 1.0' in text
+    assert 'fairsched_started_cost_units_total{org="acme"} 3.0' in text
+    assert 'fairsched_failed_cost_units_total{org="beta"} 2.0' in text
+    assert 'fairsched_failed_runs_total{kind="failed",org="beta"} 1.0' in text
     assert 'fairsched_time_to_first_start_seconds_bucket{le="60",org="acme"} 1.0' in text
     assert 'fairsched_time_to_first_start_seconds_bucket{le="30",org="acme"} 0.0' in text
     assert "fairsched_replan_duration_seconds_count 1.0" in text
@@ -58,8 +64,8 @@ def test_throttles_are_counted_apart_from_failures(tenants: Tenants, client: Cli
     metrics.observe_throttle(org="acme", provider="gpu-east")
     metrics.observe_throttle(org="acme", provider="gpu-east")
     metrics.observe_throttle(org="beta", provider="")
-    metrics.observe_failure(org="acme", kind="timed_out")
-    metrics.observe_failure(org="beta", kind="terminated")
+    metrics.observe_failure(org="acme", kind="timed_out", cost=1)
+    metrics.observe_failure(org="beta", kind="terminated", cost=1)
 
     client.force_login(tenants.staff)
     text = client.get("/metrics").content.decode()

@@ -31,7 +31,7 @@ UNSERVED_TYPE = "fairsched.no-worker-serves-this"
 @pytest.fixture(autouse=True)
 def _passes_driven_by_the_test(monkeypatch: pytest.MonkeyPatch) -> None:
     """The test drives the passes itself; a lever's after-commit replan request goes nowhere."""
-    monkeypatch.setattr("fairsched.events.request_replan", lambda: None)
+    monkeypatch.setattr("common.events.request_replan", lambda: None)
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from charts.models import Chart, ChartEvent, ChartState
 from charts.services import Submission, chart_cancel, chart_submit_bulk
-from fairsched.actors import RECONCILER
+from common.actors import RECONCILER
 from orgs.models import Org, ProviderPause, Workflow
 from scheduling import dispatch as dispatch_module
 from scheduling import metrics

@@ -15,12 +15,13 @@ from charts.models import Chart, ChartPlan, ChartState
 from charts.services import Submission, chart_cancel, chart_pause, chart_submit_bulk
 from charts.states import transition_if
 from orgs.models import Org
+from orgs.services import provider_pause
 from scheduling import core, replan
 from scheduling.models import QueueSample
 from scheduling.reconcile import duration_record
 from scheduling.replan import plan_refresh
 from scheduling.services import scheduler_config_set
-from tests.factories import ChartFactory, OrgFactory, WorkflowFactory
+from tests.factories import ChartFactory, OrgFactory, ProviderFactory, WorkflowFactory
 
 pytestmark = pytest.mark.django_db
 ACTOR = "user:test"
@@ -172,7 +173,52 @@ def test_charts_of_one_bulk_keep_their_order_across_a_digit_boundary() -> None:
     assert list(Chart.objects.order_by("plan__position").values_list("id", flat=True)) == [998, 999, 1000]
 
 
-PlanRow = tuple[int | None, float | None, float | None, float | None, float | None]
+def test_each_waiting_chart_gets_its_reason_from_the_walk() -> None:
+    """Budget 3, c0 running: the walk starts a0 and b0 and stops at a1; the rest are each held
+    by what the walk met."""
+    now = timezone.now()
+    scheduler_config_set(actor=ACTOR, budget=3)
+    plain, limited = WorkflowFactory(name="plain"), WorkflowFactory(name="limited", provider=ProviderFactory())
+    acme, beta = OrgFactory(slug="acme"), OrgFactory(slug="beta")
+    capped, held = OrgFactory(slug="capped", max_concurrency=1), OrgFactory(slug="held", weight=0)
+    ages = iter(range(100, 0, -1))
+
+    def chart(org: Org, name: str, **fields: object) -> Chart:
+        created = now - timedelta(seconds=next(ages))
+        workflow = fields.pop("workflow", plain)
+        return ChartFactory(org=org, workflow=workflow, external_id=name, created_at=created, **fields)
+
+    chart(acme, "a0"), chart(beta, "b0"), chart(acme, "a1"), chart(beta, "b1"), chart(acme, "a2")
+    chart(capped, "c0", state="running", started_at=now)
+    chart(capped, "c1")
+    chart(beta, "retry", state="retry_wait", attempt=1, available_at=now + timedelta(minutes=5))
+    chart(beta, "throttled", workflow=limited)
+    chart(held, "h0")
+    chart_pause(chart=chart(acme, "p0"), actor=ACTOR)
+    provider_pause(provider=limited.provider, until=now + timedelta(minutes=7), actor=ACTOR)
+
+    plan_refresh(now=now)
+    found = {
+        c.external_id: (c.waiting_reason, c.waiting_until, c.head_of_line)  # type: ignore[attr-defined]
+        for c in Chart.objects.exclude(external_id="c0")
+    }
+    predicted = {c.external_id: c.predicted_start for c in Chart.objects.all()}  # type: ignore[attr-defined]
+    assert found == {
+        "a0": ("", None, None),
+        "b0": ("", None, None),
+        "a1": ("budget", predicted["a1"], None),
+        "b1": ("turn", predicted["b1"], None),
+        "a2": ("turn", predicted["a2"], None),
+        "c1": ("org_cap", predicted["c1"], None),
+        "retry": ("backoff", now + timedelta(minutes=5), None),
+        "throttled": ("provider_paused", now + timedelta(minutes=7), None),
+        "h0": ("org_held", None, None),
+        "p0": ("chart_paused", None, None),
+    }
+
+
+# position, predicted start, ETA, its band, why it waits, until when, behind which head of line
+PlanRow = tuple[int | None, float | None, float | None, float | None, float | None, str, float | None, int | None]
 
 
 def _plan_rows() -> dict[int, PlanRow]:
@@ -182,17 +228,17 @@ def _plan_rows() -> dict[int, PlanRow]:
         return None if moment is None else moment.timestamp()
 
     return {
-        chart_id: (position, seconds(start), seconds(eta), seconds(low), seconds(high))
-        for chart_id, position, start, eta, low, high in ChartPlan.objects.values_list(
-            "chart_id", "position", "predicted_start", "eta", "eta_low", "eta_high"
+        chart_id: (position, seconds(start), seconds(eta), seconds(low), seconds(high), reason, seconds(until), head)
+        for chart_id, position, start, eta, low, high, reason, until, head in ChartPlan.objects.values_list(
+            "chart_id", "position", "predicted_start", "eta", "eta_low", "eta_high", "waiting_reason",
+            "waiting_until", "head_of_line",
         )
-    }
+    }  # fmt: skip
 
 
-def _expected_rows(
-    plan: core.Plan,
-) -> dict[int, tuple[int | None, float | None, float | None, float | None, float | None]]:
+def _expected_rows(plan: core.Plan) -> dict[int, PlanRow]:
     position = {chart_id: index for index, chart_id in enumerate(plan.order)}
+    head = plan.head_of_line
     return {
         int(chart_id): (
             position.get(chart_id),
@@ -200,6 +246,9 @@ def _expected_rows(
             plan.eta[chart_id],
             plan.eta_low[chart_id],
             plan.eta_high[chart_id],
+            plan.reason[chart_id] or "",
+            plan.waiting_until[chart_id],
+            None if head[chart_id] is None else int(head[chart_id]),  # type: ignore[arg-type]
         )
         for chart_id, start in plan.start.items()
     }

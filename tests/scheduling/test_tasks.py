@@ -40,3 +40,22 @@ def test_a_reconcile_that_finished_runs_dispatches_before_it_replans(monkeypatch
     monkeypatch.setattr(tasks, "reconcile_run", lambda: type("Result", (), {"finished": [1], "marked_running": []}))
     tasks.reconcile.apply().get()
     assert calls.made == ["dispatch", "replan", "dispatch"]
+
+
+def test_a_cancel_sent_by_charts_reaches_temporal_through_the_task_of_that_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """charts.services sends the cancel by name (it cannot import scheduling); the name is this task's,
+    and the task asks Temporal to cancel that workflow."""
+    from charts import services as chart_services
+    from fairsched.celery import app
+
+    sent: list[tuple[str, list[str]]] = []
+    monkeypatch.setattr(app, "send_task", lambda name, args: sent.append((name, args)))
+    chart_services._cancel_workflow("chart-1-1")
+    assert sent == [(chart_services.CANCEL_WORKFLOW_TASK, ["chart-1-1"])]
+
+    asked: list[str] = []
+    monkeypatch.setattr(tasks, "temporal_cancel_workflow", asked.append)
+    app.tasks[chart_services.CANCEL_WORKFLOW_TASK].apply(args=["chart-1-1"]).get()
+    assert asked == ["chart-1-1"]

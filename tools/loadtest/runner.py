@@ -605,7 +605,7 @@ class LoadRun:
         from django.contrib.auth.models import User
 
         from charts.models import Chart
-        from fairsched.api import api_token_issue
+        from orgs.access import api_token_issue
         from orgs.models import Membership, Org
 
         org = Org.objects.order_by("id").first()

@@ -10,7 +10,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from fairsched.api import api_token_issue
+from orgs.access import api_token_issue
 from orgs.models import Membership, Org
 from orgs.services import membership_create
 

@@ -14,11 +14,17 @@ import queue
 import threading
 from typing import Any
 
+from celery import current_app
+from django.core.cache import cache
 from django.db import transaction
 
 logger = logging.getLogger(__name__)
 
 STAFF_GROUP = "staff"
+# The replan task, sent by name: scheduling's tasks announce through this module, so it cannot import them.
+REPLAN_TASK = "scheduling.tasks.replan"
+# Set while a replan is queued and has not begun; the task clears it as it starts.
+REPLAN_PENDING_KEY = "fairsched:replan-pending"
 
 
 def org_group(org_id: int) -> str:
@@ -51,8 +57,16 @@ def broadcast(group: str, message: dict[str, Any]) -> None:
 
 def request_replan() -> None:
     """Ask for a debounced replan, without waiting for it (the sender thread asks; requests queued
-    together are one request, and the task coalesces bursts further: see scheduling.tasks)."""
+    together are one request, and `replan_soon` coalesces bursts further)."""
     _sender.put(REPLAN)
+
+
+def replan_soon() -> None:
+    """Ask for a replan now; if one is already queued and has not begun, this one rides along.
+
+    The task is sent by name through the Celery app (as the Temporal worker sends its reconcile hint)."""
+    if cache.add(REPLAN_PENDING_KEY, 1, timeout=10):
+        current_app.send_task(REPLAN_TASK)
 
 
 REPLAN = "replan"
@@ -133,8 +147,6 @@ class _Sender:
 
 
 def _replan_soon() -> None:
-    from scheduling.tasks import replan_soon
-
     try:
         replan_soon()
     except Exception:  # beat replans every few seconds anyway

@@ -9,7 +9,7 @@ from django.contrib import admin, messages
 from django.db.models import Model
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
-from fairsched.errors import ServiceError
+from common.errors import ServiceError
 
 T = TypeVar("T")
 M = TypeVar("M", bound=Model)

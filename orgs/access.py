@@ -1,8 +1,8 @@
-"""The REST API's shell: token authentication, the caller's scope, permissions and error mapping.
+"""Who may call the API and how often: API tokens, their authentication, the caller's scope, throttles.
 
 Every API view asks `scope_of(request)` which orgs the caller may see and write; selectors filter by it,
-so another org's rows are simply not there (404, never 403). Services raise `ServiceError`s; the
-exception handler turns them into `{"field": ["message"]}` bodies with their HTTP status.
+so another org's rows are simply not there (404, never 403). Tokens and memberships are the orgs app's
+rows, so this lives here; the API's generic shell (parsing, pagination, error mapping) is `common.api`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import secrets
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -18,20 +17,16 @@ from typing import TYPE_CHECKING, Any
 import redis
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.core.exceptions import RequestDataTooBig
 from django.db import transaction
-from django.db.models import Field, IntegerField
 from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
-from rest_framework import exceptions, pagination, permissions, status
+from rest_framework import exceptions, permissions
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
-from rest_framework.parsers import BaseParser, JSONParser
 from rest_framework.request import Request
-from rest_framework.response import Response
 from rest_framework.throttling import SimpleRateThrottle
 
-from fairsched import rows, strict
-from fairsched.errors import InvalidInput, NotFound, QueueFull, ServiceError
+from common import rows
+from common.errors import InvalidInput, NotFound
 from orgs.models import ApiToken, Membership, Org
 
 if TYPE_CHECKING:
@@ -41,8 +36,6 @@ logger = logging.getLogger(__name__)
 TOKEN_KEYWORDS = (b"token", b"bearer")
 # last_used_at is refreshed at most this often, so that reads stay free of writes.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
-# The largest value of PostgreSQL's bigint (the ids).
-BIGINT_MAX = 2**63 - 1
 
 
 def _digest(secret: str) -> str:
@@ -87,7 +80,7 @@ def api_token_revoke(*, token_id: int, actor: str) -> None:
     logger.info("api token %s revoked by %s", token_id, actor)
 
 
-# One statement for a token, its user and the user's role in the token's org (`fairsched/rows.py`).
+# One statement for a token, its user and the user's role in the token's org (`common/rows.py`).
 TOKEN_LOOKUP_SQL = (
     f'SELECT {rows.columns(ApiToken, "t")}, {rows.columns(User, "u")}, m."role"'  # noqa: S608 (names from the models; values are parameters)
     f' FROM "{ApiToken._meta.db_table}" t'
@@ -315,93 +308,3 @@ def require_write(request: Request, org_id: int) -> None:
     """Refuse a write in an org the caller can see but not change (a viewer membership)."""
     if not scope_of(request).writes(org_id):
         raise exceptions.PermissionDenied("Your membership in this org is read-only.")
-
-
-class PayloadTooLarge(exceptions.APIException):
-    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
-    default_detail = "The request body is too large."
-    default_code = "payload_too_large"
-
-
-class LimitedJSONParser(JSONParser):
-    """JSON bodies up to DATA_UPLOAD_MAX_MEMORY_SIZE, read strictly (`fairsched.strict.loads`: no
-    duplicate keys, bounded depth, no NUL or lone surrogate). DRF reads the body as a stream, past
-    Django's own check, so the limit is enforced here: by the declared length first, then by what is
-    really read."""
-
-    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
-        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-        request = (parser_context or {}).get("request")
-        declared = request.META.get("CONTENT_LENGTH") if request is not None else None
-        if limit is not None and declared and declared.isdigit() and int(declared) > limit:
-            raise PayloadTooLarge()
-        raw = stream.read(limit + 1) if limit is not None else stream.read()
-        if limit is not None and len(raw) > limit:
-            raise PayloadTooLarge()
-        try:
-            return strict.loads(raw)
-        except strict.BadInput as error:
-            raise exceptions.ValidationError(error.as_dict()) from None
-
-
-class CursorPagination(pagination.CursorPagination):
-    """DRF's cursor pagination, refusing a forged cursor whose position the database would choke on:
-    the position must be a value of the ordering's field (a whole number in range for an integer id)."""
-
-    page_size = 100
-    page_size_query_param = "page_size"
-    max_page_size = 1000
-    _position_field: Field[Any, Any] | None = None
-
-    def get_page_size(self, request: Request) -> int | None:
-        """`page_size` from 1 up (above the maximum: the maximum); anything else is a 400, not ignored."""
-        raw = request.query_params.get(self.page_size_query_param or "", "")
-        if raw and not (raw.isascii() and raw.isdigit() and int(raw) >= 1):
-            raise exceptions.ValidationError({"page_size": [f"must be a whole number from 1, got {raw[:20]!r}"]})
-        return super().get_page_size(request)
-
-    def paginate_queryset(self, queryset: Any, request: Request, view: APIView | None = None) -> list[Any] | None:
-        # DRF decodes the cursor inside; the field that orders this queryset is what the position must fit.
-        name = self.get_ordering(request, queryset, view)[0].lstrip("-")  # type: ignore[arg-type]
-        self._position_field = queryset.model._meta.get_field(name)
-        return super().paginate_queryset(queryset, request, view)
-
-    def decode_cursor(self, request: Request) -> pagination.Cursor | None:
-        cursor = super().decode_cursor(request)
-        if cursor is None or cursor.position is None:
-            return cursor
-        if not _fits(self._position_field, str(cursor.position)):
-            raise exceptions.NotFound(self.invalid_cursor_message)
-        return cursor
-
-
-def _fits(field: Field[Any, Any] | None, position: str) -> bool:
-    """Whether a cursor's position is a value the database can compare with `field`."""
-    if "\x00" in position or strict.find_problem(position) is not None:
-        return False
-    if isinstance(field, IntegerField):
-        return position.isascii() and position.isdigit() and int(position) <= BIGINT_MAX
-    return True
-
-
-class FairschedAPIView:
-    """Mixed into every API view: JSON bodies only, with the size limit."""
-
-    parser_classes: Sequence[type[BaseParser]] = [LimitedJSONParser]
-
-
-def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
-    """Map domain errors to HTTP: `ServiceError` -> its status with `{"field": ["message"]}`,
-    `QueueFull` -> 429 with Retry-After (none for a held org), an oversized body -> 413; the rest as
-    DRF does."""
-    if isinstance(exc, ServiceError):
-        response = Response(exc.as_dict(), status=exc.status)
-        if isinstance(exc, QueueFull) and exc.retry_after is not None:
-            response["Retry-After"] = str(exc.retry_after)
-        return response
-    # Imported here: this module is loaded while DRF's settings (and so its views module) still load.
-    from rest_framework.views import exception_handler
-
-    if isinstance(exc, RequestDataTooBig):
-        exc = PayloadTooLarge()
-    return exception_handler(exc, context)

@@ -18,7 +18,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer, AsyncWebsocke
 from django.contrib.auth.signals import user_logged_out
 from django.http import HttpRequest
 
-from fairsched import strict
+from common import strict
 
 logger = logging.getLogger(__name__)
 
@@ -94,4 +94,4 @@ def on_logout(sender: object, request: HttpRequest | None, user: object, **kwarg
 
 
 def connect_signals() -> None:
-    user_logged_out.connect(on_logout, dispatch_uid="fairsched.sockets.on_logout")
+    user_logged_out.connect(on_logout, dispatch_uid="common.sockets.on_logout")

@@ -23,7 +23,7 @@ from django.db import transaction
 
 from charts.models import Chart, DurationStat
 from charts.services import Submission, chart_submit_bulk
-from fairsched.errors import ServiceError
+from common.errors import ServiceError
 from orgs import services
 from orgs.models import Membership, Org, Workflow
 from scheduling.services import scheduler_config_set

@@ -13,8 +13,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from fairsched.errors import InvalidInput
-from fairsched.strict import MAX_INT32
+from common.errors import InvalidInput
+from common.strict import MAX_INT32
 
 
 @dataclass(frozen=True)

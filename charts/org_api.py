@@ -1,0 +1,188 @@
+"""Org endpoints: members read their orgs' counts and clear-time; staff steer weight, hold, caps, costs.
+
+They live in the charts app because every answer counts the org's charts (`charts.selectors.org_summary`);
+the routes are the project's (`fairsched/api_urls.py`).
+"""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.db.models import QuerySet
+from drf_spectacular.utils import extend_schema
+from rest_framework import status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound as HttpNotFound
+from rest_framework.permissions import BasePermission, IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from charts.selectors import org_summary
+from charts.serializers import OrgDetailSerializer, ReasonSerializer
+from common.actors import actor_for
+from common.api import CursorPagination, FairschedAPIView
+from orgs import services
+from orgs.access import IsStaffScope, visible_org_ids
+from orgs.models import Membership, Org, Workflow
+from orgs.selectors import org_get, orgs_visible, user_for_input, workflow_costs
+from orgs.serializers import (
+    MembershipCreateSerializer,
+    MembershipRoleSerializer,
+    MembershipSerializer,
+    OrgCreateSerializer,
+    OrgSerializer,
+    OrgUpdateSerializer,
+    WorkflowCostSerializer,
+    WorkflowCostSetSerializer,
+)
+
+STAFF_ACTIONS = frozenset({"create", "partial_update", "hold", "release", "costs", "cost", "members", "member"})
+
+
+class OrgCursorPagination(CursorPagination):
+    ordering = "slug"
+
+
+class OrgViewSet(FairschedAPIView, viewsets.GenericViewSet[Org]):
+    """Staff see every org; a member sees the orgs they belong to (an org token: its one org)."""
+
+    serializer_class = OrgSerializer
+    pagination_class = OrgCursorPagination
+    lookup_field = "slug"
+    lookup_value_regex = "[-a-zA-Z0-9_]+"
+
+    def get_permissions(self) -> list[BasePermission]:
+        if self.action in STAFF_ACTIONS:
+            return [IsAuthenticated(), IsStaffScope()]
+        return [IsAuthenticated()]
+
+    def get_queryset(self) -> QuerySet[Org]:
+        return orgs_visible(org_ids=visible_org_ids(self.request))
+
+    def list(self, request: Request) -> Response:
+        page = self.paginate_queryset(orgs_visible(org_ids=visible_org_ids(request)))
+        return self.get_paginated_response(OrgSerializer(page, many=True).data)
+
+    @extend_schema(request=OrgCreateSerializer, responses={201: OrgDetailSerializer})
+    def create(self, request: Request) -> Response:
+        """Staff: create an org (the slug defaults to one made from the name; a slug in use is a 409)."""
+        body = OrgCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        org = services.org_create(actor=actor_for(request.user), **body.validated_data)
+        return Response(OrgDetailSerializer(org_summary(org=org)).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(methods=["GET"], responses=MembershipSerializer(many=True))
+    @extend_schema(methods=["POST"], request=MembershipCreateSerializer, responses={201: MembershipSerializer})
+    @action(detail=True, methods=["get", "post"], pagination_class=None)
+    def members(self, request: Request, slug: str) -> Response:
+        """Staff: the org's members (GET), or make an existing user a member with a role (POST; 409 if
+        they are one already)."""
+        org = org_get(org_ids=None, slug=slug)
+        if request.method == "GET":
+            members = Membership.objects.filter(org=org).select_related("user", "org").order_by("user__username")
+            return Response(MembershipSerializer(members, many=True).data)
+        body = MembershipCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        membership = services.membership_create(
+            user=user_for_input(body.validated_data["user"]),
+            org=org,
+            role=body.validated_data["role"],
+            actor=actor_for(request.user),
+        )
+        return Response(MembershipSerializer(membership).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(methods=["PATCH"], request=MembershipRoleSerializer, responses=MembershipSerializer)
+    @extend_schema(methods=["DELETE"], request=None, responses={204: None})
+    @action(detail=True, methods=["patch", "delete"], url_path=r"members/(?P<username>[^/]+)")
+    def member(self, request: Request, slug: str, username: str) -> Response:
+        """Staff: change a member's role (PATCH) or remove them from the org (DELETE)."""
+        org = org_get(org_ids=None, slug=slug)
+        membership = (
+            Membership.objects.select_related("user", "org").filter(org=org, user__username=username).first()
+            if "\x00" not in username
+            else None
+        )
+        if membership is None:
+            raise HttpNotFound("membership not found")
+        actor = actor_for(request.user)
+        if request.method == "DELETE":
+            services.membership_remove(membership=membership, actor=actor)
+            return Response(status=status.HTTP_204_NO_CONTENT)
+        body = MembershipRoleSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        membership = services.membership_role_set(membership=membership, role=body.validated_data["role"], actor=actor)
+        return Response(MembershipSerializer(membership).data)
+
+    @extend_schema(responses=OrgDetailSerializer)
+    def retrieve(self, request: Request, slug: str) -> Response:
+        org = org_get(org_ids=visible_org_ids(request), slug=slug)
+        return Response(OrgDetailSerializer(org_summary(org=org)).data)
+
+    @extend_schema(request=OrgUpdateSerializer, responses=OrgDetailSerializer)
+    def partial_update(self, request: Request, slug: str) -> Response:
+        """Staff: change weight (0 holds), max_concurrency (null: no cap) and queue_limit (null: none)."""
+        org = org_get(org_ids=None, slug=slug)
+        body = OrgUpdateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data, actor = body.validated_data, actor_for(request.user)
+        # One transaction: a later field's refusal undoes the earlier ones.
+        with transaction.atomic():
+            if "weight" in data:
+                org = services.org_weight_set(org=org, weight=data["weight"], actor=actor, reason=data["reason"])
+            if "max_concurrency" in data:
+                org = services.org_cap_set(
+                    org=org, max_concurrency=data["max_concurrency"], actor=actor, reason=data["reason"]
+                )
+            if "queue_limit" in data:
+                org = services.org_queue_limit_set(
+                    org=org, queue_limit=data["queue_limit"], actor=actor, reason=data["reason"]
+                )
+        return Response(OrgDetailSerializer(org_summary(org=org_get(org_ids=None, slug=slug))).data)
+
+    @extend_schema(request=ReasonSerializer, responses=OrgDetailSerializer)
+    @action(detail=True, methods=["post"])
+    def hold(self, request: Request, slug: str) -> Response:
+        """Staff: hold the org (weight 0); its charts stay queued and never dispatch."""
+        org = org_get(org_ids=None, slug=slug)
+        services.org_hold(org=org, actor=actor_for(request.user), reason=self._reason(request))
+        return Response(OrgDetailSerializer(org_summary(org=org_get(org_ids=None, slug=slug))).data)
+
+    @extend_schema(request=ReasonSerializer, responses=OrgDetailSerializer)
+    @action(detail=True, methods=["post"])
+    def release(self, request: Request, slug: str) -> Response:
+        """Staff: release a held org, restoring its weight from before the hold."""
+        org = org_get(org_ids=None, slug=slug)
+        services.org_release(org=org, actor=actor_for(request.user), reason=self._reason(request))
+        return Response(OrgDetailSerializer(org_summary(org=org_get(org_ids=None, slug=slug))).data)
+
+    @extend_schema(responses=WorkflowCostSerializer(many=True))
+    @action(detail=True, methods=["get"], pagination_class=None)
+    def costs(self, request: Request, slug: str) -> Response:
+        """Staff: the org's per-workflow cost overrides."""
+        org = org_get(org_ids=None, slug=slug)
+        return Response(WorkflowCostSerializer(workflow_costs(org=org), many=True).data)
+
+    @extend_schema(methods=["PUT"], request=WorkflowCostSetSerializer, responses=WorkflowCostSerializer)
+    @extend_schema(methods=["DELETE"], request=None, responses={204: None})
+    @action(detail=True, methods=["put", "delete"], url_path=r"costs/(?P<workflow>[^/]+)")
+    def cost(self, request: Request, slug: str, workflow: str) -> Response:
+        """Staff: set (PUT) or remove (DELETE, back to the workflow's default) what one run costs the org."""
+        org = org_get(org_ids=None, slug=slug)
+        found = Workflow.objects.filter(name=workflow).first() if "\x00" not in workflow else None
+        if found is None:
+            raise HttpNotFound("workflow not found")
+        actor = actor_for(request.user)
+        if request.method == "DELETE":
+            services.workflow_cost_set(org=org, workflow=found, cost=None, actor=actor)
+            return Response(status=status.HTTP_204_NO_CONTENT)
+        body = WorkflowCostSetSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        services.workflow_cost_set(
+            org=org, workflow=found, cost=body.validated_data["cost"], actor=actor, reason=body.validated_data["reason"]
+        )
+        return Response({"workflow": found.name, "cost": body.validated_data["cost"]})
+
+    def _reason(self, request: Request) -> str:
+        body = ReasonSerializer(data=request.data if isinstance(request.data, dict) else {})
+        body.is_valid(raise_exception=True)
+        reason: str = body.validated_data["reason"]
+        return reason

@@ -1,0 +1,87 @@
+"""Why a waiting chart is not running now, read from its plan, and told in a customer's words.
+
+The replan stores each chart's reason (`charts.models.WaitingReason`) with its plan; the chart's own
+state and its org's hold are newer than any plan, so they win: a chart paused or an org held since
+the last replan says so at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from charts.models import QUEUE_STATES, Chart, ChartState, WaitingReason
+
+
+@dataclass(frozen=True)
+class ChartWaiting:
+    """A waiting chart's reason and when it lifts (`WaitingReason` says exactly what `until` is),
+    and for `budget`, the chart at the head of the line it waits behind (None: it is that head)."""
+
+    reason: WaitingReason
+    until: datetime | None
+    head_of_line: int | None = None
+
+
+def chart_waiting(chart: Chart) -> ChartWaiting | None:
+    """Why `chart` (with its plan joined in and its org loaded) waits; None when it does not wait
+    (in flight, finished) or when the last replan starts it now.
+
+    1. Its org is held: `org_held`; the chart is paused: `chart_paused`.
+    2. It has no place in a plan yet (just submitted, or back from a run since the last replan):
+       `not_yet_planned`.
+    3. Otherwise the plan's reason and time.
+    """
+    if chart.state not in QUEUE_STATES:
+        return None
+    if chart.org.weight == 0:
+        return ChartWaiting(WaitingReason.ORG_HELD, None)
+    if chart.state == ChartState.PAUSED:
+        return ChartWaiting(WaitingReason.CHART_PAUSED, None)
+    reason = getattr(chart, "waiting_reason", None)
+    if getattr(chart, "position", None) is None and not reason:
+        return ChartWaiting(WaitingReason.NOT_YET_PLANNED, None)
+    if not reason:
+        return None
+    return ChartWaiting(WaitingReason(reason), chart.waiting_until, chart.head_of_line)  # type: ignore[attr-defined]
+
+
+def waiting_words(chart: Chart, *, max_attempts: int, failed_at: datetime | None = None) -> str:
+    """Why `chart` waits, in its org's words; empty when it does not wait."""
+    waiting = chart_waiting(chart)
+    return "" if waiting is None else customer_words(chart, waiting, max_attempts=max_attempts, failed_at=failed_at)
+
+
+def _at(moment: datetime | None) -> str:
+    return moment.astimezone(UTC).strftime("%H:%M UTC") if moment else ""
+
+
+def customer_words(chart: Chart, waiting: ChartWaiting, *, max_attempts: int, failed_at: datetime | None) -> str:
+    """The reason as the portal tells the chart's org (never another org's chart or name).
+
+    `failed_at`: when the last failed attempt ended (for `backoff`), if known.
+    """
+    until = _at(waiting.until)
+    reason = waiting.reason
+    if reason == WaitingReason.ORG_HELD:
+        return "Your organisation is on hold: its charts wait until it is released"
+    if reason == WaitingReason.CHART_PAUSED:
+        return "Paused: it waits until it is resumed"
+    if reason == WaitingReason.NOT_YET_PLANNED:
+        return "Just submitted: its place in the queue is being worked out"
+    if reason == WaitingReason.BACKOFF:
+        at = f" at {failed_at.astimezone(UTC).strftime('%H:%M')}" if failed_at else ""
+        retry = f"Retrying after a failure{at} (attempt {chart.attempt + 1} of {max_attempts})"
+        return f"{retry}, not before {until}" if until else retry
+    if reason == WaitingReason.PROVIDER_PAUSED:
+        return (
+            f"Waiting for the partner's rate limit until {until}" if until else "Waiting for the partner's rate limit"
+        )
+    about = f", expected to start at about {until}" if until else ""
+    if reason == WaitingReason.ORG_CAP:
+        return f"Your organisation is running as many charts at once as it may{about}"
+    if reason == WaitingReason.RETRY_BUDGET:
+        return f"Waiting for room for retries in the shared pool{about}"
+    if reason == WaitingReason.BUDGET:
+        return f"Waiting for capacity in the shared pool{about}"
+    return f"Waiting for its turn in the fair order{about}"

@@ -1,0 +1,132 @@
+"""Why each waiting chart is not running now, and until when: the verdicts of the walk at `now`.
+
+The replay that gives the ETAs walks the order at `now` first (`Dispatcher.decide`, or its inline
+forms in `lanes` and `org_replay`). Its outcome at `now` (which charts start, and so the free budget,
+each org's running count and the free retry units after the walk) gives every chart of the order the
+verdict the walk gives it, or would give it had it not stopped at the head of the line. This step
+reads that outcome in whole columns (numpy), not chart by chart: no second walk of the queue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Final
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .order import Indices
+
+
+class Reason(StrEnum):
+    """Why a queued chart is not running now (the order of the members is the order of the checks)."""
+
+    ORG_HELD = "org_held"  # its org's weight is 0: not in the order
+    CHART_PAUSED = "chart_paused"  # paused: not in the order
+    UNAVAILABLE = "unavailable"  # `available_at` after now (a backoff or a paused provider: the caller knows which)
+    ORG_CAP = "org_cap"  # its org runs `max_concurrency` charts now
+    RETRY_BUDGET = "retry_budget"  # a retry whose units exceed the retry units free now
+    BUDGET = "budget"  # the head of the line: the free budget cannot hold it; or one the free budget
+    # could hold now, held behind that head (`head_of_line` names it)
+    TURN = "turn"  # charts ahead of it in the fair order come first
+
+
+# Codes of the reasons in the columns; NOT_WAITING for a chart the walk starts at `now`.
+REASONS: Final = tuple(Reason)
+NOT_WAITING: Final = len(REASONS)
+_NAMES: Final = np.array([*(reason.value for reason in REASONS), None], dtype=object)
+_CODE: Final = {reason: code for code, reason in enumerate(REASONS)}
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """The reasons of the charts of the order, by position in it.
+
+    `code[i]`: chart i's reason (an index into `REASONS`, or NOT_WAITING). `until[i]`: when it lifts
+    as far as the plan knows (nan: not known): for UNAVAILABLE the chart's `available_at`; for
+    every other reason the chart's predicted start (the replay's), nan for a chart that never
+    starts. `head`: the chart at the head of the line (-1: none); `behind_head[i]`: chart i is
+    BUDGET because it waits behind that head, not as the head itself.
+    """
+
+    code: NDArray[np.int8]
+    until: NDArray[np.float64]
+    head: int
+    behind_head: NDArray[np.bool_]
+
+    def names(self) -> list[str | None]:
+        """Each chart's reason as its `Reason` value (None: the walk starts it now)."""
+        return _NAMES[self.code].tolist()  # type: ignore[no-any-return]
+
+
+def waiting_reasons(
+    *,
+    now: float,
+    budget: int,
+    starts: Sequence[float | None],
+    org: Indices,
+    units: NDArray[np.int64],
+    caps: Sequence[int | None],
+    pending: Sequence[tuple[float, int]],
+    retry: NDArray[np.bool_] | None,
+    retry_budget: int | None,
+    running_finish: Sequence[float],
+    running_org: Sequence[int],
+    running_units: Sequence[int],
+    running_retry: Sequence[bool],
+) -> Waiting:
+    """The reason of each chart of the order (numbered 0..n-1 in it), from the replay's `starts`.
+
+    `pending` lists (available_at, chart) for the charts available only after `now`; `retry` marks
+    the retries (None: no chart of the order is a retry under `retry_budget`).
+    1. After the walk at `now`: what runs is every running chart not finished by `now` and every
+       chart whose start is `now`. That gives the free budget, each org's running count and the
+       free retry units (the walk only takes from them, so these are what each chart met).
+    2. Each chart not started now gets the first check of the rule it fails: UNAVAILABLE (later
+       `available_at`), ORG_CAP (its org at its cap), RETRY_BUDGET (a retry past the free retry
+       units).
+    3. The first chart left is the head of the line, where the walk stopped: BUDGET. After it, a
+       chart the free budget would hold is BUDGET (held behind the head), any other TURN.
+    4. `until`: `available_at` for UNAVAILABLE, else the predicted start (none for a chart that
+       starts now).
+    """
+    count = len(starts)
+    start = np.array(starts, dtype=np.float64)  # None (never starts) becomes nan
+    started_now = start == now
+    running_on = np.asarray(running_finish, dtype=np.float64) > now
+    running_code = np.asarray(running_org, dtype=np.intp)[running_on]
+    running_held = np.asarray(running_units, dtype=np.int64)[running_on]
+    free = budget - int(running_held.sum()) - int(units[started_now].sum())
+    org_running = np.bincount(running_code, minlength=len(caps)) + np.bincount(org[started_now], minlength=len(caps))
+    cap = np.array([np.inf if limit is None else limit for limit in caps], dtype=np.float64)
+
+    code = np.full(count, _CODE[Reason.TURN], dtype=np.int8)
+    until = start.copy()
+    if retry is not None and retry_budget is not None:
+        running_retry_held = running_held[np.asarray(running_retry, dtype=np.bool_)[running_on]]
+        retry_free = retry_budget - int(running_retry_held.sum()) - int(units[started_now & retry].sum())
+        code[retry & (units > retry_free)] = _CODE[Reason.RETRY_BUDGET]
+    code[org_running[org] >= cap[org]] = _CODE[Reason.ORG_CAP]
+    if pending:
+        later = np.fromiter((chart for _, chart in pending), dtype=np.intp, count=len(pending))
+        code[later] = _CODE[Reason.UNAVAILABLE]
+        until[later] = np.fromiter((ready_at for ready_at, _ in pending), dtype=np.float64, count=len(pending))
+    code[started_now] = NOT_WAITING
+    until[started_now] = np.nan
+
+    in_line = code == _CODE[Reason.TURN]
+    head = int(np.argmax(in_line)) if in_line.any() else -1
+    behind_head = np.zeros(count, dtype=np.bool_)
+    if head >= 0:
+        behind_head[head + 1 :] = in_line[head + 1 :] & (units[head + 1 :] <= free)
+        code[behind_head] = _CODE[Reason.BUDGET]
+        code[head] = _CODE[Reason.BUDGET]
+    return Waiting(code=code, until=until, head=head, behind_head=behind_head)
+
+
+def left_out_reasons(held: NDArray[np.bool_]) -> list[str]:
+    """The reason of each chart left out of the order: its org is held, else it is paused."""
+    names: NDArray[Any] = np.where(held, Reason.ORG_HELD.value, Reason.CHART_PAUSED.value).astype(object)
+    return names.tolist()  # type: ignore[no-any-return]

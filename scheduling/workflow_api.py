@@ -1,0 +1,95 @@
+"""Workflow endpoints: anyone signed in reads the workflows with what they mean for their org (cost and
+expected duration: `scheduling.selectors.workflow_terms`); staff register and change them."""
+
+from __future__ import annotations
+
+from django.db.models import QuerySet
+from drf_spectacular.utils import extend_schema
+from rest_framework import status, viewsets
+from rest_framework.permissions import BasePermission, IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from common.actors import actor_for
+from common.api import CursorPagination, FairschedAPIView
+from orgs import services
+from orgs.access import IsStaffScope, visible_org_ids
+from orgs.models import Org, Workflow
+from orgs.selectors import org_for_input, provider_for_input, workflow_get, workflows_all
+from orgs.serializers import (
+    WorkflowCreateSerializer,
+    WorkflowSerializer,
+    WorkflowTermsQuerySerializer,
+    WorkflowTermsSerializer,
+    WorkflowUpdateSerializer,
+)
+from scheduling.selectors import workflow_terms
+
+
+class WorkflowCursorPagination(CursorPagination):
+    ordering = "name"
+
+
+class WorkflowViewSet(FairschedAPIView, viewsets.GenericViewSet[Workflow]):
+    """The kinds of chart that may be submitted: anyone signed in reads them; staff register and change them."""
+
+    serializer_class = WorkflowTermsSerializer
+    pagination_class = WorkflowCursorPagination
+    lookup_field = "name"
+    lookup_value_regex = "[^/]+"
+
+    def get_permissions(self) -> list[BasePermission]:
+        if self.action in {"create", "partial_update"}:
+            return [IsAuthenticated(), IsStaffScope()]
+        return [IsAuthenticated()]
+
+    def get_queryset(self) -> QuerySet[Workflow]:
+        return workflows_all()
+
+    @extend_schema(parameters=[WorkflowTermsQuerySerializer], responses=WorkflowTermsSerializer(many=True))
+    def list(self, request: Request) -> Response:
+        """Every workflow, with its cost and expected duration for the caller's org (`?org=` names one)."""
+        org = self._terms_org(request)
+        page = self.paginate_queryset(workflows_all()) or []
+        return self.get_paginated_response(
+            WorkflowTermsSerializer(workflow_terms(workflows=page, org=org), many=True).data
+        )
+
+    @extend_schema(parameters=[WorkflowTermsQuerySerializer], responses=WorkflowTermsSerializer)
+    def retrieve(self, request: Request, name: str) -> Response:
+        (terms,) = workflow_terms(workflows=[workflow_get(name=name)], org=self._terms_org(request))
+        return Response(WorkflowTermsSerializer(terms).data)
+
+    def _terms_org(self, request: Request) -> Org | None:
+        """The org named by `?org=` (unknown and foreign slugs: the same 400), else the caller's only
+        org, else none (staff, or a member of several orgs)."""
+        query = WorkflowTermsQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        org_ids = visible_org_ids(request)
+        slug = query.validated_data.get("org")
+        if slug or (org_ids is not None and len(org_ids) == 1):
+            return org_for_input(org_ids=org_ids, slug=slug)
+        return None
+
+    @extend_schema(request=WorkflowCreateSerializer, responses={201: WorkflowSerializer})
+    def create(self, request: Request) -> Response:
+        """Staff: register a workflow (a name in use is a 409)."""
+        body = WorkflowCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = dict(body.validated_data)
+        data["provider"] = provider_for_input(data["provider"])
+        workflow = services.workflow_register(actor=actor_for(request.user), **data)
+        return Response(WorkflowSerializer(workflow).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=WorkflowUpdateSerializer, responses=WorkflowSerializer)
+    def partial_update(self, request: Request, name: str) -> Response:
+        """Staff: change any of name, workflow type, task queue, default cost, run timeout (null: the
+        deployment's default), provider (null: none) and params; runs started from now on use them."""
+        workflow = workflow_get(name=name)
+        body = WorkflowUpdateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = dict(body.validated_data)
+        if "provider" in data:
+            data["provider"] = provider_for_input(data["provider"])
+        workflow = services.workflow_change(workflow=workflow, actor=actor_for(request.user), **data)
+        return Response(WorkflowSerializer(workflow).data)

@@ -1,0 +1,51 @@
+"""The queue's rows say why each chart waits, with the detail in a tooltip (real Chromium)."""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from charts.models import ChartPlan, ChartState
+from tests.conftest import Tenants
+from tests.dashboard.conftest import plan_queue
+from tests.dashboard.live import CHROMIUM, session_cookie
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM}"),
+    pytest.mark.django_db(transaction=True),
+]
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+
+def test_each_queue_row_shows_its_reason_and_the_tooltip_its_detail(
+    live_url: str, chromium: Any, tenants: Tenants
+) -> None:
+    charts = plan_queue([tenants.org_a, tenants.org_b], tenants.workflow, 4)
+    until = timezone.now() + timedelta(minutes=5)
+    reasons = [("", None, None), ("budget", until, None), ("budget", until, charts[1].pk), ("turn", until, None)]
+    for chart, (reason, at, head) in zip(charts, reasons, strict=True):
+        ChartPlan.objects.filter(chart=chart).update(waiting_reason=reason, waiting_until=at, head_of_line=head)
+    charts[3].state, charts[3].attempt = ChartState.RETRY_WAIT, 1
+    charts[3].save(update_fields=["state", "attempt"])
+    ChartPlan.objects.filter(chart=charts[3]).update(waiting_reason="backoff")
+
+    context = chromium.new_context(viewport={"width": 1500, "height": 1000})
+    context.add_cookies([session_cookie(tenants.staff, live_url)])
+    page = context.new_page()
+    page.goto(live_url + "/dashboard/")
+    page.wait_for_selector("#queue-rows .vt-row[data-chart] .badge.reason", timeout=10_000)
+
+    badges = page.locator("#queue-rows .vt-row[data-chart] .badge.reason")
+    assert badges.all_text_contents() == ["starting", "budget", "budget", "backoff"]
+    titles = [badges.nth(i).get_attribute("title") for i in range(4)]
+    assert titles[0] == "queued: the last replan starts it now"
+    assert titles[1].startswith("queued: heads the line: waits for budget to free; until ")  # type: ignore[union-attr]
+    assert f"waits behind chart {charts[1].pk} at the head of the line" in titles[2]  # type: ignore[operator]
+    assert titles[3].startswith("retry_wait: retry backoff after attempt 1")  # type: ignore[union-attr]
+    context.close()
