@@ -44,9 +44,10 @@ def integers(values: Sequence[int | None], *, kind: Literal["int8", "int4"] = "i
     try:
         return Column(kind, np.array(values, dtype=np.int64))
     except TypeError:
-        null = np.fromiter((value is None for value in values), np.bool_, len(values))
-        array = np.fromiter((0 if value is None else value for value in values), np.int64, len(values))
-        return Column(kind, array, null)
+        null = _nulls(values)
+        array = np.array(values, dtype=object)
+        array[null] = 0
+        return Column(kind, array.astype(np.int64), null)
 
 
 def timestamps(seconds: Sequence[float | None]) -> Column:
@@ -60,17 +61,24 @@ def timestamps(seconds: Sequence[float | None]) -> Column:
 
 def texts(values: Sequence[str]) -> Column:
     """A text column of few distinct values (never NULL)."""
-    codes: dict[str, int] = {}
-    array = np.fromiter((codes.setdefault(value, len(codes)) for value in values), np.int64, count=len(values))
-    return Column("text", array, None, tuple(label.encode() for label in codes))
+    labels = list(dict.fromkeys(values))
+    code = {label: index for index, label in enumerate(labels)}
+    array = np.array(list(map(code.__getitem__, values)), dtype=np.int64)
+    return Column("text", array, None, tuple(label.encode() for label in labels))
 
 
 def _floats(values: Sequence[float | None]) -> npt.NDArray[np.float64]:
-    """The values as floats, None as NaN (the common case, no None, at C speed)."""
+    """The values as floats, None as NaN (each way at C speed)."""
     try:
         return np.array(values, dtype=np.float64)
     except TypeError:
-        return np.fromiter((math.nan if value is None else value for value in values), np.float64, len(values))
+        array = np.array(values, dtype=object)
+        array[_nulls(values)] = math.nan
+        return array.astype(np.float64)
+
+
+def _nulls(values: Sequence[object]) -> npt.NDArray[np.bool_]:
+    return np.array([value is None for value in values], dtype=np.bool_)
 
 
 def encode(columns: Sequence[Column]) -> bytes:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -17,7 +18,7 @@ from orgs.models import Org
 from scheduling import copy_binary, core, metrics
 from scheduling.core.waiting import Reason
 from scheduling.models import QueueSample
-from scheduling.snapshot import Snapshot, load_snapshot, to_datetime
+from scheduling.snapshot import Snapshot, chart_ids, chart_key, load_snapshot, to_datetime
 
 logger = logging.getLogger(__name__)
 
@@ -97,7 +98,8 @@ def _build_next_plan(plan: core.Plan, *, provider_paused: frozenset[str]) -> lis
        stream, from whole columns (`scheduling.copy_binary`): times go in PostgreSQL's own form,
        nothing is formatted.
     2. Create the next table like the plan table (columns, defaults, checks; no indexes) and COPY the
-       rows in.
+       rows in, frozen (the table is new in this transaction): no reader has to set hint bits on
+       them and vacuum has nothing to freeze.
     3. Build each index of the plan table on it (read from the catalog, so a migration that adds one
        is followed), each in one sort.
 
@@ -122,7 +124,9 @@ def _build_next_plan(plan: core.Plan, *, provider_paused: frozenset[str]) -> lis
             " WITH (autovacuum_enabled = false)"
         )
         columns = ", ".join(rows)
-        with cursor.connection.cursor().copy(f"COPY {NEXT_PLAN_TABLE} ({columns}) FROM STDIN (FORMAT binary)") as copy:
+        with cursor.connection.cursor().copy(
+            f"COPY {NEXT_PLAN_TABLE} ({columns}) FROM STDIN (FORMAT binary, FREEZE)"
+        ) as copy:
             copy.write(copy_binary.encode(list(rows.values())))
         for index in indexes:
             cursor.execute(index.create_on(NEXT_PLAN_TABLE))
@@ -176,7 +180,7 @@ def _plan_rows(plan: core.Plan, *, provider_paused: frozenset[str]) -> dict[str,
     """The plan as the plan table's columns, aligned with the plan's chart ids."""
     ids = list(plan.start)
     return {
-        "chart_id": copy_binary.integers([int(chart_id) for chart_id in ids]),
+        "chart_id": copy_binary.Column("int8", chart_ids(ids)),
         "position": _positions(ids, plan.order),
         **_time_columns(plan),
         **_waiting_columns(plan, ids, provider_paused),
@@ -211,19 +215,26 @@ def _waiting_columns(plan: core.Plan, ids: list[str], provider_paused: frozenset
     behind. The core's `unavailable` is written as `provider_paused` for a chart a provider pause
     holds past its own backoff, else `backoff`."""
     reasons = plan.reason.column()
-    if Reason.UNAVAILABLE in reasons:
+    if Reason.UNAVAILABLE.value in reasons:  # (a plain string: compared at C speed)
         reasons = [
             (WaitingReason.PROVIDER_PAUSED if chart_id in provider_paused else WaitingReason.BACKOFF)
             if reason == Reason.UNAVAILABLE
             else reason
             for chart_id, reason in zip(ids, reasons, strict=True)
         ]
-    heads = plan.head_of_line.column()
     return {
         "waiting_reason": copy_binary.texts([reason or "" for reason in reasons]),
         "waiting_until": copy_binary.timestamps(plan.waiting_until.column()),
-        "head_of_line": copy_binary.integers([None if head is None else int(head) for head in heads]),
+        "head_of_line": _chart_id_column(plan.head_of_line.column()),
     }
+
+
+def _chart_id_column(keys: Sequence[str | None]) -> copy_binary.Column:
+    """Chart ids from the core's keys (`snapshot.chart_key`), None as NULL."""
+    null = np.array([key is None for key in keys], dtype=np.bool_)
+    present = np.array(keys, dtype=object)
+    present[null] = chart_key(0)
+    return copy_binary.Column("int8", chart_ids(present.tolist()), null)
 
 
 def _write_org_clear(snapshot: Snapshot, plan: core.Plan) -> dict[str, datetime | None]:
