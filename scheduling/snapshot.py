@@ -13,6 +13,7 @@ from collections import Counter, defaultdict
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from itertools import compress
 
 import numpy as np
 from django.conf import settings
@@ -382,24 +383,30 @@ def load_snapshot(*, now: datetime | None = None) -> Snapshot:
     waiting_rows = [row for row in rows if row[7] in QUEUE_STATES]
     columns = list(zip(*waiting_rows, strict=True)) if waiting_rows else [()] * 11
     ids, org_ids, workflow_ids, created, available_at, high, priority, states, attempts = columns[:9]
-    pair_costs = {pair: costs.of(*pair) for pair in set(zip(org_ids, workflow_ids, strict=False))}
-    pair_durations = {pair: durations.of(*pair) for pair in pair_costs}
-    pairs = list(zip(org_ids, workflow_ids, strict=False))
+    # Cost and expected duration are looked up once per (org, workflow) pair; each chart takes its
+    # pair's through one numpy index.
+    pair_of, pair_list = _pair_codes(org_ids, workflow_ids)
+    pair_cost = np.array([costs.of(*pair) for pair in pair_list], dtype=np.int64)
+    pair_duration = np.array([durations.of(*pair) for pair in pair_list], dtype=np.float64).reshape(-1, 2)
+    pair_mean, pair_spread = pair_duration[:, 0], pair_duration[:, 1]
+    org_of = {org_id: org_key(org_id) for org_id in set(org_ids)}
     spent = attempts_before_retry(ChartState.QUEUED)  # the same for every state in the queue (`is_retry`)
+    paused_state = ChartState.PAUSED.value
     queued = core.QueueColumns(
         id=[chart_key(chart_id) for chart_id in ids],
-        org=[org_key(org_id) for org_id in org_ids],
+        org=list(map(org_of.__getitem__, org_ids)),
         created=list(created),
-        avg=[pair_durations[pair][0] for pair in pairs],
-        cost=[pair_costs[pair] for pair in pairs],
+        avg=pair_mean[pair_of].tolist(),
+        cost=pair_cost[pair_of].tolist(),
         high_priority=list(high),
-        paused=[state == ChartState.PAUSED for state in states],
+        paused=[state == paused_state for state in states],
         priority=list(priority),
         available_at=list(available_at),
         retry=[attempt > spent for attempt in attempts],
     )
     provider_paused: frozenset[str] = frozenset()
     if costs.pauses:
+        pairs = list(zip(org_ids, workflow_ids, strict=True))
         queued.available_at[:] = [
             costs.ready_at(org_id, workflow_id, available)
             for (org_id, workflow_id), available in zip(pairs, queued.available_at, strict=True)
@@ -407,9 +414,9 @@ def load_snapshot(*, now: datetime | None = None) -> Snapshot:
         provider_paused = frozenset(
             key for key, own, ready in zip(queued.id, available_at, queued.available_at, strict=True) if ready != own
         )
-    for key, pair in zip(queued.id, pairs, strict=True):
-        if spread := pair_durations[pair][1]:
-            sigma[key] = spread
+    spreads = pair_spread[pair_of]
+    spread_known = spreads != 0
+    sigma.update(zip(compress(queued.id, spread_known.tolist()), spreads[spread_known].tolist(), strict=True))
 
     running: list[core.RunningChart] = []
     for chart_id, org_id, workflow_id, *_, state, attempt, cost, started in rows:
@@ -458,6 +465,18 @@ def load_snapshot(*, now: datetime | None = None) -> Snapshot:
         round_under_way=round_under_way,
         provider_paused=provider_paused,
     )
+
+
+def _pair_codes(org_ids: Sequence[int], workflow_ids: Sequence[int]) -> tuple[NDArray[np.intp], list[tuple[int, int]]]:
+    """Number the distinct (org, workflow) pairs: the number of each chart's pair, and the pairs."""
+    if not org_ids:
+        return np.zeros(0, dtype=np.intp), []
+    pairs, pair_of = np.unique(
+        np.column_stack([np.array(org_ids, dtype=np.int64), np.array(workflow_ids, dtype=np.int64)]),
+        axis=0,
+        return_inverse=True,
+    )
+    return pair_of.reshape(-1), [(org_id, workflow_id) for org_id, workflow_id in pairs.tolist()]
 
 
 def _backlogged_and_ready(
