@@ -468,15 +468,19 @@ def load_snapshot(*, now: datetime | None = None) -> Snapshot:
 
 
 def _pair_codes(org_ids: Sequence[int], workflow_ids: Sequence[int]) -> tuple[NDArray[np.intp], list[tuple[int, int]]]:
-    """Number the distinct (org, workflow) pairs: the number of each chart's pair, and the pairs."""
+    """Number the distinct (org, workflow) pairs: the number of each chart's pair, and the pairs.
+    Each pair is one integer, org * (largest workflow + 1) + workflow, so numpy sorts plain
+    integers; ids too large for that (never in practice) are numbered one pair at a time."""
     if not org_ids:
         return np.zeros(0, dtype=np.intp), []
-    pairs, pair_of = np.unique(
-        np.column_stack([np.array(org_ids, dtype=np.int64), np.array(workflow_ids, dtype=np.int64)]),
-        axis=0,
-        return_inverse=True,
-    )
-    return pair_of.reshape(-1), [(org_id, workflow_id) for org_id, workflow_id in pairs.tolist()]
+    orgs, workflows = np.array(org_ids, dtype=np.int64), np.array(workflow_ids, dtype=np.int64)
+    width = int(workflows.max()) + 1
+    if int(orgs.max()) * width + width > np.iinfo(np.int64).max or min(orgs.min(), workflows.min()) < 0:
+        code: dict[tuple[int, int], int] = {}
+        pair_of = [code.setdefault(pair, len(code)) for pair in zip(org_ids, workflow_ids, strict=True)]
+        return np.array(pair_of, dtype=np.intp), list(code)
+    keys, pair_of = np.unique(orgs * width + workflows, return_inverse=True)
+    return pair_of.reshape(-1), [(key // width, key % width) for key in keys.tolist()]
 
 
 def _backlogged_and_ready(

@@ -103,3 +103,14 @@ def test_chart_ids_read_back_every_chart_key() -> None:
     assert chart_ids([chart_key(chart_id) for chart_id in ids]).tolist() == ids
     assert chart_ids(["12", "7"]).tolist() == [12, 7]  # keys of another width: one at a time
     assert chart_ids([]).tolist() == []
+
+
+def test_pairs_are_numbered_alike_whether_or_not_their_ids_fit_one_integer() -> None:
+    from scheduling.snapshot import _pair_codes
+
+    orgs, workflows = [3, 1, 3, 2**62, 1], [7, 7, 7, 5, 8]
+    pair_of, pairs = _pair_codes(orgs, workflows)  # too large for one integer: one pair at a time
+    assert [pairs[code] for code in pair_of] == list(zip(orgs, workflows, strict=True))
+    small_of, small = _pair_codes(orgs[:3] + orgs[4:], workflows[:3] + workflows[4:])
+    assert [small[code] for code in small_of] == [(3, 7), (1, 7), (3, 7), (1, 8)]
+    assert _pair_codes([], [])[1] == []
