@@ -66,7 +66,9 @@ class RunningChart:
 @dataclass(frozen=True, slots=True)
 class Arrival:
     """Charts an org is expected to submit (an extension, see `scheduling.core.forecast`): one of
-    the given expected duration, cost and spread every 1 / `rate` seconds from now until `until`."""
+    the given expected duration, cost and spread every 1 / `rate` seconds from now until `until`.
+    With a `ramp` (seconds, 0 by default) the stream starts slowly: its rate t seconds from now is
+    `rate` x (1 - e^(-t / ramp)), as for orgs not seen yet, which must first arrive."""
 
     org: str
     rate: float
@@ -74,6 +76,7 @@ class Arrival:
     avg: float
     cost: int = 1
     spread: float = 0.0
+    ramp: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

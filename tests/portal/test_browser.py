@@ -47,13 +47,13 @@ def test_a_member_acts_from_the_portal(live_url: str, chromium: Any, tenants: Te
 
     # Pause with a reason, resume, cancel: each shows in the state and the history, with its actor.
     page.fill("#pause-reason", "waiting for the client")
-    page.click("text=Pause")
+    page.click("button:text-is('Pause')")
     page.wait_for_selector("text=Paused web-1.")
     assert page.locator("dd .state").inner_text() == "Paused"
-    page.click("text=Resume")
+    page.click("button:text-is('Resume')")
     page.wait_for_selector("text=Resumed web-1.")
     page.fill("#cancel-reason", "client withdrew")
-    page.click("text=Cancel chart")
+    page.click("button:text-is('Cancel chart')")
     page.wait_for_selector("text=Cancelled web-1.")
     history = page.locator("table.history tbody").inner_text()
     assert "queued → paused\twaiting for the client\tuser:alice" in history

@@ -691,8 +691,10 @@ def targets(results: Sequence[Result], *, predictor: str = "fairsched") -> list[
         for place, coverage in (("enqueue", ours.band_enqueue), ("sampled", ours.band_sampled)):
             add(f"band coverage {place} 70-90%", _share(coverage), None if coverage is None else 0.7 <= coverage <= 0.9)
         if result.workload in ("steady", "bursty"):
+            # The floor's own clear-time error says how much of this any predictor can meet.
             clear = ours.org_clear.median
-            add("org clear-time median <= 10%", _share(clear), None if clear is None else clear <= 0.10)
+            measured = f"{_share(clear)} (floor {_share(best.org_clear.median)})"
+            add("org clear-time median <= 10%", measured, None if clear is None else clear <= 0.10)
     return judged
 
 

@@ -26,7 +26,7 @@ from scheduling.core import (
     plan,
     plan_to_json,
 )
-from scheduling.core.forecast import MAX_EXPECTED, expected_charts
+from scheduling.core.forecast import MAX_ARRIVAL_SHARE, MAX_EXPECTED, Z90, eta_bands, expected_charts
 from tests.scheduling.core.support import scenarios
 
 
@@ -108,6 +108,13 @@ def test_expected_charts_are_bounded() -> None:
     assert len(set(columns.id)) == MAX_EXPECTED
     # Evenly spread from now: the first half a step in.
     assert columns.created[0] == 0.0005
+    # A stream that ramps in is bounded alike (its horizon cut by the same factor, 5 s of its 10 s
+    # ramp), and each of its charts comes later than the even stream's of the same rank.
+    ramped, _ = expected_charts([Arrival("b", rate=1000.0, until=1e6, avg=1.0, ramp=10.0)], now=0, queued=10)
+    assert 0 < len(ramped) < MAX_EXPECTED
+    assert ramped.created == sorted(ramped.created)
+    assert max(ramped.created) < 5.0
+    assert all(late > even for late, even in zip(ramped.created, columns.created[: len(ramped)], strict=True))
 
 
 def _simulate(
@@ -246,3 +253,18 @@ def test_bad_extension_input_exits_2_naming_the_field(change: dict[str, object],
     assert result.stdout == ""
     assert message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("share", [0.2, 0.9])
+def test_arrivals_feed_back_on_the_later_side_up_to_a_share_of_the_budget(share: float) -> None:
+    # b's arrivals take `share` of the one lane: a later start of the second chart lets more of them
+    # in first, so its spread grows by 1 / (1 - share), at most 1 / (1 - MAX_ARRIVAL_SHARE). Fewer
+    # arrivals can at most leave out all of them: the early side stays the real chart's spread.
+    bands = eta_bands(
+        now=0.0, budget=1, starts=[0.0, 10.0], avg=[10.0, 10.0], units=[1, 1], spread=[0.5, 0.0],
+        expected=[False, False], running_avg=[], running_units=[], running_spread=[],
+        arrivals=[Arrival("b", rate=share, until=1e6, avg=1.0)],
+    )  # fmt: skip
+    real = Z90 * 10.0 * math.sqrt(math.expm1(0.25))
+    assert bands.high[1] == pytest.approx(20.0 + real / (1 - min(share, MAX_ARRIVAL_SHARE)))
+    assert bands.low[1] == pytest.approx(20.0 - real)

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from typing import Any
 
+import numpy as np
 import pytest
 
 from scheduling.core import (
@@ -23,11 +24,19 @@ from scheduling.core import (
     plan_to_json,
 )
 from scheduling.core.forecast import (
+    BURST_AHEAD,
     BURST_SIZE,
     MAX_HORIZON_SHARE,
+    MAX_STREAM_LOAD,
     MIN_SPAN_SHARE,
+    NEW_ORG_GAPS,
     NEWCOMER_LOAD,
+    NEWCOMER_RAMP,
     NEWCOMERS,
+    Z90,
+    Forecast,
+    _unforeseen_spreads,
+    expected_charts,
     forecast,
 )
 
@@ -100,6 +109,17 @@ def test_the_arrivals_are_carried_to_the_horizon_of_the_backlog() -> None:
     )
 
 
+def test_streams_past_the_budget_are_a_flurry_scaled_down_alike() -> None:
+    # b and c submitted 0.4/s and 0.4/s of 10 s charts on 4 lanes: twice what the pool serves.
+    now = 3_000.0
+    history = History(
+        [*stream("b", rate=0.4, start=0, end=now), *stream("c", rate=0.4, start=0, end=now)], since=0.0, decay=DECAY
+    )
+    b, c = forecast(history, now=now, budget=4, backlog=100.0).arrivals
+    assert (b.rate + c.rate) * 10.0 / 4 == pytest.approx(MAX_STREAM_LOAD)
+    assert b.rate == pytest.approx(c.rate)
+
+
 def test_newcomer_risk_fades_as_history_grows() -> None:
     fresh = forecast(History([], since=100.0), now=100.0, budget=4, backlog=10.0)
     known = forecast(History([], since=0.0, decay=10.0), now=100.0, budget=4, backlog=10.0)
@@ -128,19 +148,64 @@ def test_history_plans_as_the_arrivals_it_foresees_stated_directly() -> None:
 
 def test_thin_history_expects_newcomers_and_widens_the_band() -> None:
     # Nothing seen yet: orgs not seen may come and take their turns; with a long quiet history, no.
-    queued = backlog(60)
+    queued = backlog(600)
     spread = {chart.id: 0.3 for chart in queued}
     thin = plan(Scenario(now=100.0, budget=4, queued=queued, spread=spread, history=History([], since=100.0)))
     long = plan(Scenario(now=100.0, budget=4, queued=queued, spread=spread, history=History([], since=-1e5)))
     alone = plan(Scenario(now=100.0, budget=4, queued=queued, spread=spread))
-    last = "a059"
+    last = "a599"
     assert dict(long.eta) == dict(alone.eta)
-    assert thin.eta[last] > long.eta[last] * 1.3  # type: ignore[operator]
+    assert thin.eta[last] - 100.0 > (long.eta[last] - 100.0) * 1.3  # type: ignore[operator]
     assert thin.order == long.order  # the newcomers' expected charts are never in the plan
     thin_width = thin.eta_high[last] - thin.eta_low[last]  # type: ignore[operator]
     long_width = long.eta_high[last] - long.eta_low[last]  # type: ignore[operator]
     assert thin_width > 2 * long_width
     assert thin.eta_low[last] < long.eta[last]  # type: ignore[operator]  # none may come after all
+
+
+def test_newcomers_ramp_in_they_must_first_arrive() -> None:
+    # The head of a cold backlog runs before orgs not seen yet can have come: it keeps its ETA.
+    queued = backlog(600)
+    thin = plan(Scenario(now=100.0, budget=4, queued=queued, history=History([], since=100.0)))
+    alone = plan(Scenario(now=100.0, budget=4, queued=queued))
+    assert thin.eta["a006"] == alone.eta["a006"]
+    assert thin.eta["a060"] < alone.eta["a060"] + 30  # type: ignore[operator]
+    # The stream's expected count by t is rate x (t - ramp x (1 - e^(-t / ramp))).
+    (newcomers,) = forecast(History([], since=100.0), now=100.0, budget=4, backlog=1e4, typical_avg=10.0).arrivals
+    assert newcomers.org == NEWCOMERS
+    assert newcomers.ramp == NEWCOMER_RAMP * 600
+    columns, _ = expected_charts([newcomers], now=100.0, queued=0)
+    ramp = newcomers.ramp
+    within_ramp = sum(created < 100.0 + ramp for created in columns.created)
+    assert within_ramp == round(newcomers.rate * ramp * math.exp(-1))
+    assert len(columns) == round(newcomers.rate * (newcomers.until - 100.0 - ramp))
+
+
+def test_a_new_org_is_measured_from_its_first_submission() -> None:
+    # b began 600 s ago at 0.1/s, in a history complete for 3000 s: 0.1/s, not 600 charts over 3000 s.
+    now = 10_000.0
+    history = History(stream("b", rate=0.1, start=now - 600, end=now), since=now - 3000, decay=DECAY)
+    (arrival,) = forecast(history, now=now, budget=4, backlog=100.0).arrivals
+    assert arrival.rate == pytest.approx(0.1, rel=0.05)
+    # One chart alone is stretched over NEW_ORG_GAPS + 1 gaps, at least MIN_SPAN_SHARE x decay.
+    lone = History([Submission("c", now - 200, 10.0)], since=now - 3000, decay=DECAY)
+    (arrival,) = forecast(lone, now=now, budget=4, backlog=100.0).arrivals
+    seen = 200 * (1 + NEW_ORG_GAPS)
+    assert arrival.rate == pytest.approx(math.exp(-200 / DECAY) / (DECAY * -math.expm1(-seen / DECAY)))
+
+
+@pytest.mark.parametrize(
+    "history", [History([], since=100.0), History(stream("b", rate=0.2, start=0, end=100), since=0.0)]
+)
+def test_the_p10_is_never_earlier_than_if_nothing_more_came(history: History) -> None:
+    queued = backlog(200)
+    spread = {chart.id: 0.3 for chart in queued}
+    foreseen = plan(Scenario(now=100.0, budget=4, queued=queued, spread=spread, history=history))
+    alone = plan(Scenario(now=100.0, budget=4, queued=queued, spread=spread))
+    assert foreseen.eta["a199"] > alone.eta["a199"]  # type: ignore[operator]
+    for chart in queued:
+        # To within a chart's duration: the replay's lanes are discrete, the bound is not.
+        assert foreseen.eta_low[chart.id] >= alone.eta_low[chart.id] - 10.0  # type: ignore[operator]
 
 
 def test_the_newcomers_share_is_what_the_orgs_seen_leave() -> None:
@@ -155,6 +220,17 @@ def test_the_newcomers_share_is_what_the_orgs_seen_leave() -> None:
     rho = 0.04 * 10.0 / 4
     assert result.newcomer_load == pytest.approx((NEWCOMER_LOAD - rho) * math.exp(-now / DECAY), rel=0.1)
     assert result.arrivals[1].rate == pytest.approx(result.newcomer_load * 4 / 10.0)
+
+
+def test_a_burst_widens_the_upper_side_by_the_share_of_it_that_lands_ahead() -> None:
+    # One bulk upload of 600 unit-seconds expected per 600 s, over a wait of 600 s on 4 lanes: its
+    # p90 count (1 + Z90 x 1) of which BURST_AHEAD lands before the chart; the lower side is untouched.
+    foreseen = Forecast(arrivals=[], evidence=0.0, burst_rate=1 / 600, burst_work=600.0, newcomer_load=0.0)
+    start_spread = np.array([0.0, 5.0])
+    early, late = _unforeseen_spreads(start_spread, np.array([600.0, 600.0]), foreseen, 4)
+    delay = BURST_AHEAD * (1 + Z90) * 600.0 / 4
+    assert early.tolist() == [0.0, 5.0]
+    assert late.tolist() == pytest.approx([delay, math.hypot(5.0, delay)])
 
 
 HISTORY: dict[str, Any] = {

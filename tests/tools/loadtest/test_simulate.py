@@ -3,6 +3,7 @@ the scores of the predictors on the same charts."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 
 import pytest
@@ -113,3 +114,11 @@ def test_the_table_has_a_row_per_predictor_and_the_targets_are_judged() -> None:
     judged = simulate.targets([result])
     assert {target.target for target in judged} >= {"sampled median <= 1.5x floor", "band coverage sampled 70-90%"}
     assert all(target.workload == "cold_start" for target in judged)
+
+
+def test_the_org_clear_target_shows_the_floor_it_is_measured_against() -> None:
+    (result,) = simulate.run(["cold_start"], ["deficit"], scale=0.25)
+    steady = dataclasses.replace(result, workload="steady")  # the clear-time target is judged there
+    (clear,) = [target for target in simulate.targets([steady]) if target.target.startswith("org clear-time")]
+    ours, floor = (result.scores[name].org_clear.median for name in ("fairsched", "floor: told every arrival"))
+    assert clear.measured == f"{ours:.0%} (floor {floor:.0%})"
