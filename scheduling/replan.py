@@ -140,8 +140,9 @@ def _swap_in_next_plan(indexes: list[PlanIndex]) -> None:
 
     Readers never see a half-written plan: the swap is part of the replan's transaction, so they read
     the old table until it commits and the new one after. The drop takes the plan table's exclusive
-    lock, last thing before the commit: a reader waits at most for the renames (and for readers
-    already running). A transition's `_leave_plan` that waits for that lock goes on against the new
+    lock, last thing before the commit: it waits for the readers already running (the longest is a
+    metrics scrape counting the plan's reasons), new readers wait behind it, then for the renames
+    (milliseconds). A transition's `_leave_plan` that waits for that lock goes on against the new
     table; one that committed while this plan was computed is overwritten with this plan's row for
     its chart, as a rewrite always did: readers go by the chart's state, and the next replan settles it.
     """
