@@ -27,7 +27,7 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from charts.models import CLAIMABLE_STATES, Chart, ChartState, is_retry
+from charts.models import CLAIMABLE_STATES, Chart, ChartState, WaitingReason, is_retry
 from charts.states import transition_if
 from common.actors import DISPATCHER
 from common.events import changed
@@ -42,7 +42,13 @@ logger = logging.getLogger(__name__)
 
 DISPATCH_LOCK = 0x66616972  # "fair": the advisory lock key of the one dispatcher
 PAGE_SIZE = 256
-SKIP_REASONS = {SKIP_UNAVAILABLE: "backoff", SKIP_CAPPED: "cap", SKIP_RETRY: "retry_budget", STOP: "budget"}
+# A skip is named as the plan names the wait (`WaitingReason`), so the two metrics share one vocabulary.
+SKIP_REASONS = {
+    SKIP_UNAVAILABLE: WaitingReason.BACKOFF.value,
+    SKIP_CAPPED: WaitingReason.ORG_CAP.value,
+    SKIP_RETRY: WaitingReason.RETRY_BUDGET.value,
+    STOP: WaitingReason.BUDGET.value,
+}
 
 
 @dataclass
@@ -178,7 +184,7 @@ def _choose(result: DispatchResult) -> list[Chart]:
                 continue
             reason = SKIP_REASONS[verdict]
             if reason == "backoff" and candidate.available_at != candidate.own_available_at:
-                reason = "provider"  # waiting for its provider's pause to end, not for its own backoff
+                reason = WaitingReason.PROVIDER_PAUSED.value  # its provider's pause, not its own backoff
             result.skips[reason] = result.skips.get(reason, 0) + 1
             key = (chart.org_id, reason)
             result.org_skips[key] = result.org_skips.get(key, 0) + 1

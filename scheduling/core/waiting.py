@@ -83,13 +83,16 @@ def waiting_reasons(
     the retries (None: no chart of the order is a retry under `retry_budget`).
     1. After the walk at `now`: what runs is every running chart not finished by `now` and every
        chart whose start is `now`. That gives the free budget, each org's running count and the
-       free retry units (the walk only takes from them, so these are what each chart met).
-    2. Each chart not started now gets the first check of the rule it fails: UNAVAILABLE (later
-       `available_at`), ORG_CAP (its org at its cap), RETRY_BUDGET (a retry past the free retry
-       units).
-    3. The first chart left is the head of the line, where the walk stopped: BUDGET. After it, a
+       free retry units after the walk.
+    2. What each chart met when the walk reached it: the state after the walk, minus what the charts
+       started after it in the order took (`_met_by_position`); past the last start, the state after
+       the walk itself.
+    3. Each chart not started now gets the first check of the rule it fails, against what it met:
+       UNAVAILABLE (later `available_at`), ORG_CAP (its org at its cap), RETRY_BUDGET (a retry past
+       the free retry units).
+    4. The first chart left is the head of the line, where the walk stopped: BUDGET. After it, a
        chart the free budget would hold is BUDGET (held behind the head), any other TURN.
-    4. `until`: `available_at` for UNAVAILABLE, else the predicted start (none for a chart that
+    5. `until`: `available_at` for UNAVAILABLE, else the predicted start (none for a chart that
        starts now).
     """
     count = len(starts)
@@ -102,13 +105,15 @@ def waiting_reasons(
     org_running = np.bincount(running_code, minlength=len(caps)) + np.bincount(org[started_now], minlength=len(caps))
     cap = np.array([np.inf if limit is None else limit for limit in caps], dtype=np.float64)
 
+    org_met, retry_taken_after = _met_by_position(started_now, org, units, retry)
+
     code = np.full(count, _CODE[Reason.TURN], dtype=np.int8)
     until = start.copy()
     if retry is not None and retry_budget is not None:
         running_retry_held = running_held[np.asarray(running_retry, dtype=np.bool_)[running_on]]
         retry_free = retry_budget - int(running_retry_held.sum()) - int(units[started_now & retry].sum())
-        code[retry & (units > retry_free)] = _CODE[Reason.RETRY_BUDGET]
-    code[org_running[org] >= cap[org]] = _CODE[Reason.ORG_CAP]
+        code[retry & (units > retry_free + retry_taken_after)] = _CODE[Reason.RETRY_BUDGET]
+    code[org_running[org] - org_met >= cap[org]] = _CODE[Reason.ORG_CAP]
     if pending:
         later = np.fromiter((chart for _, chart in pending), dtype=np.intp, count=len(pending))
         code[later] = _CODE[Reason.UNAVAILABLE]
@@ -124,6 +129,39 @@ def waiting_reasons(
         code[behind_head] = _CODE[Reason.BUDGET]
         code[head] = _CODE[Reason.BUDGET]
     return Waiting(code=code, until=until, head=head, behind_head=behind_head)
+
+
+def _met_by_position(
+    started_now: NDArray[np.bool_], org: Indices, units: NDArray[np.int64], retry: NDArray[np.bool_] | None
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """For each chart of the order, what the charts started at `now` after it took: how many of them
+    are of its org (`org_after[i]`) and the retry units they hold (`retry_after[i]`).
+
+    Only the charts up to the last one started differ from the state after the walk, so only that
+    prefix is sorted (by org, keeping the order within an org); the walk usually starts its charts
+    near the front of the order.
+    """
+    count = len(started_now)
+    org_after = np.zeros(count, dtype=np.int64)
+    retry_after = np.zeros(count, dtype=np.int64)
+    started = np.flatnonzero(started_now)
+    if not len(started):
+        return org_after, retry_after
+    last = int(started[-1]) + 1
+    prefix_org = np.asarray(org[:last])
+    by_org = np.argsort(prefix_org, kind="stable")
+    taken = started_now[:last][by_org].astype(np.int64)
+    # Within each org's run of the sorted prefix: the starts at or after each position, less its own.
+    sorted_org = prefix_org[by_org]
+    run_end = np.r_[np.flatnonzero(sorted_org[1:] != sorted_org[:-1]) + 1, last]
+    run_start = np.r_[0, run_end[:-1]]
+    suffix = np.cumsum(taken[::-1])[::-1]
+    after_run = np.r_[suffix[run_end[:-1]], 0]
+    org_after[by_org] = suffix - taken - np.repeat(after_run, run_end - run_start)
+    if retry is not None:
+        held = np.where(started_now & retry, units, 0)
+        retry_after = np.cumsum(held[::-1])[::-1] - held
+    return org_after, retry_after
 
 
 def left_out_reasons(held: NDArray[np.bool_]) -> list[str]:

@@ -24,7 +24,7 @@ def test_staff_see_per_org_figures_and_pass_counters(tenants: Tenants, client: C
     metrics.observe_start(org="acme", waited=42.0, first=True, cost=3)
     metrics.observe_finish(org="acme", cost=3, retry=False)
     metrics.observe_failure(org="beta", kind="failed", cost=2)
-    metrics.observe_dispatch(latency=0.02, started=1, skips={("acme", "cap"): 2, ("beta", "budget"): 1})
+    metrics.observe_dispatch(latency=0.02, started=1, skips={("acme", "org_cap"): 2, ("beta", "budget"): 1})
     metrics.observe_replan(0.3)
 
     client.force_login(tenants.staff)
@@ -36,7 +36,7 @@ def test_staff_see_per_org_figures_and_pass_counters(tenants: Tenants, client: C
     assert 'fairsched_cost_units_in_use{org="acme"} 3.0' in text
     assert 'fairsched_queued_charts{org="beta"} 0.0' in text
     assert 'fairsched_completed_cost_units_total{org="acme"} 3.0' in text
-    assert 'fairsched_dispatch_skips_total{org="acme",reason="cap"} 2.0' in text
+    assert 'fairsched_dispatch_skips_total{org="acme",reason="org_cap"} 2.0' in text
     assert 'fairsched_dispatch_skips_total{org="beta",reason="budget"} 1.0' in text
     assert 'fairsched_waiting_charts{org="acme",reason="turn"} 1.0' in text
     assert 'fairsched_started_cost_units_total{org="acme"} 3.0' in text

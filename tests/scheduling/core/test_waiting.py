@@ -117,6 +117,31 @@ def walked_reasons(scenario: Scenario) -> dict[str, tuple[str | None, str | None
     return found
 
 
+def test_a_chart_skipped_before_a_start_of_its_org_gets_the_check_it_failed_then() -> None:
+    """The walk meets the retry first, while acme runs nothing: the retry budget stops it, not the
+    cap that the plain chart after it fills (found by the property test below)."""
+    scenario = Scenario(
+        now=0,
+        budget=1,
+        policy="round_robin",
+        orgs={"acme": OrgPolicy(weight=1, max_concurrency=1)},
+        queued=[
+            QueuedChart(id="retry", org="acme", created=0, avg=1, cost=1, priority=1, retry=True),
+            QueuedChart(id="p1", org="acme", created=0, avg=1, cost=1),
+            QueuedChart(id="p2", org="acme", created=0, avg=1, cost=1),
+        ],
+        retry_budget=0,
+    )
+    result = plan(scenario)
+    assert result.order == ["retry", "p1", "p2"]
+    assert [result.reason[chart] for chart in result.order] == [Reason.RETRY_BUDGET, None, Reason.ORG_CAP]
+    assert walked_reasons(scenario) == {
+        "retry": (Reason.RETRY_BUDGET, None),
+        "p1": (None, None),
+        "p2": (Reason.ORG_CAP, None),
+    }
+
+
 @EXAMPLES
 @given(scenarios())
 def test_every_reason_is_the_walks_verdict_at_now(scenario: Scenario) -> None:
