@@ -30,10 +30,14 @@ Run: `.venv/bin/python bench/bench_replan.py [--sizes 10000,100000]`. It uses it
 #   duration per (org, workflow) pair spread by a numpy index: 0.37 s of which the query is ~0.2 s.
 # - What is left at 100k is the core's plan (0.27 s quiet) and the chart query's server time.
 #
-# At 1M (see the report of issue #17 for the figures of the last run): the load is the chart query
-# (~2 s on the server under this load), its rows transposed to columns (~1 s), the chart keys
-# formatted (0.8 s) and the arrival history's grouped query (0.9 s); the core's plan ~3 s quiet;
-# the persist grows linearly (~10x the 100k figures).
+# At 19:12 (load 3.8-4.8): this branch 1.19 s (load 0.37 + plan 0.49 + persist 0.33) and 1.39 s,
+# main 5.10 s in between.
+#
+# At 1M, load average ~7-8: this branch 22.9 s (load 8.2 + plan 8.7 + persist 6.1) against main's
+# 60.9 s (load 15.2, plan 16.7, persist ~29); target 5 s not met. The core's plan alone is ~3 s on a
+# quiet machine; the load is the chart query (~2 s on the server under this load), its rows
+# transposed to columns (~1 s), the chart keys formatted (0.8 s) and the arrival history's grouped
+# query (0.9 s); the persist grows linearly (COPY and two index builds of 1M rows).
 
 from __future__ import annotations
 
