@@ -185,6 +185,10 @@ class ChartPlan(models.Model):
 
     No foreign-key constraint: the table is derived data, replaced in bulk (COPY) every few seconds,
     and a check per row would only slow that down; a chart without a plan row has no plan.
+
+    Each replan builds a new table like this one and swaps it in under this name
+    (`scheduling.replan`): its columns, defaults, checks and indexes (as the catalog has them) carry
+    over, so migrations change it as any table; grants and storage parameters do not.
     """
 
     chart = models.OneToOneField(

@@ -108,8 +108,10 @@ def _leave_plan(chart_id: int, to_state: str) -> None:
     """A chart that leaves the queue leaves the fair order at once, not at the next replan: an
     in-flight chart keeps its predicted start and ETA, a paused or finished one loses its plan.
 
-    A replan rewriting the plan holds its rows until it commits; a transition never waits for it
-    (SKIP LOCKED): what that replan writes lasts until the next one, and readers go by `state`.
+    A replan builds its plan in a new table and swaps it in last before its commit: a transition
+    waits at most for that swap (a few renames), then writes to the new table; what a replan
+    computed before the transition lasts until the next one, and readers go by `state`. (SKIP
+    LOCKED: nor does it wait for a row someone else holds.)
     """
     if to_state in CLAIMABLE_STATES:
         return

@@ -2,28 +2,28 @@
 
 from __future__ import annotations
 
-import io
 import logging
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+import numpy as np
 from django.db import connection, transaction
 
 from charts.models import ChartPlan, WaitingReason
 from common.events import STAFF_GROUP, broadcast
 from orgs.models import Org
-from scheduling import core, metrics
+from scheduling import copy_binary, core, metrics
 from scheduling.core.waiting import Reason
 from scheduling.models import QueueSample
-from scheduling.snapshot import Snapshot, load_snapshot, to_datetime
+from scheduling.snapshot import Snapshot, chart_ids, chart_key, load_snapshot, to_datetime
 
 logger = logging.getLogger(__name__)
 
 SAMPLE_RETENTION_HOURS = 24
 REPLAN_LOCK = 0x706C616E  # "plan"
-NULL = "\\N"  # COPY's null
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,9 @@ class ReplanResult:
     queued: int
     running: int
     ordered: int
-    seconds: float
+    seconds: float  # the whole pass; of which:
+    load_seconds: float  # reading the snapshot
+    plan_seconds: float  # the core's plan (the rest: writing it)
     global_clear: datetime | None
 
 
@@ -41,21 +43,25 @@ def plan_refresh(*, now: datetime | None = None) -> ReplanResult:
     1. Load one snapshot of the waiting and in-flight charts (`load_snapshot`, a few queries).
     2. Plan it with the core: order, ETAs and their p10-p90 bands, with the arrivals the snapshot
        expects (`scheduling.core.forecast`), and why each chart waits.
-    3. In one transaction: replace the plan table (every chart's position, start, ETA and band, and
-       why it waits: `charts.models.WaitingReason`) with one DELETE and one COPY, write the orgs'
-       clear-times, and keep a `QueueSample` for the plots.
+    3. In one transaction: build the next plan table aside (every chart's position, start, ETA and
+       band, and why it waits: `charts.models.WaitingReason`), write the orgs' clear-times, keep a
+       `QueueSample` for the plots, and swap the next plan table in for the plan table
+       (`_build_next_plan`, `_swap_in_next_plan`).
     4. After commit, broadcast a summary to the live pages.
     """
     begun = time.perf_counter()
     snapshot = load_snapshot(now=now)
+    loaded = time.perf_counter()
     plan = core.plan(snapshot.scenario)
+    planned = time.perf_counter()
     with transaction.atomic():
         # Replans write the same rows; taking turns here keeps two of them from deadlocking.
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [REPLAN_LOCK])
-        _write_chart_plan(plan, provider_paused=snapshot.provider_paused)
+        indexes = _build_next_plan(plan, provider_paused=snapshot.provider_paused)
         org_clear = _write_org_clear(snapshot, plan)
         _write_sample(snapshot, plan, org_clear)
+        _swap_in_next_plan(indexes)  # last: it locks the plan table until the commit
     seconds = time.perf_counter() - begun
     metrics.observe_replan(seconds)
     result = ReplanResult(
@@ -63,6 +69,8 @@ def plan_refresh(*, now: datetime | None = None) -> ReplanResult:
         running=len(snapshot.scenario.running),
         ordered=len(plan.order),
         seconds=seconds,
+        load_seconds=loaded - begun,
+        plan_seconds=planned - loaded,
         global_clear=to_datetime(plan.global_clear),
     )
     transaction.on_commit(lambda: broadcast(STAFF_GROUP, {"kind": "plan", **_summary(result)}))
@@ -78,54 +86,156 @@ def _summary(result: ReplanResult) -> dict[str, object]:
     }
 
 
-def _write_chart_plan(plan: core.Plan, *, provider_paused: frozenset[str]) -> None:
-    """Replace the whole plan table: one DELETE and one INSERT from a COPY, whatever moved.
+PLAN_TABLE = ChartPlan._meta.db_table
+NEXT_PLAN_TABLE = f"{PLAN_TABLE}_next"
 
-    Every replan moves most rows (a dispatch shifts every position, time shifts the ETAs behind an
-    overdue run), so a rewrite is the steady case; on a narrow table of its own it is cheap and
-    leaves the chart rows alone. Times travel as epoch seconds and become timestamps in SQL, many
-    times faster than formatting four datetimes per chart in Python. The core's `unavailable` is
-    written as `provider_paused` for a chart a provider pause holds past its own backoff, else
-    `backoff`.
+
+def _build_next_plan(plan: core.Plan, *, provider_paused: frozenset[str]) -> list[PlanIndex]:
+    """Build the next plan table aside, holding this plan, and return the plan table's indexes that
+    it was given. Steps:
+
+    1. Encode every chart's row (position, start, ETA and band, why it waits) as one binary COPY
+       stream, from whole columns (`scheduling.copy_binary`): times go in PostgreSQL's own form,
+       nothing is formatted.
+    2. Create the next table like the plan table (columns, defaults, checks; no indexes) and COPY the
+       rows in, frozen (the table is new in this transaction): no reader has to set hint bits on
+       them and vacuum has nothing to freeze.
+    3. Build each index of the plan table on it (read from the catalog, so a migration that adds one
+       is followed), each in one sort.
+
+    Why a new table and not a diff: between two replans nearly every row changes (a dispatch shifts
+    every position, time shifts every ETA behind a free or overdue slot), and an UPDATE of 100k rows
+    costs several times the COPY and index builds of a fresh table (see `bench/bench_replan.py`).
+    Nobody else reads or locks the next table, so building it holds up no reader, transition or claim.
     """
-    position = {chart_id: index for index, chart_id in enumerate(plan.order)}
-    start, eta = plan.start.as_dict(), plan.eta.as_dict()  # type: ignore[attr-defined]
-    eta_low = plan.eta_low.as_dict() if plan.eta_low is not plan.eta else eta  # type: ignore[attr-defined]
-    eta_high = plan.eta_high.as_dict() if plan.eta_high is not plan.eta else eta  # type: ignore[attr-defined]
-    # Aligned with the plan's ids, as `start` is: read in step, no dict per column.
-    waiting_columns = zip(plan.reason.column(), plan.waiting_until.column(), plan.head_of_line.column(), strict=True)
-    buffer = io.StringIO()
-    for (chart_id, chart_start), (waiting, until, head) in zip(start.items(), waiting_columns, strict=True):
-        if waiting == Reason.UNAVAILABLE:
-            waiting = WaitingReason.PROVIDER_PAUSED if chart_id in provider_paused else WaitingReason.BACKOFF
-        buffer.write(
-            f"{chart_id}\t{_field(position.get(chart_id))}\t{_field(chart_start)}\t{_field(eta[chart_id])}"
-            f"\t{_field(eta_low.get(chart_id))}\t{_field(eta_high.get(chart_id))}\t{waiting or ''}"
-            f"\t{_field(until)}\t{head or NULL}\n"
-        )
-    table = ChartPlan._meta.db_table
+    rows = _plan_rows(plan, provider_paused=provider_paused)
     with connection.cursor() as cursor:
-        # (Dropped first: a replan inside a caller's transaction may follow another one.)
-        cursor.execute("DROP TABLE IF EXISTS pg_temp.fairsched_plan_rows")
         cursor.execute(
-            "CREATE TEMP TABLE fairsched_plan_rows (chart_id bigint, position integer, predicted_start float8,"
-            " eta float8, eta_low float8, eta_high float8, waiting_reason text, waiting_until float8,"
-            " head_of_line bigint) ON COMMIT DROP"
+            "SELECT i.relname, pg_get_indexdef(x.indexrelid), x.indisunique, c.contype"
+            " FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid"
+            " LEFT JOIN pg_constraint c ON c.conindid = x.indexrelid AND c.conrelid = x.indrelid"
+            " WHERE x.indrelid = %s::regclass",
+            [PLAN_TABLE],
         )
-        with cursor.connection.cursor().copy("COPY fairsched_plan_rows FROM STDIN") as copy:
-            copy.write(buffer.getvalue())
-        cursor.execute(f"DELETE FROM {table}")  # noqa: S608
+        indexes = [PlanIndex(*row) for row in cursor.fetchall()]
         cursor.execute(
-            f"INSERT INTO {table} (chart_id, position, predicted_start, eta, eta_low, eta_high, waiting_reason,"  # noqa: S608
-            " waiting_until, head_of_line)"
-            " SELECT chart_id, position, to_timestamp(predicted_start), to_timestamp(eta), to_timestamp(eta_low),"
-            " to_timestamp(eta_high), waiting_reason, to_timestamp(waiting_until), head_of_line"
-            " FROM fairsched_plan_rows"
+            f"CREATE TABLE {NEXT_PLAN_TABLE} (LIKE {PLAN_TABLE} INCLUDING ALL EXCLUDING INDEXES)"
+            # It lives until the next replan: nothing for autovacuum to do but collide with the swap.
+            " WITH (autovacuum_enabled = false)"
         )
+        columns = ", ".join(rows)
+        with cursor.connection.cursor().copy(
+            f"COPY {NEXT_PLAN_TABLE} ({columns}) FROM STDIN (FORMAT binary, FREEZE)"
+        ) as copy:
+            copy.write(copy_binary.encode(list(rows.values())))
+        for index in indexes:
+            cursor.execute(index.create_on(NEXT_PLAN_TABLE))
+            if index.constraint:
+                cursor.execute(f"ALTER TABLE {NEXT_PLAN_TABLE} ADD {index.constraint} USING INDEX {index.built}")
+    return indexes
 
 
-def _field(value: float | None) -> str:
-    return NULL if value is None else repr(value)
+def _swap_in_next_plan(indexes: list[PlanIndex]) -> None:
+    """Drop the plan table and give the next table its name and its indexes' names.
+
+    Readers never see a half-written plan: the swap is part of the replan's transaction, so they read
+    the old table until it commits and the new one after. The drop takes the plan table's exclusive
+    lock, last thing before the commit: it waits for the readers already running (the longest is a
+    metrics scrape counting the plan's reasons), new readers wait behind it, then for the renames
+    (milliseconds). A transition's `_leave_plan` that waits for that lock goes on against the new
+    table; one that committed while this plan was computed is overwritten with this plan's row for
+    its chart, as a rewrite always did: readers go by the chart's state, and the next replan settles it.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP TABLE {PLAN_TABLE}")
+        cursor.execute(f"ALTER TABLE {NEXT_PLAN_TABLE} RENAME TO {PLAN_TABLE}")
+        for index in indexes:
+            # (An index that backs a constraint renames the constraint with it.)
+            cursor.execute(f"ALTER INDEX {index.built} RENAME TO {index.name}")
+
+
+@dataclass(frozen=True)
+class PlanIndex:
+    """An index of the plan table as the catalog describes it, to build again on the next table."""
+
+    name: str
+    definition: str  # pg_get_indexdef: CREATE [UNIQUE] INDEX name ON table USING method (columns) ...
+    unique: bool
+    constraint_type: str | None  # p: it backs the primary key, u: a unique constraint, None: neither
+
+    @property
+    def built(self) -> str:
+        return f"{self.name}_next"
+
+    @property
+    def constraint(self) -> str:
+        return {"p": "PRIMARY KEY", "u": "UNIQUE"}.get(self.constraint_type or "", "")
+
+    def create_on(self, table: str) -> str:
+        method_and_columns = self.definition.split(" USING ", 1)[1]
+        unique = "UNIQUE " if self.unique else ""
+        return f"CREATE {unique}INDEX {self.built} ON {table} USING {method_and_columns}"
+
+
+def _plan_rows(plan: core.Plan, *, provider_paused: frozenset[str]) -> dict[str, copy_binary.Column]:
+    """The plan as the plan table's columns, aligned with the plan's chart ids."""
+    ids = list(plan.start)
+    return {
+        "chart_id": copy_binary.Column("int8", chart_ids(ids)),
+        "position": _positions(ids, plan.order),
+        **_time_columns(plan),
+        **_waiting_columns(plan, ids, provider_paused),
+    }
+
+
+def _positions(ids: list[str], order: list[str]) -> copy_binary.Column:
+    """Each chart's place in `order`, NULL for a chart outside it. The planner lists the ordered
+    charts first, in order: then the places are 0, 1, 2, ... and the rest NULL, at numpy's speed."""
+    places = np.arange(len(ids), dtype=np.int64)
+    if ids[: len(order)] == order:
+        return copy_binary.Column("int4", places, places >= len(order))
+    place = {chart_id: index for index, chart_id in enumerate(order)}
+    return copy_binary.integers([place.get(chart_id) for chart_id in ids], kind="int4")
+
+
+def _time_columns(plan: core.Plan) -> dict[str, copy_binary.Column]:
+    """Each chart's predicted start, ETA and band (a plan without spreads has its ETAs as its band)."""
+    eta = copy_binary.timestamps(plan.eta.column())  # type: ignore[attr-defined]
+    low = eta if plan.eta_low is plan.eta else copy_binary.timestamps(plan.eta_low.column())  # type: ignore[attr-defined]
+    high = eta if plan.eta_high is plan.eta else copy_binary.timestamps(plan.eta_high.column())  # type: ignore[attr-defined]
+    return {
+        "predicted_start": copy_binary.timestamps(plan.start.column()),  # type: ignore[attr-defined]
+        "eta": eta,
+        "eta_low": low,
+        "eta_high": high,
+    }
+
+
+def _waiting_columns(plan: core.Plan, ids: list[str], provider_paused: frozenset[str]) -> dict[str, copy_binary.Column]:
+    """Why each chart waits (empty: it does not), until when, and the head of the line it waits
+    behind. The core's `unavailable` is written as `provider_paused` for a chart a provider pause
+    holds past its own backoff, else `backoff`."""
+    reasons = plan.reason.column()
+    if Reason.UNAVAILABLE.value in reasons:  # (a plain string: compared at C speed)
+        reasons = [
+            (WaitingReason.PROVIDER_PAUSED if chart_id in provider_paused else WaitingReason.BACKOFF)
+            if reason == Reason.UNAVAILABLE
+            else reason
+            for chart_id, reason in zip(ids, reasons, strict=True)
+        ]
+    return {
+        "waiting_reason": copy_binary.texts([reason or "" for reason in reasons]),
+        "waiting_until": copy_binary.timestamps(plan.waiting_until.column()),
+        "head_of_line": _chart_id_column(plan.head_of_line.column()),
+    }
+
+
+def _chart_id_column(keys: Sequence[str | None]) -> copy_binary.Column:
+    """Chart ids from the core's keys (`snapshot.chart_key`), None as NULL."""
+    null = np.array([key is None for key in keys], dtype=np.bool_)
+    present = np.array(keys, dtype=object)
+    present[null] = chart_key(0)
+    return copy_binary.Column("int8", chart_ids(present.tolist()), null)
 
 
 def _write_org_clear(snapshot: Snapshot, plan: core.Plan) -> dict[str, datetime | None]:

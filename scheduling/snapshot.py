@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from itertools import compress
 
+import numpy as np
 from django.conf import settings
 from django.db import connection
 from django.db.models import Count, F, FloatField, Func, Q
 from django.utils import timezone
+from numpy.typing import NDArray
 
 from charts.models import (
     ACTIVE_STATES,
@@ -32,6 +35,7 @@ from charts.models import (
 from orgs.models import Org, ProviderPause, Workflow, WorkflowCost
 from scheduling import core
 from scheduling.core import service as core_service
+from scheduling.core.planner import cyclic_gc_paused
 from scheduling.models import SchedulerConfig
 
 
@@ -143,6 +147,18 @@ CHART_KEY_WIDTH = 19
 
 def chart_key(chart_id: int) -> str:
     return f"{chart_id:0{CHART_KEY_WIDTH}d}"
+
+
+_DIGIT_VALUES = 10 ** np.arange(CHART_KEY_WIDTH - 1, -1, -1, dtype=np.int64)
+
+
+def chart_ids(keys: Sequence[str]) -> NDArray[np.int64]:
+    """The chart ids of whole columns of `chart_key`s: the digits read as one array, not one string
+    at a time (a bigint has at most 19 digits, so every place value fits an int64)."""
+    digits = np.frombuffer("".join(keys).encode("ascii"), dtype=np.uint8) - ord("0")
+    if len(digits) != CHART_KEY_WIDTH * len(keys) or (digits > 9).any():
+        return np.array([int(key) for key in keys], dtype=np.int64)
+    return digits.reshape(-1, CHART_KEY_WIDTH).astype(np.int64) @ _DIGIT_VALUES
 
 
 def load_config() -> SchedulerConfig:
@@ -329,6 +345,9 @@ def load_dispatch_view(*, now: datetime | None = None) -> DispatchView:
     return DispatchView(now=now, config=config, costs=costs, orgs=orgs, in_flight=in_flight)
 
 
+# A snapshot is a few hundred thousand small objects made in bursts: the cyclic collector would walk
+# them all at every burst, for nothing (they hold no cycles), as it would the plan's.
+@cyclic_gc_paused()
 def load_snapshot(*, now: datetime | None = None) -> Snapshot:
     """Read the whole queue and what runs into one `Snapshot`.
 
@@ -350,7 +369,9 @@ def load_snapshot(*, now: datetime | None = None) -> Snapshot:
 
     # Waiting and in-flight charts come from one statement, so one consistent view of the table: a
     # chart claimed while the snapshot is read is either still waiting or already in flight, never both.
-    charts = Chart.objects.filter(state__in=ACTIVE_STATES).values_list(
+    # Unsorted: the plan does not depend on the order the charts come in (a property of the core's
+    # tests), so the server need not sort the whole queue.
+    charts = Chart.objects.filter(state__in=ACTIVE_STATES).order_by().values_list(
         "id", "org_id", "workflow_id", Epoch("created_at"), Epoch("available_at"), "high_priority", "priority",
         "state", "attempt", "cost", Epoch(_started()),
     )  # fmt: skip
@@ -362,24 +383,30 @@ def load_snapshot(*, now: datetime | None = None) -> Snapshot:
     waiting_rows = [row for row in rows if row[7] in QUEUE_STATES]
     columns = list(zip(*waiting_rows, strict=True)) if waiting_rows else [()] * 11
     ids, org_ids, workflow_ids, created, available_at, high, priority, states, attempts = columns[:9]
-    pair_costs = {pair: costs.of(*pair) for pair in set(zip(org_ids, workflow_ids, strict=False))}
-    pair_durations = {pair: durations.of(*pair) for pair in pair_costs}
-    pairs = list(zip(org_ids, workflow_ids, strict=False))
+    # Cost and expected duration are looked up once per (org, workflow) pair; each chart takes its
+    # pair's through one numpy index.
+    pair_of, pair_list = _pair_codes(org_ids, workflow_ids)
+    pair_cost = np.array([costs.of(*pair) for pair in pair_list], dtype=np.int64)
+    pair_duration = np.array([durations.of(*pair) for pair in pair_list], dtype=np.float64).reshape(-1, 2)
+    pair_mean, pair_spread = pair_duration[:, 0], pair_duration[:, 1]
+    org_of = {org_id: org_key(org_id) for org_id in set(org_ids)}
     spent = attempts_before_retry(ChartState.QUEUED)  # the same for every state in the queue (`is_retry`)
+    paused_state = ChartState.PAUSED.value
     queued = core.QueueColumns(
         id=[chart_key(chart_id) for chart_id in ids],
-        org=[org_key(org_id) for org_id in org_ids],
+        org=list(map(org_of.__getitem__, org_ids)),
         created=list(created),
-        avg=[pair_durations[pair][0] for pair in pairs],
-        cost=[pair_costs[pair] for pair in pairs],
+        avg=pair_mean[pair_of].tolist(),
+        cost=pair_cost[pair_of].tolist(),
         high_priority=list(high),
-        paused=[state == ChartState.PAUSED for state in states],
+        paused=[state == paused_state for state in states],
         priority=list(priority),
         available_at=list(available_at),
         retry=[attempt > spent for attempt in attempts],
     )
     provider_paused: frozenset[str] = frozenset()
     if costs.pauses:
+        pairs = list(zip(org_ids, workflow_ids, strict=True))
         queued.available_at[:] = [
             costs.ready_at(org_id, workflow_id, available)
             for (org_id, workflow_id), available in zip(pairs, queued.available_at, strict=True)
@@ -387,9 +414,9 @@ def load_snapshot(*, now: datetime | None = None) -> Snapshot:
         provider_paused = frozenset(
             key for key, own, ready in zip(queued.id, available_at, queued.available_at, strict=True) if ready != own
         )
-    for key, pair in zip(queued.id, pairs, strict=True):
-        if spread := pair_durations[pair][1]:
-            sigma[key] = spread
+    spreads = pair_spread[pair_of]
+    spread_known = spreads != 0
+    sigma.update(zip(compress(queued.id, spread_known.tolist()), spreads[spread_known].tolist(), strict=True))
 
     running: list[core.RunningChart] = []
     for chart_id, org_id, workflow_id, *_, state, attempt, cost, started in rows:
@@ -438,6 +465,22 @@ def load_snapshot(*, now: datetime | None = None) -> Snapshot:
         round_under_way=round_under_way,
         provider_paused=provider_paused,
     )
+
+
+def _pair_codes(org_ids: Sequence[int], workflow_ids: Sequence[int]) -> tuple[NDArray[np.intp], list[tuple[int, int]]]:
+    """Number the distinct (org, workflow) pairs: the number of each chart's pair, and the pairs.
+    Each pair is one integer, org * (largest workflow + 1) + workflow, so numpy sorts plain
+    integers; ids too large for that (never in practice) are numbered one pair at a time."""
+    if not org_ids:
+        return np.zeros(0, dtype=np.intp), []
+    orgs, workflows = np.array(org_ids, dtype=np.int64), np.array(workflow_ids, dtype=np.int64)
+    width = int(workflows.max()) + 1
+    if int(orgs.max()) * width + width > np.iinfo(np.int64).max or min(orgs.min(), workflows.min()) < 0:
+        code: dict[tuple[int, int], int] = {}
+        pair_of = [code.setdefault(pair, len(code)) for pair in zip(org_ids, workflow_ids, strict=True)]
+        return np.array(pair_of, dtype=np.intp), list(code)
+    keys, pair_of = np.unique(orgs * width + workflows, return_inverse=True)
+    return pair_of.reshape(-1), [(key // width, key % width) for key in keys.tolist()]
 
 
 def _backlogged_and_ready(

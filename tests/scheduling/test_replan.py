@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
-from charts.models import Chart, ChartPlan
+from charts.models import Chart, ChartPlan, ChartState
 from charts.services import Submission, chart_cancel, chart_pause, chart_submit_bulk
+from charts.states import transition_if
 from orgs.models import Org
 from orgs.services import provider_pause
+from scheduling import core, replan
 from scheduling.models import QueueSample
 from scheduling.reconcile import duration_record
 from scheduling.replan import plan_refresh
@@ -209,3 +215,197 @@ def test_each_waiting_chart_gets_its_reason_from_the_walk() -> None:
         "h0": ("org_held", None, None),
         "p0": ("chart_paused", None, None),
     }
+
+
+# position, predicted start, ETA, its band, why it waits, until when, behind which head of line
+PlanRow = tuple[int | None, float | None, float | None, float | None, float | None, str, float | None, int | None]
+
+
+def _plan_rows() -> dict[int, PlanRow]:
+    """The plan table, each time as seconds since the epoch."""
+
+    def seconds(moment: datetime | None) -> float | None:
+        return None if moment is None else moment.timestamp()
+
+    return {
+        chart_id: (position, seconds(start), seconds(eta), seconds(low), seconds(high), reason, seconds(until), head)
+        for chart_id, position, start, eta, low, high, reason, until, head in ChartPlan.objects.values_list(
+            "chart_id", "position", "predicted_start", "eta", "eta_low", "eta_high", "waiting_reason",
+            "waiting_until", "head_of_line",
+        )
+    }  # fmt: skip
+
+
+def _expected_rows(plan: core.Plan) -> dict[int, PlanRow]:
+    position = {chart_id: index for index, chart_id in enumerate(plan.order)}
+    head = plan.head_of_line
+    return {
+        int(chart_id): (
+            position.get(chart_id),
+            start,
+            plan.eta[chart_id],
+            plan.eta_low[chart_id],
+            plan.eta_high[chart_id],
+            plan.reason[chart_id] or "",
+            plan.waiting_until[chart_id],
+            None if head[chart_id] is None else int(head[chart_id]),  # type: ignore[arg-type]
+        )
+        for chart_id, start in plan.start.items()
+    }
+
+
+def _assert_rows_are(rows: dict[int, PlanRow], expected: dict[int, PlanRow]) -> None:
+    """The same charts, each with the same place and the same times to the microsecond."""
+    assert rows.keys() == expected.keys()
+    for chart_id, row in expected.items():
+        assert rows[chart_id] == pytest.approx(row, abs=1e-6), chart_id
+
+
+@pytest.fixture
+def planned(monkeypatch: pytest.MonkeyPatch) -> list[core.Plan]:
+    """Every plan the replans of the test compute, in order."""
+    plans: list[core.Plan] = []
+    compute = core.plan
+
+    def plan_and_keep(scenario: core.Scenario) -> core.Plan:
+        plans.append(compute(scenario))
+        return plans[-1]
+
+    monkeypatch.setattr(core, "plan", plan_and_keep)
+    return plans
+
+
+def test_every_row_of_the_plan_table_is_the_new_plan_after_charts_moved(
+    backlog: tuple[Org, Org], planned: list[core.Plan]
+) -> None:
+    _acme, beta = backlog
+    plan_refresh()
+    before = _plan_rows()
+    _assert_rows_are(before, _expected_rows(planned[0]))
+    # Between two replans: beta outweighs acme now (charts move), a chart finished behind the
+    # replan's back (its row is stale), one more chart arrives (no row yet).
+    Org.objects.filter(pk=beta.pk).update(weight=5)
+    finished = Chart.objects.get(external_id="acme1")
+    Chart.objects.filter(pk=finished.pk).update(state="succeeded")
+    chart_submit_bulk(org=beta, items=[Submission("w", "beta-late")], actor=ACTOR)
+    late = Chart.objects.get(external_id="beta-late")
+
+    plan_refresh()
+    after = _plan_rows()
+    _assert_rows_are(after, _expected_rows(planned[1]))
+    assert finished.pk not in after
+    assert after[late.pk][0] is not None
+    moved = [chart_id for chart_id in before.keys() & after.keys() if before[chart_id][0] != after[chart_id][0]]
+    assert moved  # some charts changed places, and each holds its new one (above)
+
+
+def _plan_table_catalog() -> list[tuple[str, str]]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = %s"
+            " UNION ALL SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = %s::regclass"
+            " UNION ALL SELECT relname, array_to_string(reloptions, ',') FROM pg_class WHERE relname LIKE %s"
+            " ORDER BY 1",
+            [ChartPlan._meta.db_table, ChartPlan._meta.db_table, ChartPlan._meta.db_table + "%"],
+        )
+        return cursor.fetchall()
+
+
+def test_the_new_plan_table_has_the_old_one_s_name_indexes_and_constraints(backlog: tuple[Org, Org]) -> None:
+    plan_refresh()
+    catalog = _plan_table_catalog()
+    assert (
+        "chart_plan_position_idx",
+        'CREATE INDEX chart_plan_position_idx ON public.charts_chartplan USING btree ("position")',
+    ) in catalog
+    assert ("charts_chartplan_pkey", "PRIMARY KEY (chart_id)") in catalog
+    plan_refresh()
+    assert _plan_table_catalog() == catalog  # and no table left aside
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_submit_a_claim_and_a_pause_during_a_replan_are_all_kept(
+    backlog: tuple[Org, Org], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _acme, beta = backlog
+    plan_refresh()
+    first, second, third = Chart.objects.order_by("position")[:3]
+    computed, resume_plan, swapped, resume_commit = (threading.Event() for _ in range(4))
+    compute, swap = core.plan, replan._swap_in_next_plan
+
+    def plan_then_wait(scenario: core.Scenario) -> core.Plan:
+        result = compute(scenario)
+        computed.set()
+        resume_plan.wait(10)
+        return result
+
+    def swap_then_wait(indexes: list[replan.PlanIndex]) -> None:
+        swap(indexes)
+        swapped.set()
+        resume_commit.wait(10)
+
+    monkeypatch.setattr(core, "plan", plan_then_wait)
+    monkeypatch.setattr(replan, "_swap_in_next_plan", swap_then_wait)
+    replanning = _in_thread(plan_refresh)
+
+    # 1. While the plan is computed from a snapshot that saw neither, a submit and a claim commit.
+    assert computed.wait(10)
+    chart_submit_bulk(org=beta, items=[Submission("w", "beta-late")], actor=ACTOR)
+    assert transition_if(first.pk, [ChartState.QUEUED], ChartState.DISPATCHING, actor=ACTOR, claimed_at=timezone.now())
+    resume_plan.set()
+    # 2. While the swap holds the plan table's lock, a pause waits for it (to drop the chart's row).
+    assert swapped.wait(10)
+    pausing = _in_thread(lambda: chart_pause(chart=Chart.objects.get(pk=third.pk), actor=ACTOR))
+    _wait_for_a_lock_wait()
+    resume_commit.set()
+    replanning.join(10)
+    pausing.join(10)
+    assert not replanning.is_alive()
+    assert not pausing.is_alive()
+
+    claimed = Chart.objects.get(pk=first.pk)
+    assert claimed.state == ChartState.DISPATCHING  # the replan writes no chart row
+    assert claimed.predicted_start is not None  # type: ignore[attr-defined]
+    assert claimed.eta is not None  # type: ignore[attr-defined]
+    assert Chart.objects.get(pk=third.pk).state == ChartState.PAUSED
+    assert not ChartPlan.objects.filter(chart_id=third.pk).exists()  # dropped from the new table
+    assert Chart.objects.get(pk=second.pk).position is not None  # type: ignore[attr-defined]
+    late = Chart.objects.get(external_id="beta-late")
+    assert late.state == ChartState.QUEUED
+    monkeypatch.setattr(core, "plan", compute)
+    monkeypatch.setattr(replan, "_swap_in_next_plan", swap)
+    plan_refresh()
+    assert Chart.objects.get(pk=late.pk).position is not None  # type: ignore[attr-defined]
+
+
+def _in_thread(work: Callable[[], object]) -> threading.Thread:
+    def run() -> None:
+        try:
+            work()
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def _wait_for_a_lock_wait() -> None:
+    """Until some session waits for a lock on the plan table (10 s at most)."""
+    with connection.cursor() as cursor:
+        for _ in range(1000):
+            cursor.execute(
+                "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = %s::regclass",
+                [ChartPlan._meta.db_table],
+            )
+            if cursor.fetchone()[0]:
+                return
+            time.sleep(0.01)
+    raise AssertionError("nobody waited for the plan table")
+
+
+def test_positions_follow_the_order_whichever_way_the_plan_lists_its_charts() -> None:
+    for ids, order in ((["1", "2", "3"], ["1", "2"]), (["1", "2", "3"], ["3", "1"])):
+        column = replan._positions(ids, order)
+        places = [None if column.null is not None and column.null[i] else int(column.values[i]) for i in range(3)]
+        assert places == [order.index(chart_id) if chart_id in order else None for chart_id in ids]

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from charts.models import ChartState, is_retry
 from orgs.models import ProviderPause, WorkflowCost
-from scheduling.snapshot import InFlightRun, chart_key, load_dispatch_view, load_snapshot, to_seconds
+from scheduling.snapshot import InFlightRun, chart_ids, chart_key, load_dispatch_view, load_snapshot, to_seconds
 from tests.conftest import Tenants
 from tests.factories import ChartFactory, OrgFactory, ProviderFactory, WorkflowFactory
 
@@ -96,3 +96,21 @@ def test_the_replan_and_the_dispatch_pass_mean_one_thing_by_a_retry(tenants: Ten
         planned = running_retry if state == ChartState.RUNNING else queued_retry
         assert planned[chart_key(chart.pk)] is is_retry(state=state, attempt=attempt), (state, attempt)
     assert in_flight == [False, True]
+
+
+def test_chart_ids_read_back_every_chart_key() -> None:
+    ids = [0, 1, 998, 999, 1000, 2**63 - 1]
+    assert chart_ids([chart_key(chart_id) for chart_id in ids]).tolist() == ids
+    assert chart_ids(["12", "7"]).tolist() == [12, 7]  # keys of another width: one at a time
+    assert chart_ids([]).tolist() == []
+
+
+def test_pairs_are_numbered_alike_whether_or_not_their_ids_fit_one_integer() -> None:
+    from scheduling.snapshot import _pair_codes
+
+    orgs, workflows = [3, 1, 3, 2**62, 1], [7, 7, 7, 5, 8]
+    pair_of, pairs = _pair_codes(orgs, workflows)  # too large for one integer: one pair at a time
+    assert [pairs[code] for code in pair_of] == list(zip(orgs, workflows, strict=True))
+    small_of, small = _pair_codes(orgs[:3] + orgs[4:], workflows[:3] + workflows[4:])
+    assert [small[code] for code in small_of] == [(3, 7), (1, 7), (3, 7), (1, 8)]
+    assert _pair_codes([], [])[1] == []

@@ -1,0 +1,66 @@
+"""The binary COPY writer: what PostgreSQL reads from it is what was given, times as `to_timestamp`."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from django.db import connection
+
+from scheduling import copy_binary
+
+pytestmark = pytest.mark.django_db
+
+
+def _copy(columns: dict[str, copy_binary.Column]) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE TEMP TABLE copied (id bigint, place integer, at timestamptz, label text)")
+        with cursor.connection.cursor().copy(f"COPY copied ({', '.join(columns)}) FROM STDIN (FORMAT binary)") as copy:
+            copy.write(copy_binary.encode(list(columns.values())))
+
+
+def test_times_are_exactly_what_to_timestamp_makes_of_the_seconds() -> None:
+    rng = random.Random(3)
+    seconds: list[float | None] = [
+        1_700_000_000,  # a whole time, as the core keeps some
+        1_700_000_000.0000005,  # half a microsecond: rounded half to even, as PostgreSQL does
+        1_700_000_000.0000015,
+        946_684_800.0,  # PostgreSQL's own epoch
+        0.25,
+        -12.5,  # before 1970
+        None,
+        *(rng.uniform(1.6e9, 1.9e9) for _ in range(500)),
+    ]
+    _copy({"id": copy_binary.integers(list(range(len(seconds)))), "at": copy_binary.timestamps(seconds)})
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*), count(*) FILTER (WHERE c.at IS NOT DISTINCT FROM to_timestamp(s.seconds))"
+            " FROM copied c JOIN unnest(%s::float8[]) WITH ORDINALITY AS s(seconds, n) ON s.n - 1 = c.id",
+            [[None if value is None else float(value) for value in seconds]],
+        )
+        assert cursor.fetchone() == (len(seconds), len(seconds))
+
+
+def test_nulls_integers_and_texts_arrive_row_by_row_whatever_their_layout() -> None:
+    ids = list(range(1, 9))
+    places = [0, None, 2, 3, None, 2**31 - 1, 6, None]
+    labels = ["budget", "", "turn", "budget", "", "org_cap", "turn", "budget"]
+    times = [10.0, 20.0, None, None, 50.0, 60.0, None, 80.0]
+    _copy(
+        {
+            "id": copy_binary.integers([2**62 + chart for chart in ids]),
+            "place": copy_binary.integers(places, kind="int4"),
+            "at": copy_binary.timestamps(times),
+            "label": copy_binary.texts(labels),
+        }
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT id - %s, place, EXTRACT(EPOCH FROM at)::float8, label FROM copied ORDER BY id", [2**62])
+        assert cursor.fetchall() == list(zip(ids, places, times, labels, strict=True))
+
+
+def test_no_rows_is_an_empty_copy() -> None:
+    _copy({"id": copy_binary.integers([]), "at": copy_binary.timestamps([])})
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM copied")
+        assert cursor.fetchone() == (0,)
