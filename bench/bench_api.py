@@ -144,7 +144,7 @@ GOAL_STATUS_P95_MS = 50.0
 IDLE_PROBE_SECONDS = 0.5
 IDLE_CPU_SECONDS = 0.05
 ISSUE_TOKENS = (
-    "from django.contrib.auth.models import User; from common.api import api_token_issue; "
+    "from django.contrib.auth.models import User; from orgs.access import api_token_issue; "
     "from orgs.models import Org, Membership; org = Org.objects.get(slug='bench'); "
     "users = [User.objects.create(username=f'bench-{{i}}') for i in range({count})]; "
     "[Membership.objects.create(user=u, org=org, role='member') for u in users]; "

@@ -564,3 +564,68 @@ def test_prioritize_records_who_changed_what(tenants) -> None:  # type: ignore[n
     event = ChartEvent.objects.filter(chart=chart).latest("id")
     assert (event.from_state, event.to_state, event.actor) == ("queued", "queued", "user:stella")
     assert event.reason == "high_priority set to True, priority set to 5"
+
+
+def nested(levels: int) -> Any:
+    """`1` inside `levels` lists."""
+    value: Any = 1
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [
+        ({"note": "nul \x00 here"}, "payload must not contain NUL characters"),
+        ({"nul\x00key": 1}, "payload must not contain NUL characters"),
+        ({"note": "half \ud800 a pair"}, "payload must not contain lone surrogates (text must be valid Unicode)"),
+        ({"x": [1, float("inf")]}, "payload numbers must be finite"),
+        ({"deep": nested(32)}, "payload the JSON is nested too deeply (at most 32 levels)"),
+    ],
+)
+def test_a_payload_from_the_shell_is_checked_as_strictly_as_a_parsed_body(
+    tenants: Tenants, payload: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(InvalidInput) as error:
+        submit(tenants.org_a, "shell-1", payload=payload)
+    assert error.value.as_dict() == {"payload": [message]}
+    assert not Chart.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"emoji": "\U0001f600 beyond U+FFFF", "escaped": "a \\u0000 that is text"},
+        {"brackets": "[" * 40 + "{" * 40},
+        {"deep": nested(31)},  # 32 levels, the payload's own included
+        {"wide": [[i] for i in range(50)]},
+    ],
+)
+def test_payloads_that_look_suspect_in_their_text_but_are_fine_are_accepted(
+    tenants: Tenants, payload: dict[str, Any]
+) -> None:
+    chart, created = submit(tenants.org_a, "fine-1", payload=payload)
+    assert created
+    chart.refresh_from_db()
+    assert chart.payload == payload
+
+
+@pytest.mark.parametrize(
+    ("external_id", "found"),
+    [("tab\there", "U+0009"), ("del\x7f", "U+007F"), ("zero\u200bwidth", "U+200B"), ("c1\x85", "U+0085")],
+)
+def test_an_external_id_with_a_hidden_character_is_refused_naming_it(
+    tenants: Tenants, external_id: str, found: str
+) -> None:
+    with pytest.raises(InvalidInput) as error:
+        submit(tenants.org_a, external_id)
+    assert error.value.as_dict() == {
+        "external_id": [f"external_id must not contain control or invisible characters (found {found})"]
+    }
+
+
+def test_an_external_id_of_visible_characters_beyond_ascii_is_accepted(tenants: Tenants) -> None:
+    _, created = submit(tenants.org_a, "r\u00e9sum\u00e9 \u2603 \U0001f600")
+    assert created
+    assert Chart.objects.get().external_id == "r\u00e9sum\u00e9 \u2603 \U0001f600"
