@@ -12,7 +12,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from charts import services
-from charts.models import Chart, ChartEvent, ChartPlan, ChartState
+from charts.models import PLAN_FIELDS, Chart, ChartEvent, ChartPlan, ChartState
 from charts.services import Submission
 from common.errors import BulkInvalid, Conflict, InvalidInput, NotFound, QueueFull
 from common.events import STAFF_GROUP, org_group
@@ -629,3 +629,26 @@ def test_an_external_id_of_visible_characters_beyond_ascii_is_accepted(tenants: 
     _, created = submit(tenants.org_a, "r\u00e9sum\u00e9 \u2603 \U0001f600")
     assert created
     assert Chart.objects.get().external_id == "r\u00e9sum\u00e9 \u2603 \U0001f600"
+
+
+def test_the_charts_returned_are_the_rows_written_as_the_orm_loads_them(
+    tenants: Tenants, staging: str, django_assert_num_queries: Any
+) -> None:
+    items = [Submission("render", f"w-{i}", {"i": i, "s": "\u00e9"}, i == 0, i) for i in range(3)]
+    results = services.chart_submit_bulk(org=tenants.org_a, items=items, actor=ACTOR)
+    loaded = {chart.pk: chart for chart in Chart.objects.filter(org=tenants.org_a)}
+    for returned, created in results:
+        stored = loaded[returned.pk]
+        assert created
+        for field in Chart._meta.concrete_fields:
+            assert getattr(returned, field.attname) == getattr(stored, field.attname), field.attname
+        with django_assert_num_queries(0):
+            assert (returned.org, returned.workflow) == (tenants.org_a, tenants.workflow)
+            assert all(getattr(returned, name) is None for name in PLAN_FIELDS)
+        assert not returned._state.adding
+        assert returned._state.db == "default"
+    first = results[0][0]
+    first.priority = 9
+    first.save(update_fields=["priority"])
+    assert Chart.objects.get(pk=first.pk).priority == 9
+    assert Chart.objects.count() == 3
