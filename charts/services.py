@@ -116,13 +116,14 @@ def chart_submit_bulk(*, org: Org, items: Sequence[Submission], actor: str) -> l
     1. Validate every item in one pass, writing the row each good one will be (bad items are
        reported together, by index; nothing is written).
     2. Lock the org row, so admission and insert are one step for this org.
-    3. Read the charts whose external id exists already (the org's unique index, probed once per
-       id); they are returned as they are (idempotency); a repeat that names another workflow is a
-       conflict.
-    4. Admission: the org's waiting charts plus the new ones must stay within its queue limit.
-    5. Stage the new rows (`_stage`: a few inline, many COPYed into a temporary table); one
-       statement inserts them and their birth events, and returns their ids; after commit, ask for
-       a replan.
+    3. Stage the rows (`_stage`: a few inline, many COPYed into a temporary table); one statement
+       inserts those whose external id is new to the org (its unique index decides, as it writes)
+       and their birth events, and returns their ids.
+    4. The charts whose external id existed already are read and returned as they are
+       (idempotency); a repeat that names another workflow is a conflict.
+    5. Admission: the org's waiting charts plus the new ones must stay within its queue limit.
+       A refusal in 4 or 5 raises, and the transaction takes the insert back: nothing is written.
+    6. After commit, ask for a replan.
     """
     if len(items) > MAX_BULK_ITEMS:
         raise InvalidInput(f"at most {MAX_BULK_ITEMS} charts per request, got {len(items)}", field="items")
@@ -155,9 +156,13 @@ def chart_submit_bulk(*, org: Org, items: Sequence[Submission], actor: str) -> l
         if not locked:
             raise NotFound("org not found", field="org")
         (org,) = locked
-        existing = {
-            c.external_id: c for c in Chart.objects.raw(_EXISTING_SQL, [org.pk, [row.external_id for row in rows]])
-        }
+        workflow_of = {workflow.pk: workflow for workflow in workflows.values()}
+        created = _insert_staged(org, rows, _stage(rows), actor=actor, workflow_of=workflow_of)
+        existing: dict[str, Chart] = {}
+        if len(created) < len(rows):
+            new = {chart.external_id for chart in created}
+            repeats = [row.external_id for row in rows if row.external_id not in new]
+            existing = {c.external_id: c for c in Chart.objects.raw(_EXISTING_SQL, [org.pk, repeats])}
         for index, item in enumerate(items):
             prior = existing.get(item.external_id)
             if prior is not None and prior.workflow_id != workflows[item.workflow].pk:
@@ -166,13 +171,7 @@ def chart_submit_bulk(*, org: Org, items: Sequence[Submission], actor: str) -> l
             if len(items) == 1:
                 raise Conflict(errors[0]["external_id"][0], field="external_id")
             raise BulkInvalid(errors)
-
-        _admit(org, len(items) - len(existing))
-        new_rows = [row for row in rows if row.external_id not in existing] if existing else rows
-        workflow_of = {workflow.pk: workflow for workflow in workflows.values()}
-        created = (
-            _insert_staged(org, new_rows, _stage(new_rows), actor=actor, workflow_of=workflow_of) if new_rows else []
-        )
+        _admit(org, len(created))
         if created:
             changed(kind="charts", org_id=org.pk, submitted=len(created))
     by_external_id = {**existing, **{c.external_id: c for c in created}}
@@ -206,15 +205,15 @@ _STAGE_COLUMNS = (
 # submit (bench/bench_api.py), while a VALUES list of thousands of rows is slower to build than COPY.
 INLINE_ROWS = 100
 _STAGE_TABLE = "fairsched_submitted"
-# Probes the org's unique (org, external id) index once per id: 20 ms for 10,000 ids among 500,000
-# charts. The ids are an array the planner cannot see into (`ARRAY(SELECT unnest(...))`): given 10,000
-# constants it prices 10,000 probes above a scan of the table and scans (120 ms), and the join with
-# the staged rows it used before hashed every chart of the org (0.3 s at 100,000).
+# The charts of the repeated ids (only read when some item was not new). The ids are one array
+# constant, which PostgreSQL hashes when it filters a scan with it, or probes the unique
+# (org, external id) index with, as its statistics say; never a search of the array per row.
 _EXISTING_SQL = (
     f"SELECT chart.* FROM {Chart._meta.db_table} chart"  # noqa: S608
-    " WHERE chart.org_id = %s AND chart.external_id = ANY(ARRAY(SELECT unnest(%s::text[])))"
+    " WHERE chart.org_id = %s AND chart.external_id = ANY(%s)"
 )
 # Columns a bulk names row by row; every other column of a new chart gets its field's default.
+_UNIQUE_EXTERNAL_ID = "chart_org_external_id_unique"
 _ROW_FIELDS = ("workflow_id", "external_id", "payload", "high_priority", "priority")
 
 
@@ -249,9 +248,9 @@ def _stage(rows: Sequence[StagedRow]) -> Staged:
 def _insert_staged(
     org: Org, rows: Sequence[StagedRow], staged: Staged, *, actor: str, workflow_of: Mapping[int, Workflow]
 ) -> list[Chart]:
-    """Insert the staged charts (none of which exists: the org's row is locked since they were
-    looked for, and every submission takes that lock), in item order, with their birth events (the
-    '' -> queued event of `record_created`), in one statement; return them.
+    """Insert the staged charts whose external id the org has not used yet (its unique index finds
+    the others as the rows are written: no lookup before), in item order, with their birth events
+    (the '' -> queued event of `record_created`), in one statement; return the charts inserted.
 
     Every column the rows do not name takes its field's default as Django would give it (auto_now
     fields: now), so a field added later needs nothing here. Only (id, external id) come back: the
@@ -285,7 +284,8 @@ def _insert_staged(
     event_table = ChartEvent._meta.db_table
     sql = (
         f"WITH inserted AS (INSERT INTO {table} ({', '.join(columns)})"  # noqa: S608
-        f" SELECT {', '.join(values)} FROM {staged.sql} ORDER BY staged.item RETURNING id, external_id),"
+        f" SELECT {', '.join(values)} FROM {staged.sql} ORDER BY staged.item"
+        f" ON CONFLICT ON CONSTRAINT {_UNIQUE_EXTERNAL_ID} DO NOTHING RETURNING id, external_id),"
         f" events AS (INSERT INTO {event_table} (chart_id, from_state, to_state, actor, reason, at)"
         " SELECT id, '', %s, %s, 'submitted', %s FROM inserted)"
         " SELECT id, external_id FROM inserted"
@@ -294,7 +294,11 @@ def _insert_staged(
         cursor.execute(sql, [*params, *staged.params, ChartState.QUEUED, actor, now])
         ids = dict((external_id, pk) for pk, external_id in cursor.fetchall())
     alias = connection.alias
-    return [_written_chart(fixed, row, ids[row.external_id], org, workflow_of[row.workflow_id], alias) for row in rows]
+    return [
+        _written_chart(fixed, row, ids[row.external_id], org, workflow_of[row.workflow_id], alias)
+        for row in rows
+        if row.external_id in ids
+    ]
 
 
 def _written_chart(
@@ -383,10 +387,11 @@ def _single_error(bulk: BulkInvalid) -> ServiceError:
 
 
 def _admit(org: Org, incoming: int) -> None:
-    """Refuse the submission if it would take the org past its queue limit (the org row is locked)."""
+    """Refuse the submission if it would take the org past its queue limit (the org row is locked).
+    The `incoming` new charts are inserted already, in this transaction: the count includes them."""
     if org.queue_limit is None or incoming == 0:
         return
-    waiting = Chart.objects.filter(org=org, state__in=QUEUE_STATES).count()
+    waiting = Chart.objects.filter(org=org, state__in=QUEUE_STATES).count() - incoming
     if waiting + incoming > org.queue_limit:
         full = f"org {org.slug} has {waiting} waiting charts; its queue limit is {org.queue_limit}"
         if org.is_held:

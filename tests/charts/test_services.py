@@ -652,3 +652,29 @@ def test_the_charts_returned_are_the_rows_written_as_the_orm_loads_them(
     first.save(update_fields=["priority"])
     assert Chart.objects.get(pk=first.pk).priority == 9
     assert Chart.objects.count() == 3
+
+
+def test_a_bulk_refused_after_its_insert_takes_the_insert_back(tenants: Tenants, staging: str) -> None:
+    """The org's unique index finds repeats as the rows are written; a conflict or a full queue found
+    then refuses the whole bulk, and what was inserted is gone with its events."""
+    WorkflowFactory(name="simulate")
+    org = OrgFactory(queue_limit=4)
+    submit(org, "old")
+    before = ChartEvent.objects.count()
+    conflicting = [Submission("render", "new-0"), Submission("simulate", "old"), Submission("render", "new-1")]
+    with pytest.raises(BulkInvalid) as error:
+        services.chart_submit_bulk(org=org, items=conflicting, actor=ACTOR)
+    assert error.value.errors == {1: {"external_id": ["already submitted with another workflow"]}}
+    too_many = [Submission("render", "old"), *(Submission("render", f"new-{i}") for i in range(4))]
+    with pytest.raises(QueueFull) as full:
+        services.chart_submit_bulk(org=org, items=too_many, actor=ACTOR)
+    assert full.value.message.startswith(f"org {org.slug} has 1 waiting charts; its queue limit is 4")
+    assert list(Chart.objects.filter(org=org).values_list("external_id", flat=True)) == ["old"]
+    assert ChartEvent.objects.count() == before
+    results = services.chart_submit_bulk(org=org, items=too_many[:4], actor=ACTOR)
+    assert [(chart.external_id, created) for chart, created in results] == [
+        ("old", False),
+        ("new-0", True),
+        ("new-1", True),
+        ("new-2", True),
+    ]
