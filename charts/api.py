@@ -36,6 +36,7 @@ from charts.services import PRIORITY, TENANT_PRIORITY
 from common.actors import actor_for
 from common.api import CursorPagination, FairschedAPIView
 from common.errors import InvalidInput
+from common.memory import collector_paused
 from orgs.access import require_write, scope_of, visible_org_ids
 from orgs.selectors import org_for_input
 
@@ -141,24 +142,25 @@ class ChartViewSet(FairschedAPIView, viewsets.GenericViewSet[Chart]):
         """Submit up to 10,000 charts of one org, all or nothing; a bad item is reported by its index
         (`{"items": {"3": {"workflow": ["..."]}}}`) and nothing is written. The whole body is limited to
         DATA_UPLOAD_MAX_MEMORY_SIZE (5 MiB by default; larger is 413): keep payloads small in bulk."""
-        body = request.data
-        if not isinstance(body, dict):
-            raise InvalidInput("the body must be a JSON object with items", field="items")
-        slug = body.get("org")
-        if slug is not None and not isinstance(slug, str):
-            raise InvalidInput("org must be an org's slug", field="org")
-        org = org_for_input(org_ids=visible_org_ids(request), slug=slug)
-        require_write(request, org.pk)
-        items = parse_bulk_items(body.get("items"))
-        if not scope_of(request).staff:
-            services.tenant_levers_check_bulk(items)
-        results = services.chart_submit_bulk(org=org, items=items, actor=actor_for(request.user))
-        created = sum(1 for _, is_new in results if is_new)
-        result = {
-            "created": created,
-            "existing": len(results) - created,
-            "charts": [{"id": c.pk, "external_id": c.external_id, "created": is_new} for c, is_new in results],
-        }
+        with collector_paused():  # tens of thousands of objects, no cycle (common/memory.py)
+            body = request.data
+            if not isinstance(body, dict):
+                raise InvalidInput("the body must be a JSON object with items", field="items")
+            slug = body.get("org")
+            if slug is not None and not isinstance(slug, str):
+                raise InvalidInput("org must be an org's slug", field="org")
+            org = org_for_input(org_ids=visible_org_ids(request), slug=slug)
+            require_write(request, org.pk)
+            items = parse_bulk_items(body.get("items"))
+            if not scope_of(request).staff:
+                services.tenant_levers_check_bulk(items)
+            results = services.chart_submit_bulk(org=org, items=items, actor=actor_for(request.user))
+            created = sum(1 for _, is_new in results if is_new)
+            result = {
+                "created": created,
+                "existing": len(results) - created,
+                "charts": [{"id": c.pk, "external_id": c.external_id, "created": is_new} for c, is_new in results],
+            }
         return Response(result, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
     @extend_schema(request=ReasonSerializer, responses=ChartLeverSerializer)

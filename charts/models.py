@@ -111,7 +111,9 @@ class Chart(models.Model):
     locks the replan would otherwise hold on them. Rows lock with `select_for_update(of=("self",))`.
     """
 
-    org = models.ForeignKey(Org, on_delete=models.PROTECT, related_name="charts")
+    # No index of its own: the unique (org, external id) and the active (org, state) indexes lead with
+    # it. One index fewer for every submitted chart to write (issue 17).
+    org = models.ForeignKey(Org, on_delete=models.PROTECT, related_name="charts", db_index=False)
     workflow = models.ForeignKey(Workflow, on_delete=models.PROTECT, related_name="charts")
     external_id = models.CharField(max_length=200, help_text="The submitter's id, unique within the org.")
     payload = models.JSONField(default=dict, blank=True)

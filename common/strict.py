@@ -99,7 +99,10 @@ def loads(raw: bytes | str) -> Any:
         raise BadInput(f"the JSON is nested too deeply (at most {MAX_JSON_DEPTH} levels)") from None
     except ValueError as error:
         raise BadInput(f"the body is not valid JSON: {error}") from None
-    if duplicated or _depth(data) > MAX_JSON_DEPTH or _SUSPECT_ESCAPES.search(text) or _FORBIDDEN_IN_TEXT.search(text):
+    # A NUL or a surrogate as itself (not escaped) can only be in text given as a string: the parser
+    # refuses raw control characters, and strict UTF-8 decoding refuses encoded surrogates.
+    raw_suspect = isinstance(raw, str) and not text.isascii() and _FORBIDDEN_IN_TEXT.search(text)
+    if duplicated or _depth(data) > MAX_JSON_DEPTH or _SUSPECT_ESCAPES.search(text) or raw_suspect:
         problem = find_problem(data)
         if problem is not None:
             raise problem
@@ -154,6 +157,18 @@ def find_problem(data: object, *, max_depth: int = MAX_JSON_DEPTH) -> BadInput |
     return None
 
 
+def encoded_is_clean(text: str) -> bool:
+    """Whether JSON text that `json` encoded with its ASCII escapes (the default) is certainly free of
+    what `find_problem` looks for, judged by the text alone (about a hundred times cheaper than the walk).
+
+    Every NUL or surrogate is escaped in such text, so without `\\u0000` and `\\ud800`-`\\udfff` it holds
+    none; a value nested past MAX_JSON_DEPTH needs more than MAX_JSON_DEPTH opening brackets. False
+    means "walk it" (a character beyond U+FFFF is a surrogate pair in the text, and brackets inside
+    strings count too); the encoder itself refuses non-finite numbers when told `allow_nan=False`.
+    """
+    return text.count("{") + text.count("[") <= MAX_JSON_DEPTH and not _SUSPECT_ESCAPES.search(text)
+
+
 def _text_problem(text: str) -> str:
     if "\x00" in text:
         return "must not contain NUL characters"
@@ -173,6 +188,8 @@ def id_problem(value: object, *, name: str) -> str | None:
     """Why `value` is not an acceptable id (a non-empty string of visible characters), or None."""
     if not isinstance(value, str) or not value.strip():
         return f"{name} must be a non-empty string"
+    if value.isascii() and value.isprintable():
+        return None  # ASCII's only hidden characters are its controls (Cc), which are not printable
     for char in value:
         if unicodedata.category(char) in HIDDEN_CATEGORIES:
             return f"{name} must not contain control or invisible characters (found U+{ord(char):04X})"

@@ -12,7 +12,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from charts import services
-from charts.models import Chart, ChartEvent, ChartPlan, ChartState
+from charts.models import PLAN_FIELDS, Chart, ChartEvent, ChartPlan, ChartState
 from charts.services import Submission
 from common.errors import BulkInvalid, Conflict, InvalidInput, NotFound, QueueFull
 from common.events import STAFF_GROUP, org_group
@@ -564,3 +564,117 @@ def test_prioritize_records_who_changed_what(tenants) -> None:  # type: ignore[n
     event = ChartEvent.objects.filter(chart=chart).latest("id")
     assert (event.from_state, event.to_state, event.actor) == ("queued", "queued", "user:stella")
     assert event.reason == "high_priority set to True, priority set to 5"
+
+
+def nested(levels: int) -> Any:
+    """`1` inside `levels` lists."""
+    value: Any = 1
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [
+        ({"note": "nul \x00 here"}, "payload must not contain NUL characters"),
+        ({"nul\x00key": 1}, "payload must not contain NUL characters"),
+        ({"note": "half \ud800 a pair"}, "payload must not contain lone surrogates (text must be valid Unicode)"),
+        ({"x": [1, float("inf")]}, "payload numbers must be finite"),
+        ({"deep": nested(32)}, "payload the JSON is nested too deeply (at most 32 levels)"),
+    ],
+)
+def test_a_payload_from_the_shell_is_checked_as_strictly_as_a_parsed_body(
+    tenants: Tenants, payload: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(InvalidInput) as error:
+        submit(tenants.org_a, "shell-1", payload=payload)
+    assert error.value.as_dict() == {"payload": [message]}
+    assert not Chart.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"emoji": "\U0001f600 beyond U+FFFF", "escaped": "a \\u0000 that is text"},
+        {"brackets": "[" * 40 + "{" * 40},
+        {"deep": nested(31)},  # 32 levels, the payload's own included
+        {"wide": [[i] for i in range(50)]},
+    ],
+)
+def test_payloads_that_look_suspect_in_their_text_but_are_fine_are_accepted(
+    tenants: Tenants, payload: dict[str, Any]
+) -> None:
+    chart, created = submit(tenants.org_a, "fine-1", payload=payload)
+    assert created
+    chart.refresh_from_db()
+    assert chart.payload == payload
+
+
+@pytest.mark.parametrize(
+    ("external_id", "found"),
+    [("tab\there", "U+0009"), ("del\x7f", "U+007F"), ("zero\u200bwidth", "U+200B"), ("c1\x85", "U+0085")],
+)
+def test_an_external_id_with_a_hidden_character_is_refused_naming_it(
+    tenants: Tenants, external_id: str, found: str
+) -> None:
+    with pytest.raises(InvalidInput) as error:
+        submit(tenants.org_a, external_id)
+    assert error.value.as_dict() == {
+        "external_id": [f"external_id must not contain control or invisible characters (found {found})"]
+    }
+
+
+def test_an_external_id_of_visible_characters_beyond_ascii_is_accepted(tenants: Tenants) -> None:
+    _, created = submit(tenants.org_a, "r\u00e9sum\u00e9 \u2603 \U0001f600")
+    assert created
+    assert Chart.objects.get().external_id == "r\u00e9sum\u00e9 \u2603 \U0001f600"
+
+
+def test_the_charts_returned_are_the_rows_written_as_the_orm_loads_them(
+    tenants: Tenants, staging: str, django_assert_num_queries: Any
+) -> None:
+    items = [Submission("render", f"w-{i}", {"i": i, "s": "\u00e9"}, i == 0, i) for i in range(3)]
+    results = services.chart_submit_bulk(org=tenants.org_a, items=items, actor=ACTOR)
+    loaded = {chart.pk: chart for chart in Chart.objects.filter(org=tenants.org_a)}
+    for returned, created in results:
+        stored = loaded[returned.pk]
+        assert created
+        for field in Chart._meta.concrete_fields:
+            assert getattr(returned, field.attname) == getattr(stored, field.attname), field.attname
+        with django_assert_num_queries(0):
+            assert (returned.org, returned.workflow) == (tenants.org_a, tenants.workflow)
+            assert all(getattr(returned, name) is None for name in PLAN_FIELDS)
+        assert not returned._state.adding
+        assert returned._state.db == "default"
+    first = results[0][0]
+    first.priority = 9
+    first.save(update_fields=["priority"])
+    assert Chart.objects.get(pk=first.pk).priority == 9
+    assert Chart.objects.count() == 3
+
+
+def test_a_bulk_refused_after_its_insert_takes_the_insert_back(tenants: Tenants, staging: str) -> None:
+    """The org's unique index finds repeats as the rows are written; a conflict or a full queue found
+    then refuses the whole bulk, and what was inserted is gone with its events."""
+    WorkflowFactory(name="simulate")
+    org = OrgFactory(queue_limit=4)
+    submit(org, "old")
+    before = ChartEvent.objects.count()
+    conflicting = [Submission("render", "new-0"), Submission("simulate", "old"), Submission("render", "new-1")]
+    with pytest.raises(BulkInvalid) as error:
+        services.chart_submit_bulk(org=org, items=conflicting, actor=ACTOR)
+    assert error.value.errors == {1: {"external_id": ["already submitted with another workflow"]}}
+    too_many = [Submission("render", "old"), *(Submission("render", f"new-{i}") for i in range(4))]
+    with pytest.raises(QueueFull) as full:
+        services.chart_submit_bulk(org=org, items=too_many, actor=ACTOR)
+    assert full.value.message.startswith(f"org {org.slug} has 1 waiting charts; its queue limit is 4")
+    assert list(Chart.objects.filter(org=org).values_list("external_id", flat=True)) == ["old"]
+    assert ChartEvent.objects.count() == before
+    results = services.chart_submit_bulk(org=org, items=too_many[:4], actor=ACTOR)
+    assert [(chart.external_id, created) for chart, created in results] == [
+        ("old", False),
+        ("new-0", True),
+        ("new-1", True),
+        ("new-2", True),
+    ]
