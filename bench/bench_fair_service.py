@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/bench_fair_service.py
 
-Which orgs are backlogged and which of them can start now (`snapshot._backlogged_and_ready`), then
+Which orgs are backlogged and which of them can start now (`snapshot.backlogged_and_ready`), then
 each org's place in the round under way (`snapshot.fair_service`), over the columns of 100k and 1M
 queued charts from 500 orgs (some held, some capped, some charts paused, in the high tier or in
 backoff). No database: the columns are built in memory. Each figure is the best of three runs.
@@ -24,7 +24,7 @@ import django
 django.setup()
 
 from scheduling import core  # noqa: E402
-from scheduling.snapshot import OrgRow, _backlogged_and_ready, fair_service  # noqa: E402
+from scheduling.snapshot import OrgRow, backlogged_and_ready, fair_service  # noqa: E402
 
 ORGS = 500
 NOW = 1e9
@@ -57,7 +57,7 @@ def main() -> None:
         best = float("inf")
         for _ in range(3):
             began = time.perf_counter()
-            backlogged, ready = _backlogged_and_ready(queued, running, orgs, NOW)
+            backlogged, ready = backlogged_and_ready(queued, running, orgs, NOW)
             fair_service(orgs, ready=ready, backlogged=backlogged, policy="round_robin", quantum=1.0)
             best = min(best, time.perf_counter() - began)
         print(f"{size:>9,} queued charts, {ORGS} orgs: backlogged, ready and fair service {best * 1000:6.0f} ms")

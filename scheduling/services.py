@@ -22,7 +22,7 @@ from scheduling import core
 from scheduling.models import ConfigChange, SchedulerConfig
 from scheduling.snapshot import (
     Epoch,
-    _backlogged_and_ready,
+    backlogged_and_ready,
     chart_key,
     fair_service,
     load_costs,
@@ -341,7 +341,7 @@ def plan_preview(*, changes: dict[str, Any], now: datetime | None = None) -> dic
             )
 
     # 3. The rounds under way with the changed rows, then both plans.
-    backlogged, ready = _backlogged_and_ready(queued, list(scenario.running), changed_rows, scenario.now)
+    backlogged, ready = backlogged_and_ready(queued, list(scenario.running), changed_rows, scenario.now)
     orgs, _ = fair_service(
         changed_rows, ready=ready, backlogged=backlogged, policy=str(config["policy"]), quantum=config["quantum"]
     )

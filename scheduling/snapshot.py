@@ -437,7 +437,7 @@ def load_snapshot(*, now: datetime | None = None) -> Snapshot:
         if spread:
             sigma[key] = spread
 
-    backlogged, ready = _backlogged_and_ready(queued, running, org_rows, to_seconds(now))
+    backlogged, ready = backlogged_and_ready(queued, running, org_rows, to_seconds(now))
     orgs, round_under_way = fair_service(
         org_rows, ready=ready, backlogged=backlogged, policy=config.policy, quantum=config.quantum
     )
@@ -483,7 +483,7 @@ def _pair_codes(org_ids: Sequence[int], workflow_ids: Sequence[int]) -> tuple[ND
     return pair_of.reshape(-1), [(key // width, key % width) for key in keys.tolist()]
 
 
-def _backlogged_and_ready(
+def backlogged_and_ready(
     queued: core.QueueColumns, running: list[core.RunningChart], org_rows: dict[str, OrgRow], instant: float
 ) -> tuple[set[str], set[str]]:
     """The orgs with eligible fair-tier charts waiting (weight > 0, chart not paused, not in the high
