@@ -22,7 +22,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from charts.models import CLAIMABLE_STATES, IN_FLIGHT_STATES, Chart, ChartState
+from charts.models import CLAIMABLE_STATES, IN_FLIGHT_STATES, QUEUE_STATES, Chart, ChartPlan, ChartState
 from orgs.models import Org
 from scheduling.models import SchedulerConfig
 
@@ -130,6 +130,34 @@ def _hash(client: redis.Redis, key: str) -> dict[bytes, bytes]:
     return client.hgetall(key)  # type: ignore[return-value]  # a sync client: never an Awaitable
 
 
+# The counters kept in Redis hashes: (metric name, help, hash, labels); a hash's keys are the label
+# values joined by "|" (org slugs, kinds, reasons and provider slugs never hold one).
+COUNTERS: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
+    ("completed_cost_units", "Cost units of successfully finished runs", "completed_cost", ("org",)),
+    ("finished_runs", "Successfully finished runs, first attempts and retries", "finished_runs", ("org", "kind")),
+    (
+        "failed_runs",
+        "Runs that did not succeed, by how they ended (failed, timed_out, terminated, lost)",
+        "failed_runs",
+        ("org", "kind"),
+    ),
+    (
+        "throttled_runs",
+        "Runs their provider throttled: back in the queue, no attempt spent (not failures)",
+        "throttled_runs",
+        ("org", "provider"),
+    ),
+    ("dispatch_skips", "Charts the dispatcher passed over, by org and reason", "skips", ("org", "reason")),
+    (
+        "started_cost_units",
+        "Cost units of the runs started (the org's cost per minute is a rate() away)",
+        "started_cost",
+        ("org",),
+    ),
+    ("failed_cost_units", "Cost units of the runs that did not succeed", "failed_cost", ("org",)),
+)
+
+
 class FairschedCollector(Collector):
     """Reads the counters from Redis and the present state from PostgreSQL at scrape time."""
 
@@ -176,52 +204,11 @@ class FairschedCollector(Collector):
 
     def _from_redis(self) -> Iterator[Metric]:
         client = _redis()
-        completed = CounterMetricFamily(
-            "fairsched_completed_cost_units", "Cost units of successfully finished runs", labels=["org"]
-        )
-        for org_slug, value in _hash(client, f"{PREFIX}completed_cost").items():
-            completed.add_metric([org_slug.decode()], float(value))
-        yield completed
-        finished = CounterMetricFamily(
-            "fairsched_finished_runs", "Successfully finished runs, first attempts and retries", labels=["org", "kind"]
-        )
-        for key, value in _hash(client, f"{PREFIX}finished_runs").items():
-            org, kind = key.decode().rsplit("|", 1)
-            finished.add_metric([org, kind], float(value))
-        yield finished
-        failed = CounterMetricFamily(
-            "fairsched_failed_runs",
-            "Runs that did not succeed, by how they ended (failed, timed_out, terminated, lost)",
-            labels=["org", "kind"],
-        )
-        for key, value in _hash(client, f"{PREFIX}failed_runs").items():
-            org, kind = key.decode().rsplit("|", 1)
-            failed.add_metric([org, kind], float(value))
-        yield failed
-        throttled = CounterMetricFamily(
-            "fairsched_throttled_runs",
-            "Runs their provider throttled: back in the queue, no attempt spent (not failures)",
-            labels=["org", "provider"],
-        )
-        for key, value in _hash(client, f"{PREFIX}throttled_runs").items():
-            org, provider = key.decode().split("|", 1)
-            throttled.add_metric([org, provider], float(value))
-        yield throttled
-        skips = CounterMetricFamily(
-            "fairsched_dispatch_skips", "Charts the dispatcher passed over, by org and reason", labels=["org", "reason"]
-        )
-        for key, value in _hash(client, f"{PREFIX}skips").items():
-            org, reason = key.decode().rsplit("|", 1)
-            skips.add_metric([org, reason], float(value))
-        yield skips
-        for name, doc in (
-            ("started_cost", "Cost units of the runs started (the org's cost per minute is a rate() away)"),
-            ("failed_cost", "Cost units of the runs that did not succeed"),
-        ):
-            units = CounterMetricFamily(f"fairsched_{name.replace('_cost', '')}_cost_units", doc, labels=["org"])
-            for org_slug, value in _hash(client, f"{PREFIX}{name}").items():
-                units.add_metric([org_slug.decode()], float(value))
-            yield units
+        for name, doc, hash_name, labels in COUNTERS:
+            family = CounterMetricFamily(f"fairsched_{name}", doc, labels=list(labels))
+            for key, value in _hash(client, f"{PREFIX}{hash_name}").items():
+                family.add_metric(key.decode().rsplit("|", len(labels) - 1), float(value))
+            yield family
         for name, doc, buckets, label in (
             ("queue_age_at_start", "Seconds from submission to start", WAIT_BUCKETS, "org"),
             ("time_to_first_start", "Seconds from submission to the first start", WAIT_BUCKETS, "org"),
@@ -234,8 +221,6 @@ class FairschedCollector(Collector):
 def _waiting_reasons() -> GaugeMetricFamily:
     """Waiting charts per org and reason, as the last replan left them (`charts.models.WaitingReason`;
     `starting`: the replan starts it now)."""
-    from charts.models import QUEUE_STATES, ChartPlan
-
     family = GaugeMetricFamily(
         "fairsched_waiting_charts", "Waiting charts by org and why they wait (last replan)", labels=["org", "reason"]
     )
