@@ -146,6 +146,20 @@ def _orgs(orgs: object) -> dict[str, OrgPolicy]:
     return policies
 
 
+def _org_entry(entry: object, where: str, *, required: tuple[str, ...]) -> tuple[dict[str, Any], str]:
+    """An object of the extension's lists (arrivals, past submissions): its org, a string, and the
+    `required` fields present; else the error naming `where`."""
+    if not isinstance(entry, dict):
+        raise ScenarioError(f"{where}: must be an object, got {_show(entry)}")
+    org = entry.get("org", _MISSING)
+    if type(org) is not str:
+        raise ScenarioError(f"{where}: org required" if org is _MISSING else f"{where}: org must be a string")
+    for field in required:
+        if field not in entry:
+            raise ScenarioError(f"{where}.{field}: required")
+    return entry, org
+
+
 def _arrivals(arrivals: object) -> list[Arrival]:
     """The extension's expected arrivals: [{"org", "rate" > 0, "until", "avg" > 0, "cost", "spread"}]."""
     if not isinstance(arrivals, list):
@@ -153,14 +167,7 @@ def _arrivals(arrivals: object) -> list[Arrival]:
     expected = []
     for index, arrival in enumerate(arrivals):
         where = f"arrivals[{index}]"
-        if not isinstance(arrival, dict):
-            raise ScenarioError(f"{where}: must be an object, got {_show(arrival)}")
-        org = arrival.get("org", _MISSING)
-        if type(org) is not str:
-            raise ScenarioError(f"{where}: org required" if org is _MISSING else f"{where}: org must be a string")
-        for field in ("rate", "until", "avg"):
-            if field not in arrival:
-                raise ScenarioError(f"{where}.{field}: required")
+        arrival, org = _org_entry(arrival, where, required=("rate", "until", "avg"))
         expected.append(
             Arrival(
                 org=org,
@@ -185,14 +192,7 @@ def _history(history: object, now: float) -> History:
     past = []
     for index, submission in enumerate(submissions):
         where = f"history.submissions[{index}]"
-        if not isinstance(submission, dict):
-            raise ScenarioError(f"{where}: must be an object, got {_show(submission)}")
-        org = submission.get("org", _MISSING)
-        if type(org) is not str:
-            raise ScenarioError(f"{where}: org required" if org is _MISSING else f"{where}: org must be a string")
-        for field in ("created", "avg"):
-            if field not in submission:
-                raise ScenarioError(f"{where}.{field}: required")
+        submission, org = _org_entry(submission, where, required=("created", "avg"))
         past.append(
             Submission(
                 org=org,
