@@ -77,17 +77,17 @@ def charts_in_queue_order(charts: QuerySet[Chart]) -> QuerySet[Chart]:
 
 
 # One chart with its org, workflow and plan, in one constant statement (`common/rows.py`): the
-# status read is the API's most frequent call, and the ORM's query building was most of its cost.
+# status read is the API's most frequent call, and the ORM's query building was most of its cost. The
+# parts are exposed so that the status read can fetch the caller's token in the same statement.
 _PLAN_COLUMNS = ", ".join(f'p."{name}"' for name in PLAN_FIELDS)
-CHART_GET_SQL = (
-    f"SELECT {rows.columns(Chart, 'c')}, {_PLAN_COLUMNS},"  # noqa: S608 (names from the models; values are parameters)
-    f" {rows.columns(Org, 'o')}, {rows.columns(Workflow, 'w')}"
-    f' FROM "{Chart._meta.db_table}" c'
+CHART_COLUMNS = f"{rows.columns(Chart, 'c')}, {_PLAN_COLUMNS}, {rows.columns(Org, 'o')}, {rows.columns(Workflow, 'w')}"
+CHART_FROM = (
+    f'"{Chart._meta.db_table}" c'
     f' JOIN "{Org._meta.db_table}" o ON o."id" = c."org_id"'
     f' JOIN "{Workflow._meta.db_table}" w ON w."id" = c."workflow_id"'
     f' LEFT JOIN "{ChartPlan._meta.db_table}" p ON p."chart_id" = c."id"'
-    ' WHERE c."id" = %s'
 )
+CHART_GET_SQL = f'SELECT {CHART_COLUMNS} FROM {CHART_FROM} WHERE c."id" = %s'  # noqa: S608 (names from the models; values are parameters)
 
 
 def chart_get(*, org_ids: OrgIds, chart_id: int) -> Chart:
@@ -98,16 +98,26 @@ def chart_get(*, org_ids: OrgIds, chart_id: int) -> Chart:
         params.append(list(org_ids))  # type: ignore[arg-type]
     row = rows.fetch_one(sql, params) if chart_id <= BIGINT_MAX else None
     if row is None:
-        raise NotFound("chart not found", field="detail")
+        raise chart_not_found()
+    return chart_from_row(row)
+
+
+def chart_from_row(values: Sequence[object]) -> Chart:
+    """The chart of `CHART_COLUMNS`' values, with its org, workflow and plan."""
     plan_at = rows.width(Chart)
     org_at = plan_at + len(PLAN_FIELDS)
     workflow_at = org_at + rows.width(Org)
-    chart = rows.from_row(Chart, row[:plan_at])
-    for name, value in zip(PLAN_FIELDS, row[plan_at:org_at], strict=True):
+    chart = rows.from_row(Chart, values[:plan_at])
+    for name, value in zip(PLAN_FIELDS, values[plan_at:org_at], strict=True):
         setattr(chart, name, value)
-    chart.org = rows.from_row(Org, row[org_at:workflow_at])
-    chart.workflow = rows.from_row(Workflow, row[workflow_at:])
+    chart.org = rows.from_row(Org, values[org_at:workflow_at])
+    chart.workflow = rows.from_row(Workflow, values[workflow_at:])
     return chart
+
+
+def chart_not_found() -> NotFound:
+    """A chart that does not exist, or that the caller may not see: the same answer."""
+    return NotFound("chart not found", field="detail")
 
 
 def chart_history(*, chart: Chart) -> QuerySet[ChartEvent]:

@@ -1,10 +1,11 @@
 """The REST API's routes, mounted under /api/v1/."""
 
-from django.urls import path
+from django.urls import URLPattern, path, re_path
 from rest_framework.routers import DefaultRouter
 
 from charts.api import ChartViewSet
 from charts.org_api import OrgViewSet
+from charts.status_api import chart_status_view
 from orgs.api import ApiTokenViewSet, ProviderViewSet
 from scheduling.api import PlanPreviewView, ProviderPauseViewSet, SchedulerConfigView
 from scheduling.workflow_api import WorkflowViewSet
@@ -17,7 +18,18 @@ router.register("providers", ProviderViewSet, basename="provider")
 router.register("provider-pauses", ProviderPauseViewSet, basename="provider-pause")
 router.register("tokens", ApiTokenViewSet, basename="token")
 
+# The chart status read, the API's most frequent call, answered without DRF's generic machinery when it
+# can be (the same checks and the same response; `charts/status_api.py`), else by the viewset's route.
+chart_detail = next(
+    pattern
+    for pattern in router.urls
+    if isinstance(pattern, URLPattern)
+    and pattern.name == "chart-detail"
+    and "format" not in pattern.pattern.regex.groupindex
+)
+
 urlpatterns = [
+    re_path(chart_detail.pattern.regex.pattern, chart_status_view(chart_detail.callback), name="chart-status"),
     path("scheduler/config/", SchedulerConfigView.as_view(), name="scheduler-config"),
     path("scheduler/plan-preview/", PlanPreviewView.as_view(), name="plan-preview"),
     *router.urls,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -80,27 +81,65 @@ def api_token_revoke(*, token_id: int, actor: str) -> None:
     logger.info("api token %s revoked by %s", token_id, actor)
 
 
-# One statement for a token, its user and the user's role in the token's org (`common/rows.py`).
-TOKEN_LOOKUP_SQL = (
-    f'SELECT {rows.columns(ApiToken, "t")}, {rows.columns(User, "u")}, m."role"'  # noqa: S608 (names from the models; values are parameters)
-    f' FROM "{ApiToken._meta.db_table}" t'
+# A token, its user and the user's role in the token's org, as one statement (`common/rows.py`). The
+# parts are exposed so that a hot read can fetch its own row in the same statement (charts' status read).
+TOKEN_COLUMNS = f'{rows.columns(ApiToken, "t")}, {rows.columns(User, "u")}, m."role"'
+TOKEN_FROM = (
+    f'"{ApiToken._meta.db_table}" t'
     f' JOIN "{User._meta.db_table}" u ON u."id" = t."user_id"'
     f' LEFT JOIN "{Membership._meta.db_table}" m ON m."user_id" = t."user_id" AND m."org_id" = t."org_id"'
-    ' WHERE t."key_hash" = %s'
 )
+TOKEN_WHERE = 't."key_hash" = %s'  # noqa: S105 (a condition on the digest, not a secret)
+TOKEN_WIDTH = rows.width(ApiToken) + rows.width(User) + 1
+TOKEN_LOOKUP_SQL = f"SELECT {TOKEN_COLUMNS} FROM {TOKEN_FROM} WHERE {TOKEN_WHERE}"  # noqa: S608 (names from the models; values are parameters)
+
+
+def token_digest(header: bytes) -> str | None:
+    """The digest of the secret in an `Authorization: Token <secret>` (or `Bearer`) header; None when
+    the header names no token. A malformed token header is AuthenticationFailed."""
+    words = header.split()
+    if not words or words[0].lower() not in TOKEN_KEYWORDS:
+        return None
+    if len(words) != 2:
+        raise exceptions.AuthenticationFailed("Authorization header must be 'Token <secret>'.")
+    try:
+        secret = words[1].decode()
+    except UnicodeDecodeError:
+        raise exceptions.AuthenticationFailed("Invalid token.") from None
+    return _digest(secret)
+
+
+def token_from_row(values: Sequence[Any]) -> ApiToken:
+    """The token of `TOKEN_COLUMNS`' values, with its user (`token.user`) and the user's role in the
+    token's org (`token.member_role`, None when not a member)."""
+    split = rows.width(ApiToken)
+    token = rows.from_row(ApiToken, values[:split])
+    token.user = rows.from_row(User, values[split : split + rows.width(User)])
+    token.member_role = values[TOKEN_WIDTH - 1]  # type: ignore[attr-defined]
+    return token
 
 
 def _token_with_user(key_hash: str) -> ApiToken | None:
-    """The token of this digest with its user (`token.user`) and the user's role in the token's org
-    (`token.member_role`, None when not a member), or None: one query."""
+    """The token of this digest with its user and role (`token_from_row`), or None: one query."""
     row = rows.fetch_one(TOKEN_LOOKUP_SQL, [key_hash])
-    if row is None:
-        return None
-    split = rows.width(ApiToken)
-    token = rows.from_row(ApiToken, row[:split])
-    token.user = rows.from_row(User, row[split : split + rows.width(User)])
-    token.member_role = row[-1]  # type: ignore[attr-defined]
-    return token
+    return None if row is None else token_from_row(row)
+
+
+def token_accepted(token: ApiToken) -> bool:
+    """Whether a token (with its user and role, `token_from_row`) may act: its user is active; a staff
+    token's user is still staff; an org token's user is still a member of the org."""
+    if not token.user.is_active:
+        return False
+    if token.is_staff and not token.user.is_staff:
+        return False
+    return token.org_id is None or getattr(token, "member_role", None) is not None
+
+
+def token_used(token: ApiToken) -> None:
+    """Record that the token was used, at most once per LAST_USED_RESOLUTION (reads stay free of writes)."""
+    now = timezone.now()
+    if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
+        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
 
 
 class ApiTokenAuthentication(BaseAuthentication):
@@ -111,25 +150,13 @@ class ApiTokenAuthentication(BaseAuthentication):
     """
 
     def authenticate(self, request: Request) -> tuple[Any, ApiToken] | None:
-        words = get_authorization_header(request).split()
-        if not words or words[0].lower() not in TOKEN_KEYWORDS:
+        digest = token_digest(get_authorization_header(request))
+        if digest is None:
             return None
-        if len(words) != 2:
-            raise exceptions.AuthenticationFailed("Authorization header must be 'Token <secret>'.")
-        try:
-            secret = words[1].decode()
-        except UnicodeDecodeError:
-            raise exceptions.AuthenticationFailed("Invalid token.") from None
-        token = _token_with_user(_digest(secret))
-        if token is None or not token.user.is_active:
+        token = _token_with_user(digest)
+        if token is None or not token_accepted(token):
             raise exceptions.AuthenticationFailed("Invalid token.")
-        if (token.is_staff and not token.user.is_staff) or (
-            token.org_id is not None and getattr(token, "member_role", None) is None
-        ):
-            raise exceptions.AuthenticationFailed("Invalid token.")
-        now = timezone.now()
-        if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
-            ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        token_used(token)
         return token.user, token
 
     def authenticate_header(self, request: Request) -> str:
@@ -197,9 +224,15 @@ class CallerThrottle(SimpleRateThrottle):
     duration: int | None
 
     def allow_request(self, request: Request, view: APIView) -> bool:
-        if request.method not in self.methods or self.rate is None:
+        token = request.auth if isinstance(request.auth, ApiToken) else None
+        return self.allow(request.method or "", token=token, user=request.user)
+
+    def allow(self, method: str, *, token: ApiToken | None, user: Any) -> bool:
+        """Whether the caller (a token, else a session's user) may make this request now; if so it is
+        counted. A refusal is not counted: asking again gives the same answer until the window moves."""
+        if method not in self.methods or self.rate is None:
             return True
-        self.key = self.get_cache_key(request, view)
+        self.key = self.caller_key(token=token, user=user)
         if self.key is None or self.num_requests is None or self.duration is None:
             return True
         self.now = self.timer()
@@ -218,10 +251,15 @@ class CallerThrottle(SimpleRateThrottle):
         return max(0.0, self.history[0] + self.duration - self.now)
 
     def get_cache_key(self, request: Request, view: APIView) -> str | None:
-        if isinstance(request.auth, ApiToken):
-            ident = f"token:{request.auth.pk}"
-        elif request.user and request.user.is_authenticated:
-            ident = f"user:{request.user.pk}"
+        token = request.auth if isinstance(request.auth, ApiToken) else None
+        return self.caller_key(token=token, user=request.user)
+
+    def caller_key(self, *, token: ApiToken | None, user: Any) -> str | None:
+        """The Redis key of the caller's log: per token, or per user for a browser session."""
+        if token is not None:
+            ident = f"token:{token.pk}"
+        elif user and user.is_authenticated:
+            ident = f"user:{user.pk}"
         else:
             return None  # refused by authentication anyway
         prefix = settings.CACHES["default"].get("KEY_PREFIX", "")
@@ -264,29 +302,32 @@ def scope_of(request: Request) -> Scope:
     if cached is not None:
         return cached
     token = request.auth if isinstance(request.auth, ApiToken) else None
-    user = request.user
-    if (token is not None and token.is_staff) or (token is None and user.is_staff):
-        scope = Scope(staff=True, org_ids=frozenset(), writable_org_ids=frozenset())
-    else:
-        # The authentication brought an org token's role along (`member_role`); look it up only if it did
-        # not. The queryset is built only when it runs: building one costs a status read 7% of its time.
-        org_id: int | None = token.org_id if token is not None else None
-        role = getattr(token, "member_role", None) if org_id is not None else None
-        pairs: list[tuple[int, str]]
-        if org_id is not None and role:
-            pairs = [(org_id, role)]
-        else:
-            memberships = Membership.objects.filter(user_id=user.pk or 0)
-            if org_id is not None:
-                memberships = memberships.filter(org_id=org_id)
-            pairs = list(memberships.values_list("org_id", "role"))
-        scope = Scope(
-            staff=False,
-            org_ids=frozenset(org_id for org_id, _ in pairs),
-            writable_org_ids=frozenset(org_id for org_id, role in pairs if role != Membership.Role.VIEWER),
-        )
+    scope = scope_for(token=token, user=request.user)
     request._fairsched_scope = scope  # type: ignore[attr-defined]
     return scope
+
+
+def scope_for(*, token: ApiToken | None, user: Any) -> Scope:
+    """The scope of a caller: its token if it came with one (else a session's user); `scope_of`'s rules."""
+    if (token is not None and token.is_staff) or (token is None and user.is_staff):
+        return Scope(staff=True, org_ids=frozenset(), writable_org_ids=frozenset())
+    # The authentication brought an org token's role along (`member_role`); look it up only if it did
+    # not. The queryset is built only when it runs: building one costs a status read 7% of its time.
+    org_id: int | None = token.org_id if token is not None else None
+    role = getattr(token, "member_role", None) if org_id is not None else None
+    pairs: list[tuple[int, str]]
+    if org_id is not None and role:
+        pairs = [(org_id, role)]
+    else:
+        memberships = Membership.objects.filter(user_id=user.pk or 0)
+        if org_id is not None:
+            memberships = memberships.filter(org_id=org_id)
+        pairs = list(memberships.values_list("org_id", "role"))
+    return Scope(
+        staff=False,
+        org_ids=frozenset(org_id for org_id, _ in pairs),
+        writable_org_ids=frozenset(org_id for org_id, role in pairs if role != Membership.Role.VIEWER),
+    )
 
 
 def visible_org_ids(request: Request) -> frozenset[int] | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -10,7 +11,7 @@ from rest_framework.test import APIClient
 
 from charts.models import Chart
 from common import events
-from orgs.access import api_token_issue
+from orgs.access import CallerReadThrottle, CallerWriteThrottle, api_token_issue
 from tests.conftest import Tenants
 from tests.factories import ChartFactory
 
@@ -64,3 +65,15 @@ def chart_a(tenants: Tenants) -> Chart:
 @pytest.fixture
 def chart_b(tenants: Tenants) -> Chart:
     return ChartFactory(org=tenants.org_b, workflow=tenants.workflow, external_id="b-1", position=1)
+
+
+@pytest.fixture
+def low_rates(monkeypatch: pytest.MonkeyPatch, settings: Any) -> None:
+    """Three writes and five reads a minute. The counts live in Redis, which outlives the test
+    database: a run started within a minute of another reuses its token and user ids, so each test
+    counts under a key prefix of its own."""
+    default = settings.CACHES["default"]
+    settings.CACHES = {**settings.CACHES, "default": {**default, "KEY_PREFIX": f"throttle-test-{uuid.uuid4().hex}"}}
+    rates = {"read": "5/min", "write": "3/min"}
+    monkeypatch.setattr(CallerReadThrottle, "THROTTLE_RATES", rates)
+    monkeypatch.setattr(CallerWriteThrottle, "THROTTLE_RATES", rates)

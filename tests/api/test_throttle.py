@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
@@ -12,20 +10,8 @@ from rest_framework.test import APIClient
 
 from charts.models import Chart
 from fairsched.settings import env_rate
-from orgs.access import CallerReadThrottle, CallerWriteThrottle, api_token_issue
+from orgs.access import api_token_issue
 from tests.conftest import Tenants
-
-
-@pytest.fixture
-def low_rates(monkeypatch: pytest.MonkeyPatch, settings: Any) -> None:
-    """Three writes and five reads a minute. The counts live in Redis, which outlives the test
-    database: a run started within a minute of another reuses its token and user ids, so each test
-    counts under a key prefix of its own."""
-    default = settings.CACHES["default"]
-    settings.CACHES = {**settings.CACHES, "default": {**default, "KEY_PREFIX": f"throttle-test-{uuid.uuid4().hex}"}}
-    rates = {"read": "5/min", "write": "3/min"}
-    monkeypatch.setattr(CallerReadThrottle, "THROTTLE_RATES", rates)
-    monkeypatch.setattr(CallerWriteThrottle, "THROTTLE_RATES", rates)
 
 
 def submit(client: APIClient, external_id: str) -> int:
