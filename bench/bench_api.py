@@ -151,6 +151,49 @@ submits/s and a paced p95 of 14 ms. With the other engineers' runs on the same t
 controls (at ~3 ms a status read, 350 req/s take about one core in the web workers; PostgreSQL, Redis
 and the 50 client threads share the other). Bulk ingest (the COPY path, unchanged) moved 3.7k-12.7k
 charts/s in these runs: noise, not a change.
+
+Issue 14 item 5, the status read again (2026-11-30, 20:50-21:40 UTC, load average 5 rising to 20: five
+other engineers' suites on the same two cores). cProfile (thread CPU timer) and pyinstrument over the
+WSGI handler in process, 2,000 status reads of a 10,100-chart org, then the ASGI application driven in
+process; shares of the profiled CPU of one read (a099fde):
+
+- Django's handler and middleware before the view: ~33% (django-csp builds its header from the
+  settings on every response, twice: 8%; URL resolution through the router's patterns: 4%).
+- DRF's machinery around the work: ~15% (Request wrapping, content negotiation 3.5%, the permission
+  and throttle loops, finalize_response, the TemplateResponse rendering).
+- Token lookup 19% and chart read 18%: each a round trip, most of it psycopg and Django's cursor
+  wrapper; PostgreSQL plans each statement anew (warm: ~0.2 ms of planning, 0.05 ms executing).
+- The throttle: one Redis round trip (EVALSHA) already, 10%; the serializer 8%.
+- Under ASGI (uvicorn's worker) ~1.2 ms more a read than the WSGI handler: the event loop, the
+  request's own thread (asgiref's per-request ThreadSensitiveContext starts one: ~0.13 ms) and the
+  hand-overs.
+
+What changed: `charts/status_api.py` answers a plain token read (GET, no query string, a JSON Accept)
+without DRF's generic machinery, in one statement (the token with its user and role, and the chart with
+its org, workflow and plan), with the same checks through the same functions (`token_accepted`,
+`token_used`, `CallerReadThrottle.allow`, `scope_for`) and the same bytes (`ChartDetailSerializer`,
+`JSONRenderer`, `Vary` and `Allow`: tests/api/test_status_read.py). Anything else goes to the viewset.
+No token cache: a revoked token, a member who left, a deactivated user is refused on the next read.
+
+In process, the old code (a099fde) and this one alternately, five runs each of 1,000 reads, CPU of the
+process a read (median, min):
+
+    WSGI handler:      2.58 (2.51) -> 2.06 (1.98) ms
+    ASGI application:  4.14 (3.72) -> 3.28 (2.87) ms; wall 12.1 -> 8.8 ms (one round trip fewer)
+
+Through the server (`--single 300 --bulk-requests 3 --pace 0.5`, three pairs, 21:22-21:32, load average
+10-20): status back to back old 148, 81, 108 req/s, new 102, 120, 68 req/s; web CPU old 4.57, 4.08,
+4.50 ms, new 4.83, 3.53, 4.24 ms a read. At that load the figures are the other processes' and move by
+50% run to run; the in-process CPU above is the comparison. Single submit was not changed (27-54
+charts/s, web CPU 9-11 ms a chart in the same runs): a submit holds 5 statements and a commit, ~60 ms
+of wall time at this load against ~8 ms of CPU, so ten clients wait on PostgreSQL. Tried and dropped:
+the org's lock taken FOR SHARE when it has no queue limit (submits of one org would not queue behind
+each other): no change measurable here (40 vs 51 charts/s, noise).
+
+Not done, the next causes in order: the ASGI hand-overs (a worker thread pool instead of asgiref's
+thread per request, with `close_old_connections` around each request); django-csp's header built once
+(a constant policy); the single submit's input serializer building its fields per request (7% of a
+submit's profiled CPU) and its two reads before the transaction (org, workflows).
 """
 
 from __future__ import annotations
