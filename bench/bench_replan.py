@@ -1,8 +1,8 @@
 """Replan pass on PostgreSQL: load + plan + persist, with 10k and 100k queued charts.
 
 Run: `.venv/bin/python bench/bench_replan.py [--sizes 10000,100000]`. It uses its own database
-(`fairsched_bench_replan` on the server of DATABASE_URL, created and dropped here), 500 orgs, budget
-200. Each size: a warm pass, then the best of three passes, each split into load, plan and persist.
+(`<name>_bench_replan` beside the database `<name>` of DATABASE_URL, created and dropped here), 500
+orgs, budget 200. Each size: a warm pass, then the best of three passes, each split into load, plan and persist.
 """
 
 # Where the time goes (issue #17; 2-core machine shared with other sessions, load average 5-8, so
@@ -45,11 +45,11 @@ import os
 import sys
 from pathlib import Path
 
-from backlog import run_at_sizes, seed_backlog, use_database
+from backlog import BASE_URL, run_at_sizes, seed_backlog, use_database
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-BENCH_DB = "fairsched_bench_replan"
+BENCH_DB = BASE_URL.rsplit("/", 1)[1] + "_bench_replan"  # one per engineer's DATABASE_URL
 use_database(BENCH_DB)
 
 
