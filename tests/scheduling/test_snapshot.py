@@ -177,9 +177,8 @@ def test_the_active_charts_are_read_as_aligned_columns_with_their_nulls(tenants:
     }
     # Every column is aligned with the ids; times are exactly the core's seconds (`to_seconds`).
     stored = {chart.pk: chart for chart in Chart.objects.filter(pk__in=rows)}
-    assert [(stored[i].org_id, stored[i].workflow_id, to_seconds(stored[i].created_at)) for i in charts.id.tolist()] == [
-        *zip(charts.org_id.tolist(), charts.workflow_id.tolist(), charts.created.tolist(), strict=True)
-    ]
+    expected = [(stored[i].org_id, stored[i].workflow_id, to_seconds(stored[i].created_at)) for i in charts.id.tolist()]
+    assert expected == [*zip(charts.org_id.tolist(), charts.workflow_id.tolist(), charts.created.tolist(), strict=True)]
     waiting = charts.where(charts.waiting)
     assert sorted(waiting.id.tolist()) == sorted(list(rows)[:3])
 
