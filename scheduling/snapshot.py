@@ -14,13 +14,11 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from itertools import compress
-from typing import ClassVar
 
 import numpy as np
-import psycopg
 from django.conf import settings
 from django.db import connection
-from django.db.models import Count, FloatField, Func, Q
+from django.db.models import Count, F, FloatField, Func, Q
 from django.utils import timezone
 from numpy.typing import NDArray
 
@@ -45,8 +43,8 @@ class Epoch(Func):
     """Seconds since the Unix epoch of a timestamp column, as a float (the core's clock).
 
     `date_part` divides the microseconds by 10^6 in float8 arithmetic, one rounding: the same value
-    as `EXTRACT(EPOCH ...)::float8`, which computes it exactly as a numeric and then rounds, at half
-    the server's time (issue 17, `bench/bench_replan.py`)."""
+    as `EXTRACT(EPOCH ...)::float8`, which computes it exactly as a numeric and then rounds, and as
+    `to_seconds` of the stored time, at half the server's time (issue 17, `bench/bench_replan.py`)."""
 
     template = "date_part('epoch', %(expressions)s)"
     output_field = FloatField()
@@ -373,10 +371,22 @@ def load_snapshot(*, now: datetime | None = None) -> Snapshot:
     durations = Durations.load()
     sigma: dict[str, float] = {}  # log sigma of each chart's duration, by core id: its ETA band's spread
 
-    charts = load_active_charts()
-    waiting = charts.where(charts.waiting)
-    org_ids, workflow_ids = waiting.org_id.tolist(), waiting.workflow_id.tolist()
-    available_at = _optional(waiting.available_at)
+    # Waiting and in-flight charts come from one statement, so one consistent view of the table: a
+    # chart claimed while the snapshot is read is either still waiting or already in flight, never both.
+    # Unsorted: the plan does not depend on the order the charts come in (a property of the core's
+    # tests), so the server need not sort the whole queue.
+    charts = Chart.objects.filter(state__in=ACTIVE_STATES).order_by().values_list(
+        "id", "org_id", "workflow_id", Epoch("created_at"), Epoch("available_at"), "high_priority", "priority",
+        "state", "attempt", "cost", Epoch(_started()),
+    )  # fmt: skip
+    # The hot path of a big backlog: plain tuples from the driver, then whole columns at once.
+    sql, params = charts.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    waiting_rows = [row for row in rows if row[7] in QUEUE_STATES]
+    columns = list(zip(*waiting_rows, strict=True)) if waiting_rows else [()] * 11
+    ids, org_ids, workflow_ids, created, available_at, high, priority, states, attempts = columns[:9]
     # Cost and expected duration are looked up once per (org, workflow) pair; each chart takes its
     # pair's through one numpy index.
     pair_of, pair_list = _pair_codes(org_ids, workflow_ids)
@@ -385,17 +395,18 @@ def load_snapshot(*, now: datetime | None = None) -> Snapshot:
     pair_mean, pair_spread = pair_duration[:, 0], pair_duration[:, 1]
     org_of = {org_id: org_key(org_id) for org_id in set(org_ids)}
     spent = attempts_before_retry(ChartState.QUEUED)  # the same for every state in the queue (`is_retry`)
+    paused_state = ChartState.PAUSED.value
     queued = core.QueueColumns(
-        id=list(map(chart_key, waiting.id.tolist())),
+        id=[chart_key(chart_id) for chart_id in ids],
         org=list(map(org_of.__getitem__, org_ids)),
-        created=waiting.created.tolist(),
+        created=list(created),
         avg=pair_mean[pair_of].tolist(),
         cost=pair_cost[pair_of].tolist(),
-        high_priority=waiting.high_priority.tolist(),
-        paused=(waiting.state == ActiveCharts.STATES.index(ChartState.PAUSED)).tolist(),
-        priority=waiting.priority.tolist(),
+        high_priority=list(high),
+        paused=[state == paused_state for state in states],
+        priority=list(priority),
         available_at=list(available_at),
-        retry=(waiting.attempt > spent).tolist(),
+        retry=[attempt > spent for attempt in attempts],
     )
     provider_paused: frozenset[str] = frozenset()
     if costs.pauses:
@@ -412,17 +423,9 @@ def load_snapshot(*, now: datetime | None = None) -> Snapshot:
     sigma.update(zip(compress(queued.id, spread_known.tolist()), spreads[spread_known].tolist(), strict=True))
 
     running: list[core.RunningChart] = []
-    in_flight = charts.where(~charts.waiting)
-    for chart_id, org_id, workflow_id, state, attempt, cost, started in zip(
-        in_flight.id.tolist(),
-        in_flight.org_id.tolist(),
-        in_flight.workflow_id.tolist(),
-        in_flight.state.tolist(),
-        in_flight.attempt.tolist(),
-        in_flight.cost.tolist(),
-        _optional(in_flight.started),
-        strict=True,
-    ):
+    for chart_id, org_id, workflow_id, *_, state, attempt, cost, started in rows:
+        if state in QUEUE_STATES:
+            continue
         mean, spread = durations.of(org_id, workflow_id)
         key = chart_key(chart_id)
         running.append(
@@ -432,7 +435,7 @@ def load_snapshot(*, now: datetime | None = None) -> Snapshot:
                 started=started if started is not None else to_seconds(now),
                 avg=mean,
                 cost=cost or costs.of(org_id, workflow_id),
-                retry=is_retry(state=ActiveCharts.STATES[state], attempt=attempt),
+                retry=is_retry(state=state, attempt=attempt),
             )
         )
         if spread:
@@ -462,99 +465,10 @@ def load_snapshot(*, now: datetime | None = None) -> Snapshot:
         scenario=scenario,
         config=config,
         org_slugs=slugs,
-        queued_workflow=workflow_ids,
+        queued_workflow=list(workflow_ids),
         round_under_way=round_under_way,
         provider_paused=provider_paused,
     )
-
-
-@dataclass(frozen=True)
-class ActiveCharts:
-    """The active charts (waiting and in flight) as one numpy array per column, aligned: what the
-    replan reads of a backlog of any size (`load_active_charts`). NaN marks a time that is NULL,
-    0 a cost not recorded (a cost is at least 1)."""
-
-    # Each chart's state as its index in this tuple.
-    STATES: ClassVar[tuple[str, ...]] = tuple(state.value for state in ACTIVE_STATES)
-
-    id: NDArray[np.int64]
-    org_id: NDArray[np.int64]
-    workflow_id: NDArray[np.int64]
-    created: NDArray[np.float64]
-    available_at: NDArray[np.float64]
-    high_priority: NDArray[np.bool_]
-    priority: NDArray[np.int64]
-    state: NDArray[np.int64]
-    attempt: NDArray[np.int64]
-    cost: NDArray[np.int64]
-    started: NDArray[np.float64]  # an in-flight chart's run start, or its claim until it starts
-
-    @property
-    def waiting(self) -> NDArray[np.bool_]:
-        """Which charts wait in the queue (the rest are in flight)."""
-        return np.isin(self.state, [self.STATES.index(state) for state in QUEUE_STATES])
-
-    def where(self, rows: NDArray[np.bool_]) -> ActiveCharts:
-        return ActiveCharts(**{name: getattr(self, name)[rows] for name in _ACTIVE_COLUMNS})
-
-
-# Each column of `ActiveCharts`: the SQL that gives its value in the send format of its type (NULLs
-# replaced), and that format as numpy reads it.
-_ACTIVE_COLUMNS = {
-    "id": ("int8send(id)", ">i8"),
-    "org_id": ("int8send(org_id)", ">i8"),
-    "workflow_id": ("int8send(workflow_id)", ">i8"),
-    "created": ("float8send(date_part('epoch', created_at))", ">f8"),
-    "available_at": ("float8send(COALESCE(date_part('epoch', available_at), 'NaN'))", ">f8"),
-    "high_priority": ("boolsend(high_priority)", "?"),
-    "priority": ("int4send(priority)", ">i4"),
-    "state": ("int2send((array_position(%(states)s::text[], state::text) - 1)::int2)", ">i2"),
-    "attempt": ("int4send(attempt)", ">i4"),
-    "cost": ("int4send(COALESCE(cost, 0))", ">i4"),
-    "started": ("float8send(COALESCE(date_part('epoch', COALESCE(started_at, claimed_at)), 'NaN'))", ">f8"),
-}
-
-
-def load_active_charts() -> ActiveCharts:
-    """Read every active chart, as whole columns, in one statement. Steps:
-
-    1. One aggregate per column concatenates each chart's value in its type's binary send format
-       (the form PostgreSQL itself sends): one bytea per column, whatever the number of charts. The
-       aggregates of one statement see the rows in one order (with parallel workers, the leader
-       combines each worker's states of all aggregates together), so the columns stay aligned.
-    2. Each bytea is read as one numpy array: no Python object per value, no text to parse.
-
-    One statement, so one consistent view of the table: a chart claimed while it is read is either
-    still waiting or already in flight, never both. Unsorted: the plan does not depend on the order
-    the charts come in (a property of the core's tests). Before (issue 17): a query of 100k rows read
-    as 1.1M Python values and transposed, 3-5 times the time of this one on the client.
-    """
-    aggregates = ", ".join(f"string_agg({send}, '')" for send, _ in _ACTIVE_COLUMNS.values())
-    sql = (
-        f"SELECT {aggregates} FROM {Chart._meta.db_table}"  # noqa: S608
-        " WHERE state = ANY(%(states)s::text[])"
-    )
-    # Binary results need a cursor that binds its parameters on the server (Django's binds them itself).
-    connection.ensure_connection()
-    with psycopg.Cursor(connection.connection) as cursor:
-        cursor.execute(sql, {"states": list(ActiveCharts.STATES)}, binary=True)
-        values = cursor.fetchone() or [None] * len(_ACTIVE_COLUMNS)  # (an aggregate gives one row)
-    return ActiveCharts(
-        **{
-            name: np.frombuffer(value or b"", dtype=wire).astype(_NATIVE[wire])
-            for (name, (_, wire)), value in zip(_ACTIVE_COLUMNS.items(), values, strict=True)
-        }
-    )
-
-
-_NATIVE = {">i8": np.int64, ">i4": np.int64, ">i2": np.int64, ">f8": np.float64, "?": np.bool_}
-
-
-def _optional(times: NDArray[np.float64]) -> list[float | None]:
-    """The times as floats, NaN as None."""
-    values = times.astype(object)
-    values[np.isnan(times)] = None
-    return values.tolist()
 
 
 def _pair_codes(org_ids: Sequence[int], workflow_ids: Sequence[int]) -> tuple[NDArray[np.intp], list[tuple[int, int]]]:
@@ -639,3 +553,8 @@ def recent_history(
     first = Chart.objects.order_by("created_at").values_list(Epoch("created_at"), flat=True).first()
     start = to_seconds(since) if first is None else max(to_seconds(since), first)
     return core.History(submissions=submissions, since=min(start, to_seconds(now)), decay=window)
+
+
+def _started() -> Func:
+    """When an in-flight chart started: its run's start, or its claim while it is being dispatched."""
+    return Func(F("started_at"), F("claimed_at"), function="COALESCE")

@@ -3,7 +3,6 @@ a retry, shared by the replan's scenario and the dispatch pass."""
 
 from __future__ import annotations
 
-import math
 from datetime import timedelta
 
 import pytest
@@ -12,11 +11,10 @@ from django.utils import timezone
 from charts.models import Chart, ChartState, is_retry
 from orgs.models import ProviderPause, WorkflowCost
 from scheduling.snapshot import (
-    ActiveCharts,
+    Epoch,
     InFlightRun,
     chart_ids,
     chart_key,
-    load_active_charts,
     load_dispatch_view,
     load_snapshot,
     to_seconds,
@@ -126,63 +124,11 @@ def test_pairs_are_numbered_alike_whether_or_not_their_ids_fit_one_integer() -> 
     assert _pair_codes([], [])[1] == []
 
 
-def test_the_active_charts_are_read_as_aligned_columns_with_their_nulls(tenants: Tenants) -> None:
-    now = timezone.now().replace(microsecond=123457)  # times to the microsecond, as stored
-    later, earlier = now + timedelta(seconds=30, microseconds=1), now - timedelta(minutes=2, microseconds=999_999)
-    other = WorkflowFactory(name="other")
-    rows = {
-        ChartFactory(org=tenants.org_a, workflow=tenants.workflow, created_at=earlier).pk: (
-            ChartState.QUEUED, None, False, 0, 0, None, None,
-        ),
-        ChartFactory(
-            org=tenants.org_b, workflow=other, state=ChartState.RETRY_WAIT, available_at=later, attempt=2,
-            high_priority=True, priority=-3, created_at=now,
-        ).pk: (ChartState.RETRY_WAIT, later, True, -3, 2, None, None),
-        ChartFactory(org=tenants.org_a, workflow=other, state=ChartState.PAUSED, priority=7, created_at=now).pk: (
-            ChartState.PAUSED, None, False, 7, 0, None, None,
-        ),
-        ChartFactory(
-            org=tenants.org_b, workflow=tenants.workflow, state=ChartState.DISPATCHING, attempt=1, cost=3,
-            claimed_at=earlier, created_at=earlier,
-        ).pk: (ChartState.DISPATCHING, None, False, 0, 1, 3, earlier),
-        ChartFactory(
-            org=tenants.org_a, workflow=tenants.workflow, state=ChartState.RUNNING, attempt=1, cost=2,
-            claimed_at=earlier, started_at=now, created_at=earlier,
-        ).pk: (ChartState.RUNNING, None, False, 0, 1, 2, now),
-    }  # fmt: skip
-    ChartFactory(org=tenants.org_a, workflow=tenants.workflow, state=ChartState.SUCCEEDED)  # not active
-
-    charts = load_active_charts()
-
-    def seconds(values: object) -> list[float | None]:
-        return [None if math.isnan(value) else value for value in values]  # type: ignore[attr-defined]
-
-    read = {
-        chart_id: (ActiveCharts.STATES[state], available, high, priority, attempt, cost or None, started)
-        for chart_id, state, available, high, priority, attempt, cost, started in zip(
-            charts.id.tolist(),
-            charts.state.tolist(),
-            seconds(charts.available_at),
-            charts.high_priority.tolist(),
-            charts.priority.tolist(),
-            charts.attempt.tolist(),
-            charts.cost.tolist(),
-            seconds(charts.started),
-            strict=True,
-        )
-    }
-    assert read == {
-        chart_id: (state, available and to_seconds(available), *values, started and to_seconds(started))
-        for chart_id, (state, available, *values, started) in rows.items()
-    }
-    # Every column is aligned with the ids; times are exactly the core's seconds (`to_seconds`).
-    stored = {chart.pk: chart for chart in Chart.objects.filter(pk__in=rows)}
-    expected = [(stored[i].org_id, stored[i].workflow_id, to_seconds(stored[i].created_at)) for i in charts.id.tolist()]
-    assert expected == [*zip(charts.org_id.tolist(), charts.workflow_id.tolist(), charts.created.tolist(), strict=True)]
-    waiting = charts.where(charts.waiting)
-    assert sorted(waiting.id.tolist()) == sorted(list(rows)[:3])
-
-
-def test_no_active_chart_is_empty_columns() -> None:
-    charts = load_active_charts()
-    assert len(charts.id) == len(charts.started) == 0
+def test_epoch_is_the_core_s_seconds_of_the_stored_time_to_the_bit(tenants: Tenants) -> None:
+    now = timezone.now()
+    moments = [now.replace(microsecond=micros) for micros in (0, 1, 123_457, 500_000, 999_999)]
+    for moment in moments:
+        ChartFactory(org=tenants.org_a, workflow=tenants.workflow, created_at=moment)
+    read = Chart.objects.annotate(seconds=Epoch("created_at")).values_list("created_at", "seconds")
+    assert sorted(read) == sorted((moment, to_seconds(moment)) for moment in moments)
+    assert all(type(seconds) is float for _, seconds in read)
