@@ -94,9 +94,9 @@ def _build_next_plan(plan: core.Plan, *, provider_paused: frozenset[str]) -> lis
     """Build the next plan table aside, holding this plan, and return the plan table's indexes that
     it was given. Steps:
 
-    1. Encode every chart's row (position, start, ETA and band, why it waits) as one binary COPY
+    1. Encode every chart's row (position, start, ETA and band, why it waits) as a binary COPY
        stream, from whole columns (`scheduling.copy_binary`): times go in PostgreSQL's own form,
-       nothing is formatted.
+       nothing is formatted, and each piece is written as the array that holds it.
     2. Create the next table like the plan table (columns, defaults, checks; no indexes), unlogged,
        and COPY the rows in, frozen (the table is new in this transaction): no reader has to set hint
        bits on them and vacuum has nothing to freeze.
@@ -134,7 +134,8 @@ def _build_next_plan(plan: core.Plan, *, provider_paused: frozenset[str]) -> lis
         with cursor.connection.cursor().copy(
             f"COPY {NEXT_PLAN_TABLE} ({columns}) FROM STDIN (FORMAT binary, FREEZE)"
         ) as copy:
-            copy.write(copy_binary.encode(list(rows.values())))
+            for chunk in copy_binary.chunks(list(rows.values())):
+                copy.write(chunk)
         for index in indexes:
             cursor.execute(index.create_on(NEXT_PLAN_TABLE))
             if index.constraint:
