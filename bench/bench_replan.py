@@ -66,6 +66,9 @@ orgs, budget 200. Each size: a warm pass, then the best of three passes, each sp
 #   what it spares is I/O. A server crash empties the table until the next replan. And the COPY
 #   stream written as views of its record arrays (`copy_binary.chunks`) instead of one bytes object
 #   that psycopg then slices: client CPU at 1M 0.22 -> 0.15 s, nothing at 100k.
+# - This bench at 100k, main (a099fde) and this branch back to back three times, 21:38-21:43, load
+#   average 8-10: main 2.55, 2.36, 3.07 s (persist 0.68, 0.78, 0.76), branch 2.39, 2.40, 2.77 s
+#   (persist 0.71, 0.60, 0.78): within the noise of this machine, as the CPU counts above say.
 # - Not done, what would close 1M: a diff persist does not pay while every ETA moves with the clock
 #   (see above); the spread passed to the core as a column aligned with the queue instead of a dict
 #   (needs a change in scheduling/core's `spreads`), chart keys kept as integers through the core.
