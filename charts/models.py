@@ -190,7 +190,9 @@ class ChartPlan(models.Model):
 
     Each replan builds a new table like this one and swaps it in under this name
     (`scheduling.replan`): its columns, defaults, checks and indexes (as the catalog has them) carry
-    over, so migrations change it as any table; grants and storage parameters do not.
+    over, so migrations change it as any table; grants and storage parameters do not. It is unlogged
+    (no WAL: a crash of the database server empties it until the next replan; see
+    `scheduling.replan._build_next_plan`).
     """
 
     chart = models.OneToOneField(

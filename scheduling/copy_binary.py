@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -82,13 +82,21 @@ def _nulls(values: Sequence[object]) -> npt.NDArray[np.bool_]:
 
 
 def encode(columns: Sequence[Column]) -> bytes:
-    """The whole COPY stream (`COPY table (columns) FROM STDIN (FORMAT binary)`) of the rows. Steps:
+    """The whole COPY stream (`COPY table (columns) FROM STDIN (FORMAT binary)`) of the rows, as one
+    bytes object (`chunks`, joined)."""
+    return b"".join(chunks(columns))
+
+
+def chunks(columns: Sequence[Column]) -> Iterator[bytes | memoryview]:
+    """The COPY stream of the rows in pieces, for `Copy.write` one by one. Steps:
 
     1. Give each row its layout: which of its fields are NULL, and which label each text field has.
     2. For each layout, build one record array of its rows (field count, then each field's length and
-       value; a NULL field is its length, -1, alone) and take its bytes.
-    3. Join them between the header and the trailer. Rows come out grouped by layout: COPY keeps no
-       order, and a table has none.
+       value; a NULL field is its length, -1, alone) and yield a view of its memory: nothing is copied
+       to bytes, nor joined, nor sliced for libpq (at 1M rows 0.15 s of CPU against 0.22 s for one
+       bytes object: `bench/bench_replan.py`).
+    3. The header first, the trailer last. Rows come out grouped by layout: COPY keeps no order, and a
+       table has none.
     """
     rows = len(columns[0].values) if columns else 0
     layout = np.zeros(rows, dtype=np.int64)
@@ -97,18 +105,17 @@ def encode(columns: Sequence[Column]) -> bytes:
         part = column.values if column.kind == "text" else column.null
         if part is not None:
             layout = layout * choices + part
-    chunks = [HEADER]
+    yield HEADER
     order = np.argsort(layout, kind="stable")
     _, starts = np.unique(layout[order], return_index=True)
     for index, start in enumerate(starts):
         end = starts[index + 1] if index + 1 < len(starts) else rows
-        chunks.append(_records(columns, order[start:end]))
-    chunks.append(TRAILER)
-    return b"".join(chunks)
+        yield _records(columns, order[start:end]).view(np.uint8).data
+    yield TRAILER
 
 
-def _records(columns: Sequence[Column], members: npt.NDArray[np.intp]) -> bytes:
-    """The rows `members`, which share one layout, as one record array's bytes."""
+def _records(columns: Sequence[Column], members: npt.NDArray[np.intp]) -> npt.NDArray[np.void]:
+    """The rows `members`, which share one layout, as one record array."""
     first = members[0]
     fields: list[tuple[str, str]] = [("count", ">i2")]
     values: dict[str, object] = {"count": len(columns)}
@@ -130,4 +137,4 @@ def _records(columns: Sequence[Column], members: npt.NDArray[np.intp]) -> bytes:
     records = np.empty(len(members), dtype=np.dtype(fields))
     for name, field_values in values.items():
         records[name] = field_values
-    return records.tobytes()
+    return records

@@ -94,12 +94,12 @@ def _build_next_plan(plan: core.Plan, *, provider_paused: frozenset[str]) -> lis
     """Build the next plan table aside, holding this plan, and return the plan table's indexes that
     it was given. Steps:
 
-    1. Encode every chart's row (position, start, ETA and band, why it waits) as one binary COPY
+    1. Encode every chart's row (position, start, ETA and band, why it waits) as a binary COPY
        stream, from whole columns (`scheduling.copy_binary`): times go in PostgreSQL's own form,
-       nothing is formatted.
-    2. Create the next table like the plan table (columns, defaults, checks; no indexes) and COPY the
-       rows in, frozen (the table is new in this transaction): no reader has to set hint bits on
-       them and vacuum has nothing to freeze.
+       nothing is formatted, and each piece is written as the array that holds it.
+    2. Create the next table like the plan table (columns, defaults, checks; no indexes), unlogged,
+       and COPY the rows in, frozen (the table is new in this transaction): no reader has to set hint
+       bits on them and vacuum has nothing to freeze.
     3. Build each index of the plan table on it (read from the catalog, so a migration that adds one
        is followed), each in one sort.
 
@@ -107,6 +107,13 @@ def _build_next_plan(plan: core.Plan, *, provider_paused: frozenset[str]) -> lis
     every position, time shifts every ETA behind a free or overdue slot), and an UPDATE of 100k rows
     costs several times the COPY and index builds of a fresh table (see `bench/bench_replan.py`).
     Nobody else reads or locks the next table, so building it holds up no reader, transition or claim.
+
+    Why unlogged: the plan is derived data, rebuilt whole by every replan, and writing it to the WAL
+    (every row, then every index page again) was a third of the persist's time (issue 17,
+    `bench/bench_replan.py`). The price: a crash of the PostgreSQL server (not of a replan, whose
+    transaction just rolls back, leaving the old plan) empties the table; until the next replan,
+    at most `SchedulerConfig.replan_interval` later, charts show no plan and dispatch waits. Nor is an
+    unlogged table on a streaming replica: the plan is read from the primary.
     """
     rows = _plan_rows(plan, provider_paused=provider_paused)
     with connection.cursor() as cursor:
@@ -119,7 +126,7 @@ def _build_next_plan(plan: core.Plan, *, provider_paused: frozenset[str]) -> lis
         )
         indexes = [PlanIndex(*row) for row in cursor.fetchall()]
         cursor.execute(
-            f"CREATE TABLE {NEXT_PLAN_TABLE} (LIKE {PLAN_TABLE} INCLUDING ALL EXCLUDING INDEXES)"
+            f"CREATE UNLOGGED TABLE {NEXT_PLAN_TABLE} (LIKE {PLAN_TABLE} INCLUDING ALL EXCLUDING INDEXES)"
             # It lives until the next replan: nothing for autovacuum to do but collide with the swap.
             " WITH (autovacuum_enabled = false)"
         )
@@ -127,7 +134,8 @@ def _build_next_plan(plan: core.Plan, *, provider_paused: frozenset[str]) -> lis
         with cursor.connection.cursor().copy(
             f"COPY {NEXT_PLAN_TABLE} ({columns}) FROM STDIN (FORMAT binary, FREEZE)"
         ) as copy:
-            copy.write(copy_binary.encode(list(rows.values())))
+            for chunk in copy_binary.chunks(list(rows.values())):
+                copy.write(chunk)
         for index in indexes:
             cursor.execute(index.create_on(NEXT_PLAN_TABLE))
             if index.constraint:

@@ -40,9 +40,13 @@ from scheduling.models import SchedulerConfig
 
 
 class Epoch(Func):
-    """Seconds since the Unix epoch of a timestamp column, as a float (the core's clock)."""
+    """Seconds since the Unix epoch of a timestamp column, as a float (the core's clock).
 
-    template = "EXTRACT(EPOCH FROM %(expressions)s)::double precision"
+    `date_part` divides the microseconds by 10^6 in float8 arithmetic, one rounding: the same value
+    as `EXTRACT(EPOCH ...)::float8`, which computes it exactly as a numeric and then rounds, and as
+    `to_seconds` of the stored time, at half the server's time (issue 17, `bench/bench_replan.py`)."""
+
+    template = "date_part('epoch', %(expressions)s)"
     output_field = FloatField()
 
 

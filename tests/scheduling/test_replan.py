@@ -409,3 +409,45 @@ def test_positions_follow_the_order_whichever_way_the_plan_lists_its_charts() ->
         column = replan._positions(ids, order)
         places = [None if column.null is not None and column.null[i] else int(column.values[i]) for i in range(3)]
         assert places == [order.index(chart_id) if chart_id in order else None for chart_id in ids]
+
+
+def _plan_table_persistence() -> list[str]:
+    """relpersistence of every table named like the plan table (u: unlogged)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT relpersistence FROM pg_class WHERE relkind = 'r' AND relname LIKE %s",
+            [ChartPlan._meta.db_table + "%"],
+        )
+        return [persistence for (persistence,) in cursor.fetchall()]
+
+
+def test_the_plan_table_is_unlogged_from_its_migration_and_after_each_replan(backlog: tuple[Org, Org]) -> None:
+    assert _plan_table_persistence() == ["u"]
+    plan_refresh()
+    assert _plan_table_persistence() == ["u"]
+
+
+@pytest.mark.parametrize("failing_step", ["sample", "swap"])
+def test_a_replan_that_fails_before_its_commit_leaves_the_old_plan_whole(
+    backlog: tuple[Org, Org], monkeypatch: pytest.MonkeyPatch, failing_step: str
+) -> None:
+    _acme, beta = backlog
+    plan_refresh()
+    before = _plan_rows()
+    Org.objects.filter(pk=beta.pk).update(weight=5)  # the next plan differs
+
+    def fail(*args: object, **kwargs: object) -> None:
+        if failing_step == "swap":  # halfway through the swap: the plan table is gone
+            with connection.cursor() as cursor:
+                cursor.execute(f"DROP TABLE {ChartPlan._meta.db_table}")
+        raise RuntimeError("the replan's process died here")
+
+    monkeypatch.setattr(replan, "_write_sample" if failing_step == "sample" else "_swap_in_next_plan", fail)
+    with pytest.raises(RuntimeError):
+        plan_refresh()
+
+    assert _plan_rows() == before
+    assert _plan_table_persistence() == ["u"]  # and no next table left aside
+    monkeypatch.undo()
+    plan_refresh()
+    assert _plan_rows() != before

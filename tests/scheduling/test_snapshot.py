@@ -8,9 +8,17 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from charts.models import ChartState, is_retry
+from charts.models import Chart, ChartState, is_retry
 from orgs.models import ProviderPause, WorkflowCost
-from scheduling.snapshot import InFlightRun, chart_ids, chart_key, load_dispatch_view, load_snapshot, to_seconds
+from scheduling.snapshot import (
+    Epoch,
+    InFlightRun,
+    chart_ids,
+    chart_key,
+    load_dispatch_view,
+    load_snapshot,
+    to_seconds,
+)
 from tests.conftest import Tenants
 from tests.factories import ChartFactory, OrgFactory, ProviderFactory, WorkflowFactory
 
@@ -114,3 +122,13 @@ def test_pairs_are_numbered_alike_whether_or_not_their_ids_fit_one_integer() -> 
     small_of, small = _pair_codes(orgs[:3] + orgs[4:], workflows[:3] + workflows[4:])
     assert [small[code] for code in small_of] == [(3, 7), (1, 7), (3, 7), (1, 8)]
     assert _pair_codes([], [])[1] == []
+
+
+def test_epoch_is_the_core_s_seconds_of_the_stored_time_to_the_bit(tenants: Tenants) -> None:
+    now = timezone.now()
+    moments = [now.replace(microsecond=micros) for micros in (0, 1, 123_457, 500_000, 999_999)]
+    for moment in moments:
+        ChartFactory(org=tenants.org_a, workflow=tenants.workflow, created_at=moment)
+    read = Chart.objects.annotate(seconds=Epoch("created_at")).values_list("created_at", "seconds")
+    assert sorted(read) == sorted((moment, to_seconds(moment)) for moment in moments)
+    assert all(type(seconds) is float for _, seconds in read)
