@@ -48,6 +48,7 @@ from scheduling.core import (
     fair_order,
     plan,
 )
+from scheduling.core.forecast import median_last_finish
 from scheduling.core.model import Plan, Policy
 from scheduling.core.service import OrgService, fair_service, start_service
 from tools.loadtest.document import Table, markdown_table
@@ -373,15 +374,29 @@ def floor(context: Context) -> Prediction:
         if c.arrival < last
     ]
     scenario = _scenario(context)
-    scenario = replace(scenario, queued=[*scenario.queued, *coming], spread={})
-    prediction = _from_plan(plan(scenario), context)
+    result = plan(replace(scenario, queued=[*scenario.queued, *coming], spread={}))
+    prediction = _from_plan(result, context)
     prediction.low = prediction.high = None
-    prediction.org_clear = {}  # the plan's counts the future charts too: only those present count
-    for chart in moment.waiting:
-        prediction.org_clear[chart.org] = max(prediction.org_clear.get(chart.org, 0.0), prediction.eta[chart.id])
-    for chart, started in moment.running:
-        finish = max(moment.at, started + chart.kind.mean)
-        prediction.org_clear[chart.org] = max(prediction.org_clear.get(chart.org, 0.0), finish)
+    # The plan's clear-times count the future charts too: only those present count, by fairsched's
+    # rule (the median last finish, never before the latest ETA).
+    present = [*((c, result.start[c.id]) for c in moment.waiting), *moment.running]
+    orgs = sorted({chart.org for chart, _ in present})
+    code = {org: index for index, org in enumerate(orgs)}
+    last = median_last_finish(
+        now=moment.at,
+        org=[code[chart.org] for chart, _ in present],
+        start=[started for _, started in present],
+        avg=[chart.kind.mean for chart, _ in present],
+        spread=[chart.kind.sigma for chart, _ in present],
+        org_count=len(orgs),
+    ).tolist()
+    latest = dict.fromkeys(orgs, moment.at)
+    for chart, _ in present:
+        eta = result.eta[chart.id]
+        latest[chart.org] = max(latest[chart.org], moment.at if eta is None else eta)
+    prediction.org_clear = {
+        org: latest[org] if math.isnan(last[code[org]]) else max(latest[org], last[code[org]]) for org in orgs
+    }
     return prediction
 
 
