@@ -32,6 +32,8 @@ as the contract says):
   5. Fewer arrivals than expected can at most leave out all of them: the lower half-width of the
      start never exceeds the expected work started before it over the budget, plus the real
      charts' spread, so the p10 is never earlier than if nothing more came.
+  With spreads an org's clear-time is its median last finish (`median_last_finish`), never before
+  its latest ETA; its band's upper edge is raised to it if need be.
   The constants were chosen on the open-arrival simulator (`tools.loadtest.simulate`), which
   scores the bands' coverage on three workloads.
 """

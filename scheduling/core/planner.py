@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gc
-import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -417,7 +416,7 @@ def _median_clear(
     clear = dict(org_clear)
     for name, finish in zip(org_names, last.tolist(), strict=True):
         latest = org_clear.get(name)
-        if latest is not None and finish > latest:
+        if latest is not None and finish > latest:  # nan (no spread) is never later
             clear[name] = finish
     return clear
 

@@ -210,7 +210,9 @@ def test_a_running_chart_band_is_its_duration_quantiles_from_its_start() -> None
     assert result.org_clear_high["a"] == high
 
 
-@pytest.mark.parametrize(("count", "finished_by_latest_eta", "finished_by_clear"), [(4, 0.2, (0.45, 0.55)), (30, 0.55, (0.45, 0.7))])
+@pytest.mark.parametrize(
+    ("count", "finished_by_latest_eta", "finished_by_clear"), [(4, 0.2, (0.45, 0.55)), (30, 0.55, (0.45, 0.7))]
+)
 def test_an_org_clear_time_is_when_half_the_runs_have_finished_its_charts(
     count: int, finished_by_latest_eta: float, finished_by_clear: tuple[float, float]
 ) -> None:
