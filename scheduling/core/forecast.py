@@ -449,7 +449,7 @@ _erfc = np.frompyfunc(math.erfc, 1, 1)
 
 def _normal_cdf(z: NDArray[np.float64]) -> NDArray[np.float64]:
     """The standard normal distribution function at each z."""
-    return 0.5 * _erfc(-z / math.sqrt(2)).astype(np.float64)  # type: ignore[no-any-return]
+    return 0.5 * np.asarray(_erfc(-z / math.sqrt(2)), dtype=np.float64)
 
 
 def running_band(*, now: float, started: Sequence[float], avg: Sequence[float], spread: Sequence[float]) -> Bands:

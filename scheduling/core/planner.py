@@ -282,8 +282,8 @@ def _real_plan(
     if queued_count > real_count:  # the expected charts only shaped the real charts' times
         real = (order < real_count).tolist()
         order, org = order[order < real_count], org[order < real_count]
-        starts, etas, lows, highs, avg = (list(compress(times, real)) for times in (starts, etas, lows, highs, avg))
-        spread = list(compress(spread, real)) if bands else []
+        starts, etas, lows, highs = (list(compress(times, real)) for times in (starts, etas, lows, highs))
+        avg, spread = list(compress(avg, real)), list(compress(spread, real))
 
     left_out = np.ones(real_count, dtype=bool)
     left_out[order] = False
