@@ -444,12 +444,14 @@ def median_last_finish(
     return result
 
 
-_erfc = np.frompyfunc(math.erfc, 1, 1)
-
-
 def _normal_cdf(z: NDArray[np.float64]) -> NDArray[np.float64]:
-    """The standard normal distribution function at each z."""
-    return 0.5 * np.asarray(_erfc(-z / math.sqrt(2)), dtype=np.float64)
+    """The standard normal distribution function at each z, within 1e-7 (Abramowitz and Stegun
+    7.1.26 for erf, in numpy: no call per value)."""
+    x = np.abs(z) / math.sqrt(2)
+    t = 1.0 / (1.0 + 0.3275911 * x)
+    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
+    tail = 0.5 * poly * np.exp(-x * x)
+    return np.where(z >= 0, 1.0 - tail, tail)
 
 
 def running_band(*, now: float, started: Sequence[float], avg: Sequence[float], spread: Sequence[float]) -> Bands:
