@@ -285,7 +285,7 @@ def simulate(workload: Workload, *, policy: Policy, sample_every: float, enqueue
 @dataclass
 class Prediction:
     """ETAs (and bands, where the predictor gives them) of the charts waiting at a moment, and
-    each org's clear-time (the latest ETA of its waiting and running charts)."""
+    each org's clear-time (of its waiting and running charts)."""
 
     eta: dict[str, float]
     low: dict[str, float] | None = None
