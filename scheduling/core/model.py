@@ -217,7 +217,9 @@ class Plan:
 
     `start` and `eta` map every queued and running chart's id to its time: None for a chart that
     is not eligible (or, under a retry budget, a retry that can never start). `org_clear` has a
-    key for every org with a queued or running chart (None if none of its charts has an ETA).
+    key for every org with a queued or running chart (None if none of its charts has an ETA): its
+    latest ETA, or with spreads its median last finish, never before that (see
+    `scheduling.core.forecast.median_last_finish`).
     `eta_low` and `eta_high` are each ETA's p10-p90 band, `org_clear_low` and `org_clear_high` the
     band of each org's clear-time: the ETAs themselves without spreads or expected arrivals (see
     `scheduling.core.forecast`).

@@ -13,7 +13,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .dispatcher import Dispatcher
-from .forecast import Forecast, eta_bands, expected_charts, forecast, running_band, spreads
+from .forecast import Forecast, eta_bands, expected_charts, forecast, median_last_finish, running_band, spreads
 from .lanes import lane_replay
 from .model import (
     QUEUED_FIELDS,
@@ -130,12 +130,15 @@ class _Columns:
 
 @dataclass(frozen=True, slots=True)
 class _Bands:
-    """Step 6: the p10-p90 band of every ETA of the order and of every running chart's finish."""
+    """Step 6: the p10-p90 band of every ETA of the order and of every running chart's finish, and
+    the spreads they came from (`spread` of the charts of the order, `running_spread`)."""
 
     lows: Sequence[float | None]
     highs: Sequence[float | None]
     running_low: Sequence[float | None]
     running_high: Sequence[float | None]
+    spread: list[float]
+    running_spread: list[float]
 
 
 def _queue(scenario: Scenario) -> _Queue:
@@ -258,7 +261,7 @@ def _bands(
     running_bands = running_band(
         now=scenario.now, started=[chart.started for chart in running], avg=running_avg, spread=running_spread
     )
-    return _Bands(bands.low, bands.high, running_bands.low, running_bands.high)
+    return _Bands(bands.low, bands.high, running_bands.low, running_bands.high, spread.tolist(), running_spread)
 
 
 def _real_plan(
@@ -274,11 +277,13 @@ def _real_plan(
     real_count, queued_count = queue.real_count, len(queue.columns)
     order, org, org_names, chart_org = columns.order, columns.org, columns.org_names, columns.chart_org
     lows, highs = (bands.lows, bands.highs) if bands else (etas, etas)
+    avg, spread = columns.avg, bands.spread if bands else []
     all_starts = starts
     if queued_count > real_count:  # the expected charts only shaped the real charts' times
         real = (order < real_count).tolist()
         order, org = order[order < real_count], org[order < real_count]
         starts, etas, lows, highs = (list(compress(times, real)) for times in (starts, etas, lows, highs))
+        avg, spread = list(compress(avg, real)), list(compress(spread, real))
 
     left_out = np.ones(real_count, dtype=bool)
     left_out[order] = False
@@ -297,6 +302,14 @@ def _real_plan(
     if bands:
         org_clear_low = _org_clear(org_names, finish_org, [*lows, *bands.running_low])
         org_clear_high = _org_clear(org_names, finish_org, [*highs, *bands.running_high])
+        last = median_last_finish(
+            now=scenario.now, org=finish_org, start=[*starts, *(chart.started for chart in running)],
+            avg=[*avg, *(chart.avg for chart in running)], spread=[*spread, *bands.running_spread],
+            org_count=len(org_names),
+        )  # fmt: skip
+        org_clear = _median_clear(org_names, last, org_clear)
+        org_clear_high = {name: _later(high, org_clear[name]) for name, high in org_clear_high.items()}
+        clear_times = [clear for clear in org_clear.values() if clear is not None]
     if queued_count > real_count:  # no key for an org that has only expected charts
         real_orgs = {org_names[code] for code in (*chart_org[:real_count], *chart_org[queued_count:])}
         org_clear, org_clear_low, org_clear_high = (
@@ -393,6 +406,24 @@ def _backlog(queue: QueueColumns, running: Sequence[RunningChart], now: float, b
     work = float(np.dot(np.minimum(column(queue.cost, np.int64), budget), column(queue.avg, np.float64)))
     work += sum(min(c.cost, budget) * max(0.0, c.started + c.avg - now) for c in running)
     return work / budget
+
+
+def _median_clear(
+    org_names: Sequence[str], last: NDArray[np.float64], org_clear: dict[str, float | None]
+) -> dict[str, float | None]:
+    """Each org's clear-time when its charts' durations spread: its median last finish (`last`,
+    `forecast.median_last_finish`), never before its latest ETA; its latest ETA where none spreads."""
+    clear = dict(org_clear)
+    for name, finish in zip(org_names, last.tolist(), strict=True):
+        latest = org_clear.get(name)
+        if latest is not None and finish > latest:  # nan (no spread) is never later
+            clear[name] = finish
+    return clear
+
+
+def _later(first: float | None, second: float | None) -> float | None:
+    """The later of two times, None if either is None."""
+    return None if first is None or second is None else max(first, second)
 
 
 def _typical_avg(history: History, queue: QueueColumns) -> float:

@@ -532,9 +532,10 @@ def build_report(
             "submissions of the last arrival windows (`scheduling.core.forecast`: rates with decay, bulk uploads "
             "as bursts, newcomers expected while history is thin); the bands add the learned spread of "
             "durations. Deep charts waited 5 mean durations or more before their first dispatch. The org "
-            "clear-time is each org's latest ETA, sampled every 5 s, against the latest finish of what it had "
-            "then. The table by time sets the ETAs made in the first tenth of the run (before most orgs had "
-            "shown up, and before any duration was learned) apart from the rest.",
+            "clear-time is each org's median last finish (never before its latest ETA), sampled every 5 s, "
+            "against the latest finish of what it had then. The table by time sets the ETAs made in the "
+            "first tenth of the run (before most orgs had shown up, and before any duration was learned) "
+            "apart from the rest.",
             [eta_table(figures.eta), eta, eta_time_table(figures.eta), eta_org_table(figures.eta)],
         ),
         Section(

@@ -57,6 +57,16 @@ def test_a_spread_never_moves_the_point_plan_and_the_band_holds_it(scenario: Sce
             assert high is not None
             assert scenario.now <= low <= high
             assert (low <= eta + 1e-9 and high >= eta - 1e-9) or eta <= scenario.now
+    # The clear-time of an org is its median last finish: never before its latest ETA, in its band.
+    for org, latest in plain.org_clear.items():
+        clear, low, high = banded.org_clear[org], banded.org_clear_low[org], banded.org_clear_high[org]
+        if latest is None:
+            assert clear is low is high is None
+        else:
+            assert clear is not None
+            assert low is not None
+            assert high is not None
+            assert low <= latest <= clear <= high
 
 
 def _fields(scenario: Scenario) -> dict[str, object]:
@@ -198,6 +208,38 @@ def test_a_running_chart_band_is_its_duration_quantiles_from_its_start() -> None
     assert high == median * math.exp(1.2815515655446004 * 0.5)
     assert result.org_clear_low["a"] == low
     assert result.org_clear_high["a"] == high
+
+
+@pytest.mark.parametrize(
+    ("count", "finished_by_latest_eta", "finished_by_clear"), [(4, 0.2, (0.45, 0.55)), (30, 0.55, (0.45, 0.7))]
+)
+def test_an_org_clear_time_is_when_half_the_runs_have_finished_its_charts(
+    count: int, finished_by_latest_eta: float, finished_by_clear: tuple[float, float]
+) -> None:
+    # Four charts side by side: the last of them to finish runs long more often than not, so the
+    # latest ETA is early; the clear-time holds half of the last finishes. A deep queue's last
+    # finish is a sum of many durations, nearer its ETA: the clear-time moves less.
+    sigma = 0.5
+    queued = backlog(count, budget=4)
+    result = plan(Scenario(now=0, budget=4, queued=queued, spread={chart.id: sigma for chart in queued}))
+    rng = random.Random(3)
+    last = [max(_simulate(queued, 4, sigma, rng).values()) for _ in range(1000)]
+    latest_eta = max(eta for eta in result.eta.values() if eta is not None)
+    clear = result.org_clear["a"]
+    assert clear is not None
+    assert sum(finish <= latest_eta for finish in last) / len(last) < finished_by_latest_eta
+    assert finished_by_clear[0] <= sum(finish <= clear for finish in last) / len(last) <= finished_by_clear[1]
+    assert result.global_clear == clear
+
+
+def test_an_org_clear_time_counts_its_running_charts_and_not_a_chart_without_a_start() -> None:
+    running = [RunningChart(f"r{i}", "a", started=0, avg=10.0) for i in range(3)]
+    paused = QueuedChart("p", "a", created=0, avg=10.0, paused=True)
+    spread = {chart.id: 0.5 for chart in running} | {"p": 0.5}
+    result = plan(Scenario(now=2, budget=4, running=running, queued=[paused], spread=spread))
+    alone = plan(Scenario(now=2, budget=4, running=running[:1], spread=spread))
+    assert result.eta["p"] is None
+    assert result.org_clear["a"] > alone.org_clear["a"] == 10.0  # three runs: one runs long
 
 
 def run_cli(document: object) -> subprocess.CompletedProcess[str]:
