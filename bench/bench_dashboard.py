@@ -177,6 +177,7 @@ def main() -> None:
     print(line("whole page drawn (orgs, plots)", [p["all"] for p in paints]))
     print(line(f"jump to row {args.size - 10:,} (virtualized)", [p["jump"] for p in paints]))
     print(line(f"update lag, {args.levers} levers", lags))
+    print("update lags in order (ms):", " ".join(f"{lag:.0f}" for lag in lags))
 
 
 if __name__ == "__main__":

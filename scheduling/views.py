@@ -65,9 +65,6 @@ class Shared:
     def workflows_and_providers(self) -> dict[str, Any]:
         return self.meta if self.meta is not None else selectors.workflows_and_providers()
 
-    def workflows(self) -> list[dict[str, Any]]:
-        return self.meta["workflows"] if self.meta is not None else selectors.workflows()
-
 
 def _summary(shared: Shared) -> dict[str, Any]:
     summary = selectors.summary(load=shared.load)
@@ -80,8 +77,7 @@ def _config(shared: Shared) -> dict[str, Any]:
 
 
 def _orgs(shared: Shared) -> dict[str, Any]:
-    orgs = selectors.org_rows(load=shared.load, org_id=shared.org_id)
-    return {"orgs": orgs, "workflows": shared.workflows()}
+    return {"orgs": selectors.org_rows(load=shared.load, org_id=shared.org_id)}
 
 
 def _inflight(shared: Shared) -> dict[str, Any]:
@@ -128,7 +124,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
             context.update(make(shared))
     context["initial"] = {"queue": selectors.queue_page(limit=QUEUE_PAGE), "samples": selectors.queue_samples()}
     context["org_slugs"] = list(Org.objects.order_by("slug").values_list("slug", flat=True))
-    context["workflow_names"] = [workflow["name"] for workflow in meta["workflows"]]
+    context["workflows"] = meta["workflows"]
     context["provider_choices"] = [(provider["slug"], provider["name"]) for provider in meta["providers"]]
     return render(request, "dashboard/index.html", context)
 
