@@ -353,13 +353,13 @@
 
     function open(row, focus) {
       const previous = slug && orgRow(slug);
-      if (previous) previous.classList.remove("selected");
+      if (previous) previous.removeAttribute("aria-current");
       slug = row.dataset.org;
       editor.dataset.org = slug;
       $("#org-editor-slug").textContent = slug;
       editor.querySelectorAll("[name=org]").forEach((input) => { input.value = slug; });
       editor.querySelectorAll("[data-err]").forEach((err) => { err.textContent = ""; });
-      row.classList.add("selected");
+      row.setAttribute("aria-current", "true");
       fill(row, true);
       editor.hidden = false;
       if (focus) $("[name=weight]", editor).focus();
@@ -367,18 +367,19 @@
 
     function close() {
       const row = slug && orgRow(slug);
-      if (row) row.classList.remove("selected");
+      if (row) row.removeAttribute("aria-current");
       editor.hidden = true;
       slug = null;
       delete editor.dataset.org;
       if (row) $("[data-edit]", row).focus();
     }
 
-    // A swapped-in row (or table) is new markup: mark the selected row again, show its values.
+    // A swapped-in row (or table) is new markup: mark the picked row again (an attribute htmx's settling
+    // leaves alone: it puts back the class of the markup) and show its values.
     function rowSwapped(target) {
       const row = slug && orgRow(slug);
       if (!row || !(target === row || target.contains(row))) return;
-      row.classList.add("selected");
+      row.setAttribute("aria-current", "true");
       fill(row, false);
     }
 

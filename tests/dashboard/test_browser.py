@@ -63,7 +63,7 @@ def test_a_lever_pulled_in_one_browser_shows_in_another(live_url: str, chromium:
     started = time.monotonic()
     operator.locator('tr[data-org="acme"] [data-hold]').click()
     watcher.wait_for_function(
-        "() => document.querySelector('tr[data-org=\"acme\"] [data-hold]').textContent === 'Release'", timeout=3000
+        "() => document.querySelector('tr[data-org=\"acme\"] [data-hold]')?.textContent === 'Release'", timeout=3000
     )
     lag = time.monotonic() - started
     assert lag < 2.0
@@ -95,7 +95,7 @@ def test_the_org_editor_opens_from_the_keyboard_and_follows_its_row(
     page.keyboard.press("Enter")
     page.wait_for_selector("#org-editor:not([hidden])", timeout=3000)
     assert page.evaluate("() => document.activeElement.name") == "weight"
-    assert page.locator(f"{acme}.selected").count() == 1
+    assert page.locator(f"{acme}[aria-current=true]").count() == 1
     values = {name: page.input_value(f"#org-editor [name={name}]") for name in ("weight", "max_concurrency", "queue_limit", "cost")}
     assert values == {"weight": "2", "max_concurrency": "5", "queue_limit": "", "cost": "4"}
 
@@ -106,7 +106,7 @@ def test_the_org_editor_opens_from_the_keyboard_and_follows_its_row(
     page.wait_for_selector(f'{acme}[data-weight="6"]', timeout=5000)
     page.wait_for_function("() => document.querySelector('#org-editor [name=weight]').value === '6'", timeout=3000)
     assert page.input_value("#org-editor [name=queue_limit]") == "77"
-    assert page.locator(f"{acme}.selected").count() == 1  # the swapped-in row is still the one picked
+    assert page.locator(f"{acme}[aria-current=true]").count() == 1  # the swapped-in row is still the one picked
 
     page.keyboard.press("Escape")
     assert page.locator("#org-editor").is_hidden()
@@ -161,7 +161,7 @@ def test_the_page_reconnects_and_resyncs_after_a_server_restart(
     with daphne(env, port=port):
         page.wait_for_selector("body[data-live=live]", timeout=20_000)
         page.wait_for_function(
-            "() => document.querySelector('tr[data-org=\"beta\"] [data-hold]').textContent === 'Release'",
+            "() => document.querySelector('tr[data-org=\"beta\"] [data-hold]')?.textContent === 'Release'",
             timeout=5000,
         )
         _shot(page, "dashboard-after-reconnect")
@@ -467,7 +467,7 @@ def test_the_page_reconnects_and_resyncs_after_a_redis_blip(
             redis = start_redis(tmp_path, port=redis_port)
             page.wait_for_selector("body[data-live=live]", timeout=20_000)
             page.wait_for_function(
-                "() => document.querySelector('tr[data-org=\"beta\"] [data-hold]').textContent === 'Release'",
+                "() => document.querySelector('tr[data-org=\"beta\"] [data-hold]')?.textContent === 'Release'",
                 timeout=5000,
             )
             # The new Redis knows no groups: the reconnect joined again, so hints flow once more.
@@ -476,7 +476,7 @@ def test_the_page_reconnects_and_resyncs_after_a_redis_blip(
             other.wait_for_selector("body[data-live=live]", timeout=10_000)
             other.locator('tr[data-org="beta"] [data-hold]').click()
             page.wait_for_function(
-                "() => document.querySelector('tr[data-org=\"beta\"] [data-hold]').textContent === 'Hold'",
+                "() => document.querySelector('tr[data-org=\"beta\"] [data-hold]')?.textContent === 'Hold'",
                 timeout=3000,
             )
             _shot(page, "dashboard-after-redis-blip")
