@@ -17,6 +17,8 @@ from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils.html import escape
+from django.utils.safestring import mark_safe
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
@@ -123,7 +125,10 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         if name not in LATER:
             context.update(make(shared))
     context["initial"] = {"queue": selectors.queue_page(limit=QUEUE_PAGE), "samples": selectors.queue_samples()}
-    context["org_slugs"] = list(Org.objects.order_by("slug").values_list("slug", flat=True))
+    # Three selects list every org: their options are written once (500 orgs through a template loop
+    # three times were a third of the page's time).
+    slugs = [escape(slug) for slug in Org.objects.order_by("slug").values_list("slug", flat=True)]
+    context["org_options"] = mark_safe("".join(f'<option value="{slug}">{slug}</option>' for slug in slugs))  # noqa: S308
     context["workflows"] = meta["workflows"]
     context["provider_choices"] = [(provider["slug"], provider["name"]) for provider in meta["providers"]]
     return render(request, "dashboard/index.html", context)

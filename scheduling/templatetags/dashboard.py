@@ -4,10 +4,11 @@ a partial reads correctly before that, and the exact time is always in the title
 
 from __future__ import annotations
 
+from html import escape
 from typing import Any
 
 from django import template
-from django.utils.html import escape, format_html
+from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
 register = template.Library()
@@ -22,16 +23,17 @@ def rel(iso: str | None) -> SafeString:
     return format_html('<span title="{}" data-rel="{}">{}</span>', iso, iso, iso[11:19])
 
 
-@register.simple_tag
-def eta(iso: str | None, low: str | None, high: str | None) -> SafeString:
-    """The ETA with its p10-p90 band when the plan has one (the exact times in the ETA's title)."""
-    if not iso or not low or not high or low == high:
-        return rel(iso)
-    band = (
-        '<span title="{}; p10-p90: {} to {}" data-rel="{}">{}</span>'
-        ' <small class="band">(<span data-rel="{}">{}</span>{}<span data-rel="{}">{}</span>)</small>'
+def eta(iso: str | None, low: str | None, high: str | None) -> str:
+    """The ETA with its p10-p90 band when the plan has one (the exact times in the ETA's title), from
+    escaped ISO 8601 times. Plain strings, not format_html: 500 rows of that were a third of the table's time."""
+    if not iso:
+        return f'<span title="not planned" data-rel="">{DASH}</span>'
+    if not low or not high or low == high:
+        return f'<span title="{iso}" data-rel="{iso}">{iso[11:19]}</span>'
+    return (
+        f'<span title="{iso}; p10-p90: {low} to {high}" data-rel="{iso}">{iso[11:19]}</span> <small class="band">'
+        f'(<span data-rel="{low}">{low[11:19]}</span>{DASH}<span data-rel="{high}">{high[11:19]}</span>)</small>'
     )
-    return format_html(band, iso, low, high, iso, iso[11:19], low, low[11:19], DASH, high, high[11:19])
 
 
 # The org table's rows: 500 orgs, re-rendered at every replan's hint. A row shows its org's levers and
@@ -61,6 +63,8 @@ def org_rows(orgs: list[dict[str, Any]], swap: bool = False) -> SafeString:
     for org in orgs:
         slug = escape(org["slug"])
         held = org["held"]
+        clear, low, high = (org[key] and escape(org[key]) for key in ("clear_at", "clear_low", "clear_high"))
+        costs = [(escape(name), int(cost)) for name, cost in org["costs"].items()]
         cap = "" if org["max_concurrency"] is None else org["max_concurrency"]
         queue_limit = "" if org["queue_limit"] is None else org["queue_limit"]
         rows.append(
@@ -74,16 +78,14 @@ def org_rows(orgs: list[dict[str, Any]], swap: bool = False) -> SafeString:
                 weight=org["weight"],
                 cap=cap,
                 queue_limit=queue_limit,
-                clear=escape(org["clear_at"] or ""),
+                clear=clear or "",
                 queued=org["queued"],
                 paused=org["paused"],
                 running=org["running"],
                 cost_in_use=org["cost_in_use"],
                 hold=RELEASE.format(weight=org["weight_before_hold"] or 1) if held else HOLD,
-                costs=" ".join(format_html(COST, name, cost, name, cost) for name, cost in org["costs"].items()),
-                clears='<span class="badge held">held</span>'
-                if held
-                else eta(org["clear_at"], org["clear_low"], org["clear_high"]),
+                costs=" ".join(COST.format(name, cost, name, cost) for name, cost in costs),
+                clears='<span class="badge held">held</span>' if held else eta(clear, low, high),
             )
         )
     return mark_safe("".join(rows))  # noqa: S308 - every value above is escaped or a number

@@ -918,12 +918,13 @@
   readSummary();
   queueView.seed(state.queue);
   performance.mark("queue-painted");
-  setTimeout(() => {
+  // The rest once htmx has run too (it comes after this script, so as not to hold the queue back).
+  document.addEventListener("DOMContentLoaded", () => {
     ticks(document);
     drawDepth();
     drawBudget();
     live.connect();
-  }, 0);
+  });
   function painted() {
     document.body.dataset.ready = "1";
     performance.mark("dashboard-painted");

@@ -96,7 +96,10 @@ def test_the_org_editor_opens_from_the_keyboard_and_follows_its_row(
     page.wait_for_selector("#org-editor:not([hidden])", timeout=3000)
     assert page.evaluate("() => document.activeElement.name") == "weight"
     assert page.locator(f"{acme}[aria-current=true]").count() == 1
-    values = {name: page.input_value(f"#org-editor [name={name}]") for name in ("weight", "max_concurrency", "queue_limit", "cost")}
+    values = {
+        name: page.input_value(f"#org-editor [name={name}]")
+        for name in ("weight", "max_concurrency", "queue_limit", "cost")
+    }
     assert values == {"weight": "2", "max_concurrency": "5", "queue_limit": "", "cost": "4"}
 
     page.fill("#org-editor [name=queue_limit]", "77")  # typed, not sent

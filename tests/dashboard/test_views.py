@@ -94,7 +94,10 @@ def test_the_orgs_partial_shows_each_org_and_its_levers(staff_client: Client, te
     response = staff_client.get("/dashboard/partials/?names=orgs")
     assert response.status_code == 200
     html = response.content.decode()
-    assert f'<tr id="org-{tenants.org_a.pk}" data-org="acme" data-held="0" data-weight="2" data-cap="3" data-limit=""' in html
+    assert (
+        f'<tr id="org-{tenants.org_a.pk}" data-org="acme" data-held="0" data-weight="2" data-cap="3" data-limit=""'
+        in html
+    )
     assert 'data-queued="3"' in html
     # The row's levers are values the editor reads, a hold button and a button that opens the editor.
     assert '<button type="button" class="link" data-edit>acme</button>' in html
