@@ -253,7 +253,8 @@
   // JSON body (data-type: number, optional ("" leaves it null), datetime; data-omit-empty leaves an
   // empty one out); "{name}" in the URL takes that control's value; data-null-method is the call
   // when every value is null (a cost left empty goes back to the default: DELETE). A button's body
-  // is its data-body.
+  // is its data-body. The org table's rows name no call: their Hold/Release and their org's editor
+  // act on the row's org (below), so that 500 rows do not carry 500 copies of the same URLs.
   function formCall(form) {
     let [method, url] = form.dataset.api.split(" ");
     const body = {};
@@ -783,7 +784,8 @@
     const hidden = rows.length - shown.length;
     rows.length = 0;
     rows.push(...shown);
-    const globalClear = $("#summary .counts").dataset.globalClear;
+    const counts = $("#summary .counts"); // the header comes with the first resync, like the org table
+    const globalClear = counts && counts.dataset.globalClear;
     const globalEnd = globalClear ? Date.parse(globalClear) : null;
     const ends = rows.flatMap((r) => [r.end, r.after]).concat([globalEnd]).filter((x) => x != null);
     const span = Math.max(60000, ...ends.map((e) => e - t0)) * 1.05;
@@ -886,8 +888,9 @@
         want(message.kind === "org" && message.org != null ? parts.map((p) => (p === "orgs" ? "org:" + message.org : p)) : parts);
       };
       socket.onclose = (e) => {
-        // A page whose socket never opened still shows its org table (it is not live, and says so).
-        if (!connected && attempt === 0) want(["orgs"]);
+        // A page whose socket never opened still shows its header and org table (it is not live, and
+        // says so).
+        if (!connected && attempt === 0) want(["summary", "orgs"]);
         clearInterval(pingTimer);
         clearTimeout(pongDeadline);
         pongDeadline = null;
@@ -913,9 +916,9 @@
   })();
 
   // --- start ----------------------------------------------------------------------------------
-  // The tables came with the page but the org table, which comes with the socket's first resync; the
-  // queue and the plots are drawn from the inlined JSON. The page is ready once the org table is in.
-  readSummary();
+  // The tables came with the page but the header and the org table, which come with the socket's
+  // first resync; the queue and the plots are drawn from the inlined JSON. The page is ready once the
+  // org table is in.
   queueView.seed(state.queue);
   performance.mark("queue-painted");
   // The rest once htmx has run too (it comes after this script, so as not to hold the queue back).

@@ -44,10 +44,11 @@ def test_the_page_inlines_its_first_state(staff_client: Client, tenants: Tenants
     assert b'id="dashboard-initial"' in response.content
     assert b'name="csrf-token"' in response.content
     page = response.content.decode()
-    # The tables are in the page, rendered by the partials' own templates; the org table comes with
-    # the socket's first resync, once the queue has painted.
+    # The tables are in the page, rendered by the partials' own templates; the header and the org table
+    # come with the socket's first resync, once the queue has painted.
     assert '<ol id="events"' in page
     assert '<tbody id="org-rows"></tbody>' in page
+    assert '<div id="summary" class="summary"></div>' in page
     assert 'tr data-org="acme"' not in page
     assert '<option value="beta">beta</option>' in page
     assert "django_htmx/htmx-2.min.js" in page
