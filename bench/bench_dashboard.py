@@ -14,7 +14,9 @@ replaces both names, so that two checkouts can be measured back to back without 
 3. Update lag: two browsers on the dashboard; one pulls a lever (hold, then release, alternately)
    through the API as the page does (POST /api/v1/orgs/org-0/hold/ with the session's CSRF token);
    the other observes its org row flip when the org table's partial is swapped in. Lag = lever POST
-   sent -> the other page shows it (one clock: both pages run in one Chromium on this machine).
+   sent -> the other page shows it (one clock: both pages run in one Chromium on this machine). The
+   lags are printed in order too: the first lever is pulled as soon as both sockets are open, while
+   the pages' first resync (the header and the whole org table) is still on its way.
 """
 
 from __future__ import annotations

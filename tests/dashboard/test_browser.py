@@ -114,6 +114,38 @@ def test_the_org_editor_opens_from_the_keyboard_and_follows_its_row(
     assert violations.seen == []
 
 
+def test_hints_that_come_during_a_refresh_wait_for_it_and_none_is_lost(
+    live_url: str, chromium: Any, tenants: Tenants
+) -> None:
+    """One partials request at a time: what hints move while one is on its way goes in the next, all of
+    it (htmx queued a second request of the page and kept only the last queued, so a row asked for
+    before a config change was never refreshed)."""
+    page, violations = _lever_page(chromium, live_url, tenants.staff)
+    page.wait_for_selector('tr[data-org="beta"]')
+    held: list[Any] = []
+    page.route("**/dashboard/partials/**", held.append)  # held until continued
+    call = """async ([method, url, body]) => {
+        const csrf = document.querySelector('meta[name="csrf-token"]').content;
+        const headers = {"Content-Type": "application/json", "X-CSRFToken": csrf};
+        return (await fetch(url, {method, headers, body: JSON.stringify(body)})).status;
+    }"""
+    assert page.evaluate(call, ["POST", "/api/v1/orgs/acme/hold/", {}]) == 200
+    deadline = time.monotonic() + 5
+    while not held:
+        assert time.monotonic() < deadline, "the hint asked for no refresh"
+        page.wait_for_timeout(50)
+    assert page.evaluate(call, ["POST", "/api/v1/orgs/beta/hold/", {}]) == 200
+    assert page.evaluate(call, ["PATCH", "/api/v1/scheduler/config/", {"budget": 9}]) == 200
+    page.wait_for_timeout(500)  # both hints have come: they wait for the request on its way
+    assert len(held) == 1
+    page.unroute("**/dashboard/partials/**")
+    held[0].continue_()
+    page.wait_for_selector("tr[data-org=\"acme\"] [data-hold]:text-is('Release')", timeout=5000)
+    page.wait_for_selector("tr[data-org=\"beta\"] [data-hold]:text-is('Release')", timeout=5000)
+    page.wait_for_function("() => document.querySelector('#form-budget [name=budget]').value === '9'", timeout=5000)
+    assert violations.seen == []
+
+
 def test_ten_thousand_queued_charts_load_and_scroll(live_url: str, chromium: Any, tenants: Tenants) -> None:
     count = 12_000
     plan_queue([tenants.org_a, tenants.org_b], tenants.workflow, count)
