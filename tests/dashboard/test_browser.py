@@ -122,8 +122,10 @@ def test_hints_that_come_during_a_refresh_wait_for_it_and_none_is_lost(
     before a config change was never refreshed)."""
     page, violations = _lever_page(chromium, live_url, tenants.staff)
     page.wait_for_selector('tr[data-org="beta"]')
-    held: list[Any] = []
-    page.route("**/dashboard/partials/**", held.append)  # held until continued
+    held: list[Any] = []  # the first partials request, held until continued; the others go through
+    page.route("**/dashboard/partials/**", lambda route: route.continue_() if held else held.append(route))
+    asked: list[str] = []
+    page.on("request", lambda request: asked.append(request.url) if "/partials/" in request.url else None)
     call = """async ([method, url, body]) => {
         const csrf = document.querySelector('meta[name="csrf-token"]').content;
         const headers = {"Content-Type": "application/json", "X-CSRFToken": csrf};
@@ -134,11 +136,12 @@ def test_hints_that_come_during_a_refresh_wait_for_it_and_none_is_lost(
     while not held:
         assert time.monotonic() < deadline, "the hint asked for no refresh"
         page.wait_for_timeout(50)
+    # Two hints, far enough apart to be two refreshes (a page refreshes at most five times a second).
     assert page.evaluate(call, ["POST", "/api/v1/orgs/beta/hold/", {}]) == 200
+    page.wait_for_timeout(400)
     assert page.evaluate(call, ["PATCH", "/api/v1/scheduler/config/", {"budget": 9}]) == 200
-    page.wait_for_timeout(500)  # both hints have come: they wait for the request on its way
-    assert len(held) == 1
-    page.unroute("**/dashboard/partials/**")
+    page.wait_for_timeout(400)  # both hints have come: what they move waits for the request on its way
+    assert len(asked) == 1
     held[0].continue_()
     page.wait_for_selector("tr[data-org=\"acme\"] [data-hold]:text-is('Release')", timeout=5000)
     page.wait_for_selector("tr[data-org=\"beta\"] [data-hold]:text-is('Release')", timeout=5000)
