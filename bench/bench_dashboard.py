@@ -14,7 +14,27 @@ replaces both names, so that two checkouts can be measured back to back without 
 3. Update lag: two browsers on the dashboard; one pulls a lever (hold, then release, alternately)
    through the API as the page does (POST /api/v1/orgs/org-0/hold/ with the session's CSRF token);
    the other observes its org row flip when the org table's partial is swapped in. Lag = lever POST
-   sent -> the other page shows it (one clock: both pages run in one Chromium on this machine).
+   sent -> the other page shows it (one clock: both pages run in one Chromium on this machine). The
+   lags are printed in order too: the first lever is pulled as soon as both sockets are open, while
+   the pages' first resync (the header and the whole org table) is still on its way.
+
+Measured (#15), `--runs 5 --levers 20`, this code against 0a246e8 (before the redesign: the page
+inlined every table as JSON and drew it), run back to back in six interleaved pairs on a shared,
+loaded two-core machine (load average 5-15); medians over the pairs, ms:
+
+                                   0a246e8   now
+    time to first byte                440    189
+    first paint (queue filled)        790    595
+    whole page drawn                 2396   1548
+    update lag, median               1092    388
+    update lag, worst lever          2271   1088   (worst after the first lever: 2271 vs 756)
+
+The quietest pair (load ~5): first paint 598 vs 495, lag 270 vs 244, worst 522 vs 665. The worst is
+always the first lever here: its hint waits for the watcher's first resync (the header and 500 org
+rows, 400 KB: ~250 ms of server time, of which the aggregate of every active chart is 70-100 ms and
+the rows ~60 ms, then the swap of 500 rows), and then the org's row (~80 ms for org-0's 28k charts).
+Before this change the rows held every lever's form (2.2 KB a row, 1.1 MB) and that lever took
+1-4 s; the old page had its org table inline, so its first lever did not wait for one.
 """
 
 from __future__ import annotations
@@ -177,6 +197,7 @@ def main() -> None:
     print(line("whole page drawn (orgs, plots)", [p["all"] for p in paints]))
     print(line(f"jump to row {args.size - 10:,} (virtualized)", [p["jump"] for p in paints]))
     print(line(f"update lag, {args.levers} levers", lags))
+    print("update lags in order (ms):", " ".join(f"{lag:.0f}" for lag in lags))
 
 
 if __name__ == "__main__":

@@ -26,8 +26,8 @@ EVENTS_MAX = 200
 SAMPLES_MAX = 720
 
 
-def _iso(value: datetime | None) -> str | None:
-    return value.isoformat() if value is not None else None
+def _iso(value: datetime | None, timespec: str = "auto") -> str | None:
+    return value.isoformat(timespec=timespec) if value is not None else None
 
 
 def _cost_expression() -> Coalesce:
@@ -276,9 +276,10 @@ def org_rows(*, load: Load | None = None, org_id: int | None = None) -> list[dic
             "weight_before_hold": org.weight_before_hold,
             "max_concurrency": org.max_concurrency,
             "queue_limit": org.queue_limit,
-            "clear_at": _iso(org.clear_at),
-            "clear_low": _iso(org.clear_low),
-            "clear_high": _iso(org.clear_high),
+            # To the second: a clear-time is hours off, and the table has three a row.
+            "clear_at": _iso(org.clear_at, "seconds"),
+            "clear_low": _iso(org.clear_low, "seconds"),
+            "clear_high": _iso(org.clear_high, "seconds"),
             "costs": costs.get(org.pk, {}),
             **per_org.get(org.pk, empty),
         }

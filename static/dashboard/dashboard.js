@@ -143,18 +143,23 @@
   const pending = new Set();
   let flushTimer = null;
   let lastFlush = 0;
+  let swapping = false; // a partials request is on its way
   // Hints are coalesced: wait 40 ms for more, and refresh at most five times a second per page, so a
   // burst of submissions costs the server a few refetches, not one per chart.
-  function want(parts) {
+  function want(parts, delay = 40) {
     parts.forEach((p) => pending.add(p));
-    if (!flushTimer) flushTimer = setTimeout(flush, Math.max(40, lastFlush + 200 - Date.now()));
+    if (!flushTimer && pending.size) flushTimer = setTimeout(flush, Math.max(delay, lastFlush + 200 - Date.now()));
   }
 
+  // One partials request at a time: what a hint moves while one is on its way waits for it and then
+  // goes in the next, together with whatever else came meanwhile. (htmx would queue a second request
+  // of the same source and drop all but the last queued one, losing what the dropped ones asked for;
+  // and two at once could land out of order, an older table over a newer row.)
   function flush() {
     flushTimer = null;
     lastFlush = Date.now();
-    const parts = [...pending];
-    pending.clear();
+    const parts = [...pending].filter((p) => !swapping || p === "queue" || p === "samples");
+    parts.forEach((p) => pending.delete(p));
     const regions = [];
     const orgIds = new Set();
     for (const part of parts) {
@@ -169,11 +174,12 @@
       regions.push("orgs");
       if (orgIds.size === 1) query = "&org=" + encodeURIComponent([...orgIds][0]);
     }
+    if (!regions.length) return;
     // One request for every region the hint moved: each comes back as an out-of-band swap of its id.
-    if (regions.length) {
-      htmx.ajax("GET", "/dashboard/partials/?names=" + regions.join(",") + query, { source: document.body, swap: "none" })
-        .catch(() => want(regions));
-    }
+    swapping = true;
+    htmx.ajax("GET", "/dashboard/partials/?names=" + regions.join(",") + query, { source: document.body, swap: "none" })
+      .catch(() => want(regions))
+      .finally(() => { swapping = false; want([], 0); });
   }
 
   // A region is not swapped under the operator's hands: while they type in it, the swap waits until
@@ -228,6 +234,7 @@
     }
     ticks(target);
     if (target.id === "summary") readSummary();
+    if (target.id === "org-rows" || target.matches("tr[data-org]")) orgEditor.rowSwapped(target);
     if (target.id === "summary" || target.id === "org-rows" || target.matches("tr[data-org]")) drawTimeline();
     if (target.id === "org-rows" && !document.body.dataset.ready) painted();
   });
@@ -246,7 +253,8 @@
   // JSON body (data-type: number, optional ("" leaves it null), datetime; data-omit-empty leaves an
   // empty one out); "{name}" in the URL takes that control's value; data-null-method is the call
   // when every value is null (a cost left empty goes back to the default: DELETE). A button's body
-  // is its data-body.
+  // is its data-body. The org table's rows name no call: their Hold/Release and their org's editor
+  // act on the row's org (below), so that 500 rows do not carry 500 copies of the same URLs.
   function formCall(form) {
     let [method, url] = form.dataset.api.split(" ");
     const body = {};
@@ -307,6 +315,88 @@
     button.disabled = false;
     if (ok) flash(button);
   });
+
+  // An org row's Hold/Release acts on the row's org: POST /api/v1/orgs/<slug>/hold/ (or release/).
+  document.addEventListener("click", async (e) => {
+    const button = e.target.closest("tr[data-org] button[data-hold]");
+    if (!button) return;
+    const row = button.closest("tr[data-org]");
+    const action = row.dataset.held === "1" ? "release" : "hold";
+    button.disabled = true;
+    const ok = await api("POST", `/api/v1/orgs/${encodeURIComponent(row.dataset.org)}/${action}/`, {}, () => errSlot(orgRow(row.dataset.org) || row));
+    button.disabled = false;
+    if (ok) flash(orgRow(row.dataset.org) || row);
+  });
+  const orgRow = (slug) => document.querySelector(`#org-rows tr[data-org="${CSS.escape(slug)}"]`);
+
+  // --- the org editor: one set of lever forms for the org picked in the table -------------------
+  // An org's name in its row opens the editor for that org; its forms are levers like any other (their
+  // hidden "org" control fills the {org} of their API call). The controls show the row's values and
+  // follow them when a hint swaps the row in, except those the operator has typed into and not sent.
+  const orgEditor = (function () {
+    const editor = $("#org-editor");
+    const costForm = $("form.costs", editor);
+    let slug = null;
+
+    // The cost the row shows for the selected workflow ("" when it costs the workflow's default).
+    function cost(row) {
+      const tag = [...row.querySelectorAll(".tag[data-workflow]")].find((t) => t.dataset.workflow === costForm.workflow.value);
+      return tag ? tag.dataset.cost : "";
+    }
+
+    function fill(row, force) {
+      const values = { weight: row.dataset.weight, max_concurrency: row.dataset.cap, queue_limit: row.dataset.limit, cost: cost(row) };
+      for (const [name, v] of Object.entries(values)) {
+        const input = $(`[name=${name}]`, editor);
+        if (force || !input.dataset.dirty) { input.value = v; delete input.dataset.dirty; }
+      }
+    }
+
+    function open(row, focus) {
+      const previous = slug && orgRow(slug);
+      if (previous) previous.removeAttribute("aria-current");
+      slug = row.dataset.org;
+      editor.dataset.org = slug;
+      $("#org-editor-slug").textContent = slug;
+      editor.querySelectorAll("[name=org]").forEach((input) => { input.value = slug; });
+      editor.querySelectorAll("[data-err]").forEach((err) => { err.textContent = ""; });
+      row.setAttribute("aria-current", "true");
+      fill(row, true);
+      editor.hidden = false;
+      if (focus) $("[name=weight]", editor).focus();
+    }
+
+    function close() {
+      const row = slug && orgRow(slug);
+      if (row) row.removeAttribute("aria-current");
+      editor.hidden = true;
+      slug = null;
+      delete editor.dataset.org;
+      if (row) $("[data-edit]", row).focus();
+    }
+
+    // A swapped-in row (or table) is new markup: mark the picked row again (an attribute htmx's settling
+    // leaves alone: it puts back the class of the markup) and show its values.
+    function rowSwapped(target) {
+      const row = slug && orgRow(slug);
+      if (!row || !(target === row || target.contains(row))) return;
+      row.setAttribute("aria-current", "true");
+      fill(row, false);
+    }
+
+    document.addEventListener("click", (e) => {
+      const button = e.target.closest("tr[data-org] button[data-edit]");
+      if (button) open(button.closest("tr[data-org]"), true);
+      else if (e.target.closest("[data-editor-close]")) close();
+    });
+    editor.addEventListener("keydown", (e) => { if (e.key === "Escape") close(); });
+    costForm.workflow.addEventListener("change", () => {
+      const row = slug && orgRow(slug);
+      if (row) { costForm.cost.value = cost(row); delete costForm.cost.dataset.dirty; }
+    });
+
+    return { rowSwapped, org: () => slug };
+  })();
 
   // A provider pause is usually for a few minutes: offer a quarter of an hour from now, in local time.
   (function () {
@@ -642,14 +732,11 @@
     document.addEventListener("click", (e) => {
       const b = e.target.closest("[data-preview]");
       if (!b) return;
-      const where = b.closest("tr[data-org]");
       const kind = b.dataset.preview;
-      if (kind === "budget") add({ kind, value: value($("#form-budget [name=budget]").value) }, true);
-      else if (kind === "weight") add({ kind, org: where.dataset.org, value: value(where.querySelector("[name=weight]").value) }, true);
-      else if (kind === "cost") {
-        const f = b.closest("form");
-        add({ kind, org: where.dataset.org, workflow: f.workflow.value, value: value(f.cost.value) }, true);
-      }
+      const f = b.closest("form");
+      if (kind === "budget") add({ kind, value: value(f.budget.value) }, true);
+      else if (kind === "weight") add({ kind, org: orgEditor.org(), value: value(f.weight.value) }, true);
+      else if (kind === "cost") add({ kind, org: orgEditor.org(), workflow: f.workflow.value, value: value(f.cost.value) }, true);
     });
 
     return { add, preview: () => preview };
@@ -697,7 +784,8 @@
     const hidden = rows.length - shown.length;
     rows.length = 0;
     rows.push(...shown);
-    const globalClear = $("#summary .counts").dataset.globalClear;
+    const counts = $("#summary .counts"); // the header comes with the first resync, like the org table
+    const globalClear = counts && counts.dataset.globalClear;
     const globalEnd = globalClear ? Date.parse(globalClear) : null;
     const ends = rows.flatMap((r) => [r.end, r.after]).concat([globalEnd]).filter((x) => x != null);
     const span = Math.max(60000, ...ends.map((e) => e - t0)) * 1.05;
@@ -800,8 +888,9 @@
         want(message.kind === "org" && message.org != null ? parts.map((p) => (p === "orgs" ? "org:" + message.org : p)) : parts);
       };
       socket.onclose = (e) => {
-        // A page whose socket never opened still shows its org table (it is not live, and says so).
-        if (!connected && attempt === 0) want(["orgs"]);
+        // A page whose socket never opened still shows its header and org table (it is not live, and
+        // says so).
+        if (!connected && attempt === 0) want(["summary", "orgs"]);
         clearInterval(pingTimer);
         clearTimeout(pongDeadline);
         pongDeadline = null;
@@ -827,17 +916,18 @@
   })();
 
   // --- start ----------------------------------------------------------------------------------
-  // The tables came with the page but the org table, which comes with the socket's first resync; the
-  // queue and the plots are drawn from the inlined JSON. The page is ready once the org table is in.
-  readSummary();
+  // The tables came with the page but the header and the org table, which come with the socket's
+  // first resync; the queue and the plots are drawn from the inlined JSON. The page is ready once the
+  // org table is in.
   queueView.seed(state.queue);
   performance.mark("queue-painted");
-  setTimeout(() => {
+  // The rest once htmx has run too (it comes after this script, so as not to hold the queue back).
+  document.addEventListener("DOMContentLoaded", () => {
     ticks(document);
     drawDepth();
     drawBudget();
     live.connect();
-  }, 0);
+  });
   function painted() {
     document.body.dataset.ready = "1";
     performance.mark("dashboard-painted");
