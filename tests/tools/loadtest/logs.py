@@ -1,5 +1,6 @@
 """Event logs (the runner's `events.json`) for the tests: small synthetic ones, for the figures and
-the report, and real ones from a shortened run of the runner."""
+the report, and real ones from shortened runs of the runner, run in the background (see the
+folder's conftest)."""
 
 from __future__ import annotations
 
@@ -7,29 +8,136 @@ import json
 import signal
 import subprocess
 import sys
+import tempfile
+import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fairsched.devservices import REPO_ROOT
 
 
-def run_load(args: list[str], out: Path, *, timeout: float) -> dict[str, Any]:
-    """Run `python -m tools.loadtest.runner ARGS --drain-timeout 90 --out OUT` and return its log. On a
-    timeout the runner gets SIGTERM, which it handles like Ctrl-C: it stops its children and services
-    before leaving."""
-    runner = subprocess.Popen(
-        [sys.executable, "-m", "tools.loadtest.runner", *args, "--drain-timeout", "90", "--out", str(out)],
-        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        _, stderr = runner.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        runner.send_signal(signal.SIGTERM)
-        runner.communicate(timeout=60)
-        raise
-    assert runner.returncode == 0, stderr[-4000:]
-    log: dict[str, Any] = json.loads(out.read_text())
-    return log
+@dataclass(frozen=True)
+class RunSpec:
+    """A shortened run: `python -m tools.loadtest.runner ARGS --drain-timeout 90`, stopped after
+    `timeout` seconds."""
+
+    args: tuple[str, ...]
+    timeout: float
+
+
+class BackgroundRun:
+    """One runner process, its output and event log in `folder`: `start()` it, `finish()` waits for
+    it to end (stopping it on a timeout), `log()` waits for that and returns the event log."""
+
+    def __init__(self, spec: RunSpec, folder: Path) -> None:
+        self.spec = spec
+        self.folder = folder
+        self.out = folder / "events.json"
+        self._process: subprocess.Popen[bytes] | None = None
+        self._timed_out = False
+        self._ended = threading.Event()
+
+    def start(self) -> None:
+        with (self.folder / "stderr.log").open("wb") as stderr:
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", "tools.loadtest.runner", *self.spec.args, "--drain-timeout", "90",
+                 "--out", str(self.out)],
+                cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=stderr,
+            )  # fmt: skip
+
+    def finish(self) -> None:
+        """Wait for the runner to end. On a timeout it gets SIGTERM, which it handles like Ctrl-C: it
+        stops its children and services before leaving."""
+        assert self._process is not None
+        try:
+            self._process.wait(self.spec.timeout)
+        except subprocess.TimeoutExpired:
+            self._timed_out = True
+            self.stop()
+        finally:
+            self._ended.set()
+
+    def cancel(self) -> None:
+        """End a run that never started (its `log()` fails)."""
+        self._ended.set()
+
+    def stop(self) -> None:
+        """SIGTERM the runner if it still runs, and wait for it to leave (killed after 60 s)."""
+        process = self._process
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    def log(self) -> dict[str, Any]:
+        """The event log, once the run has ended; fails with the runner's last output if it failed."""
+        self._ended.wait()
+        assert self._process is not None, "the load run was cancelled"
+        stderr = (self.folder / "stderr.log").read_text(errors="replace")[-4000:]
+        assert not self._timed_out, f"the load run took over {self.spec.timeout:.0f} s:\n{stderr}"
+        assert self._process.returncode == 0, stderr
+        log: dict[str, Any] = json.loads(self.out.read_text())
+        return log
+
+
+class BackgroundRuns:
+    """The load runs a session needs, run one after another in a daemon thread from the moment they
+    are queued, so that they run while the rest of the suite does (a run mostly waits: for its
+    services, for beat's passes, for the demo workflows' sleeps). One at a time, so that two runs
+    never compete for the machine; in the order queued, the order their tests come in."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.runs: dict[RunSpec, BackgroundRun] = {}
+        self._queue: list[BackgroundRun] = []
+        self._lock = threading.Lock()
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+
+    def queue(self, spec: RunSpec) -> BackgroundRun:
+        """The run of `spec`, queued now unless it already was."""
+        with self._lock:
+            if spec not in self.runs:
+                run = BackgroundRun(spec, Path(tempfile.mkdtemp(prefix="loadrun-", dir=self.root)))
+                self.runs[spec] = run
+                self._queue.append(run)
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._work, name="load-runs", daemon=True)
+                    self._thread.start()
+            return self.runs[spec]
+
+    def log(self, spec: RunSpec) -> dict[str, Any]:
+        """The event log of `spec`'s run (queued now if it was not), once it has ended."""
+        return self.queue(spec).log()
+
+    def _work(self) -> None:
+        while True:
+            # Started under the lock, so that `stop` either sees the process or keeps it from starting.
+            with self._lock:
+                if not self._queue:
+                    self._thread = None
+                    return
+                run = self._queue.pop(0)
+                if self._stopping:
+                    run.cancel()
+                    continue
+                run.start()
+            run.finish()
+
+    def stop(self) -> None:
+        """Start nothing more, stop the run under way and wait for it."""
+        with self._lock:
+            self._stopping = True
+            thread = self._thread
+        for run in self.runs.values():
+            run.stop()
+        if thread is not None:
+            thread.join(90)
 
 
 def chart(

@@ -5,11 +5,9 @@ two web processes."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from tests.tools.loadtest.logs import run_load
+from tests.tools.loadtest.logs import BackgroundRuns, RunSpec
 from tools.loadtest.multirun import summary
 
 pytestmark = [pytest.mark.slow, pytest.mark.temporal]
@@ -17,16 +15,17 @@ pytestmark = [pytest.mark.slow, pytest.mark.temporal]
 SECONDS = 30
 API_REQUESTS = 8  # per client, of 50: enough to see both setups serve, short enough for make test
 RUN_TIMEOUT_SECONDS = 300
+LOAD_RUN = RunSpec(
+    ("--seconds", str(SECONDS), "--faults", "", "--celery-workers", "2", "--temporal-workers", "2", "--web", "2",
+     "--leader-kills", "2", "--api-requests", str(API_REQUESTS)),
+    timeout=RUN_TIMEOUT_SECONDS,
+)  # fmt: skip
 
 
 @pytest.mark.timeout(RUN_TIMEOUT_SECONDS + 90)
-def test_two_of_everything_survive_leader_kills(tmp_path: Path) -> None:
-    log = run_load(
-        ["--seconds", str(SECONDS), "--faults", "", "--celery-workers", "2", "--temporal-workers", "2", "--web", "2",
-         "--leader-kills", "2", "--api-requests", str(API_REQUESTS)],
-        tmp_path / "events.json",
-        timeout=RUN_TIMEOUT_SECONDS,
-    )  # fmt: skip
+def test_two_of_everything_survive_leader_kills(load_runs: BackgroundRuns) -> None:
+    """The run started in the background (see the conftest)."""
+    log = load_runs.log(LOAD_RUN)
 
     lines, passed = summary(log)
     assert passed, "\n".join(lines)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.tools.loadtest.logs import run_load
+from tests.tools.loadtest.logs import BackgroundRuns, RunSpec
 from tools.loadtest import metrics
 
 pytestmark = [pytest.mark.slow, pytest.mark.temporal]
@@ -17,13 +17,13 @@ pytestmark = [pytest.mark.slow, pytest.mark.temporal]
 SECONDS = 40
 RECOVERY_LIMIT_SECONDS = 30.0
 RUN_TIMEOUT_SECONDS = 240
+LOAD_RUN = RunSpec(("--seconds", str(SECONDS), "--faults", "kill_worker,redis"), timeout=RUN_TIMEOUT_SECONDS)
 
 
 @pytest.fixture(scope="module")
-def event_log(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """Run the shortened load run once for the module."""
-    out = tmp_path_factory.mktemp("loadrun") / "events.json"
-    return run_load(["--seconds", str(SECONDS), "--faults", "kill_worker,redis"], out, timeout=RUN_TIMEOUT_SECONDS)
+def event_log(load_runs: BackgroundRuns) -> dict[str, Any]:
+    """The shortened load run, one for the module (started in the background: see the conftest)."""
+    return load_runs.log(LOAD_RUN)
 
 
 @pytest.mark.timeout(300)
