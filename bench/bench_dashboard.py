@@ -106,6 +106,10 @@ def update_lag(browser: Any, base_url: str, user: Any, levers: int) -> list[floa
     for page in (operator, watcher):
         page.goto(base_url + "/dashboard/")
         page.wait_for_selector("body[data-live=live]")
+    # Levers are pulled on a dashboard that shows the org's row: before that, the watcher is still
+    # loading, and the row's arrival is the page's first paint (`whole page drawn` above), not a lag.
+    # (The old page inlined its org table; the new one brings it with the socket's first resync.)
+    watcher.wait_for_selector('#org-rows tr[data-org="org-0"] [data-hold]')
     lags = []
     for i in range(levers):
         action, shows = ("hold", "Release") if i % 2 == 0 else ("release", "Hold")
