@@ -81,26 +81,22 @@ def org_replay(
     org_count = len(caps)
     starts: list[float | None] = [None] * chart_count
     etas: list[float | None] = [None] * chart_count
-    # Running chart i is numbered chart_count + i; `none` is past them all and never fits the budget.
-    none = chart_count + len(running_org)
-    key_org = [*org, *running_org]
-    key_units = [*units, *running_units]
-    held_by = [*key_units, budget + 1]
+    none = chart_count  # past every chart
     capped = [cap is not None for cap in caps]
     # Charts capped org o may still start before its cap (below 0 when it runs past a lowered cap).
     room = [0 if cap is None else cap for cap in caps]
     free = budget
     finish_times: list[float] = [math.inf]
     dearer: dict[float, int] = {}
-    capped_finishes: list[tuple[float, int]] = [(math.inf, none)]
-    for index, (finish_at, running_at, held) in enumerate(zip(running_finish, running_org, running_units, strict=True)):
+    capped_finishes: list[tuple[float, int, int]] = [(math.inf, -1, 0)]
+    for finish_at, running_at, held in zip(running_finish, running_org, running_units, strict=True):
         free -= held
         finish_times.append(finish_at)
         if held > 1:
             dearer[finish_at] = dearer.get(finish_at, 0) + held - 1
         if capped[running_at]:
             room[running_at] -= 1
-            capped_finishes.append((finish_at, chart_count + index))
+            capped_finishes.append((finish_at, running_at, held))
     heapq.heapify(finish_times)
     heapq.heapify(capped_finishes)
 
@@ -136,7 +132,7 @@ def org_replay(
             if dearer and finish_at in dearer:
                 free += dearer.pop(finish_at)
         while capped_finishes[0][0] <= instant:
-            stream = key_org[pop(capped_finishes)[1]]
+            stream = pop(capped_finishes)[1]
             room[stream] += 1
             if parked[stream] and room[stream] > 0:
                 parked[stream] = False
@@ -155,65 +151,90 @@ def org_replay(
                         push(heads, chart)
             next_pending += 1
             next_ready_at = waiting_charts[next_pending][0]
-        barrier = min(capped_finishes[0][0], next_ready_at)
-        limit = _first_head(heads, head, parked, room, org, none)
+        barrier = capped_finishes[0][0]
+        if next_ready_at < barrier:
+            barrier = next_ready_at
+        # The first chart in order besides the line's: a head (maybe one to drop) or a late chart.
+        limit = heads[0] if heads else none
         if line_late and line_late[0] < limit:
             limit = line_late[0]
 
         while True:
             chart = line[next_in_line]
-            from_line = chart < limit
-            if not from_line:
-                chart = limit
-            held = held_by[chart]
-            if held <= free:
-                free -= held
-                starts[chart] = instant
-                etas[chart] = eta = instant + avg[chart]
-                push(finish_times, eta)
-                if held > 1:
-                    dearer[eta] = dearer.get(eta, 0) + held - 1
-                if from_line:
+            if chart < limit:
+                held = units[chart]
+                if held <= free:
+                    free -= held
+                    starts[chart] = instant
+                    etas[chart] = eta = instant + avg[chart]
+                    push(finish_times, eta)
+                    if held > 1:
+                        dearer[eta] = dearer.get(eta, 0) + held - 1
                     next_in_line += 1
                     continue
-                if line_late and line_late[0] == chart:
-                    pop(line_late)
-                else:
-                    stream = org[chart]
-                    room[stream] -= 1
-                    push(capped_finishes, (eta, chart))
-                    if eta < barrier:
-                        barrier = eta
-                    waiting = late[stream]
-                    if chart == ready_head[stream]:
-                        ready_head[stream] = new_head = following[chart]
-                    else:
-                        pop(waiting)
-                        new_head = ready_head[stream]
-                    if waiting and waiting[0] < new_head:
-                        new_head = waiting[0]
-                    head[stream] = new_head
-                    if new_head == none:
-                        pop(heads)
-                    elif room[stream] <= 0:  # at its cap: parked now rather than when its head is met
-                        parked[stream] = True
-                        pop(heads)
-                    else:
-                        replace(heads, new_head)
-                limit = _first_head(heads, head, parked, room, org, none)
-                if line_late and line_late[0] < limit:
-                    limit = line_late[0]
-                continue
-            finish_at = finish_times[0]
-            if finish_at >= barrier:
+                finish_at = finish_times[0]
+                if finish_at >= barrier:
+                    break
+                instant = finish_at
+                if held == 1 and free == 0 and not (dearer and finish_at in dearer):
+                    starts[chart] = instant
+                    etas[chart] = eta = instant + avg[chart]
+                    replace(finish_times, eta)
+                    next_in_line += 1
+                    continue
+            elif limit == none:
                 break
-            instant = finish_at
-            if from_line and held == 1 and free == 0 and not (dearer and finish_at in dearer):
-                starts[chart] = instant
-                etas[chart] = eta = instant + avg[chart]
-                replace(finish_times, eta)
-                next_in_line += 1
-                continue
+            else:
+                chart = limit
+                late_chart = bool(line_late) and line_late[0] == chart
+                stream = org[chart]
+                if not late_chart and (head[stream] != chart or parked[stream] or room[stream] <= 0):
+                    if head[stream] == chart and not parked[stream]:
+                        parked[stream] = True  # at its cap: the walk skips its head
+                    pop(heads)
+                    limit = heads[0] if heads else none
+                    if line_late and line_late[0] < limit:
+                        limit = line_late[0]
+                    continue
+                held = units[chart]
+                if held <= free:
+                    free -= held
+                    starts[chart] = instant
+                    etas[chart] = eta = instant + avg[chart]
+                    push(finish_times, eta)
+                    if held > 1:
+                        dearer[eta] = dearer.get(eta, 0) + held - 1
+                    if late_chart:
+                        pop(line_late)
+                    else:
+                        room[stream] -= 1
+                        push(capped_finishes, (eta, stream, held))
+                        if eta < barrier:
+                            barrier = eta
+                        waiting = late[stream]
+                        if chart == ready_head[stream]:
+                            ready_head[stream] = new_head = following[chart]
+                        else:
+                            pop(waiting)
+                            new_head = ready_head[stream]
+                        if waiting and waiting[0] < new_head:
+                            new_head = waiting[0]
+                        head[stream] = new_head
+                        if new_head == none:
+                            pop(heads)
+                        elif room[stream] <= 0:  # at its cap: parked now rather than when its head is met
+                            parked[stream] = True
+                            pop(heads)
+                        else:
+                            replace(heads, new_head)
+                    limit = heads[0] if heads else none
+                    if line_late and line_late[0] < limit:
+                        limit = line_late[0]
+                    continue
+                finish_at = finish_times[0]
+                if finish_at >= barrier:
+                    break
+                instant = finish_at
             pop(finish_times)
             free += 1
             if dearer and finish_at in dearer:
@@ -224,44 +245,28 @@ def org_replay(
         if line[next_in_line] == none and not line_late and not line_pending:
             instants_to_tail_check -= 1
             if instants_to_tail_check <= 0:
-                capped_running = [(finish_at, key) for finish_at, key in capped_finishes if key != none]
+                capped_running = [
+                    (finish_at, stream, held) for finish_at, stream, held in capped_finishes if stream >= 0
+                ]
+                other_held = budget - free - sum(held for _, _, held in capped_running)
                 state = ReplayState(
-                    instant, capped_running, budget - free - sum(key_units[key] for _, key in capped_running),
-                    streams.ready, streams.next_ready(ready_head), late, waiting_charts[next_pending:-1],
+                    instant, capped_running, other_held, streams.ready, streams.next_ready(ready_head), late,
+                    waiting_charts[next_pending:-1],
                 )  # fmt: skip
-                if _tail_is_free(state, budget=budget, caps=caps, org=key_org, units=key_units):
-                    _replay_tail(state, caps=caps, org=key_org, avg=avg, starts=starts, etas=etas)
+                if _tail_is_free(state, budget=budget, caps=caps, org=org, units=units):
+                    _replay_tail(state, caps=caps, org=org, avg=avg, starts=starts, etas=etas)
                     return starts, etas
                 tail_check_every *= 2
                 instants_to_tail_check = tail_check_every
         instant = barrier
 
 
-def _first_head(
-    heads: list[int], head: Sequence[int], parked: list[bool], room: Sequence[int], org: Sequence[int], none: int
-) -> int:
-    """The first chart of `heads` that heads an org that may start it (`none` if none).
-
-    Entries that no longer head their org, or whose org is parked, are dropped; an org met at its
-    cap is parked (a walk would skip its head) until one of its charts finishes.
-    """
-    while heads:
-        chart = heads[0]
-        stream = org[chart]
-        if head[stream] == chart and not parked[stream]:
-            if room[stream] > 0:
-                return chart
-            parked[stream] = True
-        heapq.heappop(heads)
-    return none
-
-
 class ReplayState(NamedTuple):
-    """Where the replay stands after the walk at `instant`: what runs (the charts of capped orgs by
-    (finish, chart), the units held by the others as one sum), and each org's charts left."""
+    """Where the replay stands after the walk at `instant`: what runs (the charts of capped orgs as
+    (finish, org, units), the units held by the others as one sum), and each org's charts left."""
 
     instant: float
-    finishes: list[tuple[float, int]]
+    finishes: list[tuple[float, int, int]]
     other_held: int
     ready: list[list[int]]
     next_ready: list[int]
@@ -294,15 +299,14 @@ def _tail_is_free(
 
     From now on an org with charts left holds at most what it holds now (it may run past a lowered
     cap) or `cap` charts of its dearest units (left or running), whichever is more: it starts a chart
-    only while it runs fewer than `cap`. An org without charts left (every uncapped org, whose
-    running charts hold `other_held`) only gives units back. When
-    those bounds add up to at most the budget, no walk can meet a chart dearer than the free budget.
+    only while it runs fewer than `cap`. An org without charts left (every uncapped org among them,
+    whose running charts hold `other_held`) only gives units back. When those bounds add up to at
+    most the budget, no walk can meet a chart dearer than the free budget.
     """
     org_count = len(caps)
     held = [0] * org_count
     dearest = [0] * org_count
-    for _, key in state.finishes:
-        charts_org, charts_units = org[key], units[key]
+    for _, charts_org, charts_units in state.finishes:
         held[charts_org] += charts_units
         dearest[charts_org] = max(dearest[charts_org], charts_units)
     units_of = np.asarray(units, dtype=np.int64)
@@ -347,8 +351,8 @@ def _replay_tail(
     """
     org_count = len(caps)
     finish_times: list[list[float]] = [[] for _ in range(org_count)]
-    for finish_at, key in state.finishes:
-        finish_times[org[key]].append(finish_at)
+    for finish_at, charts_org, _ in state.finishes:
+        finish_times[charts_org].append(finish_at)
     avg_of: NDArray[Any] | None = None
     for stream, (available, later) in enumerate(state.charts_left(org_count, org)):
         if not available and not later:
