@@ -5,11 +5,14 @@
 every finish. In a saturated pool nearly every instant is one finish that frees room for one start,
 so at a million charts those calls were the cost, not the work: a profile of `plan()` at 1M charts
 with caps gave ~1M `walk` calls, ~2.4M generator resumptions and ~1M `_finish` calls, 60% of the
-plan's time. Without a retry budget there is one stream per org, and the walk's rule reduces to the
-org's cap and the free budget, so this replay runs the same rule inline.
+plan's time. Without a retry budget the walk's rule reduces to the org's cap and the free budget, so
+this replay runs the same rule inline.
 
 It never visits a capped org's charts one by one: an org at its cap is parked whole (its head
-leaves the heap of heads) until one of its charts finishes.
+leaves the heap of heads) until one of its charts finishes. The charts of the orgs without a cap,
+which the walk never skips, are one stream (the line), and between two events that can change who
+comes first (a capped org's finish, an arrival) the line runs as the lane simulation does: in a
+saturated pool most charts start with one heap replace on the finishes, which are plain floats.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ def org_replay(
     now: float,
     budget: int,
     caps: Sequence[int | None],
-    org: Sequence[int],
+    org: Indices,
     units: Sequence[int],
     avg: Sequence[float],
     pending: Sequence[tuple[float, int]],
@@ -46,9 +49,9 @@ def org_replay(
 ) -> tuple[list[float | None], list[float | None]]:
     """The start and ETA of every chart of the order (None for one that never starts).
 
-    Charts are numbered 0..n-1 in the fair order; chart i belongs to org `org[i]` and occupies
-    `units[i]`; `pending` lists the charts that become available after `now`, as (available_at,
-    chart) (see `later_charts`). `caps[o]` is org o's `max_concurrency`.
+    Charts are numbered 0..n-1 in the fair order; chart i belongs to org `org[i]` (an array of org
+    codes) and occupies `units[i]`; `pending` lists the charts that become available after `now`,
+    as (available_at, chart) (see `later_charts`). `caps[o]` is org o's `max_concurrency`.
 
     The walk never skips a chart of an org without a cap, so those charts form one stream, the
     `line`: the ones available from the start in order (read from `next_in_line`; `none`, a number
@@ -57,10 +60,10 @@ def org_replay(
     started `ready_head[o]`), the later ones in a heap `late[o]`; `head[o]` is its first chart
     (`none`: none) and `room[o]` how many more it may start before its cap. `heads` is a heap of the
     heads of the capped orgs that may start one (entries that are no longer their org's head, or
-    whose org is parked at its cap, are dropped when met; see `_first_head`). The budget needs no
+    whose org is at its cap, are dropped when the walk meets them). The budget needs no
     chart's identity: the finishes are a heap of floats, one per chart running, and `dearer` holds
     by time the units beyond the first of the charts that hold more. A capped org's chart also
-    finishes in `capped_finishes`, (time, chart), for the slot it gives back.
+    finishes in `capped_finishes`, as (time, org, units), for the slot it gives back.
 
     1. Running charts occupy their units and their capped org's slot; their finishes are the first
        events; the charts available at `now` fill the streams, the others wait in `pending`, by
@@ -102,15 +105,15 @@ def org_replay(
 
     waiting_charts = sorted(pending)
     waiting_charts.append((math.inf, none))
-    codes = np.asarray(org, dtype=np.intp)
-    of_capped = np.array(capped, dtype=bool)[codes] if org_count else np.zeros(0, dtype=bool)
+    org_of = org.tolist()
+    of_capped = np.array(capped, dtype=bool)[org] if org_count else np.zeros(0, dtype=bool)
     available = np.ones(chart_count, dtype=bool)
     available[np.fromiter((chart for _, chart in pending), dtype=np.intp, count=len(pending))] = False
     line = [*np.flatnonzero(available & ~of_capped).tolist(), none]
     line_late: list[int] = []
     line_pending = int(np.count_nonzero(~available & ~of_capped))
     next_in_line = 0
-    streams = _Streams.of(codes, available & of_capped, org_count, end=none)
+    streams = _Streams.of(org, available & of_capped, org_count, end=none)
     following = streams.following
     ready_head = list(streams.first)
     late: list[list[int]] = [[] for _ in range(org_count)]
@@ -139,7 +142,7 @@ def org_replay(
                 push(heads, head[stream])
         while next_ready_at <= instant:
             chart = waiting_charts[next_pending][1]
-            stream = org[chart]
+            stream = org_of[chart]
             if not capped[stream]:
                 push(line_late, chart)
                 line_pending -= 1
@@ -187,7 +190,7 @@ def org_replay(
             else:
                 chart = limit
                 late_chart = bool(line_late) and line_late[0] == chart
-                stream = org[chart]
+                stream = org_of[chart]
                 if not late_chart and (head[stream] != chart or parked[stream] or room[stream] <= 0):
                     if head[stream] == chart and not parked[stream]:
                         parked[stream] = True  # at its cap: the walk skips its head
@@ -253,8 +256,8 @@ def org_replay(
                     instant, capped_running, other_held, streams.ready, streams.next_ready(ready_head), late,
                     waiting_charts[next_pending:-1],
                 )  # fmt: skip
-                if _tail_is_free(state, budget=budget, caps=caps, org=org, units=units):
-                    _replay_tail(state, caps=caps, org=org, avg=avg, starts=starts, etas=etas)
+                if _tail_is_free(state, budget=budget, caps=caps, org=org_of, units=units):
+                    _replay_tail(state, caps=caps, org=org_of, avg=avg, starts=starts, etas=etas)
                     return starts, etas
                 tail_check_every *= 2
                 instants_to_tail_check = tail_check_every
