@@ -35,6 +35,25 @@ with other engineers, so CPU seconds are the figure to compare):
   fair order 0.34, `_columns` 0.17, `_replay` 1.2-1.35, `_real_plan` 0.25, freeing the temporary
   lists ~0.3. What is left to reach 2 s is the per-instant walk in Python (~1.4 us an instant):
   it needs fewer instants (lanes batched where no cap can bind) or the walk compiled.
+- the caps path, this session (issue 17: 1M with caps 2.9/3.1 s on a quiet machine). Profile
+  (cProfile, then counts of the replay's events) of `plan()` at 1M charts with caps: `org_replay`
+  1.13-1.21 s CPU of 2.47-2.73, the rest as above. Of the 1M charts, 816k start while the budget
+  binds: 702k of uncapped orgs (70k of them dearer than one unit) and 115k of the 100 capped orgs;
+  the last 173k (capped orgs only) take the closed-form tail. Every start paid for a finish popped
+  with its chart's identity (a dict), its org's slot and a replace on a 500-entry heap of org heads,
+  though only a capped org's finish can change who comes first. Now the charts of uncapped orgs are
+  one stream (the line: the walk never skips them), the budget's finishes are bare floats, and only
+  a capped org's finish (time, org, units) or an arrival interrupts the line, which between two
+  such events is the lane simulation (one heapreplace per one-unit chart). Counts at 1M
+  round_robin: 430k starts by one heap replace, 200k other line starts, 115k capped starts, 204k
+  instants made by a capped finish or an arrival. Replay alone, old (a099fde) and new interleaved in
+  one process, medians of 5 (CPU, load 10-18): round_robin 1.28-1.60 -> 0.78-0.83 s, deficit
+  1.28-1.48 -> 0.74-0.92 s; the lane replay of the same charts without caps takes 0.31-0.36 s and
+  `org_replay` on them 0.51-0.55 s. What is left above the lane replay: ~115k capped finishes, each
+  an instant in Python (~3 us: its slot, the unparked head, its start), and the line's checks for
+  a barrier, a dearer finish and a head ahead of it (~0.2 us a chart). Closing the rest to 2 s would
+  take handing a lagging capped org's slot straight to its next chart (its own lanes, while no
+  earlier head can take the unit) or the loop compiled.
 - the plan command at 100k (issue 17: 1.12x the reference; 1.04-1.18x here): the difference was
   the scenario's checks, chart by chart (`io._queue` and its per-field helpers, ~0.2 s of ~0.65 s
   CPU), which the bare reference skips. `io._queue_by_columns` now reads and checks each field as a

@@ -5,11 +5,14 @@
 every finish. In a saturated pool nearly every instant is one finish that frees room for one start,
 so at a million charts those calls were the cost, not the work: a profile of `plan()` at 1M charts
 with caps gave ~1M `walk` calls, ~2.4M generator resumptions and ~1M `_finish` calls, 60% of the
-plan's time. Without a retry budget there is one stream per org, and the walk's rule reduces to the
-org's cap and the free budget, so this replay runs the same rule inline.
+plan's time. Without a retry budget the walk's rule reduces to the org's cap and the free budget, so
+this replay runs the same rule inline.
 
 It never visits a capped org's charts one by one: an org at its cap is parked whole (its head
-leaves the heap of heads) until one of its charts finishes.
+leaves the heap of heads) until one of its charts finishes. The charts of the orgs without a cap,
+which the walk never skips, are one stream (the line), and between two events that can change who
+comes first (a capped org's finish, an arrival) the line runs as the lane simulation does: in a
+saturated pool most charts start with one heap replace on the finishes, which are plain floats.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ def org_replay(
     now: float,
     budget: int,
     caps: Sequence[int | None],
-    org: Sequence[int],
+    org: Indices,
     units: Sequence[int],
     avg: Sequence[float],
     pending: Sequence[tuple[float, int]],
@@ -46,53 +49,71 @@ def org_replay(
 ) -> tuple[list[float | None], list[float | None]]:
     """The start and ETA of every chart of the order (None for one that never starts).
 
-    Charts are numbered 0..n-1 in the fair order; chart i belongs to org `org[i]` and occupies
-    `units[i]`; `pending` lists the charts that become available after `now`, as (available_at,
-    chart) (see `later_charts`). `caps[o]` is org o's `max_concurrency`. The org's charts available
-    so far form its stream: those available from the start linked in order (`following[chart]`,
-    the first not started `ready_head[o]`, `none`, a number past every chart, after the last), the
-    later ones in a heap `late[o]`. `head[o]` is the stream's first chart (`none`: none); `room[o]`
-    how many more it may start before its cap; `heads` is a heap of charts, holding the head of every
-    org that may start one (entries that are no longer their org's head, or whose org is parked,
-    are dropped when met).
+    Charts are numbered 0..n-1 in the fair order; chart i belongs to org `org[i]` (an array of org
+    codes) and occupies `units[i]`; `pending` lists the charts that become available after `now`,
+    as (available_at, chart) (see `later_charts`). `caps[o]` is org o's `max_concurrency`.
 
-    1. Running charts occupy their units and their org's slot; their finishes are the first
-       events; the charts available at `now` fill their orgs' streams, the others wait in
-       `pending`, by (available_at, chart).
-    2. At each instant: count the finishes due (budget and slot back; an org parked at its cap is
-       unparked), let the charts due join their streams, then walk the heads in order:
-       a. a head whose org runs its cap parks the org (out of `heads` until a finish of the org);
-       b. a head dearer than the free budget stops the walk (head of line);
-       c. otherwise it starts: its finish (instant + avg) is a new event, and its org's next
-          chart becomes the org's head (the org is parked at once if that start took it to its
-          cap). Once no budget is left the walk ends.
-    3. Move to the earliest finish or arrival; stop when there is neither.
+    The walk never skips a chart of an org without a cap, so those charts form one stream, the
+    `line`: the ones available from the start in order (read from `next_in_line`; `none`, a number
+    past every chart, ends it), the later ones in a heap `line_late`. Each capped org has a stream of
+    its own: its charts available from the start linked in order (`following[chart]`, the first not
+    started `ready_head[o]`), the later ones in a heap `late[o]`; `head[o]` is its first chart
+    (`none`: none) and `room[o]` how many more it may start before its cap. `heads` is a heap of the
+    heads of the capped orgs that may start one (entries that are no longer their org's head, or
+    whose org is at its cap, are dropped when the walk meets them). The budget needs no
+    chart's identity: the finishes are a heap of floats, one per chart running, and `dearer` holds
+    by time the units beyond the first of the charts that hold more. A capped org's chart also
+    finishes in `capped_finishes`, as (time, org, units), for the slot it gives back.
+
+    1. Running charts occupy their units and their capped org's slot; their finishes are the first
+       events; the charts available at `now` fill the streams, the others wait in `pending`, by
+       (available_at, chart).
+    2. At each instant that a capped org's finish or an arrival makes (and at `now`): count the
+       finishes due (budget and slots back; an org parked at its cap is unparked), let the charts
+       due join their streams. `barrier` is the next such instant.
+    3. Until the barrier, walk: the first chart in order of the line and the heads (`limit`, the
+       first head or late chart of the line) starts if the free budget holds it (a capped org is
+       parked as soon as a start takes it to its cap). If it is dearer than the free budget (head
+       of line), the next finish before the barrier is counted and the walk goes on at its time;
+       with the pool full and a chart of one unit next in line, that is the lane simulation, one
+       heap replace.
+    4. Once every chart of the line has started, each capped org may be replayed on its own
+       (`_tail_is_free`, `_replay_tail`). Stop when no event is left.
     """
     chart_count = len(org)
     org_count = len(caps)
     starts: list[float | None] = [None] * chart_count
     etas: list[float | None] = [None] * chart_count
+    none = chart_count  # past every chart
+    capped = [cap is not None for cap in caps]
+    # Charts capped org o may still start before its cap (below 0 when it runs past a lowered cap).
+    room = [0 if cap is None else cap for cap in caps]
     free = budget
-    # An uncapped org's limit: more than every chart, running ones included, could ever run.
-    unlimited = chart_count + len(running_org) + 1
-    # Charts org o may still start before it reaches its cap (below 0 when it runs past a lowered cap).
-    room = [unlimited if cap is None else cap for cap in caps]
-    # Running chart i is numbered chart_count + i: a finish is a number whatever it finishes.
-    key_org = [*org, *running_org]
-    key_units = [*units, *running_units]
-    # The finishes to come: their times in a heap of floats (quick to compare), once per finish;
-    # what finishes at a time in `finishing`, and in `also_finishing` when more than one chart does.
-    finishes = _Finishes([], {}, {})
-    for index, (finish_at, running_at, held) in enumerate(zip(running_finish, running_org, running_units, strict=True)):
+    finish_times: list[float] = [math.inf]
+    dearer: dict[float, int] = {}
+    capped_finishes: list[tuple[float, int, int]] = [(math.inf, -1, 0)]
+    for finish_at, running_at, held in zip(running_finish, running_org, running_units, strict=True):
         free -= held
-        room[running_at] -= 1
-        finishes.add(finish_at, chart_count + index)
-    finish_times, finishing, also_finishing = finishes
+        finish_times.append(finish_at)
+        if held > 1:
+            dearer[finish_at] = dearer.get(finish_at, 0) + held - 1
+        if capped[running_at]:
+            room[running_at] -= 1
+            capped_finishes.append((finish_at, running_at, held))
+    heapq.heapify(finish_times)
+    heapq.heapify(capped_finishes)
 
-    none = len(key_org)
     waiting_charts = sorted(pending)
     waiting_charts.append((math.inf, none))
-    streams = _Streams.of(org, [chart for _, chart in pending], org_count, end=none)
+    org_of = org.tolist()
+    of_capped = np.array(capped, dtype=bool)[org] if org_count else np.zeros(0, dtype=bool)
+    available = np.ones(chart_count, dtype=bool)
+    available[np.fromiter((chart for _, chart in pending), dtype=np.intp, count=len(pending))] = False
+    line = [*np.flatnonzero(available & ~of_capped).tolist(), none]
+    line_late: list[int] = []
+    line_pending = int(np.count_nonzero(~available & ~of_capped))
+    next_in_line = 0
+    streams = _Streams.of(org, available & of_capped, org_count, end=none)
     following = streams.following
     ready_head = list(streams.first)
     late: list[list[int]] = [[] for _ in range(org_count)]
@@ -100,10 +121,6 @@ def org_replay(
     parked = [False] * org_count
     heads = [chart for chart in head if chart != none]
     heapq.heapify(heads)
-    # Charts of uncapped orgs not started yet; once none is left, the tail may be closed-form.
-    uncapped = [1 if cap is None else 0 for cap in caps]
-    chart_counts = np.bincount(np.asarray(org, dtype=np.intp), minlength=org_count).tolist()
-    uncapped_left = sum(count for count, is_uncapped in zip(chart_counts, uncapped, strict=True) if is_uncapped)
     instants_to_tail_check = 0
     tail_check_every = TAIL_CHECK_EVERY
 
@@ -112,96 +129,148 @@ def org_replay(
     next_ready_at = waiting_charts[0][0]
     instant = now
     while True:
-        while finish_times and finish_times[0] <= instant:
+        while finish_times[0] <= instant:
             finish_at = pop(finish_times)
-            if also_finishing and finish_at in also_finishing:
-                key = finishes.take_another(finish_at)
-            else:
-                key = finishing.pop(finish_at)
-            finished_org = key_org[key]
-            free += key_units[key]
-            room[finished_org] += 1
-            if parked[finished_org] and room[finished_org] > 0:
-                parked[finished_org] = False
-                push(heads, head[finished_org])
+            free += 1
+            if dearer and finish_at in dearer:
+                free += dearer.pop(finish_at)
+        while capped_finishes[0][0] <= instant:
+            stream = pop(capped_finishes)[1]
+            room[stream] += 1
+            if parked[stream] and room[stream] > 0:
+                parked[stream] = False
+                push(heads, head[stream])
         while next_ready_at <= instant:
             chart = waiting_charts[next_pending][1]
-            stream = org[chart]
-            push(late[stream], chart)
-            if chart < head[stream]:
-                head[stream] = chart
-                if not parked[stream]:
-                    push(heads, chart)
+            stream = org_of[chart]
+            if not capped[stream]:
+                push(line_late, chart)
+                line_pending -= 1
+            else:
+                push(late[stream], chart)
+                if chart < head[stream]:
+                    head[stream] = chart
+                    if not parked[stream]:
+                        push(heads, chart)
             next_pending += 1
             next_ready_at = waiting_charts[next_pending][0]
-        while heads:
-            chart = heads[0]
-            stream = org[chart]
-            if head[stream] != chart or parked[stream]:
-                pop(heads)
-                continue
-            if room[stream] <= 0:
-                parked[stream] = True
-                pop(heads)
-                continue
-            held = units[chart]
-            if held > free:
+        barrier = capped_finishes[0][0]
+        if next_ready_at < barrier:
+            barrier = next_ready_at
+        # The first chart in order besides the line's: a head (maybe one to drop) or a late chart.
+        limit = heads[0] if heads else none
+        if line_late and line_late[0] < limit:
+            limit = line_late[0]
+
+        while True:
+            chart = line[next_in_line]
+            if chart < limit:
+                held = units[chart]
+                if held <= free:
+                    free -= held
+                    starts[chart] = instant
+                    etas[chart] = eta = instant + avg[chart]
+                    push(finish_times, eta)
+                    if held > 1:
+                        dearer[eta] = dearer.get(eta, 0) + held - 1
+                    next_in_line += 1
+                    continue
+                finish_at = finish_times[0]
+                if finish_at >= barrier:
+                    break
+                instant = finish_at
+                if held == 1 and free == 0 and not (dearer and finish_at in dearer):
+                    starts[chart] = instant
+                    etas[chart] = eta = instant + avg[chart]
+                    replace(finish_times, eta)
+                    next_in_line += 1
+                    continue
+            elif limit == none:
                 break
-            free -= held
-            room[stream] -= 1
-            uncapped_left -= uncapped[stream]
-            starts[chart] = instant
-            etas[chart] = eta = instant + avg[chart]
-            if eta in finishing:
-                finishes.add_another(eta, chart)
             else:
-                finishing[eta] = chart
-            push(finish_times, eta)
-            waiting = late[stream]
-            if chart == ready_head[stream]:
-                ready_head[stream] = new_head = following[chart]
-            else:
-                pop(waiting)
-                new_head = ready_head[stream]
-            if waiting and waiting[0] < new_head:
-                new_head = waiting[0]
-            head[stream] = new_head
-            if new_head == none:
-                pop(heads)
-            elif room[stream] <= 0:  # at its cap: parked now rather than when its head is met
-                parked[stream] = True
-                pop(heads)
-            else:
-                replace(heads, new_head)
-            if free <= 0:
-                break
-        if not uncapped_left:
+                chart = limit
+                late_chart = bool(line_late) and line_late[0] == chart
+                stream = org_of[chart]
+                if not late_chart and (head[stream] != chart or parked[stream] or room[stream] <= 0):
+                    if head[stream] == chart and not parked[stream]:
+                        parked[stream] = True  # at its cap: the walk skips its head
+                    pop(heads)
+                    limit = heads[0] if heads else none
+                    if line_late and line_late[0] < limit:
+                        limit = line_late[0]
+                    continue
+                held = units[chart]
+                if held <= free:
+                    free -= held
+                    starts[chart] = instant
+                    etas[chart] = eta = instant + avg[chart]
+                    push(finish_times, eta)
+                    if held > 1:
+                        dearer[eta] = dearer.get(eta, 0) + held - 1
+                    if late_chart:
+                        pop(line_late)
+                    else:
+                        room[stream] -= 1
+                        push(capped_finishes, (eta, stream, held))
+                        if eta < barrier:
+                            barrier = eta
+                        waiting = late[stream]
+                        if chart == ready_head[stream]:
+                            ready_head[stream] = new_head = following[chart]
+                        else:
+                            pop(waiting)
+                            new_head = ready_head[stream]
+                        if waiting and waiting[0] < new_head:
+                            new_head = waiting[0]
+                        head[stream] = new_head
+                        if new_head == none:
+                            pop(heads)
+                        elif room[stream] <= 0:  # at its cap: parked now rather than when its head is met
+                            parked[stream] = True
+                            pop(heads)
+                        else:
+                            replace(heads, new_head)
+                    limit = heads[0] if heads else none
+                    if line_late and line_late[0] < limit:
+                        limit = line_late[0]
+                    continue
+                finish_at = finish_times[0]
+                if finish_at >= barrier:
+                    break
+                instant = finish_at
+            pop(finish_times)
+            free += 1
+            if dearer and finish_at in dearer:
+                free += dearer.pop(finish_at)
+
+        if barrier == math.inf:
+            return starts, etas
+        if line[next_in_line] == none and not line_late and not line_pending:
             instants_to_tail_check -= 1
             if instants_to_tail_check <= 0:
+                capped_running = [
+                    (finish_at, stream, held) for finish_at, stream, held in capped_finishes if stream >= 0
+                ]
+                other_held = budget - free - sum(held for _, _, held in capped_running)
                 state = ReplayState(
-                    instant, finishes.pairs(), streams.ready, streams.next_ready(ready_head), late,
+                    instant, capped_running, other_held, streams.ready, streams.next_ready(ready_head), late,
                     waiting_charts[next_pending:-1],
                 )  # fmt: skip
-                if _tail_is_free(state, budget=budget, caps=caps, org=key_org, units=key_units):
-                    _replay_tail(state, caps=caps, org=key_org, avg=avg, starts=starts, etas=etas)
+                if _tail_is_free(state, budget=budget, caps=caps, org=org_of, units=units):
+                    _replay_tail(state, caps=caps, org=org_of, avg=avg, starts=starts, etas=etas)
                     return starts, etas
                 tail_check_every *= 2
                 instants_to_tail_check = tail_check_every
-        if finish_times:
-            instant = finish_times[0]
-            if next_ready_at < instant:
-                instant = next_ready_at
-        elif next_pending < len(waiting_charts) - 1:
-            instant = next_ready_at
-        else:
-            return starts, etas
+        instant = barrier
 
 
 class ReplayState(NamedTuple):
-    """Where the replay stands after the walk at `instant`: what runs, and each org's charts left."""
+    """Where the replay stands after the walk at `instant`: what runs (the charts of capped orgs as
+    (finish, org, units), the units held by the others as one sum), and each org's charts left."""
 
     instant: float
-    finishes: list[tuple[float, int]]
+    finishes: list[tuple[float, int, int]]
+    other_held: int
     ready: list[list[int]]
     next_ready: list[int]
     late: list[list[int]]
@@ -233,14 +302,14 @@ def _tail_is_free(
 
     From now on an org with charts left holds at most what it holds now (it may run past a lowered
     cap) or `cap` charts of its dearest units (left or running), whichever is more: it starts a chart
-    only while it runs fewer than `cap`. An org without charts left only gives units back. When
-    those bounds add up to at most the budget, no walk can meet a chart dearer than the free budget.
+    only while it runs fewer than `cap`. An org without charts left (every uncapped org among them,
+    whose running charts hold `other_held`) only gives units back. When those bounds add up to at
+    most the budget, no walk can meet a chart dearer than the free budget.
     """
     org_count = len(caps)
     held = [0] * org_count
     dearest = [0] * org_count
-    for _, key in state.finishes:
-        charts_org, charts_units = org[key], units[key]
+    for _, charts_org, charts_units in state.finishes:
         held[charts_org] += charts_units
         dearest[charts_org] = max(dearest[charts_org], charts_units)
     units_of = np.asarray(units, dtype=np.int64)
@@ -253,7 +322,7 @@ def _tail_is_free(
     for _, chart in state.pending:
         left[org[chart]] = True
         dearest[org[chart]] = max(dearest[org[chart]], units[chart])
-    bound = 0
+    bound = state.other_held
     for stream in range(org_count):
         cap = caps[stream]
         if not left[stream]:
@@ -285,8 +354,8 @@ def _replay_tail(
     """
     org_count = len(caps)
     finish_times: list[list[float]] = [[] for _ in range(org_count)]
-    for finish_at, key in state.finishes:
-        finish_times[org[key]].append(finish_at)
+    for finish_at, charts_org, _ in state.finishes:
+        finish_times[charts_org].append(finish_at)
     avg_of: NDArray[Any] | None = None
     for stream, (available, later) in enumerate(state.charts_left(org_count, org)):
         if not available and not later:
@@ -351,38 +420,6 @@ def later_charts(available_at: Sequence[float | None], order: Indices, now: floa
     ]
 
 
-class _Finishes(NamedTuple):
-    """The finishes to come: `times`, a heap with one entry per finish; the chart (a number) of
-    each time in `finishing`, the others at the same time in `also_finishing`."""
-
-    times: list[float]
-    finishing: dict[float, int]
-    also_finishing: dict[float, list[int]]
-
-    def add(self, finish_at: float, key: int) -> None:
-        if finish_at in self.finishing:
-            self.add_another(finish_at, key)
-        else:
-            self.finishing[finish_at] = key
-        heapq.heappush(self.times, finish_at)
-
-    def add_another(self, finish_at: float, key: int) -> None:
-        """A finish at a time at which another chart finishes already (the heap entry is the caller's)."""
-        self.also_finishing.setdefault(finish_at, []).append(key)
-
-    def take_another(self, finish_at: float) -> int:
-        """One of the charts that finish at `finish_at` besides the one in `finishing`."""
-        keys = self.also_finishing[finish_at]
-        key = keys.pop()
-        if not keys:
-            del self.also_finishing[finish_at]
-        return key
-
-    def pairs(self) -> list[tuple[float, int]]:
-        """(time, chart) of every finish to come."""
-        return [*self.finishing.items(), *((at, key) for at, keys in self.also_finishing.items() for key in keys)]
-
-
 class _Streams(NamedTuple):
     """Per org, its charts available from the start, in order: as lists ended by `end` (`ready`),
     and as links, `following[chart]` being the org's next chart (`end` after its last) and
@@ -395,12 +432,10 @@ class _Streams(NamedTuple):
     end: int
 
     @classmethod
-    def of(cls, org: Sequence[int], later: Sequence[int], org_count: int, *, end: int) -> _Streams:
-        """The streams of the charts not in `later` (a stable sort by org, split)."""
-        codes = np.asarray(org, dtype=np.intp)
-        available = np.ones(len(codes), dtype=bool)
-        available[np.asarray(later, dtype=np.intp)] = False
-        charts = np.flatnonzero(available)
+    def of(cls, codes: Indices, member: NDArray[np.bool_], org_count: int, *, end: int) -> _Streams:
+        """The streams of the charts marked in `member`, by their org's code in `codes` (a stable sort
+        by org, split)."""
+        charts = np.flatnonzero(member)
         by_org = charts[np.argsort(codes[charts], kind="stable")]
         sizes = np.bincount(codes[charts], minlength=org_count)
         bounds = np.cumsum(sizes)

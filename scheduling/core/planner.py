@@ -213,7 +213,7 @@ def _replay(
             now=now,
             budget=budget,
             caps=columns.caps,
-            org=columns.org.tolist(),
+            org=columns.org,
             units=columns.units.tolist(),
             avg=columns.avg,
             pending=columns.pending,

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from unittest import mock
 
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from scheduling.core import OrgPolicy, QueuedChart, RunningChart, Scenario, plan
+from scheduling.core import Aging, OrgPolicy, QueuedChart, RunningChart, Scenario, plan
 from scheduling.core import org_replay as org_replay_module
 
 from . import reference
@@ -37,6 +39,92 @@ def test_the_replay_without_the_closed_form_tail_is_the_same(scenario: Scenario)
     with mock.patch.object(org_replay_module, "_tail_is_free", return_value=False):
         without_tail = plan(scenario)
     assert with_tail == without_tail
+
+
+def with_the_event_replay(scenario: Scenario) -> Scenario:
+    """The same scenario sent down `EventReplay` (the general replay): every chart a retry under a
+    retry budget that can never bind."""
+    queued = [replace(chart, retry=True) for chart in scenario.queued]
+    running = [replace(chart, retry=True) for chart in scenario.running]
+    total = sum(min(chart.cost, scenario.budget) for chart in [*queued, *running])
+    return replace(scenario, queued=queued, running=running, retry_budget=total + 1)
+
+
+@st.composite
+def busy_scenarios(draw: st.DrawFn) -> Scenario:
+    """Up to 150 charts, most of one unit, in up to 8 orgs some of which are capped: long runs of the
+    line (the charts of uncapped orgs) between capped finishes and arrivals, ties among finishes, dearer
+    charts, late charts, holds, priorities and aging, both policies."""
+    budget = draw(st.integers(1, 8))
+    org_names = [f"org{index}" for index in range(draw(st.integers(1, 8)))]
+    orgs = {
+        name: OrgPolicy(
+            weight=draw(st.sampled_from([0, 1, 1, 2, 3])), max_concurrency=draw(st.sampled_from([None, None, 1, 2, 3]))
+        )
+        for name in org_names
+    }
+    now = draw(st.sampled_from([0, 2.5]))
+    durations = st.sampled_from([1, 2, 3, 0.5, 2.5, 4, 7.25])
+    count = draw(st.integers(0, 150))
+    queued = [
+        QueuedChart(
+            id=f"q{index:03d}",
+            org=draw(st.sampled_from(org_names)),
+            created=draw(st.integers(0, 20)),
+            avg=draw(durations),
+            cost=draw(st.sampled_from([1, 1, 1, 1, 2, budget + 1])),
+            high_priority=draw(st.sampled_from([False] * 15 + [True])),
+            priority=draw(st.sampled_from([0, 0, 0, 1, -1])),
+            available_at=draw(st.sampled_from([None] * 9 + [now + 3, now + 10.5])),
+        )
+        for index in range(count)
+    ]
+    running = [
+        RunningChart(
+            id=f"r{index}",
+            org=draw(st.sampled_from(org_names)),
+            started=now - draw(durations),
+            avg=draw(durations),
+            cost=draw(st.sampled_from([1, 1, 2])),
+        )
+        for index in range(draw(st.integers(0, budget + 2)))
+    ]
+    return Scenario(
+        now=now,
+        budget=budget,
+        policy=draw(st.sampled_from(["round_robin", "deficit"])),
+        aging=draw(st.sampled_from([None, Aging(step=5, cap=2)])),
+        orgs=orgs,
+        queued=queued,
+        running=running,
+    )
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(busy_scenarios())
+def test_the_line_and_the_capped_heads_replay_as_the_event_replay(scenario: Scenario) -> None:
+    with replay_forced(lanes=False):
+        result = plan(scenario)
+    expected = plan(with_the_event_replay(scenario))
+    assert result.start == expected.start
+    assert result.eta == expected.eta
+
+
+def test_a_late_chart_behind_the_one_the_line_starts_takes_the_budget_left_at_that_instant() -> None:
+    """At 3 a's finish frees 2 units: the line starts b with one, and c0, back from its backoff and
+    behind b in the order but ahead of the line's next chart (c1), takes the other at once."""
+    queued = [
+        QueuedChart(id="a", org="x", created=0, avg=3, cost=2),
+        QueuedChart(id="b", org="x", created=1, avg=5),
+        QueuedChart(id="c0", org="y", created=2, avg=1, available_at=1),
+        QueuedChart(id="c1", org="y", created=3, avg=1),
+    ]
+    running = [RunningChart(id="r", org="z", started=0, avg=9)]
+    orgs = {"x": OrgPolicy(weight=2), "z": OrgPolicy(max_concurrency=1)}
+    scenario = Scenario(now=0, budget=3, orgs=orgs, queued=queued, running=running)
+    assert_plan_is_the_reference_replay(scenario)
+    assert plan(scenario).order == ["a", "b", "c0", "c1"]
+    assert [plan(scenario).start[chart] for chart in ("a", "b", "c0", "c1")] == [0, 3, 3, 4]
 
 
 def capped_scenario(*, cap: int, backoff: bool) -> Scenario:
