@@ -15,6 +15,7 @@ import sys
 import time
 import urllib.parse
 import uuid
+from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,9 +23,8 @@ from typing import Any
 
 import pytest
 from django.conf import settings
-from django.db.models import Count
 
-from charts.models import Chart, ChartEvent, ChartState
+from charts.models import IN_FLIGHT_STATES, Chart, ChartEvent, ChartState
 from fairsched.celery import app as celery_app
 from fairsched.devservices import free_port, port_is_free
 from fairsched.launcher import procfile_commands
@@ -187,8 +187,19 @@ def test_two_of_every_process_type_serve_and_stop_cleanly(stack: Stack) -> None:
         lambda: Chart.objects.filter(state=ChartState.SUCCEEDED).count() == 6,
         timeout=START_SECONDS,
     )
-    starts = ChartEvent.objects.filter(to_state=ChartState.DISPATCHING).values("chart").annotate(n=Count("id"))
-    assert sorted(row["n"] for row in starts) == [1] * 6
+    # Each claim is the chart's first, or follows a recorded reason to claim it again (a failed run's
+    # retry, a claim whose workflow never started put back): none is a second dispatcher's claim.
+    trails: defaultdict[int, list[tuple[str, str, str]]] = defaultdict(list)
+    for event in ChartEvent.objects.order_by("id"):
+        trails[event.chart_id].append((event.from_state, event.to_state, event.reason))
+    for chart_id, trail in trails.items():
+        claims = [i for i, (_, to, _) in enumerate(trail) if to == ChartState.DISPATCHING]
+        assert claims, (chart_id, trail)
+        for i in claims[1:]:
+            put_back, claim = trail[i - 1], trail[i]
+            assert claim[0] in (ChartState.RETRY_WAIT, ChartState.QUEUED), (chart_id, trail)
+            assert put_back[1] == claim[0], (chart_id, trail)
+            assert put_back[0] in IN_FLIGHT_STATES, (chart_id, trail)
 
     # 3. JSON log lines from every process type.
     json_lines = [line for line in stack.output().splitlines() if line.startswith("{")]
