@@ -255,7 +255,8 @@ def run(client: InProcessClient, tokens: list[str], args: argparse.Namespace, ha
         rounds_shown = ", ".join(f"{c:.3f}/{h:.3f}" for c, h in zip(cpu, own, strict=True))
         print(
             f"bulk submit:   CPU {statistics.median(cpu):.3f} s a request of {BULK_SIZE}, handler thread"
-            f" {statistics.median(own):.3f} s (medians per round: {rounds_shown}), wall median {statistics.median(wall):.2f} s"
+            f" {statistics.median(own):.3f} s (medians per round: {rounds_shown}),"
+            f" wall median {statistics.median(wall):.2f} s"
         )
 
 
