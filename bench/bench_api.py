@@ -180,7 +180,16 @@ payloads encoded by one C encoder (`charts.services._encode_payload`: 10,000 sma
 123-171 -> 29-39 us, the CSP middleware 34-43 -> 4-5 us a response. Through the application in process,
 base and branch interleaved four times (`bench_submit_cpu.py --single 300 --bulk 3 --rounds 2`), the
 load's swing (+-20% run to run) hides a difference of this size: single 6.2-8.6 vs 6.6-8.4 ms CPU a
-chart, bulk 0.150-0.206 vs 0.143-0.185 s a request.
+chart, bulk 0.150-0.206 vs 0.143-0.185 s a request. Through the server, base (a099fde) then branch,
+three pairs, 22:12-22:17 UTC, load average 5-8 (`--single 300 --bulk-requests 5 --clients 2
+--per-client 5 --pace 1`); the web CPU a request, then the throughput (which the load moves most):
+
+    base:   single web CPU 9.2  8.6  9.2 ms a chart, 33  70  90 charts/s;
+            bulk web CPU 0.23  0.16  0.20 s a request, 8,645  11,375  14,178 charts/s
+    branch: single web CPU 8.5  7.6  7.0 ms a chart, 80  107  123 charts/s;
+            bulk web CPU 0.15  0.15  0.16 s a request, 6,880  17,334  23,045 charts/s
+
+The branch always ran second of its pair; the side-by-side figures above are the firmer ones.
 
 Not done, and what would close the gaps: the foreign keys' per-row checks (a third of the bulk's
 statement time; dropping the constraints, or checking org and workflow once under the org's lock, is
