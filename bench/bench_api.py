@@ -194,6 +194,52 @@ Not done, the next causes in order: the ASGI hand-overs (a worker thread pool in
 thread per request, with `close_old_connections` around each request); django-csp's header built once
 (a constant policy); the single submit's input serializer building its fields per request (7% of a
 submit's profiled CPU) and its two reads before the transaction (org, workflows).
+
+Issues 17 and 14, the submit paths' CPU (2026-11-30, 21:45-22:20 UTC, load average 6-15 on the 2 cores).
+Measured in process with `bench/bench_submit_cpu.py` (the ASGI application called in a loop: CPU of
+the process and of the handler's thread a request; cProfile of that thread with `--profile`), since
+throughput through the server swung by +-50% with the load. Where the time went before (a099fde):
+
+- Single submit: 6-8 ms of process CPU a chart, of which the handler's thread (middleware, view,
+  service, driver) 3.6-4.8 ms; the rest is the event loop's ASGI work and the sender thread's
+  announcements (two Channels group sends and the replan request through Redis). In the handler's
+  profile: token and throttle ~17%, the input serializer ~13% (its fields deep-copied and bound per
+  request: 9% under the profiler, 95-130 us a request in a timeit of old and new side by side), the
+  statements (token, org, workflow, lock, insert: their Python side ~15%), the answer's serializer ~6%,
+  django-csp's header ~6% under the profiler (30-40 us a response measured side by side).
+- Bulk of 10,000 (0.14-0.20 s of CPU, wall 0.6-1.5 s in process): strict JSON ~19 ms, the shape pass
+  (`parse_bulk_items`) ~18 ms, the validating pass ~40 ms of which the payloads' encoding 14-28 ms
+  (`JSONEncoder.encode` makes a C encoder on every call), the COPY ~10 ms, the charts built from what
+  was written ~10 ms. In PostgreSQL (EXPLAIN ANALYZE with the constraints immediate): the insert of the
+  charts 89 ms (70,000 WAL records, 6.6 MB), of their events 30 ms (40,000, 3.2 MB), and the deferred
+  foreign-key checks 108 ms (33 + 31 ms for the charts' org and workflow, 43 ms for the events' chart:
+  one lookup per row each, run at COMMIT), then the commit's flush (~70 ms at this load). The database
+  is most of a bulk's wall time, and a third of its statement time is the foreign keys.
+
+Changed: the strict request bodies' fields built once per class (`common.strict.StrictSerializer`),
+the CSP header built once from the settings (`fairsched.middleware.PolicyOnceCSPMiddleware`), the
+payloads encoded by one C encoder (`charts.services._encode_payload`: 10,000 small payloads 14.4-15.4 ->
+4.6-4.7 ms). Side by side in one process (timeit, best of 7): the submit serializer's validation
+123-171 -> 29-39 us, the CSP middleware 34-43 -> 4-5 us a response. Through the application in process,
+base and branch interleaved four times (`bench_submit_cpu.py --single 300 --bulk 3 --rounds 2`), the
+load's swing (+-20% run to run) hides a difference of this size: single 6.2-8.6 vs 6.6-8.4 ms CPU a
+chart, bulk 0.150-0.206 vs 0.143-0.185 s a request. Through the server, base (a099fde) then branch,
+three pairs, 22:12-22:17 UTC, load average 5-8 (`--single 300 --bulk-requests 5 --clients 2
+--per-client 5 --pace 1`); the web CPU a request, then the throughput (which the load moves most):
+
+    base:   single web CPU 9.2  8.6  9.2 ms a chart, 33  70  90 charts/s;
+            bulk web CPU 0.23  0.16  0.20 s a request, 8,645  11,375  14,178 charts/s
+    branch: single web CPU 8.5  7.6  7.0 ms a chart, 80  107  123 charts/s;
+            bulk web CPU 0.15  0.15  0.16 s a request, 6,880  17,334  23,045 charts/s
+
+The branch always ran second of its pair; the side-by-side figures above are the firmer ones.
+
+Not done, and what would close the gaps: the foreign keys' per-row checks (a third of the bulk's
+statement time; dropping the constraints, or checking org and workflow once under the org's lock, is
+a schema decision), COPY straight into the charts table with ids drawn beforehand (no temporary
+table, no INSERT ... SELECT; a repeat would fall back to ON CONFLICT under a savepoint), one pass
+instead of the shape pass plus the validating pass, and for the single submit the ~3 ms a chart
+outside the handler's thread (the announcements' Redis round trips and the ASGI loop).
 """
 
 from __future__ import annotations

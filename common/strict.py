@@ -13,9 +13,11 @@ import json
 import math
 import re
 import unicodedata
-from typing import Any
+from collections.abc import Iterable, Iterator
+from typing import Any, ClassVar
 
 from rest_framework import serializers
+from rest_framework.utils.serializer_helpers import BindingDict
 
 # Deeper than any real payload; far below where Python's recursion (in json and in Django's encoder) fails.
 MAX_JSON_DEPTH = 32
@@ -255,7 +257,39 @@ class StrictBooleanField(serializers.BooleanField):
 
 
 class StrictSerializer(serializers.Serializer[Any]):
-    """A request body: a JSON object whose every key is a field; unknown keys are refused by name."""
+    """A request body: a JSON object whose every key is a field; unknown keys are refused by name.
+
+    Its fields are built once per class, not for every request: DRF deep-copies the declared fields
+    and binds them each time a serializer is made (~7% of a single submit's CPU, bench/bench_api.py).
+    Validating keeps nothing in a field: each reads its own options only (no context, no instance), and
+    errors and results stay on the serializer at hand, as do `validate_<field>` and `validate`. Two
+    cases build their own as DRF does: a partial update (the fields read `partial` from their root) and
+    a class holding a nested serializer (whose fields have a parent of their own).
+    """
+
+    _fields_once: ClassVar[dict[type[StrictSerializer], BindingDict | None]] = {}
+
+    @property
+    def fields(self) -> BindingDict:
+        cls = type(self)
+        if cls not in StrictSerializer._fields_once and not self.partial:
+            built = self._built_fields()
+            nested = any(isinstance(field, serializers.BaseSerializer) for field in _with_children(built.values()))
+            StrictSerializer._fields_once[cls] = None if nested else built
+        shared = StrictSerializer._fields_once.get(cls)
+        if shared is None or self.partial:
+            own: BindingDict | None = self.__dict__.get("_own_fields")
+            if own is None:
+                own = self.__dict__["_own_fields"] = self._built_fields()
+            return own
+        return shared
+
+    def _built_fields(self) -> BindingDict:
+        """DRF's `Serializer.fields`: the declared fields, copied and bound to this serializer."""
+        fields = BindingDict(self)
+        for name, field in self.get_fields().items():
+            fields[name] = field
+        return fields
 
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, dict):
@@ -263,3 +297,19 @@ class StrictSerializer(serializers.Serializer[Any]):
             if unknown:
                 raise serializers.ValidationError({key: ["unknown field"] for key in unknown})
         return super().to_internal_value(data)
+
+
+_UNBUILT = BindingDict(serializers.Serializer())
+
+
+def _with_children(
+    fields: Iterable[serializers.Field[Any, Any, Any, Any]],
+) -> Iterator[serializers.Field[Any, Any, Any, Any]]:
+    """The fields and the children of list and dict fields, at every level."""
+    pending = list(fields)
+    while pending:
+        field = pending.pop()
+        yield field
+        child = getattr(field, "child", None)
+        if child is not None:
+            pending.append(child)

@@ -108,7 +108,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "csp.middleware.CSPMiddleware",
+    "fairsched.middleware.PolicyOnceCSPMiddleware",
     # Last, as axes asks: it answers a locked-out login after the view has run.
     "axes.middleware.AxesMiddleware",
 ]
@@ -130,7 +130,8 @@ AXES_IPWARE_META_PRECEDENCE_ORDER = (
 )
 
 # Content-Security-Policy on every page: scripts and styles come from our own static files only (no
-# inline script or style runs), the live pages connect back to this host only, nothing frames us.
+# inline script or style runs), the live pages connect back to this host only, nothing frames us. It has
+# no nonce: its header is built once (fairsched.middleware.PolicyOnceCSPMiddleware), not per response.
 CONTENT_SECURITY_POLICY = {
     "DIRECTIVES": {
         "default-src": ["'self'"],

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from rest_framework import serializers
 
 from common import strict
+from common.strict import StrictCharField, StrictIntegerField, StrictSerializer
 
 
 @pytest.mark.parametrize(
@@ -36,3 +38,37 @@ def test_a_bulk_body_beyond_ascii_reads_as_json_does() -> None:
     body = {"items": [{"external_id": f"\u00e9-{i}", "payload": {"s": "\U0001f600", "n": i}} for i in range(300)]}
     for raw in (json.dumps(body), json.dumps(body, ensure_ascii=False), json.dumps(body).encode()):
         assert strict.loads(raw) == body
+
+
+class _Body(StrictSerializer):
+    name = StrictCharField(max_length=5)
+    count = StrictIntegerField(required=False, default=1)
+
+    def validate_name(self, value: str) -> str:
+        return value.upper()
+
+
+class _Nested(StrictSerializer):
+    items = serializers.ListField(child=_Body())
+
+
+def test_a_strict_serializer_builds_its_fields_once_and_validates_each_body_alone() -> None:
+    bad, good = _Body(data={"name": "toolong", "count": "2"}), _Body(data={"name": "ab"})
+    assert bad.fields is good.fields
+    assert not bad.is_valid()
+    assert good.is_valid(), good.errors
+    assert set(bad.errors) == {"name", "count"}
+    assert good.validated_data == {"name": "AB", "count": 1}
+    assert not _Body(data={"name": "ab", "extra": 1}).is_valid()
+
+
+def test_partial_and_nested_serializers_build_their_own_fields() -> None:
+    partial = _Body(data={"count": 2}, partial=True)
+    assert partial.fields is not _Body().fields
+    assert partial.is_valid(), partial.errors
+    assert partial.validated_data == {"count": 2}
+    first, second = _Nested(data={"items": [{"name": "a"}]}), _Nested(data={"items": [{"name": "toolong"}]})
+    assert first.fields is not second.fields
+    assert first.is_valid()
+    assert not second.is_valid()
+    assert first.validated_data == {"items": [{"name": "A", "count": 1}]}

@@ -678,3 +678,34 @@ def test_a_bulk_refused_after_its_insert_takes_the_insert_back(tenants: Tenants,
         ("new-1", True),
         ("new-2", True),
     ]
+
+
+PAYLOADS = [
+    {},
+    {"n": 5},
+    {"text": "é ✓ 😀", "nested": {"list": [1, 2.5, -3e-7, None, True, False, "x"]}, "big": 2**62},
+    {"quote": 'a "b" \\ c\n', "1": [], "": {}},
+]
+
+
+@pytest.mark.parametrize("payload", PAYLOADS)
+def test_a_payload_is_encoded_as_the_json_encoder_does(payload: dict[str, Any]) -> None:
+    assert services._encode_payload(payload) == services._PAYLOAD_JSON.encode(payload)
+
+
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [({"x": float("nan")}, "finite"), ({"x": float("inf")}, "finite"), ({"x": object()}, "JSON values")],
+)
+def test_a_payload_the_encoder_refuses_is_refused_naming_it(payload: dict[str, Any], message: str) -> None:
+    with pytest.raises(InvalidInput, match=message) as refused:
+        services._payload_text(payload)
+    assert refused.value.field == "payload"
+
+
+def test_a_circular_payload_is_refused_naming_it() -> None:
+    circular: dict[str, Any] = {}
+    circular["self"] = circular
+    with pytest.raises(InvalidInput) as refused:
+        services._payload_text(circular)
+    assert refused.value.field == "payload"
