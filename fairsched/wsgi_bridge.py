@@ -86,6 +86,9 @@ class RequestBody:
         end = self._buffer.find(b"\n") + 1 or len(self._buffer)
         return self._cut(end if size < 0 else min(end, size))
 
+    def close(self) -> None:
+        """Django closes a body it has read; what is left unread stays with the connection."""
+
 
 class BridgedRequest(WSGIRequest):
     """A WSGI request whose body without a declared length is read to its end (WSGI's would be empty)."""
@@ -126,12 +129,9 @@ def environ_for(scope: Scope, body: RequestBody) -> dict[str, Any]:
     if scope.get("client"):
         environ["REMOTE_ADDR"], environ["REMOTE_PORT"] = scope["client"][0], str(scope["client"][1])
     for raw_name, raw_value in scope["headers"]:
-        name = raw_name.decode("latin1").upper()
+        name = raw_name.decode("latin1").upper().replace("-", "_")
         value = raw_value.decode("latin1")
-        if name == "CONTENT_LENGTH" or name == "CONTENT_TYPE":
-            key = name
-        else:
-            key = "HTTP_" + name.replace("-", "_")
+        key = name if name in ("CONTENT_LENGTH", "CONTENT_TYPE") else f"HTTP_{name}"
         environ[key] = f"{environ[key]},{value}" if key in environ else value
     return environ
 
