@@ -3,7 +3,7 @@ for WebSockets (authenticated, origin-checked)."""
 
 import os
 
-from fairsched.wsgi_bridge import BridgedWSGIHandler, WSGIBridge, thread_count
+from fairsched.wsgi_bridge import BridgedWSGIHandler, WSGIBridge
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "fairsched.settings")
 
@@ -13,10 +13,11 @@ def _http_application() -> WSGIBridge:
     first request paid for importing them (DRF, the schema, the apps' views: ~0.3 s of CPU, in the
     latency of whichever requests reach a new worker first; bench/bench_api.py)."""
     import django
+    from django.conf import settings
     from django.urls import get_resolver
 
     django.setup(set_prefix=False)
-    bridge = WSGIBridge(BridgedWSGIHandler(), threads=thread_count())
+    bridge = WSGIBridge(BridgedWSGIHandler(), threads=settings.WEB_THREADS)
     get_resolver().url_patterns  # noqa: B018 (loaded for its imports)
     return bridge
 

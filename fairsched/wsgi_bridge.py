@@ -9,13 +9,14 @@ done: one hop, as gunicorn's threaded worker would. What that keeps:
 - Connections. `request_started` and `request_finished` (and with them `close_old_connections`) run on
   the thread that serves the request, so database connections behave as under WSGI: given back to the
   pool (or closed) when the request ends.
-- Concurrency. The pool has `FAIRSCHED_WEB_THREADS` threads (default 8, at most the database pool's
-  size): a slow request holds one of them, not the process (asgiref's thread-sensitive mode would have
-  queued every request of the process behind it).
+- Concurrency. The pool has `WEB_THREADS` threads (`FAIRSCHED_WEB_THREADS`, default 8, at most the
+  database pool's size): a slow request holds one of them, not the process (asgiref's thread-sensitive
+  mode would have queued every request of the process behind it).
 - Bodies are read as the application reads them: the thread asks the event loop for the next message
-  only when it needs more bytes, so a body past `DATA_UPLOAD_MAX_MEMORY_SIZE` is refused (413 or 400,
-  as before) without being received first. A body without a length (chunked) is the request's stream
-  to its end, as under ASGI, for `RequestGuardMiddleware` to read within the limit.
+  only when it needs more bytes, so a body past `DATA_UPLOAD_MAX_MEMORY_SIZE` is refused (413, as
+  before) having received at most about the limit, never the whole body (Django's ASGI handler
+  spooled all of it first). A body without a length (chunked) is the request's stream to its end, as
+  under ASGI, for `RequestGuardMiddleware` to read within the limit.
 - Streaming responses (and static files) are sent from the thread in batches of up to 64 KiB; a
   client that disconnects stops the iteration, and the response is closed on its thread.
 """
@@ -23,10 +24,9 @@ done: one hop, as gunicorn's threaded worker would. What that keeps:
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Iterable, Iterator, MutableMapping
+from collections.abc import Callable, Coroutine, Iterable, Iterator, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -35,8 +35,8 @@ from django.http import HttpResponseBase, UnreadablePostError
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
+Receive = Callable[[], Coroutine[Any, Any, Message]]
+Send = Callable[[Message], Coroutine[Any, Any, None]]
 
 STREAM_BATCH_BYTES = 64 * 1024
 
@@ -136,10 +136,6 @@ def environ_for(scope: Scope, body: RequestBody) -> dict[str, Any]:
     return environ
 
 
-def thread_count() -> int:
-    return int(os.environ.get("FAIRSCHED_WEB_THREADS", "8"))
-
-
 class WSGIBridge:
     """The ASGI HTTP application: Django's WSGI handler, each request run whole in a pool thread.
 
@@ -170,7 +166,9 @@ class WSGIBridge:
         """Run in a pool thread: the answer's head and body, or None when it was streamed from here."""
         head: list[Message] = []
 
-        def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> None:
+        def start_response(
+            status: str, headers: list[tuple[str, str]], exc_info: Any = None, /
+        ) -> Callable[[bytes], Any]:
             head.append(
                 {
                     "type": "http.response.start",
@@ -178,6 +176,7 @@ class WSGIBridge:
                     "headers": [(name.lower().encode("latin1"), value.encode("latin1")) for name, value in headers],
                 }
             )
+            return unsupported_write
 
         response: HttpResponseBase = self.handler(environ_for(scope, body), start_response)
         try:
@@ -222,6 +221,10 @@ class WSGIBridge:
         finally:
             if watcher is not None:
                 loop.call_soon_threadsafe(watcher.cancel)
+
+
+def unsupported_write(data: bytes) -> None:
+    raise NotImplementedError("WSGI's write() is not offered: Django answers with its response's iterable")
 
 
 def batched(chunks: Iterable[bytes], size: int) -> Iterator[bytes]:

@@ -74,7 +74,9 @@ def scope(method: str, path: str, headers: list[tuple[bytes, bytes]] = []) -> di
     }
 
 
-def serve(app: WSGIBridge, method: str, path: str, headers: list[tuple[bytes, bytes]], pieces: list[bytes]) -> Connection:
+def serve(
+    app: WSGIBridge, method: str, path: str, headers: list[tuple[bytes, bytes]], pieces: list[bytes]
+) -> Connection:
     client = Connection(pieces)
     asyncio.run(app(scope(method, path, headers), client.receive, client.send))
     return client
