@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -27,8 +28,10 @@ PIECE = 4096
 class Connection:
     """One request as uvicorn hands it over: its body in pieces, then the disconnect once the client goes."""
 
-    def __init__(self, pieces: list[bytes]) -> None:
+    def __init__(self, pieces: list[bytes], *, cut: bool = False) -> None:
+        """`cut`: the client goes after its last piece, which promised more."""
         self.pieces = pieces
+        self.cut = cut
         self.received = 0
         self.sent: list[dict[str, Any]] = []
         self.gone = asyncio.Event()
@@ -36,7 +39,7 @@ class Connection:
     async def receive(self) -> dict[str, Any]:
         if self.received < len(self.pieces):
             self.received += 1
-            more = self.received < len(self.pieces)
+            more = self.cut or self.received < len(self.pieces)
             return {"type": "http.request", "body": self.pieces[self.received - 1], "more_body": more}
         await self.gone.wait()
         return {"type": "http.disconnect"}
@@ -264,3 +267,22 @@ def test_the_health_endpoint_and_its_headers(bridge: WSGIBridge) -> None:
     assert json.loads(client.body) == {"status": "ok"}
     head = serve(bridge, "HEAD", "/healthz", [], [b""])
     assert head.status == 200
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_client_gone_mid_body_writes_nothing_and_logs_no_error(
+    tenants: Tenants, bridge: WSGIBridge, caplog: pytest.LogCaptureFixture
+) -> None:
+    token = api_token_issue(user=tenants.member_a, org=tenants.org_a)
+    body = json.dumps({"workflow": "render", "external_id": "cut", "payload": {"n": "y" * 9000}}).encode()
+    headers = [
+        (b"authorization", f"Token {token}".encode()),
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+    ]
+    client = Connection([body[:1000]], cut=True)
+    client.gone.set()
+    asyncio.run(bridge(scope("POST", "/api/v1/charts/", headers), client.receive, client.send))
+    assert client.received == 1
+    assert Chart.objects.count() == 0
+    assert not [record for record in caplog.records if record.levelno >= logging.ERROR]
