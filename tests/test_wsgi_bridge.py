@@ -8,6 +8,7 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -286,3 +287,16 @@ def test_a_client_gone_mid_body_writes_nothing_and_logs_no_error(
     assert client.received == 1
     assert Chart.objects.count() == 0
     assert not [record for record in caplog.records if record.levelno >= logging.ERROR]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_static_file_is_served_whole(settings: Any) -> None:
+    settings.WHITENOISE_USE_FINDERS = True
+    settings.WHITENOISE_AUTOREFRESH = True
+    app = WSGIBridge(BridgedWSGIHandler(), threads=1)
+    client = serve(app, "GET", "/static/favicon.svg", [], [b""])
+    app.pool.shutdown()
+    expected = (Path(__file__).resolve().parents[1] / "static" / "favicon.svg").read_bytes()
+    assert client.status == 200
+    assert client.body == expected
+    assert (b"content-length", str(len(expected)).encode()) in client.headers
