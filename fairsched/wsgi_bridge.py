@@ -129,6 +129,8 @@ def environ_for(scope: Scope, body: RequestBody) -> dict[str, Any]:
     if scope.get("client"):
         environ["REMOTE_ADDR"], environ["REMOTE_PORT"] = scope["client"][0], str(scope["client"][1])
     for raw_name, raw_value in scope["headers"]:
+        if b"_" in raw_name:
+            continue  # as Django's ASGI handler and gunicorn: `X_User` must not pass for `X-User`
         name = raw_name.decode("latin1").upper().replace("-", "_")
         value = raw_value.decode("latin1")
         key = name if name in ("CONTENT_LENGTH", "CONTENT_TYPE") else f"HTTP_{name}"

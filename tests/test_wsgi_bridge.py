@@ -243,7 +243,7 @@ def test_every_cookie_is_a_header_of_its_own() -> None:
     assert [cookie.split(b";")[0].strip() for cookie in cookies] == [b"one=1", b"two=2"]
 
 
-def test_repeated_request_headers_are_joined_and_the_scope_becomes_the_environ() -> None:
+def test_the_environ_joins_repeated_headers_and_drops_underscored_ones() -> None:
     seen: dict[str, Any] = {}
 
     def respond(environ: dict[str, Any]) -> HttpResponse:
@@ -252,6 +252,7 @@ def test_repeated_request_headers_are_joined_and_the_scope_becomes_the_environ()
 
     app = stand_in(respond)
     headers = [(b"x-forwarded-for", b"10.0.0.1"), (b"x-forwarded-for", b"10.0.0.2"), (b"content-type", b"text/plain")]
+    headers.append((b"x_forwarded_for", b"6.6.6.6"))
     serve(app, "GET", "/p\u00e9/x", headers, [b""])
     app.pool.shutdown()
     assert seen["HTTP_X_FORWARDED_FOR"] == "10.0.0.1,10.0.0.2"
