@@ -190,11 +190,6 @@ of wall time at this load against ~8 ms of CPU, so ten clients wait on PostgreSQ
 the org's lock taken FOR SHARE when it has no queue limit (submits of one org would not queue behind
 each other): no change measurable here (40 vs 51 charts/s, noise).
 
-Not done, the next causes in order: the ASGI hand-overs (a worker thread pool instead of asgiref's
-thread per request, with `close_old_connections` around each request); django-csp's header built once
-(a constant policy); the single submit's input serializer building its fields per request (7% of a
-submit's profiled CPU) and its two reads before the transaction (org, workflows).
-
 Issues 17 and 14, the submit paths' CPU (2026-11-30, 21:45-22:20 UTC, load average 6-15 on the 2 cores).
 Measured in process with `bench/bench_submit_cpu.py` (the ASGI application called in a loop: CPU of
 the process and of the handler's thread a request; cProfile of that thread with `--profile`), since
@@ -240,6 +235,40 @@ a schema decision), COPY straight into the charts table with ids drawn beforehan
 table, no INSERT ... SELECT; a repeat would fall back to ON CONFLICT under a savepoint), one pass
 instead of the shape pass plus the validating pass, and for the single submit the ~3 ms a chart
 outside the handler's thread (the announcements' Redis round trips and the ASGI loop).
+
+Issue 14 item 5, the ASGI overhead (2026-11-30, 21:59-22:20 UTC, load average 6-9, five other
+engineers' work on the same two cores). Where it went: Django's ASGI handler (even with the stack in
+one hop, `OneHopASGIHandler`) started two threads per request (asgiref's per-request
+ThreadSensitiveContext gives each request a fresh executor and thread) and handed over between the
+event loop and threads four times (`call_soon_threadsafe`), counted over 500 reads in process: 1,004
+threads started and 2,000 hand-overs. Now `fairsched/wsgi_bridge.py` runs Django's WSGI handler whole
+in a pool thread (`FAIRSCHED_WEB_THREADS`, 8): 6 threads for the whole run and one hand-over a read;
+request_started/request_finished run on the request's thread, as under gunicorn's gthread.
+WebSockets stay on Channels. A body is received as the application reads it (Django's ASGI handler
+spooled all of it before the view), so one past the limit is refused after receiving about the limit.
+
+In process (`bench/bench_http_cpu.py asgi --reads 1000`, the old code (8b11e3b) and this one
+alternately, five runs each), CPU of the process a read, median (min):
+
+    ASGI application:  3.68 (2.84) -> 2.07 (1.71) ms (-44%); wall 14.0 -> 6.2 ms (medians)
+    WSGI handler called directly (`wsgi`, three runs, the floor): 2.00 (1.43) ms
+
+Through the server (`--single 300 --bulk-requests 3 --pace 0.5`), old then new, five pairs,
+22:05-22:15 UTC, load average 5-7.8:
+
+    status back to back  old 211, 246, 221, 288, 309 req/s (p95 415, 328, 466, 311, 304 ms;
+                             web CPU 3.11, 3.07, 3.80, 3.24, 2.95 ms a read)
+                         new 531, 250, 396, 304, 586 req/s (p95 167, 378, 197, 219, 147 ms;
+                             web CPU 1.76, 2.33, 2.09, 2.82, 1.44 ms a read)
+    status paced p95     old 158, 73, 79, 17, 16 ms; new 27, 25, 581, 13, 15 ms
+    single submit        old 60, 57, 70, 99, 97 charts/s (web CPU 8.8, 9.7, 11.4, 8.9, 8.6 ms)
+                         new 83, 74, 85, 126, 122 charts/s (web CPU 6.7, 8.5, 7.6, 6.3, 6.9 ms)
+
+Medians: status back to back 246 -> 396 req/s, p95 328 -> 197 ms, web CPU 3.11 -> 2.09 ms a read
+(-33%); single submit 70 -> 85 charts/s. The quietest pair (the fifth) meets both status goals:
+586 req/s at p95 147 ms. The new run 2's paced phase had 6 answers 429 (the clients' read rate, spent
+by the back-to-back phase just before: the rate limits stay on), and the new run 3's paced p95 of
+581 ms came with a p50 of 10 ms: a stall of the machine, not seen in the other four.
 """
 
 from __future__ import annotations

@@ -16,6 +16,8 @@ Every value comes from the environment:
 - `FORWARDED_ALLOW_IPS` (127.0.0.1): proxies whose X-Forwarded-* headers are believed (gunicorn's own).
 - `FAIRSCHED_ACCESS_LOG` (false): a log line per request (proxies usually keep these already).
 - `FAIRSCHED_LOG_JSON`, `LOG_LEVEL`: as for every process (`fairsched/logs.py`).
+- `FAIRSCHED_WEB_THREADS` (8): threads of a worker that run requests, each request whole in one thread
+  (`fairsched/wsgi_bridge.py`); WebSockets stay on the worker's event loop.
 - `FAIRSCHED_DB_POOL` is on in web processes unless set: each request would otherwise open (and
   PostgreSQL fork a backend for) a connection of its own. Each worker pools up to
   `FAIRSCHED_DB_POOL_SIZE` (16) connections: keep web processes x workers x that under PostgreSQL's

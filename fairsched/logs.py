@@ -43,6 +43,16 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(line, default=str, ensure_ascii=False)
 
 
+class ClientGoneFilter(logging.Filter):
+    """Drops the error Django logs when a client went away while sending its body (its
+    `UnreadablePostError`, recognised by name: only the standard library is imported here): the answer
+    has nobody to go to, and nothing is wrong with the server."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return type(error).__name__ != "UnreadablePostError"
+
+
 def logging_config(*, json_lines: bool, level: str = "INFO", access_log: bool = False) -> dict[str, Any]:
     """The `logging.config.dictConfig` of every process: one console handler on the root logger.
 
@@ -57,12 +67,14 @@ def logging_config(*, json_lines: bool, level: str = "INFO", access_log: bool = 
             "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
             "json": {"()": "fairsched.logs.JsonFormatter"},
         },
+        "filters": {"client_gone": {"()": "fairsched.logs.ClientGoneFilter"}},
         "handlers": {
             "console": {"class": "logging.StreamHandler", "formatter": "json" if json_lines else "plain"},
         },
         "root": {"handlers": ["console"], "level": level},
         "loggers": {
             "django.db.backends": {"level": "WARNING"},
+            "django.request": {"filters": ["client_gone"]},
             # django-axes announces its version at every process start; lockouts are warnings.
             "axes": {"level": "WARNING"},
             # gunicorn and uvicorn attach handlers of their own; theirs go, the root's format stays.

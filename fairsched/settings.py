@@ -178,6 +178,9 @@ if env_bool("FAIRSCHED_DB_POOL", False):
         "min_size": 2,
         "max_size": int(os.environ.get("FAIRSCHED_DB_POOL_SIZE", 16)),
     }
+# Threads of a web worker that run requests (fairsched/wsgi_bridge.py): each holds at most one database
+# connection while it serves one, so keep it at most FAIRSCHED_DB_POOL_SIZE.
+WEB_THREADS = int(os.environ.get("FAIRSCHED_WEB_THREADS", 8))
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
