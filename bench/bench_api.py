@@ -269,6 +269,15 @@ Medians: status back to back 246 -> 396 req/s, p95 328 -> 197 ms, web CPU 3.11 -
 586 req/s at p95 147 ms. The new run 2's paced phase had 6 answers 429 (the clients' read rate, spent
 by the back-to-back phase just before: the rate limits stay on), and the new run 3's paced p95 of
 581 ms came with a p50 of 10 ms: a stall of the machine, not seen in the other four.
+
+Session 5, main after the lean read path, the one-hop WSGI bridge, the CSP header built once and the
+strict serializers' fields built once, on a quiet machine (load average ~2), one run:
+`.venv/bin/python bench/bench_api.py --single 400 --submit-clients 20 --bulk-requests 5 --clients 50
+--per-client 40 --pace 0.5`: status back to back 647 req/s, p95 116 ms, web CPU 1.53 ms a read (goal
+350 at p95 150: met); paced 100 req/s p95 7.1 ms (met); bulk 20,856 charts/s (goal 20,000: met);
+single submit 180 charts/s, p50 102 ms, web CPU 6.1 ms a chart (goal 200: missed). Twenty submit
+clients, not ten: the write rate is 20/s a token, so ten clients cannot exceed 200/s by construction
+and a quiet run is throttled. The submits of one org queue on its row lock and their commits.
 """
 
 from __future__ import annotations

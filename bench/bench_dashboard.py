@@ -35,6 +35,20 @@ rows, 400 KB: ~250 ms of server time, of which the aggregate of every active cha
 the rows ~60 ms, then the swap of 500 rows), and then the org's row (~80 ms for org-0's 28k charts).
 Before this change the rows held every lever's form (2.2 KB a row, 1.1 MB) and that lever took
 1-4 s; the old page had its org table inline, so its first lever did not wait for one.
+
+On a quiet machine (session 5, after every branch merged; the lever loop waits for the watcher's org
+row, see `update_lag`), 0a246e8 against main in two interleaved pairs, medians of each run, ms:
+
+                                   0a246e8      main
+    time to first byte                188/201    94/50
+    first paint (queue filled)        416/478   376/285
+    whole page drawn                 1083/1261  964/688
+    update lag, median                292/259   211/140
+    update lag, worst of 20 levers    484/493   285/181
+
+Under a loaded machine (load 2-5, an engineer's CPU-bound runs beside it), two earlier pairs gave
+first paint 428/422 (old) against 494/640 (main) while every other figure stayed better: the new
+page's first paint is the one figure that suffers more from a busy machine.
 """
 
 from __future__ import annotations
