@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from inproc import http_scope
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.pooled_settings")
 CHARTS = 1000
@@ -57,24 +59,7 @@ def asgi_reads(token: str, ids: list[int], count: int) -> tuple[float, float]:
 
     async def one() -> None:
         path = f"/api/v1/charts/{pick.choice(ids)}/"
-        scope: dict[str, Any] = {
-            "type": "http",
-            "asgi": {"version": "3.0"},
-            "http_version": "1.1",
-            "method": "GET",
-            "scheme": "http",
-            "path": path,
-            "raw_path": path.encode(),
-            "query_string": b"",
-            "root_path": "",
-            "headers": [
-                (b"host", b"127.0.0.1"),
-                (b"authorization", f"Token {token}".encode()),
-                (b"accept", b"application/json"),
-            ],
-            "client": ("127.0.0.1", 5000),
-            "server": ("127.0.0.1", 8000),
-        }
+        scope = http_scope("GET", path, token)
         sent: list[dict[str, Any]] = []
         given: list[int] = []
 

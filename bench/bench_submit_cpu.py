@@ -36,6 +36,7 @@ from typing import Any
 from urllib.parse import urlparse, urlunparse
 
 import psycopg
+from inproc import http_scope
 
 ROOT = Path(__file__).resolve().parent.parent
 BULK_SIZE = 10_000
@@ -81,26 +82,9 @@ class InProcessClient:
         return self.loop.run_until_complete(self._post(path, token, data))
 
     async def _post(self, path: str, token: str, data: bytes) -> tuple[int, bytes]:
-        scope = {
-            "type": "http",
-            "asgi": {"version": "3.0"},
-            "http_version": "1.1",
-            "method": "POST",
-            "scheme": "http",
-            "path": path,
-            "raw_path": path.encode(),
-            "query_string": b"",
-            "root_path": "",
-            "headers": [
-                (b"host", b"127.0.0.1"),
-                (b"authorization", f"Token {token}".encode()),
-                (b"accept", b"application/json"),
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(data)).encode()),
-            ],
-            "client": ("127.0.0.1", 40000),
-            "server": ("127.0.0.1", 8000),
-        }
+        scope = http_scope(
+            "POST", path, token, (b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())
+        )
         sent = False
         status = 0
         chunks: list[bytes] = []
@@ -179,7 +163,7 @@ def main() -> None:
         from fairsched.asgi import application, django_asgi_app
 
         client = InProcessClient(application)
-        run(client, tokens.split(), args, django_asgi_app)
+        run(client, tokens.split(), args, django_asgi_app.handler)  # Django's handler inside the bridge
     finally:
         if not args.keep:
             from django.db import connections
