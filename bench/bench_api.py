@@ -10,7 +10,11 @@
    command (gunicorn with `--web-workers` uvicorn workers, pooled database connections), or with
    `--server daphne` one daphne process (what `make run` used before), for a before/after figure.
 3. Ingest: `--single` POSTs of one chart, spread over `--submit-clients` clients one after another
-   each (each client is one token, under the write rate); then `--bulk-requests` POSTs of 10,000.
+   each (each client is one token that keeps to the write rate: calls at least 1/20 s apart, and a
+   429 waited out and asked again, counted); then `--bulk-requests` POSTs of 10,000 (0: none). Besides
+   throughput and latency, the single submits' CPU a chart: the web server's, the database backends'
+   (the benchmark's database's sessions, from /proc) and this client's; and how busy the whole
+   machine was meanwhile (/proc/stat: near 100%, the cores are the limit, not a lock).
 4. Status: `--clients` threads, each with its own keep-alive connection and token, GET a chart
    `--per-client` times back to back (closed loop: the server is never idle), then paced at one
    request per client every `--pace` seconds (how status pages and pollers really call).
@@ -278,6 +282,54 @@ strict serializers' fields built once, on a quiet machine (load average ~2), one
 single submit 180 charts/s, p50 102 ms, web CPU 6.1 ms a chart (goal 200: missed). Twenty submit
 clients, not ten: the write rate is 20/s a token, so ten clients cannot exceed 200/s by construction
 and a quiet run is throttled. The submits of one org queue on its row lock and their commits.
+
+Issue 14, single submit (session 6, 2026-11-30 23:30 - 12-01 00:10 UTC, the machine shared with four
+other engineers' runs, load average 2-7). Where the time went, before (d9a2d48):
+
+- The org's row lock. pg_stat_activity of the benchmark's database sampled every 5 ms during 3,000
+  submits (20 clients, one org): on average 8.4 sessions waited for the org's tuple lock and 1.0 for
+  its holder's transaction, and the holder was "idle in transaction" 1.1 of the time, i.e. waiting for
+  its web thread (Python between the lock, the insert and the commit, sharing the GIL and the cores).
+  Submissions of one org ran one at a time, for the length of a web thread's turn.
+- The announcements' sender thread: 1.23-1.30 ms of CPU a chart (bench_submit_cpu.py, from /proc),
+  a fifth of the process: two channel-layer sends and the replan request's Redis round trip, each
+  with a wake-up, for every chart; each send alone is ~0.12 ms of CPU.
+- The rest, per chart through the server: web CPU 5-7 ms, database CPU 1.7-2.4 ms, client 0.4-0.6 ms;
+  the machine ~100% busy.
+
+What changed:
+
+- `chart_submit_bulk` reads the org FOR KEY SHARE instead of locking it FOR UPDATE: the org's limit
+  and hold cannot change meanwhile (the levers lock FOR UPDATE), the org's other submissions (and the
+  dispatcher's UPDATE of `served`) go on. Submissions that must see each other (the org has a queue
+  limit, or more than one chart: two bulks with ids in common would deadlock in the unique index)
+  take turns on a per-org transaction advisory lock. After: the same sampling shows no lock wait;
+  sessions are idle in transaction 2.4 and in the commit's WAL flush ~0.9 on average.
+- The sender thread sends at most one batch every 50 ms (a lone announcement goes at once) and merges
+  a batch's identical broadcasts (their `submitted` summed): 0.33-0.60 ms of CPU a chart in process.
+
+`bench_api.py --single 1000 --submit-clients 20 --bulk-requests 0 --clients 2 --per-client 2 --pace
+0.5`, base (d9a2d48) and branch alternately, 23:41-23:59 UTC, load average 1.8-5.9 (charts/s; p50):
+
+    lock only:         base 135, 110 (126, 160 ms)   branch 196, 150 (80, 97 ms)
+    lock and sender:   base 103, 102 (157, 174 ms)   branch 174, 240 (84, 62 ms)
+                       web CPU a chart 7.1, 6.6 -> 4.2, 4.7 ms; database CPU 2.4, 2.1 -> 1.6, 1.7 ms
+
+The whole command (`--single 400 --submit-clients 20 --bulk-requests 5 --clients 50 --per-client 40
+--pace 0.5`), base then branch twice, 00:02-00:07 UTC, load average 5.6-7.2 (other engineers' work):
+single submit 83, 81 -> 129, 178 charts/s (p50 230, 194 -> 86, 79 ms; web CPU 7.4, 7.1 -> 5.6, 4.6
+ms a chart; database CPU 2.2, 2.2 -> 1.8, 1.6 ms); bulk, status and paced status unchanged within
+the noise (bulk 9.1k, 8.9k -> 9.3k, 9.3k charts/s at this load). In process
+(`bench_submit_cpu.py --single 300 --bulk 0 --rounds 3`, alternately, load 4.5-5): CPU a single
+submit 6.08, 6.20 -> 5.28, 4.90 ms, of which the handler's thread 4.3 -> 4.2 ms (the sender's share
+is what moved). No quiet machine this session to show the 200/s figure; at load 6-7 the branch's
+runs went 129-240/s against the base's 81-135/s.
+
+Looked at and left: the insert's per-call preparation of the default columns (89 us a submit by
+timeit: 2%); the view's unlocked read of the org before the service's locked one (one statement,
+~5% of a submit, but the services take an `Org` from every caller); prepared statements
+(psycopg's server-side binding would plan each statement once per connection, but it changes how
+every query of the project binds its parameters).
 """
 
 from __future__ import annotations
