@@ -34,11 +34,11 @@ def org_codes(names: Sequence[str]) -> tuple[list[int], list[str]]:
 
 
 def fair_order_indices(
-    queue: QueueColumns, scenario: Scenario, chart_org: Sequence[int], org_names: Sequence[str]
+    queue: QueueColumns, scenario: Scenario, chart_org: Sequence[int] | Indices, org_names: Sequence[str]
 ) -> Indices:
     """The indices into `queue` of the eligible charts, in the fair order.
 
-    `chart_org` gives each chart's org as a code into `org_names` (see `org_codes`).
+    `chart_org` gives each chart's org as a code into `org_names` (see `org_codes`), as a list or an array.
 
     1. Eligible: not paused, and the org's weight is above 0.
     2. Effective priority: `priority` plus, with aging, min(cap, floor(max(0, now - created) / step)).
@@ -48,7 +48,7 @@ def fair_order_indices(
        ceil(S_k / (weight * quantum)) - 1 with S_k the org's cost up to and including chart k).
     5. The fair tier sorted by (r, -effective priority, created, id), after the high tier.
     """
-    org_of = column(chart_org, np.intp)
+    org_of = np.asarray(chart_org, dtype=np.intp)
     weights = np.array([scenario.orgs.get(name, DEFAULT_POLICY).weight for name in org_names], dtype=np.int64)
     paused = column(queue.paused, np.bool_)
     high = column(queue.high_priority, np.bool_)
