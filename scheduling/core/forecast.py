@@ -317,12 +317,17 @@ def eta_bands(
     before it.
     """
     start = np.asarray(starts, dtype=np.float64)  # None becomes nan
-    if not len(start):
-        return BandEdges(np.zeros(0), np.zeros(0))
-    mean = np.asarray(avg, dtype=np.float64)
-    sigma2 = np.square(np.asarray(spread, dtype=np.float64))
-    is_expected = np.asarray(expected, dtype=bool)
-    work = np.square(np.asarray(units, dtype=np.float64) * mean)
+    low, high = np.full(len(start), math.nan), np.full(len(start), math.nan)
+    # Only the charts with a start have a band, each worked out in start order (ties in replay
+    # order): the work started before a chart is then a running sum, with no scatter and gather
+    # per sum. Each chart's arithmetic is the same in any order.
+    planned = np.flatnonzero(~np.isnan(start))
+    by_start = planned[np.argsort(start[planned], kind="stable")]
+    start = start[by_start]
+    mean = np.asarray(avg, dtype=np.float64)[by_start]
+    sigma2 = np.square(np.asarray(spread, dtype=np.float64)[by_start])
+    is_expected = np.asarray(expected, dtype=bool)[by_start]
+    work = np.square(np.asarray(units, dtype=np.float64)[by_start] * mean)
     variance = work * np.where(is_expected, np.exp(sigma2), np.expm1(sigma2))
     running_variance = float(
         np.sum(
@@ -330,13 +335,11 @@ def eta_bands(
             * np.expm1(np.square(np.asarray(running_spread, dtype=np.float64)))
         )
     )
-    # Work started before each chart: cumulative variance in start order (ties in replay order).
-    planned = np.flatnonzero(~np.isnan(start))
-    by_start = planned[np.argsort(start[planned], kind="stable")]
-    real_before = _before(np.where(is_expected, 0.0, variance), by_start)
-    before = real_before + _before(np.where(is_expected, variance, 0.0), by_start)
+    # Work started before each chart: cumulative variance in start order.
+    real_before = _before(np.where(is_expected, 0.0, variance))
+    before = real_before + _before(np.where(is_expected, variance, 0.0))
     # The expected work (cost-unit seconds) started before each chart.
-    expected_before = _before(np.where(is_expected, np.sqrt(work), 0.0), by_start)
+    expected_before = _before(np.where(is_expected, np.sqrt(work), 0.0))
     if foreseen is not None and foreseen.evidence > 0:
         # The rates are measured on `evidence` submissions: their relative variance is 1 / evidence,
         # which the expected work started before a chart carries whole.
@@ -348,10 +351,9 @@ def eta_bands(
         share_until: dict[float, float] = defaultdict(float)
         for arrival in arrivals:
             share_until[arrival.until] += arrival.rate * arrival.avg * min(arrival.cost, budget) / budget
-        started = np.nan_to_num(start, nan=math.inf)
         rho = np.zeros(len(start))
         for until, share in share_until.items():
-            rho[started < until] += share
+            rho[start < until] += share
         start_spread /= 1.0 - np.minimum(rho, MAX_ARRIVAL_SHARE)
     early_spread = late_spread = start_spread
     if foreseen is not None:
@@ -366,17 +368,14 @@ def eta_bands(
     below = mean - median * np.exp(-Z90 * sigma)
     above = median * np.exp(Z90 * sigma) - mean
     eta = start + mean
-    low = np.maximum(eta - np.hypot(early_spread, below), now)
-    high = eta + np.hypot(late_spread, above)
+    low[by_start] = np.maximum(eta - np.hypot(early_spread, below), now)
+    high[by_start] = eta + np.hypot(late_spread, above)
     return BandEdges(low, high)
 
 
-def _before(values: NDArray[np.float64], by_start: NDArray[np.intp]) -> NDArray[np.float64]:
-    """For each chart, the sum of `values` over the charts started before it (`by_start`: the
-    planned charts in start order, ties in replay order); 0 for a chart without a start."""
-    before = np.zeros(len(values))
-    before[by_start] = np.cumsum(values[by_start]) - values[by_start]
-    return before
+def _before(values: NDArray[np.float64]) -> NDArray[np.float64]:
+    """For each chart (in start order), the sum of `values` over the charts started before it."""
+    return np.cumsum(values) - values
 
 
 def _unforeseen_spreads(
