@@ -229,7 +229,7 @@ def _later_charts(
     later = position[charts]
     if not len(later):
         return later, available_time[charts], []
-    ready_at = cast("Iterator[float]", compress(available_at, marked.tolist()))  # only charts that have one
+    ready_at = cast("list[float]", list(map(available_at.__getitem__, charts.tolist())))  # each has one
     return later, available_time[charts], list(zip(ready_at, later.tolist(), strict=True))
 
 
@@ -379,7 +379,7 @@ def _real_plan(
         org_clear_high = {name: _later(high, org_clear[name]) for name, high in org_clear_high.items()}
         eta_low, eta_high = ChartTimes(chart_ids, low_values), ChartTimes(chart_ids, high_values)
     if queued_count > real_count:  # no key for an org that has only expected charts
-        real_orgs = {org_names[code] for code in np.unique(layout_org).tolist()}
+        real_orgs = {org_names[code] for code in np.flatnonzero(np.bincount(layout_org, minlength=len(org_names)))}
         org_clear, org_clear_low, org_clear_high = (
             {name: clear for name, clear in clears.items() if name in real_orgs}
             for clears in (org_clear, org_clear_low, org_clear_high)
