@@ -13,6 +13,35 @@ lazily worked out), in wall and CPU seconds, with the stages (inclusive times, n
 indented) taken by wrapping the planner's step functions. `--profile` prints a cProfile of one run.
 """
 
+# Where the time goes (issue 17; 2-core machine shared with four other sessions, load average 4-7
+# throughout, so wall times ran 1.5-3x the CPU times: CPU seconds are the figures to compare).
+# Command: `.venv/bin/python bench/bench_replan_plan.py --runs 3`, 1M queued (1.25M with the 250k
+# charts the history foresees), caps on, so the replay is `org_replay`.
+#
+# Before (main's core, e3e9cc6; 23:32, load 5.0): plan 4.72-4.76 s CPU + reasons 0.21-0.24 = 4.95.
+#   queue 0.25 (forecast 0.09, expected charts 0.05), org codes 0.06, fair order 0.79 (of which
+#   0.46 the id tie-break: 86k runs of charts sharing a whole second, each sorted in Python), columns
+#   0.29, replay 1.59, bands 1.06 (1M dict lookups of the spread 0.32; eta_bands 0.61: lists turned
+#   to arrays, three scatter/gather running sums, None->nan by a comprehension), real plan 0.47 (an
+#   object array of the ids built twice, clear-times from 1M-lists, list copies), reasons 0.20, and a
+#   0.2 s gen-0 collection on leaving plan(): the lazy reasons kept the queue's lists alive and the
+#   cyclic collector, re-enabled, walked every one.
+# After (00:10, load 7.1): plan 3.43-3.86 s CPU + reasons 0.06-0.07, best 3.50.
+#   queue 0.23, org codes 0.06, fair order 0.51, columns 0.22 (later charts 0.04), replay 1.54, bands
+#   0.37 (spreads 0.06: read in one pass when the snapshot lists them in queue order; eta_bands 0.27:
+#   worked out in start order on arrays), real plan 0.41, reasons 0.06; no collection on leaving.
+# Old and new interleaved in one process (old core copied aside, same scenario; 00:08, load 6.4-6.7):
+#   old 5.32, 5.72, 5.56 s CPU; new 4.15, 4.00, 3.80.
+# Two of the gains depend on the input's layout, as a snapshot gives it: the id tie-break skips runs
+# whose charts lie in one stretch of the queue where the ids ascend (this bench's queue is wholly in
+# id order; a shuffled one sorts every run as before, plus ~0.08 s for the stretches), and the
+# spreads are read in one pass when `Scenario.spread` lists the queue's ids first, in order (else
+# the 1M lookups as before).
+# What is left: the replay (1.5 s, `org_replay`, another session's), then ~0.1-0.2 s each of list
+# <-> array conversions of the queue's columns (cost and avg read three and two times), the forecast
+# over 31k submissions, the ids of the plan (a random gather of 1M strings) and the float lists the
+# plan hands out. The 2.2 s target is not met while the replay alone takes 1.5 s.
+
 from __future__ import annotations
 
 import argparse
