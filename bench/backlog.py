@@ -105,10 +105,10 @@ def seed_backlog(size: int, orgs: int = 500) -> None:
             duration_record(org_id=org_rows[0].pk, workflow_id=workflow.pk, seconds=seconds)
     now = timezone.now()
     buffer = io.StringIO()
-    for i, (org, workflow, ago) in enumerate(zip(draw.chart_org, draw.chart_workflow, draw.created_ago, strict=True)):
+    for i, (org, kind, ago) in enumerate(zip(draw.chart_org, draw.chart_workflow, draw.created_ago, strict=True)):
         created = now.timestamp() - ago
         buffer.write(
-            f"{org_rows[org].pk}\t{workflows[workflow].pk}\tb{i}\t{{}}\tqueued\tf\t0\t"
+            f"{org_rows[org].pk}\t{workflows[kind].pk}\tb{i}\t{{}}\tqueued\tf\t0\t"
             f"{time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(created))}+00\t0\t\t\t\t{now.isoformat()}\t0\n"
         )
     with connection.cursor() as cursor:

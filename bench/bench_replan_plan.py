@@ -51,7 +51,7 @@ import os
 import pstats
 import sys
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -153,8 +153,8 @@ class StageTimes:
     """Inclusive wall and CPU seconds of each wrapped function, summed over its calls."""
 
     def __init__(self) -> None:
-        self.wall: Counter[str] = Counter()
-        self.cpu: Counter[str] = Counter()
+        self.wall: defaultdict[str, float] = defaultdict(float)
+        self.cpu: defaultdict[str, float] = defaultdict(float)
 
     def wrap(self, label: str, function: Callable[..., Any]) -> Callable[..., Any]:
         def timed(*args: Any, **kwargs: Any) -> Any:
