@@ -275,9 +275,11 @@ def planned(monkeypatch: pytest.MonkeyPatch) -> list[core.Plan]:
     return plans
 
 
+@pytest.mark.parametrize("block_rows", [replan.PLAN_BLOCK_ROWS, 2])  # one block, or several
 def test_every_row_of_the_plan_table_is_the_new_plan_after_charts_moved(
-    backlog: tuple[Org, Org], planned: list[core.Plan]
+    backlog: tuple[Org, Org], planned: list[core.Plan], monkeypatch: pytest.MonkeyPatch, block_rows: int
 ) -> None:
+    monkeypatch.setattr(replan, "PLAN_BLOCK_ROWS", block_rows)
     _acme, beta = backlog
     plan_refresh()
     before = _plan_rows()
