@@ -6,6 +6,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -429,7 +430,7 @@ def test_the_plan_table_is_unlogged_from_its_migration_and_after_each_replan(bac
     assert _plan_table_persistence() == ["u"]
 
 
-@pytest.mark.parametrize("failing_step", ["sample", "swap"])
+@pytest.mark.parametrize("failing_step", ["copy", "sample", "swap"])
 def test_a_replan_that_fails_before_its_commit_leaves_the_old_plan_whole(
     backlog: tuple[Org, Org], monkeypatch: pytest.MonkeyPatch, failing_step: str
 ) -> None:
@@ -437,14 +438,20 @@ def test_a_replan_that_fails_before_its_commit_leaves_the_old_plan_whole(
     plan_refresh()
     before = _plan_rows()
     Org.objects.filter(pk=beta.pk).update(weight=5)  # the next plan differs
+    time_columns, blocks = replan._time_columns, []
 
-    def fail(*args: object, **kwargs: object) -> None:
+    def fail(*args: object, **kwargs: object) -> Any:
+        if failing_step == "copy" and not blocks:  # the first block goes to the server, the second fails
+            blocks.append(args)
+            return time_columns(*args, **kwargs)  # type: ignore[arg-type]
         if failing_step == "swap":  # halfway through the swap: the plan table is gone
             with connection.cursor() as cursor:
                 cursor.execute(f"DROP TABLE {ChartPlan._meta.db_table}")
         raise RuntimeError("the replan's process died here")
 
-    monkeypatch.setattr(replan, "_write_sample" if failing_step == "sample" else "_swap_in_next_plan", fail)
+    monkeypatch.setattr(replan, "PLAN_BLOCK_ROWS", 2)
+    step = {"copy": "_time_columns", "sample": "_write_sample", "swap": "_swap_in_next_plan"}[failing_step]
+    monkeypatch.setattr(replan, step, fail)
     with pytest.raises(RuntimeError):
         plan_refresh()
 
