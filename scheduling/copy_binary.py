@@ -112,6 +112,7 @@ def chunks(blocks: Iterable[Sequence[Column]]) -> Iterator[bytes | memoryview]:
 
 
 def _block(columns: Sequence[Column]) -> Iterator[memoryview]:
+    """Step 2 of `chunks` for one block: its rows as one record array per layout."""
     rows = len(columns[0].values) if columns else 0
     layout = np.zeros(rows, dtype=np.int64)
     for column in columns:

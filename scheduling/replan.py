@@ -100,8 +100,8 @@ def _build_next_plan(plan: core.Plan, *, provider_paused: frozenset[str]) -> lis
        on them and vacuum has nothing to freeze. The rows go as a binary stream
        (`scheduling.copy_binary`: times in PostgreSQL's own form, nothing formatted) encoded a block
        at a time (`_plan_rows`) and handed to a writer thread (psycopg's `QueuedLibpqWriter`), so
-       that this process encodes the next block while the server parses the last one: the two
-       halves of the COPY take turns on neither core.
+       that this process encodes the next block while the server parses the last one, each on a
+       core of its own, where with a plain write they took turns.
     3. Build each index of the plan table on it (read from the catalog, so a migration that adds one
        is followed), each in one sort in memory: `maintenance_work_mem` is raised for this
        transaction to what the plan's rows need (`SORT_BYTES_PER_ROW`). The server's default, 64 MB,

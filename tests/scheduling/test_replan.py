@@ -22,6 +22,7 @@ from scheduling.models import QueueSample
 from scheduling.reconcile import duration_record
 from scheduling.replan import plan_refresh
 from scheduling.services import scheduler_config_set
+from scheduling.snapshot import chart_key
 from tests.factories import ChartFactory, OrgFactory, ProviderFactory, WorkflowFactory
 
 pytestmark = pytest.mark.django_db
@@ -460,3 +461,12 @@ def test_a_replan_that_fails_before_its_commit_leaves_the_old_plan_whole(
     monkeypatch.undo()
     plan_refresh()
     assert _plan_rows() != before
+
+
+@pytest.mark.parametrize(
+    "keys", [[None, None, None], [None, chart_key(7), None], [chart_key(2**62), chart_key(3), None]]
+)
+def test_heads_of_line_are_chart_ids_or_null(keys: list[str | None]) -> None:
+    column = replan._chart_id_column(keys)
+    ids = [None if column.null is not None and column.null[i] else int(column.values[i]) for i in range(len(keys))]
+    assert ids == [None if key is None else int(key) for key in keys]
