@@ -101,6 +101,10 @@ orgs, budget 200. Each size: a warm pass, then the best of three passes, each sp
 #         0.15 s either way: no worse.
 # This bench, `--sizes 100000,1000000`, branch / main / branch in a row (00:08-00:17, load 5-7):
 #   1M persist 2.99 / 3.82 / 3.01 s; 100k persist 0.55 / 0.51 / 0.43 s. (Quiet machine, main: 2.45 s.)
+# Since the end of this session, "core plan" includes the core's waiting columns (plan_refresh reads them right
+# after the plan), so "persist" is the writing alone: 0.26-0.39 s at 1M and ~0.035 s at 100k moved
+# from the one to the other. This bench then, 00:25-00:27, load 2.8-3.3: 100k pass 1.50 s (load 0.37,
+# plan 0.68, persist 0.45); 1M pass 13.15 s (load 3.75, plan 6.85, persist 2.55).
 # - Tried and dropped: parallel builds forced off (serial: more wall, the client idles meanwhile);
 #   the position index without deduplication (no measurable change); the heap written in position
 #   order for the position index (it already nearly is: rows come grouped by layout within a block).
