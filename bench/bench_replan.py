@@ -105,6 +105,12 @@ orgs, budget 200. Each size: a warm pass, then the best of three passes, each sp
 # after the plan), so "persist" is the writing alone: 0.26-0.39 s at 1M and ~0.035 s at 100k moved
 # from the one to the other. This bench then, 00:25-00:27, load 2.8-3.3: 100k pass 1.50 s (load 0.37,
 # plan 0.68, persist 0.45); 1M pass 13.15 s (load 3.75, plan 6.85, persist 2.55).
+# The writer thread, measured alone at 1M (one plan, 4 pairs alternated, load 2.2): with a plain
+# write the client sat 0.34 s blocked in `Copy.write` and the COPY took 1.36 s; with the thread it
+# never blocks (0.00-0.08 s) and the COPY takes 1.07-1.23 s; the build 1.91-2.01 s against 2.10-2.13.
+# (The kernel's socket buffers already let a plain write run some MB ahead, hence no more than that.)
+# This bench, branch then main (d9a2d48, whose persist still counts the core's waiting columns):
+# 00:31-00:35, load 2.2-3.9: 100k persist 0.23 / 0.44 s; 1M persist 2.67 / 4.05 s.
 # - Tried and dropped: parallel builds forced off (serial: more wall, the client idles meanwhile);
 #   the position index without deduplication (no measurable change); the heap written in position
 #   order for the position index (it already nearly is: rows come grouped by layout within a block).
