@@ -72,6 +72,54 @@ orgs, budget 200. Each size: a warm pass, then the best of three passes, each sp
 # - Not done, what would close 1M: a diff persist does not pay while every ETA moves with the clock
 #   (see above); the spread passed to the core as a column aligned with the queue instead of a dict
 #   (needs a change in scheduling/core's `spreads`), chart keys kept as integers through the core.
+#
+# Session 3 of issue 17, the persist (23:30-01:15 UTC, load average 4-7 throughout: other engineers'
+# suites, benches and valgrind; no quiet window, so again CPU counts first). Where the persist's time
+# went at 1M (main d9a2d48; `bench_replan` counts as "persist" everything after the core's plan):
+# - the core's waiting columns (reason, until, head of line), worked out lazily on the persist's
+#   first read: 0.26-0.39 s of client CPU (scheduling/core's, not the persist's own);
+# - the COPY stream encoded as whole columns: 0.60-0.86 s of client CPU, the spread from fresh
+#   memory: `chart_ids` alone allocates a 152 MB digit matrix (0.06 s warm, up to 0.47 s page-faulted);
+# - COPY on the server: ~0.7 s CPU (perf of the backend: parsing 35% of it, of which timestamptz_recv
+#   is most, as its range check runs timestamp2tm on every value, 5 a row; heap inserts 21%; the file
+#   extended a page at a time and written 25%). Each timestamp column is ~0.04 s of it at 1M, each
+#   value column ~0.07 s with its client side (measured by dropping columns one at a time);
+# - the two index builds: ~0.5 s of the backend's CPU plus its parallel workers' (0.7-0.85 s serial);
+#   at the 64 MB default a build got one worker, and a sort of the position index spilled (trace_sort);
+# - the org clear-times and the sample 0.05 s, the swap and the commit a few ms.
+# Changed: the stream encoded a block of 65,536 rows at a time (`replan._plan_rows`) and handed to
+# psycopg's writer thread, so the client encodes block k+1 while the server parses block k (on a free
+# core the encoding hides behind the server's COPY), and each block's arrays stay in the caches:
+# encoding CPU 0.44-0.46 s against 0.60-0.86 s; `maintenance_work_mem` raised to the rows' need
+# for the index builds (96 B a row, never lowered): at 1M two workers and in-memory sorts, index
+# builds alone min/median wall 1.02/1.17 s against 1.24/1.71 s at the default (6 each, load 5.8).
+# Figures, persist of one plan (the core's waiting computed beforehand), main and this branch in
+# alternate processes, 2 x 3 passes at 1M, 3 x 5 at 100k (/tmp scripts, not kept), load 4.7-5.4:
+#   1M:   wall main 3.78-5.18 s (median 4.8), branch 2.86-3.95 s (median 3.4); client CPU median
+#         0.97 s against 0.59 s; backend CPU 1.29-1.43 s either way.
+#   100k: wall median 0.49 vs 0.46 s (min 0.42 vs 0.39); client CPU median 0.072 vs 0.077 s; backend
+#         0.15 s either way: no worse.
+# This bench, `--sizes 100000,1000000`, branch / main / branch in a row (00:08-00:17, load 5-7):
+#   1M persist 2.99 / 3.82 / 3.01 s; 100k persist 0.55 / 0.51 / 0.43 s. (Quiet machine, main: 2.45 s.)
+# Since the end of this session, "core plan" includes the core's waiting columns (plan_refresh reads them right
+# after the plan), so "persist" is the writing alone: 0.26-0.39 s at 1M and ~0.035 s at 100k moved
+# from the one to the other. This bench then, 00:25-00:27, load 2.8-3.3: 100k pass 1.50 s (load 0.37,
+# plan 0.68, persist 0.45); 1M pass 13.15 s (load 3.75, plan 6.85, persist 2.55).
+# The writer thread, measured alone at 1M (one plan, 4 pairs alternated, load 2.2): with a plain
+# write the client sat 0.34 s blocked in `Copy.write` and the COPY took 1.36 s; with the thread it
+# never blocks (0.00-0.08 s) and the COPY takes 1.07-1.23 s; the build 1.91-2.01 s against 2.10-2.13.
+# (The kernel's socket buffers already let a plain write run some MB ahead, hence no more than that.)
+# This bench, branch then main (d9a2d48, whose persist still counts the core's waiting columns):
+# 00:31-00:35, load 2.2-3.9: 100k persist 0.23 / 0.44 s; 1M persist 2.67 / 4.05 s.
+# - Tried and dropped: parallel builds forced off (serial: more wall, the client idles meanwhile);
+#   the position index without deduplication (no measurable change); the heap written in position
+#   order for the position index (it already nearly is: rows come grouped by layout within a block).
+# - Not done, what would close the rest (on 2 cores the floor is the server's ~1.2 s of CPU plus the
+#   core's waiting columns): times as bigint microseconds or the band as offsets would spare
+#   timestamptz_recv (~0.04 s a column at 1M) but every reader of the plan reads them as datetimes;
+#   `waiting_until` stored NULL where it equals `predicted_start` (budget, turn, org_cap,
+#   retry_budget: nearly every row) would save a column's parse and 8 B a row, with the readers
+#   (ChartManager, CHART_COLUMNS, the queue selector) taking it back with a COALESCE.
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -38,6 +38,10 @@ class Column:
     null: npt.NDArray[np.bool_] | None = None
     labels: tuple[bytes, ...] = ()
 
+    def rows(self, block: slice) -> Column:
+        """The same column for the rows of `block` alone (views of its arrays, no copy)."""
+        return Column(self.kind, self.values[block], None if self.null is None else self.null[block], self.labels)
+
 
 def integers(values: Sequence[int | None], *, kind: Literal["int8", "int4"] = "int8") -> Column:
     """A bigint (or integer) column; None is NULL. (Never through floats: a bigint does not fit one.)"""
@@ -59,12 +63,12 @@ def timestamps(seconds: Sequence[float | None]) -> Column:
     return Column("timestamptz", micros, null if null.any() else None)
 
 
-def texts(values: Sequence[str]) -> Column:
-    """A text column of few distinct values (never NULL)."""
+def texts(values: Sequence[str | None]) -> Column:
+    """A text column of few distinct values, None written as the empty text (never NULL)."""
     labels = list(dict.fromkeys(values))
     code = {label: index for index, label in enumerate(labels)}
-    array = np.array(list(map(code.__getitem__, values)), dtype=np.int64)
-    return Column("text", array, None, tuple(label.encode() for label in labels))
+    array = np.fromiter(map(code.__getitem__, values), dtype=np.int64, count=len(values))
+    return Column("text", array, None, tuple((label or "").encode() for label in labels))
 
 
 def _floats(values: Sequence[float | None]) -> npt.NDArray[np.float64]:
@@ -83,21 +87,32 @@ def _nulls(values: Sequence[object]) -> npt.NDArray[np.bool_]:
 
 def encode(columns: Sequence[Column]) -> bytes:
     """The whole COPY stream (`COPY table (columns) FROM STDIN (FORMAT binary)`) of the rows, as one
-    bytes object (`chunks`, joined)."""
-    return b"".join(chunks(columns))
+    bytes object (`chunks` of one block, joined)."""
+    return b"".join(chunks([columns]))
 
 
-def chunks(columns: Sequence[Column]) -> Iterator[bytes | memoryview]:
-    """The COPY stream of the rows in pieces, for `Copy.write` one by one. Steps:
+def chunks(blocks: Iterable[Sequence[Column]]) -> Iterator[bytes | memoryview]:
+    """The COPY stream of the rows of `blocks` (each a block of rows, given as its columns) in pieces,
+    for `Copy.write` one by one. Steps:
 
-    1. Give each row its layout: which of its fields are NULL, and which label each text field has.
-    2. For each layout, build one record array of its rows (field count, then each field's length and
-       value; a NULL field is its length, -1, alone) and yield a view of its memory: nothing is copied
-       to bytes, nor joined, nor sliced for libpq (at 1M rows 0.15 s of CPU against 0.22 s for one
-       bytes object: `bench/bench_replan.py`).
-    3. The header first, the trailer last. Rows come out grouped by layout: COPY keeps no order, and a
-       table has none.
+    1. The header.
+    2. For each block, as the caller asks for it (so a block can be worked out while the server reads
+       the one before), give each row its layout: which of its fields are NULL, and which label each
+       text field has. For each layout, build one record array of its rows (field count, then each
+       field's length and value; a NULL field is its length, -1, alone) and yield a view of its
+       memory: nothing is copied to bytes, nor joined, nor sliced for libpq (at 1M rows 0.15 s of CPU
+       against 0.22 s for one bytes object: `bench/bench_replan.py`). Rows come out grouped by layout
+       within their block: COPY keeps no order, and a table has none.
+    3. The trailer.
     """
+    yield HEADER
+    for columns in blocks:
+        yield from _block(columns)
+    yield TRAILER
+
+
+def _block(columns: Sequence[Column]) -> Iterator[memoryview]:
+    """Step 2 of `chunks` for one block: its rows as one record array per layout."""
     rows = len(columns[0].values) if columns else 0
     layout = np.zeros(rows, dtype=np.int64)
     for column in columns:
@@ -105,13 +120,11 @@ def chunks(columns: Sequence[Column]) -> Iterator[bytes | memoryview]:
         part = column.values if column.kind == "text" else column.null
         if part is not None:
             layout = layout * choices + part
-    yield HEADER
     order = np.argsort(layout, kind="stable")
     _, starts = np.unique(layout[order], return_index=True)
     for index, start in enumerate(starts):
         end = starts[index + 1] if index + 1 < len(starts) else rows
         yield _records(columns, order[start:end]).view(np.uint8).data
-    yield TRAILER
 
 
 def _records(columns: Sequence[Column], members: npt.NDArray[np.intp]) -> npt.NDArray[np.void]:

@@ -5,12 +5,13 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import numpy as np
 from django.db import connection, transaction
+from psycopg.copy import QueuedLibpqWriter
 
 from charts.models import ChartPlan, WaitingReason
 from common.events import STAFF_GROUP, broadcast
@@ -33,7 +34,7 @@ class ReplanResult:
     ordered: int
     seconds: float  # the whole pass; of which:
     load_seconds: float  # reading the snapshot
-    plan_seconds: float  # the core's plan (the rest: writing it)
+    plan_seconds: float  # the core's plan, why each chart waits included (the rest: writing it)
     global_clear: datetime | None
 
 
@@ -53,6 +54,7 @@ def plan_refresh(*, now: datetime | None = None) -> ReplanResult:
     snapshot = load_snapshot(now=now)
     loaded = time.perf_counter()
     plan = core.plan(snapshot.scenario)
+    plan.reason.column()  # the core works out why charts wait on first use: time it as the plan's
     planned = time.perf_counter()
     with transaction.atomic():
         # Replans write the same rows; taking turns here keeps two of them from deadlocking.
@@ -94,14 +96,18 @@ def _build_next_plan(plan: core.Plan, *, provider_paused: frozenset[str]) -> lis
     """Build the next plan table aside, holding this plan, and return the plan table's indexes that
     it was given. Steps:
 
-    1. Encode every chart's row (position, start, ETA and band, why it waits) as a binary COPY
-       stream, from whole columns (`scheduling.copy_binary`): times go in PostgreSQL's own form,
-       nothing is formatted, and each piece is written as the array that holds it.
-    2. Create the next table like the plan table (columns, defaults, checks; no indexes), unlogged,
-       and COPY the rows in, frozen (the table is new in this transaction): no reader has to set hint
-       bits on them and vacuum has nothing to freeze.
+    1. Create the next table like the plan table (columns, defaults, checks; no indexes), unlogged.
+    2. COPY the rows in, frozen (the table is new in this transaction): no reader has to set hint bits
+       on them and vacuum has nothing to freeze. The rows go as a binary stream
+       (`scheduling.copy_binary`: times in PostgreSQL's own form, nothing formatted) encoded a block
+       at a time (`_plan_rows`) and handed to a writer thread (psycopg's `QueuedLibpqWriter`), so
+       that this process encodes the next block while the server parses the last one, each on a
+       core of its own, where with a plain write they took turns.
     3. Build each index of the plan table on it (read from the catalog, so a migration that adds one
-       is followed), each in one sort.
+       is followed), each in one sort in memory: `maintenance_work_mem` is raised for this
+       transaction to what the plan's rows need (`SORT_BYTES_PER_ROW`). The server's default, 64 MB,
+       holds the sort of about a million rows; past that, or shared among a parallel build's
+       processes (each takes its share), a sort spills to disk.
 
     Why a new table and not a diff: between two replans nearly every row changes (a dispatch shifts
     every position, time shifts every ETA behind a free or overdue slot), and an UPDATE of 100k rows
@@ -115,7 +121,7 @@ def _build_next_plan(plan: core.Plan, *, provider_paused: frozenset[str]) -> lis
     at most `SchedulerConfig.replan_interval` later, charts show no plan and dispatch waits. Nor is an
     unlogged table on a streaming replica: the plan is read from the primary.
     """
-    rows = _plan_rows(plan, provider_paused=provider_paused)
+    blocks = _plan_rows(plan, provider_paused=provider_paused)
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT i.relname, pg_get_indexdef(x.indexrelid), x.indisunique, c.contype"
@@ -130,12 +136,18 @@ def _build_next_plan(plan: core.Plan, *, provider_paused: frozenset[str]) -> lis
             # It lives until the next replan: nothing for autovacuum to do but collide with the swap.
             " WITH (autovacuum_enabled = false)"
         )
-        columns = ", ".join(rows)
-        with cursor.connection.cursor().copy(
-            f"COPY {NEXT_PLAN_TABLE} ({columns}) FROM STDIN (FORMAT binary, FREEZE)"
+        raw = cursor.connection.cursor()
+        with raw.copy(
+            f"COPY {NEXT_PLAN_TABLE} ({', '.join(PLAN_COLUMNS)}) FROM STDIN (FORMAT binary, FREEZE)",
+            writer=QueuedLibpqWriter(raw),
         ) as copy:
-            for chunk in copy_binary.chunks(list(rows.values())):
+            for chunk in copy_binary.chunks([block[name] for name in PLAN_COLUMNS] for block in blocks):
                 copy.write(chunk)
+        cursor.execute(  # (in kB; never lowered)
+            "SELECT set_config('maintenance_work_mem',"
+            " GREATEST(pg_size_bytes(current_setting('maintenance_work_mem')) / 1024, %s)::text, true)",
+            [len(plan.start) * SORT_BYTES_PER_ROW // 1024],
+        )
         for index in indexes:
             cursor.execute(index.create_on(NEXT_PLAN_TABLE))
             if index.constraint:
@@ -185,15 +197,36 @@ class PlanIndex:
         return f"CREATE {unique}INDEX {self.built} ON {table} USING {method_and_columns}"
 
 
-def _plan_rows(plan: core.Plan, *, provider_paused: frozenset[str]) -> dict[str, copy_binary.Column]:
-    """The plan as the plan table's columns, aligned with the plan's chart ids."""
+# The plan table's columns in the order of the COPY, and the rows encoded at a time (6 MB of stream:
+# the server reads one block while the next is encoded, and a block's arrays stay in the caches).
+PLAN_COLUMNS = (
+    "chart_id", "position", "predicted_start", "eta", "eta_low", "eta_high", "waiting_reason", "waiting_until",
+    "head_of_line",
+)  # fmt: skip
+PLAN_BLOCK_ROWS = 65_536
+# What an index build's sort takes per row: 65 bytes measured (trace_sort: 63,639 kB for a million
+# rows of the bigint and of the integer index alike), and a margin.
+SORT_BYTES_PER_ROW = 96
+
+
+def _plan_rows(plan: core.Plan, *, provider_paused: frozenset[str]) -> Iterator[dict[str, copy_binary.Column]]:
+    """The plan as the plan table's columns (`PLAN_COLUMNS`), aligned with the plan's chart ids, in
+    blocks of `PLAN_BLOCK_ROWS` rows, each worked out when the COPY asks for it. Whatever is already
+    an array is made whole; the core's lists are read a block at a time."""
     ids = list(plan.start)
-    return {
-        "chart_id": copy_binary.Column("int8", chart_ids(ids)),
-        "position": _positions(ids, plan.order),
-        **_time_columns(plan),
-        **_waiting_columns(plan, ids, provider_paused),
-    }
+    positions = _positions(ids, plan.order)
+    reasons = _reasons(plan, ids, provider_paused)
+    until, head = plan.waiting_until.column(), plan.head_of_line.column()
+    for begin in range(0, len(ids), PLAN_BLOCK_ROWS):
+        block = slice(begin, begin + PLAN_BLOCK_ROWS)
+        yield {
+            "chart_id": copy_binary.Column("int8", chart_ids(ids[block])),
+            "position": positions.rows(block),
+            **_time_columns(plan, block),
+            "waiting_reason": copy_binary.texts(reasons[block]),
+            "waiting_until": copy_binary.timestamps(until[block]),
+            "head_of_line": _chart_id_column(head[block]),
+        }
 
 
 def _positions(ids: list[str], order: list[str]) -> copy_binary.Column:
@@ -206,40 +239,39 @@ def _positions(ids: list[str], order: list[str]) -> copy_binary.Column:
     return copy_binary.integers([place.get(chart_id) for chart_id in ids], kind="int4")
 
 
-def _time_columns(plan: core.Plan) -> dict[str, copy_binary.Column]:
-    """Each chart's predicted start, ETA and band (a plan without spreads has its ETAs as its band)."""
-    eta = copy_binary.timestamps(plan.eta.column())  # type: ignore[attr-defined]
-    low = eta if plan.eta_low is plan.eta else copy_binary.timestamps(plan.eta_low.column())  # type: ignore[attr-defined]
-    high = eta if plan.eta_high is plan.eta else copy_binary.timestamps(plan.eta_high.column())  # type: ignore[attr-defined]
+def _time_columns(plan: core.Plan, block: slice) -> dict[str, copy_binary.Column]:
+    """The predicted start, ETA and band of the charts of `block` (a plan without spreads has its
+    ETAs as its band)."""
+    eta = copy_binary.timestamps(plan.eta.column()[block])  # type: ignore[attr-defined]
+    low = eta if plan.eta_low is plan.eta else copy_binary.timestamps(plan.eta_low.column()[block])  # type: ignore[attr-defined]
+    high = eta if plan.eta_high is plan.eta else copy_binary.timestamps(plan.eta_high.column()[block])  # type: ignore[attr-defined]
     return {
-        "predicted_start": copy_binary.timestamps(plan.start.column()),  # type: ignore[attr-defined]
+        "predicted_start": copy_binary.timestamps(plan.start.column()[block]),  # type: ignore[attr-defined]
         "eta": eta,
         "eta_low": low,
         "eta_high": high,
     }
 
 
-def _waiting_columns(plan: core.Plan, ids: list[str], provider_paused: frozenset[str]) -> dict[str, copy_binary.Column]:
-    """Why each chart waits (empty: it does not), until when, and the head of the line it waits
-    behind. The core's `unavailable` is written as `provider_paused` for a chart a provider pause
-    holds past its own backoff, else `backoff`."""
+def _reasons(plan: core.Plan, ids: list[str], provider_paused: frozenset[str]) -> Sequence[str | None]:
+    """Why each chart waits (None: it does not). The core's `unavailable` is written as
+    `provider_paused` for a chart a provider pause holds past its own backoff, else `backoff`."""
     reasons = plan.reason.column()
-    if Reason.UNAVAILABLE.value in reasons:  # (a plain string: compared at C speed)
-        reasons = [
-            (WaitingReason.PROVIDER_PAUSED if chart_id in provider_paused else WaitingReason.BACKOFF)
-            if reason == Reason.UNAVAILABLE
-            else reason
-            for chart_id, reason in zip(ids, reasons, strict=True)
-        ]
-    return {
-        "waiting_reason": copy_binary.texts([reason or "" for reason in reasons]),
-        "waiting_until": copy_binary.timestamps(plan.waiting_until.column()),
-        "head_of_line": _chart_id_column(plan.head_of_line.column()),
-    }
+    if Reason.UNAVAILABLE.value not in reasons:  # (a plain string: compared at C speed)
+        return reasons
+    return [
+        (WaitingReason.PROVIDER_PAUSED if chart_id in provider_paused else WaitingReason.BACKOFF)
+        if reason == Reason.UNAVAILABLE
+        else reason
+        for chart_id, reason in zip(ids, reasons, strict=True)
+    ]
 
 
 def _chart_id_column(keys: Sequence[str | None]) -> copy_binary.Column:
-    """Chart ids from the core's keys (`snapshot.chart_key`), None as NULL."""
+    """Chart ids from the core's keys (`snapshot.chart_key`), None as NULL (the usual case: a head
+    of line is named only for the charts the budget would hold now)."""
+    if keys.count(None) == len(keys):
+        return copy_binary.Column("int8", np.zeros(len(keys), dtype=np.int64), np.ones(len(keys), dtype=np.bool_))
     null = np.array([key is None for key in keys], dtype=np.bool_)
     present = np.array(keys, dtype=object)
     present[null] = chart_key(0)

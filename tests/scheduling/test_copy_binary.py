@@ -12,11 +12,19 @@ from scheduling import copy_binary
 pytestmark = pytest.mark.django_db
 
 
-def _copy(columns: dict[str, copy_binary.Column]) -> None:
+def _copy(columns: dict[str, copy_binary.Column], *, blocks: int = 1) -> None:
+    """COPY the rows of `columns` into a table `copied`, as one stream of `blocks` blocks of rows."""
+    rows = len(next(iter(columns.values())).values)
+    size = -(-rows // blocks) or 1
+    parts = [[column.rows(slice(start, start + size)) for column in columns.values()] for start in range(0, rows, size)]
     with connection.cursor() as cursor:
         cursor.execute("CREATE TEMP TABLE copied (id bigint, place integer, at timestamptz, label text)")
         with cursor.connection.cursor().copy(f"COPY copied ({', '.join(columns)}) FROM STDIN (FORMAT binary)") as copy:
-            copy.write(copy_binary.encode(list(columns.values())))
+            if blocks == 1:
+                copy.write(copy_binary.encode(list(columns.values())))
+            else:
+                for chunk in copy_binary.chunks(parts):
+                    copy.write(chunk)
 
 
 def test_times_are_exactly_what_to_timestamp_makes_of_the_seconds() -> None:
@@ -41,10 +49,11 @@ def test_times_are_exactly_what_to_timestamp_makes_of_the_seconds() -> None:
         assert cursor.fetchone() == (len(seconds), len(seconds))
 
 
-def test_nulls_integers_and_texts_arrive_row_by_row_whatever_their_layout() -> None:
+@pytest.mark.parametrize("blocks", [1, 3])  # one block of rows, or several with layouts of their own
+def test_nulls_integers_and_texts_arrive_row_by_row_whatever_their_layout(blocks: int) -> None:
     ids = list(range(1, 9))
     places = [0, None, 2, 3, None, 2**31 - 1, 6, None]
-    labels = ["budget", "", "turn", "budget", "", "org_cap", "turn", "budget"]
+    labels: list[str | None] = ["budget", "", "turn", "budget", None, "org_cap", "turn", "budget"]
     times = [10.0, 20.0, None, None, 50.0, 60.0, None, 80.0]
     _copy(
         {
@@ -52,11 +61,13 @@ def test_nulls_integers_and_texts_arrive_row_by_row_whatever_their_layout() -> N
             "place": copy_binary.integers(places, kind="int4"),
             "at": copy_binary.timestamps(times),
             "label": copy_binary.texts(labels),
-        }
+        },
+        blocks=blocks,
     )
     with connection.cursor() as cursor:
         cursor.execute("SELECT id - %s, place, EXTRACT(EPOCH FROM at)::float8, label FROM copied ORDER BY id", [2**62])
-        assert cursor.fetchall() == list(zip(ids, places, times, labels, strict=True))
+        texts = [label or "" for label in labels]  # None is written as the empty text
+        assert cursor.fetchall() == list(zip(ids, places, times, texts, strict=True))
 
 
 def test_no_rows_is_an_empty_copy() -> None:

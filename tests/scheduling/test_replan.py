@@ -6,6 +6,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -21,6 +22,7 @@ from scheduling.models import QueueSample
 from scheduling.reconcile import duration_record
 from scheduling.replan import plan_refresh
 from scheduling.services import scheduler_config_set
+from scheduling.snapshot import chart_key
 from tests.factories import ChartFactory, OrgFactory, ProviderFactory, WorkflowFactory
 
 pytestmark = pytest.mark.django_db
@@ -275,9 +277,11 @@ def planned(monkeypatch: pytest.MonkeyPatch) -> list[core.Plan]:
     return plans
 
 
+@pytest.mark.parametrize("block_rows", [replan.PLAN_BLOCK_ROWS, 2])  # one block, or several
 def test_every_row_of_the_plan_table_is_the_new_plan_after_charts_moved(
-    backlog: tuple[Org, Org], planned: list[core.Plan]
+    backlog: tuple[Org, Org], planned: list[core.Plan], monkeypatch: pytest.MonkeyPatch, block_rows: int
 ) -> None:
+    monkeypatch.setattr(replan, "PLAN_BLOCK_ROWS", block_rows)
     _acme, beta = backlog
     plan_refresh()
     before = _plan_rows()
@@ -427,7 +431,7 @@ def test_the_plan_table_is_unlogged_from_its_migration_and_after_each_replan(bac
     assert _plan_table_persistence() == ["u"]
 
 
-@pytest.mark.parametrize("failing_step", ["sample", "swap"])
+@pytest.mark.parametrize("failing_step", ["copy", "sample", "swap"])
 def test_a_replan_that_fails_before_its_commit_leaves_the_old_plan_whole(
     backlog: tuple[Org, Org], monkeypatch: pytest.MonkeyPatch, failing_step: str
 ) -> None:
@@ -435,14 +439,20 @@ def test_a_replan_that_fails_before_its_commit_leaves_the_old_plan_whole(
     plan_refresh()
     before = _plan_rows()
     Org.objects.filter(pk=beta.pk).update(weight=5)  # the next plan differs
+    time_columns, blocks = replan._time_columns, []
 
-    def fail(*args: object, **kwargs: object) -> None:
+    def fail(*args: object, **kwargs: object) -> Any:
+        if failing_step == "copy" and not blocks:  # the first block goes to the server, the second fails
+            blocks.append(args)
+            return time_columns(*args, **kwargs)  # type: ignore[arg-type]
         if failing_step == "swap":  # halfway through the swap: the plan table is gone
             with connection.cursor() as cursor:
                 cursor.execute(f"DROP TABLE {ChartPlan._meta.db_table}")
         raise RuntimeError("the replan's process died here")
 
-    monkeypatch.setattr(replan, "_write_sample" if failing_step == "sample" else "_swap_in_next_plan", fail)
+    monkeypatch.setattr(replan, "PLAN_BLOCK_ROWS", 2)
+    step = {"copy": "_time_columns", "sample": "_write_sample", "swap": "_swap_in_next_plan"}[failing_step]
+    monkeypatch.setattr(replan, step, fail)
     with pytest.raises(RuntimeError):
         plan_refresh()
 
@@ -451,3 +461,12 @@ def test_a_replan_that_fails_before_its_commit_leaves_the_old_plan_whole(
     monkeypatch.undo()
     plan_refresh()
     assert _plan_rows() != before
+
+
+@pytest.mark.parametrize(
+    "keys", [[None, None, None], [None, chart_key(7), None], [chart_key(2**62), chart_key(3), None]]
+)
+def test_heads_of_line_are_chart_ids_or_null(keys: list[str | None]) -> None:
+    column = replan._chart_id_column(keys)
+    ids = [None if column.null is not None and column.null[i] else int(column.values[i]) for i in range(len(keys))]
+    assert ids == [None if key is None else int(key) for key in keys]
