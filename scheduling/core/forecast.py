@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from typing import TypeVar
@@ -472,8 +472,10 @@ def _times(values: NDArray[np.float64]) -> list[float | None]:
     return times
 
 
-def spreads(ids: Sequence[str], spread: Mapping[str, float]) -> list[float]:
-    """Each chart's spread by id (0 where none is known)."""
+def spreads(spread: Sequence[float], count: int) -> list[float]:
+    """The spreads of `count` charts from their column (`Scenario.spread`; empty: 0 for each)."""
     if not spread:
-        return [0.0] * len(ids)
-    return [spread.get(chart_id, 0.0) for chart_id in ids]
+        return [0.0] * count
+    if len(spread) != count:
+        raise ValueError(f"{len(spread)} spreads for {count} charts: the column must be aligned with them")
+    return list(spread)

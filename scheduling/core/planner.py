@@ -246,12 +246,12 @@ def _bands(
     scenario: Scenario, queue: _Queue, columns: _Columns, starts: Sequence[float | None], etas: Sequence[float | None]
 ) -> _Bands | None:
     """Step 6: the p10-p90 bands when a spread or an arrival is known (None: the ETAs themselves)."""
-    if not (scenario.spread or queue.arrivals or queue.foreseen is not None):
+    if not (scenario.spread or scenario.running_spread or queue.arrivals or queue.foreseen is not None):
         return None
     real_count, running = queue.real_count, scenario.running
-    spread = np.array(spreads(queue.columns.id[:real_count], scenario.spread) + queue.expected_spread)[columns.order]
+    spread = np.array(spreads(scenario.spread, real_count) + queue.expected_spread)[columns.order]
     running_avg = [chart.avg for chart in running]
-    running_spread = spreads([chart.id for chart in running], scenario.spread)
+    running_spread = spreads(scenario.running_spread, len(running))
     bands = eta_bands(
         now=scenario.now, budget=scenario.budget, starts=starts, avg=columns.avg, units=columns.units.tolist(),
         spread=spread.tolist(), expected=(columns.order >= real_count).tolist(), running_avg=running_avg,
