@@ -688,27 +688,22 @@ def recent_history(
         .annotate(count=Count("id"))
         .order_by()
     )
+    sql, params = rows.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        grouped = cursor.fetchall()
+    # What a submission of each (org, workflow) pair is, looked up once per pair: (org key, mean,
+    # spread, cost), or None for an org on hold (or gone).
+    kinds: dict[tuple[int, int], tuple[str, float, float, int] | None] = {}
     submissions = []
-    for org_id, workflow_id, second, count in rows:
-        row = org_rows.get(org_key(org_id))
-        if row is None or row.weight == 0:
-            continue
-        mean, spread = durations.of(org_id, workflow_id)
-        submissions.append(
-            core.Submission(
-                org=org_key(org_id),
-                created=second,
-                avg=mean,
-                cost=costs.of(org_id, workflow_id),
-                spread=spread,
-                count=count,
-            )
-        )
+    for org_id, workflow_id, second, count in grouped:
+        if (pair := (org_id, workflow_id)) not in kinds:
+            row = org_rows.get(org_key(org_id))
+            held = row is None or row.weight == 0
+            kinds[pair] = None if held else (org_key(org_id), *durations.of(*pair), costs.of(*pair))
+        if (kind := kinds[pair]) is not None:
+            org, avg, spread, cost = kind
+            submissions.append(core.Submission(org=org, created=second, avg=avg, cost=cost, spread=spread, count=count))
     first = Chart.objects.order_by("created_at").values_list(Epoch("created_at"), flat=True).first()
     start = to_seconds(since) if first is None else max(to_seconds(since), first)
     return core.History(submissions=submissions, since=min(start, to_seconds(now)), decay=window)
-
-
-def _started() -> Func:
-    """When an in-flight chart started: its run's start, or its claim while it is being dispatched."""
-    return Func(F("started_at"), F("claimed_at"), function="COALESCE")
