@@ -76,7 +76,9 @@ orgs, budget 200. Each size: a warm pass, then the best of three passes, each sp
 from __future__ import annotations
 
 import os
+import statistics
 import sys
+import time
 from pathlib import Path
 
 from backlog import BASE_URL, run_at_sizes, seed_backlog, use_database
@@ -89,6 +91,42 @@ use_database(BENCH_DB)
 
 PASSES = 3
 TARGET_SECONDS = {100_000: 1.0, 1_000_000: 5.0}  # issue #17
+
+
+def backend_cpu_seconds() -> float | None:
+    """CPU time (user and system) the PostgreSQL backend of this process's connection has used so far;
+    None when the server is not on this machine."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        (pid,) = cursor.fetchone()
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measure_load() -> str:
+    """The snapshot's load alone, PASSES times: the medians of its wall time, of this process's CPU and of
+    its PostgreSQL backend's CPU (the figures the other processes of a shared machine move least)."""
+    from scheduling.snapshot import load_snapshot
+
+    walls, clients, servers = [], [], []
+    for _ in range(PASSES):
+        server, client, wall = backend_cpu_seconds(), time.process_time(), time.perf_counter()
+        load_snapshot()
+        walls.append(time.perf_counter() - wall)
+        clients.append(time.process_time() - client)
+        server_after = backend_cpu_seconds()
+        if server is not None and server_after is not None:
+            servers.append(server_after - server)
+    server_figure = f"{statistics.median(servers):.2f} s" if servers else "n/a (a remote server)"
+    return (
+        f"load alone, medians of {PASSES}: wall {statistics.median(walls):.2f} s, CPU of this process"
+        f" {statistics.median(clients):.2f} s, of its PostgreSQL backend {server_figure}"
+    )
 
 
 def measure(size: int) -> None:
@@ -106,6 +144,7 @@ def measure(size: int) -> None:
         + (f" target <= {target} s" if target else "")
         + f"; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
     )
+    print(f"{size:>8,} queued: {measure_load()}; load average {os.getloadavg()[0]:.1f}")
 
 
 def main() -> None:
