@@ -107,6 +107,11 @@ orgs, budget 200. Each size: a warm pass, then the best of three passes, each sp
 #   save that if the planner took them), and psycopg's per-message read of the COPY.
 #   Command: `.venv/bin/python bench/bench_replan.py --sizes 100000,1000000`; each size also prints the
 #   load alone (medians of its wall, this process's CPU and its backend's CPU).
+# - Not understood: inside this bench's own process, main's load measures only 1.25-1.34 s of client CPU
+#   at 1M (1.9-2.4 s wall, load average 3-5, three runs), about the branch's 1.30 s, whereas in every
+#   other process measured (fresh; after two replans; after seeding in process: five set-ups, main's
+#   code from `git archive`) main's takes 2.2-2.8 s and the branch's 1.0-1.4 s. The branch's figure is
+#   the same everywhere; what makes main's load twice as fast here was not found.
 
 from __future__ import annotations
 
