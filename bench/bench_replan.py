@@ -120,11 +120,53 @@ orgs, budget 200. Each size: a warm pass, then the best of three passes, each sp
 #   `waiting_until` stored NULL where it equals `predicted_start` (budget, turn, org_cap,
 #   retry_budget: nearly every row) would save a column's parse and 8 B a row, with the readers
 #   (ChartManager, CHART_COLUMNS, the queue selector) taking it back with a COALESCE.
+#
+# Session 3 of issue 17, the load (branch `load`, 23:30-00:45 UTC, load average 3-7). CPU of one
+# load_snapshot on a seeded 1M backlog, main against this branch interleaved in one process (process_time;
+# the backend's utime+stime), 4 pairs at load average 6: main 2.67-2.77 s client + 0.55-0.59 s server,
+# wall 6.3-6.8 s; branch 1.10-1.13 s client + 0.74-0.75 s server, wall 2.84-2.95 s. 100k, 6 pairs at
+# load 5.6: main 0.23-0.25 + 0.06-0.07 s, wall 0.41-0.57; branch 0.12-0.13 + 0.07-0.08 s, wall 0.22-0.29.
+# - Where main's client time went at 1M (each piece alone, GC off): the rows parsed by psycopg 0.65 s (of
+#   which libpq's result 0.23, three date_part floats a row), transposed to columns 0.38, ids to arrays
+#   0.19, chart keys formatted one by one 0.35, the 1M-entry spread dict 0.46, org keys and lists 0.15,
+#   recent_history 0.08-0.15 (26k groups). The server: the scan and the text output of 11 columns, 0.6 s.
+# - Now: the charts come as one binary COPY of fixed-width rows (every field NOT NULL: a missing time
+#   is -infinity, a missing cost 0, the state its index) read with one numpy.frombuffer
+#   (`copy_binary.copy_out`, `decode`; times converted as date_part converts them, to the bit); chart keys
+#   made by numpy four digits at a time and one str.split (`snapshot.chart_keys`: 0.35 -> 0.10 s); the
+#   spreads go to the core as columns aligned with the queue and the running charts (`Scenario.spread`,
+#   `running_spread`): no dict to build, none for the planner to look up; (org, workflow) pairs numbered
+#   by a table instead of a sort; history rows as plain tuples, each pair looked up once.
+# - Where the branch's 1.1 s go at 1M: reading the COPY's million messages through psycopg's
+#   `Copy` 0.7 s (a Python step per message inside the driver), decoding 0.12, the three time columns
+#   0.04, chart keys 0.10, the core's lists 0.13, the rest 0.1. The server's 0.75 s (the binary send of
+#   11 fields a row, 0.2 s more than the text output) runs while the client reads, so on a quiet
+#   machine the load should take about 0.75 s of streaming plus 0.4 s of decoding and lists: ~1.2 s.
+# - Tried and dropped: (1) libpq's get_copy_data driven by hand on `Connection.pgconn` reads the stream
+#   in 0.36 s instead of 0.72 s (interleaved, 4 pairs), but the server's 0.75 s is as long, so a quiet
+#   machine's wall would not move, and it leaves psycopg's protocol handling (errors, cancellation) to
+#   this code. (2) The rows aggregated on the server (string_agg of each row's send format, one bytea):
+#   client 0.1 s but server 0.9 s, none of it overlapped: slower in wall. (3) array_agg per column, read
+#   raw: server 1.0-1.1 s. (4) Checking every field's length in every row: as long as the rest of the
+#   decoding (0.1 s at 1M); the field counts of every row and the lengths of the first and last catch a
+#   NULL or a field of another width. (5) Fields packed into fewer int8s on the server: the arithmetic
+#   costs what the send calls save.
+# - Left: the core's lists (QueueColumns takes lists: 0.13 s to make them from the arrays; arrays would
+#   save that if the planner took them), and psycopg's per-message read of the COPY.
+#   Command: `.venv/bin/python bench/bench_replan.py --sizes 100000,1000000`; each size also prints the
+#   load alone (medians of its wall, this process's CPU and its backend's CPU).
+# - Not understood: inside this bench's own process, main's load measures only 1.25-1.34 s of client CPU
+#   at 1M (1.9-2.4 s wall, load average 3-5, three runs), about the branch's 1.30 s, whereas in every
+#   other process measured (fresh; after two replans; after seeding in process: five set-ups, main's
+#   code from `git archive`) main's takes 2.2-2.8 s and the branch's 1.0-1.4 s. The branch's figure is
+#   the same everywhere; what makes main's load twice as fast here was not found.
 
 from __future__ import annotations
 
 import os
+import statistics
 import sys
+import time
 from pathlib import Path
 
 from backlog import BASE_URL, run_at_sizes, seed_backlog, use_database
@@ -137,6 +179,42 @@ use_database(BENCH_DB)
 
 PASSES = 3
 TARGET_SECONDS = {100_000: 1.0, 1_000_000: 5.0}  # issue #17
+
+
+def backend_cpu_seconds() -> float | None:
+    """CPU time (user and system) the PostgreSQL backend of this process's connection has used so far;
+    None when the server is not on this machine."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        (pid,) = cursor.fetchone()
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measure_load() -> str:
+    """The snapshot's load alone, PASSES times: the medians of its wall time, of this process's CPU and of
+    its PostgreSQL backend's CPU (the figures the other processes of a shared machine move least)."""
+    from scheduling.snapshot import load_snapshot
+
+    walls, clients, servers = [], [], []
+    for _ in range(PASSES):
+        server, client, wall = backend_cpu_seconds(), time.process_time(), time.perf_counter()
+        load_snapshot()
+        walls.append(time.perf_counter() - wall)
+        clients.append(time.process_time() - client)
+        server_after = backend_cpu_seconds()
+        if server is not None and server_after is not None:
+            servers.append(server_after - server)
+    server_figure = f"{statistics.median(servers):.2f} s" if servers else "n/a (a remote server)"
+    return (
+        f"load alone, medians of {PASSES}: wall {statistics.median(walls):.2f} s, CPU of this process"
+        f" {statistics.median(clients):.2f} s, of its PostgreSQL backend {server_figure}"
+    )
 
 
 def measure(size: int) -> None:
@@ -154,6 +232,7 @@ def measure(size: int) -> None:
         + (f" target <= {target} s" if target else "")
         + f"; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
     )
+    print(f"{size:>8,} queued: {measure_load()}; load average {os.getloadavg()[0]:.1f}")
 
 
 def main() -> None:

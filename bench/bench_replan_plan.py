@@ -6,7 +6,7 @@ Run: `.venv/bin/python bench/bench_replan_plan.py [--sizes 1000000] [--runs 3] [
 The scenario is what `scheduling.snapshot.load_snapshot` reads from the backlog `bench/backlog.py`
 seeds for `bench/bench_replan.py`: 500 orgs of weights 1-3 (about half capped at 5), four workflows
 of costs 1, 1, 2 and 4, budget 200 (retry budget 100), nothing running, every chart with the learned
-mean and spread of its workflow (one entry per chart in `Scenario.spread`), and the history of the
+mean and spread of its workflow (`Scenario.spread`, a column aligned with the queue), and the history of the
 last five arrival windows (600 s) grouped by (org, workflow, second) as `recent_history` groups it.
 Each run times `plan()` and then the waiting reasons the replan's persist reads (`plan.reason`,
 lazily worked out), in wall and CPU seconds, with the stages (inclusive times, nested ones
@@ -36,7 +36,8 @@ indented) taken by wrapping the planner's step functions. `--profile` prints a c
 # whose charts lie in one stretch of the queue where the ids ascend (this bench's queue is wholly in
 # id order; a shuffled one sorts every run as before, plus ~0.08 s for the stretches), and the
 # spreads are read in one pass when `Scenario.spread` lists the queue's ids first, in order (else
-# the 1M lookups as before).
+# the 1M lookups as before). Since the merge with the load's branch the spreads are a column aligned
+# with the queue (`Scenario.spread`): no lookups at all.
 # What is left: the replay (1.5 s, `org_replay`, another session's), then ~0.1-0.2 s each of list
 # <-> array conversions of the queue's columns (cost and avg read three and two times), the forecast
 # over 31k submissions, the ids of the plan (a random gather of 1M strings) and the float lists the
@@ -145,7 +146,7 @@ def replan_scenario(size: int) -> Any:
         queued=queued,
         retry_budget=RETRY_BUDGET,
         history=core.History(submissions=submissions, since=since, decay=ARRIVAL_WINDOW),
-        spread=dict.fromkeys(ids, spread),
+        spread=[spread] * len(ids),
     )
 
 

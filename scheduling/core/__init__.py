@@ -31,12 +31,13 @@ in whole columns and worked out on first use. Not part of the plan command's out
 
 For the ETAs only (`forecast`; the order never depends on them): `Scenario.arrivals` (`arrivals` in
 the JSON: `[{"org", "rate", "until", "avg", "cost", "spread"}]`), the charts orgs are expected to
-submit, which the replay counts; and `Scenario.spread` (a chart's `spread` in the JSON), each chart's
-log-sigma of duration; and `Scenario.history` (`history` in the JSON: `{"since", "decay",
-"submissions": [{"org", "created", "avg", "cost", "spread", "count"}]}`), the submissions of the
-recent past from which the core derives the arrivals it expects (`forecast.forecast`). From them
-`Plan.eta_low` / `eta_high` give a p10-p90 band, which the plan command prints as `eta_low`,
-`eta_high`, `org_clear_low` and `org_clear_high` when any of them is given.
+submit, which the replay counts; `Scenario.spread` and `Scenario.running_spread` (a chart's `spread`
+in the JSON), each chart's log-sigma of duration, as columns aligned with the queued and the running
+charts; and `Scenario.history` (`history` in the JSON: `{"since", "decay", "submissions": [{"org",
+"created", "avg", "cost", "spread", "count"}]}`), the submissions of the recent past from which the
+core derives the arrivals it expects (`forecast.forecast`). From them `Plan.eta_low` / `eta_high`
+give a p10-p90 band, which the plan command prints as `eta_low`, `eta_high`, `org_clear_low` and
+`org_clear_high` when any of them is given.
 """
 
 from .dispatcher import dispatch_walk

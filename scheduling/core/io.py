@@ -79,7 +79,8 @@ def parse_scenario(data: object) -> Scenario:
         running=running,
         retry_budget=None if retry_budget is None else _integer(retry_budget, "retry_budget", minimum=0),
         arrivals=arrivals,
-        spread=spread,
+        spread=[spread.get(chart_id, 0.0) for chart_id in queue.id] if spread else [],
+        running_spread=[spread.get(chart.id, 0.0) for chart in running] if spread else [],
         history=None if history is None else _history(history, now),
     )
     _check_unique_ids(queue, running)

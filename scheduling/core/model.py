@@ -127,7 +127,11 @@ class Scenario:
     retry_budget: int | None = None
     # Extensions for the ETAs only (see `scheduling.core.forecast`); the order never depends on them.
     arrivals: Sequence[Arrival] = ()
-    spread: Mapping[str, float] = field(default_factory=dict)
+    # The log-sigma of each chart's duration: `spread` aligned with `queued`, `running_spread` with
+    # `running`; empty when none is known (0 for every chart). Columns, not a map by id: a snapshot of a million charts
+    # builds and the planner reads them without a lookup per chart.
+    spread: Sequence[float] = ()
+    running_spread: Sequence[float] = ()
     history: History | None = None
 
 

@@ -283,15 +283,15 @@ def _replay(
 
 def _bands(scenario: Scenario, queue: _Queue, columns: _Columns, start_time: NDArray[np.float64]) -> _Bands | None:
     """Step 6: the p10-p90 bands when a spread or an arrival is known (None: the ETAs themselves)."""
-    if not (scenario.spread or queue.arrivals or queue.foreseen is not None):
+    if not (scenario.spread or scenario.running_spread or queue.arrivals or queue.foreseen is not None):
         return None
     real_count, running = queue.real_count, scenario.running
-    queued_spread = spreads(queue.columns.id[:real_count], scenario.spread)
+    queued_spread = spreads(scenario.spread, real_count)
     if queue.expected_spread:
         queued_spread = np.concatenate((queued_spread, queue.expected_spread))
     spread = queued_spread[columns.order]
     running_avg = [chart.avg for chart in running]
-    running_spread = spreads([chart.id for chart in running], scenario.spread)
+    running_spread = spreads(scenario.running_spread, len(running))
     bands = eta_bands(
         now=scenario.now, budget=scenario.budget, starts=start_time, avg=columns.avg_time, units=columns.units,
         spread=spread, expected=columns.order >= real_count, running_avg=running_avg,

@@ -5,13 +5,15 @@ Each was fixed; the tests stay so that the defect cannot come back.
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy.typing as npt
 import pytest
-from django.db.models import Func
 from django.utils import timezone
 
 from charts.models import Chart, ChartState
 from charts.services import Submission, chart_submit_bulk
-from scheduling import core, snapshot
+from scheduling import copy_binary, core, snapshot
 from tests.factories import OrgFactory, WorkflowFactory
 
 pytestmark = pytest.mark.django_db
@@ -22,17 +24,18 @@ def test_a_chart_claimed_while_the_snapshot_is_read_is_not_both_waiting_and_in_f
 ) -> None:
     workflow = WorkflowFactory(name="race")
     ((chart, _),) = chart_submit_bulk(org=OrgFactory(slug="race"), items=[Submission("race", "c0")], actor="t")
-    read_in_flight = snapshot._started
+    read_charts = copy_binary.copy_out
 
-    def a_dispatcher_claims_the_chart_meanwhile() -> Func:
-        # Called after the waiting charts were read, while the in-flight query is built.
+    def a_dispatcher_claims_the_chart_meanwhile(*args: Any) -> list[npt.NDArray[Any]]:
+        # Called once the snapshot has begun, as the charts' statement is about to run.
         Chart.objects.filter(pk=chart.pk).update(
             state=ChartState.DISPATCHING, attempt=1, cost=workflow.default_cost, claimed_at=timezone.now()
         )
-        return read_in_flight()
+        return read_charts(*args)
 
-    monkeypatch.setattr(snapshot, "_started", a_dispatcher_claims_the_chart_meanwhile)
+    monkeypatch.setattr(copy_binary, "copy_out", a_dispatcher_claims_the_chart_meanwhile)
     scenario = snapshot.load_snapshot().scenario
     waiting = set(core.QueueColumns.of(scenario.queued).id)
     in_flight = {running.id for running in scenario.running}
     assert waiting & in_flight == set()
+    assert in_flight == {snapshot.chart_key(chart.pk)}  # the one statement saw the claim

@@ -1,22 +1,32 @@
-"""The snapshot's dispatch view (what the dispatch pass reads besides the order) and the one meaning of
-a retry, shared by the replan's scenario and the dispatch pass."""
+"""The snapshot: the replan's scenario read whole columns at a time, as a row-by-row reading gives it;
+its dispatch view (what the dispatch pass reads besides the order); and the one meaning of a retry,
+shared by the replan's scenario and the dispatch pass."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
+import numpy as np
 import pytest
 from django.utils import timezone
+from hypothesis import example, given
+from hypothesis import strategies as st
 
-from charts.models import Chart, ChartState, is_retry
+from charts.models import ACTIVE_STATES, QUEUE_STATES, Chart, ChartState, is_retry
 from orgs.models import ProviderPause, WorkflowCost
+from scheduling import core
+from scheduling.reconcile import duration_record
 from scheduling.snapshot import (
+    Durations,
     Epoch,
     InFlightRun,
     chart_ids,
     chart_key,
+    chart_keys,
+    load_costs,
     load_dispatch_view,
     load_snapshot,
+    org_key,
     to_seconds,
 )
 from tests.conftest import Tenants
@@ -119,9 +129,112 @@ def test_pairs_are_numbered_alike_whether_or_not_their_ids_fit_one_integer() -> 
     orgs, workflows = [3, 1, 3, 2**62, 1], [7, 7, 7, 5, 8]
     pair_of, pairs = _pair_codes(orgs, workflows)  # too large for one integer: one pair at a time
     assert [pairs[code] for code in pair_of] == list(zip(orgs, workflows, strict=True))
-    small_of, small = _pair_codes(orgs[:3] + orgs[4:], workflows[:3] + workflows[4:])
+    small_of, small = _pair_codes(orgs[:3] + orgs[4:], workflows[:3] + workflows[4:])  # a table of codes
     assert [small[code] for code in small_of] == [(3, 7), (1, 7), (3, 7), (1, 8)]
+    sparse_of, sparse = _pair_codes([3_000, 1, 3_000, 1], [7, 7, 7, 8])  # codes too sparse for a table: sorted
+    assert [sparse[code] for code in sparse_of] == [(3_000, 7), (1, 7), (3_000, 7), (1, 8)]
+    assert small_of.tolist() == sparse_of.tolist() == [2, 0, 2, 1]  # numbered in the pairs' order either way
     assert _pair_codes([], [])[1] == []
+
+
+@given(st.lists(st.integers(0, 2**63 - 1), max_size=50))
+@example([0, 1, 999, 1_000, 9_999, 10_000, 10**18, 2**63 - 1])
+@example([-5, 3])  # never an id, but keyed as `chart_key` keys it
+def test_chart_keys_are_the_chart_key_of_each_id(ids: list[int]) -> None:
+    assert chart_keys(np.array(ids, dtype=np.int64)) == [chart_key(chart_id) for chart_id in ids]
+
+
+def _read_row_by_row(
+    now: datetime,
+) -> tuple[dict[str, object], dict[str, core.RunningChart], dict[str, float], set[str]]:
+    """The reference for `load_snapshot`: each active chart read as a model instance and mapped by the
+    snapshot's own rules (`Costs`, `Durations`, `is_retry`): the waiting charts (with their workflow),
+    the running ones, every spread that is known, and the charts a provider pause holds."""
+    costs, durations = load_costs(now), Durations.load()
+    queued: dict[str, object] = {}
+    running: dict[str, core.RunningChart] = {}
+    spread: dict[str, float] = {}
+    held: set[str] = set()
+    for chart in Chart.objects.filter(state__in=ACTIVE_STATES):
+        key, org = chart_key(chart.pk), org_key(chart.org_id)
+        mean, sigma = durations.of(chart.org_id, chart.workflow_id)
+        if sigma:
+            spread[key] = sigma
+        retry = is_retry(state=chart.state, attempt=chart.attempt)
+        if chart.state in QUEUE_STATES:
+            own = to_seconds(chart.available_at) if chart.available_at else None
+            ready = costs.ready_at(chart.org_id, chart.workflow_id, own)
+            if ready != own:
+                held.add(key)
+            queued[key] = (
+                core.QueuedChart(
+                    key, org, to_seconds(chart.created_at), mean, costs.of(chart.org_id, chart.workflow_id),
+                    chart.high_priority, chart.state == ChartState.PAUSED, chart.priority, ready, retry,
+                ),
+                chart.workflow_id,
+            )  # fmt: skip
+        else:
+            started = chart.started_at or chart.claimed_at
+            cost = chart.cost or costs.of(chart.org_id, chart.workflow_id)
+            running[key] = core.RunningChart(key, org, to_seconds(started or now), mean, cost, retry)
+    return queued, running, spread, held
+
+
+def test_the_snapshot_is_what_a_row_by_row_reading_gives_on_a_busy_queue(tenants: Tenants) -> None:
+    now = timezone.now()
+    llm, gpu = ProviderFactory(slug="llm"), ProviderFactory(slug="gpu")
+    chat = WorkflowFactory(name="chat", default_cost=2, provider=llm)
+    train = WorkflowFactory(name="train", default_cost=4, provider=gpu)
+    plain = tenants.workflow
+    WorkflowCost.objects.create(org=tenants.org_b, workflow=chat, cost=3)
+    for seconds in (40, 60, 90):  # a spread for (org_a, chat) alone; (org_b, train) a single run: none
+        duration_record(org_id=tenants.org_a.pk, workflow_id=chat.pk, seconds=seconds)
+    duration_record(org_id=tenants.org_b.pk, workflow_id=train.pk, seconds=30)
+    ProviderPause.objects.create(provider=llm, org=tenants.org_a, until=now + timedelta(minutes=5))
+    ProviderPause.objects.create(provider=gpu, org=None, until=now + timedelta(minutes=2))
+    ProviderPause.objects.create(provider=gpu, org=None, until=now - timedelta(minutes=2))  # over
+    held = OrgFactory(slug="held", weight=0)
+    states = [ChartState.QUEUED, ChartState.PAUSED, ChartState.RETRY_WAIT, ChartState.DISPATCHING, ChartState.RUNNING]
+    for index in range(40):
+        state = states[index % len(states)]
+        in_flight = state in (ChartState.DISPATCHING, ChartState.RUNNING)
+        ChartFactory(
+            org=[tenants.org_a, tenants.org_b, held][index % 3],
+            workflow=[plain, chat, train, chat][index % 4],
+            state=state,
+            attempt=index % 3,
+            high_priority=index % 7 == 0,
+            priority=(index % 5) - 2,
+            created_at=now - timedelta(seconds=index * 37.5, microseconds=index),
+            available_at=now + timedelta(seconds=index * 11 - 200) if index % 4 == 2 else None,
+            cost=(index % 3 or None) if in_flight else None,  # a claim records its cost (not always, before)
+            claimed_at=now - timedelta(seconds=index) if in_flight else None,
+            started_at=now - timedelta(seconds=index / 2) if state == ChartState.RUNNING and index % 2 else None,
+        )
+    for state in (ChartState.SUCCEEDED, ChartState.FAILED, ChartState.CANCELLED):  # not active: not read
+        ChartFactory(org=tenants.org_a, workflow=plain, state=state)
+
+    snapshot = load_snapshot(now=now)
+
+    scenario = snapshot.scenario
+    queued, running, spread, provider_paused = _read_row_by_row(now)
+    running = dict(sorted(running.items()))
+    read = {
+        chart.id: (chart, workflow) for chart, workflow in zip(scenario.queued, snapshot.queued_workflow, strict=True)
+    }
+    assert repr(sorted(read.items())) == repr(sorted(queued.items()))  # every value of its type, too
+    assert repr(sorted(scenario.running, key=lambda chart: chart.id)) == repr(list(running.values()))
+    assert {
+        **{key: sigma for key, sigma in zip(scenario.queued.id, scenario.spread, strict=True) if sigma},
+        **{chart.id: sigma for chart, sigma in zip(scenario.running, scenario.running_spread, strict=True) if sigma},
+    } == spread
+    assert len(scenario.spread) == len(scenario.queued)
+    assert len(scenario.running_spread) == len(scenario.running)
+    assert snapshot.provider_paused == provider_paused
+    assert len(queued) == 24
+    assert len(running) == 16
+    assert spread
+    assert provider_paused
 
 
 def test_epoch_is_the_core_s_seconds_of_the_stored_time_to_the_bit(tenants: Tenants) -> None:

@@ -307,8 +307,6 @@ class Context:
 
 def _scenario(context: Context, **extensions: object) -> Scenario:
     moment, workload = context.moment, context.schedule.workload
-    spread = {chart.id: chart.kind.sigma for chart in moment.waiting}
-    spread |= {chart.id: chart.kind.sigma for chart, _ in moment.running}
     return Scenario(
         now=moment.at,
         budget=workload.budget,
@@ -316,7 +314,8 @@ def _scenario(context: Context, **extensions: object) -> Scenario:
         orgs=moment.orgs,
         queued=[QueuedChart(c.id, c.org, c.arrival, c.kind.mean, c.kind.cost) for c in moment.waiting],
         running=[RunningChart(c.id, c.org, started, c.kind.mean, c.kind.cost) for c, started in moment.running],
-        spread=spread,
+        spread=[chart.kind.sigma for chart in moment.waiting],
+        running_spread=[chart.kind.sigma for chart, _ in moment.running],
         **extensions,  # type: ignore[arg-type]
     )
 
@@ -374,7 +373,7 @@ def floor(context: Context) -> Prediction:
         if c.arrival < last
     ]
     scenario = _scenario(context)
-    result = plan(replace(scenario, queued=[*scenario.queued, *coming], spread={}))
+    result = plan(replace(scenario, queued=[*scenario.queued, *coming], spread=(), running_spread=()))
     prediction = _from_plan(result, context)
     prediction.low = prediction.high = None
     # The plan's clear-times count the future charts too: only those present count, by fairsched's

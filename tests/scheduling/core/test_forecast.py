@@ -41,9 +41,9 @@ def test_without_spread_or_arrivals_the_band_is_the_eta(scenario: Scenario) -> N
 @given(scenarios())
 @settings(max_examples=150, deadline=None)
 def test_a_spread_never_moves_the_point_plan_and_the_band_holds_it(scenario: Scenario) -> None:
-    ids = [chart.id for chart in scenario.queued] + [chart.id for chart in scenario.running]
-    spread = {chart_id: 0.2 + 0.1 * (index % 4) for index, chart_id in enumerate(ids)}
-    banded = plan(Scenario(**{**_fields(scenario), "spread": spread}))
+    spread = [0.2 + 0.1 * (index % 4) for index in range(len(scenario.queued) + len(scenario.running))]
+    queued_spread, running_spread = spread[: len(scenario.queued)], spread[len(scenario.queued) :]
+    banded = plan(Scenario(**{**_fields(scenario), "spread": queued_spread, "running_spread": running_spread}))
     plain = plan(scenario)
     assert banded.order == plain.order
     assert dict(banded.eta) == dict(plain.eta)
@@ -172,7 +172,7 @@ def _coverage(result_low: dict, result_high: dict, runs: list[dict[str, float]],
 def test_bands_hold_about_eight_in_ten_finishes_of_a_lognormal_queue() -> None:
     sigma = 0.5
     queued = backlog(60, budget=4)
-    scenario = Scenario(now=0, budget=4, queued=queued, spread={chart.id: sigma for chart in queued})
+    scenario = Scenario(now=0, budget=4, queued=queued, spread=[sigma] * len(queued))
     result = plan(scenario)
     rng = random.Random(11)
     runs = [_simulate(queued, 4, sigma, rng) for _ in range(400)]
@@ -188,7 +188,7 @@ def test_bands_with_expected_arrivals_hold_about_eight_in_ten() -> None:
     sigma = 0.5
     queued = backlog(60)
     arrivals = [Arrival("b", rate=0.1, until=1000, avg=10.0, spread=sigma)]
-    scenario = Scenario(now=0, budget=4, queued=queued, arrivals=arrivals, spread={chart.id: sigma for chart in queued})
+    scenario = Scenario(now=0, budget=4, queued=queued, arrivals=arrivals, spread=[sigma] * len(queued))
     result = plan(scenario)
     rng = random.Random(5)
     runs = [_simulate(queued, 4, sigma, rng, arrivals) for _ in range(400)]
@@ -201,7 +201,7 @@ def test_bands_with_expected_arrivals_hold_about_eight_in_ten() -> None:
 
 def test_a_running_chart_band_is_its_duration_quantiles_from_its_start() -> None:
     running = [RunningChart("r", "a", started=0, avg=10.0)]
-    result = plan(Scenario(now=2, budget=1, running=running, spread={"r": 0.5}))
+    result = plan(Scenario(now=2, budget=1, running=running, running_spread=[0.5]))
     low, high = result.eta_low["r"], result.eta_high["r"]
     median = 10 * math.exp(-0.125)
     assert low == max(2, median * math.exp(-1.2815515655446004 * 0.5))
@@ -221,7 +221,7 @@ def test_an_org_clear_time_is_when_half_the_runs_have_finished_its_charts(
     # finish is a sum of many durations, nearer its ETA: the clear-time moves less.
     sigma = 0.5
     queued = backlog(count, budget=4)
-    result = plan(Scenario(now=0, budget=4, queued=queued, spread={chart.id: sigma for chart in queued}))
+    result = plan(Scenario(now=0, budget=4, queued=queued, spread=[sigma] * len(queued)))
     rng = random.Random(3)
     last = [max(_simulate(queued, 4, sigma, rng).values()) for _ in range(1000)]
     latest_eta = max(eta for eta in result.eta.values() if eta is not None)
@@ -235,9 +235,8 @@ def test_an_org_clear_time_is_when_half_the_runs_have_finished_its_charts(
 def test_an_org_clear_time_counts_its_running_charts_and_not_a_chart_without_a_start() -> None:
     running = [RunningChart(f"r{i}", "a", started=0, avg=10.0) for i in range(3)]
     paused = QueuedChart("p", "a", created=0, avg=10.0, paused=True)
-    spread = {chart.id: 0.5 for chart in running} | {"p": 0.5}
-    result = plan(Scenario(now=2, budget=4, running=running, queued=[paused], spread=spread))
-    alone = plan(Scenario(now=2, budget=4, running=running[:1], spread=spread))
+    result = plan(Scenario(now=2, budget=4, running=running, queued=[paused], spread=[0.5], running_spread=[0.5] * 3))
+    alone = plan(Scenario(now=2, budget=4, running=running[:1], running_spread=[0.5]))
     assert result.eta["p"] is None
     assert result.org_clear["a"] > alone.org_clear["a"] == 10.0  # three runs: one runs long
 

@@ -149,7 +149,7 @@ def test_history_plans_as_the_arrivals_it_foresees_stated_directly() -> None:
 def test_thin_history_expects_newcomers_and_widens_the_band() -> None:
     # Nothing seen yet: orgs not seen may come and take their turns; with a long quiet history, no.
     queued = backlog(600)
-    spread = {chart.id: 0.3 for chart in queued}
+    spread = [0.3] * len(queued)
     thin = plan(Scenario(now=100.0, budget=4, queued=queued, spread=spread, history=History([], since=100.0)))
     long = plan(Scenario(now=100.0, budget=4, queued=queued, spread=spread, history=History([], since=-1e5)))
     alone = plan(Scenario(now=100.0, budget=4, queued=queued, spread=spread))
@@ -202,7 +202,7 @@ def test_a_new_org_is_measured_from_its_first_submission() -> None:
 )
 def test_the_p10_is_never_earlier_than_if_nothing_more_came(history: History) -> None:
     queued = backlog(200)
-    spread = {chart.id: 0.3 for chart in queued}
+    spread = [0.3] * len(queued)
     foreseen = plan(Scenario(now=100.0, budget=4, queued=queued, spread=spread, history=history))
     alone = plan(Scenario(now=100.0, budget=4, queued=queued, spread=spread))
     assert foreseen.eta["a199"] > alone.eta["a199"]  # type: ignore[operator]
