@@ -76,10 +76,11 @@ def org_replay(
        first head or late chart of the line) starts if the free budget holds it. A capped org whose
        head the walk meets at its cap (after counting its finishes due) is parked: its head leaves
        `heads`, and its earliest finish is a wake-up (`wakeups`), the only finish of a capped org
-       that can change who comes first. If the chart is dearer than the free budget (head of line),
-       the next finish before the barrier is counted and the walk goes on at its time; with the
-       pool full and a chart of one unit next in line, that is the lane simulation, one heap
-       replace.
+       that can change who comes first. An org that a start takes to its cap while its next chart
+       is already behind the line (it lags) is parked at once. If the chart is dearer than the free
+       budget (head of line), the next finish before the barrier is counted and the walk goes on
+       at its time; with the pool full and a chart of one unit next in line, that is the lane
+       simulation, one heap replace.
     4. Once every chart of the line has started, each capped org may be replayed on its own
        (`_tail_is_free`, `_replay_tail`). Stop when no event is left.
     """
@@ -242,6 +243,15 @@ def org_replay(
                         head[stream] = new_head
                         if new_head == none:
                             pop(heads)
+                        elif room[stream] <= 0 and new_head < line[next_in_line]:
+                            # At its cap, its next chart already met: parked now rather than when
+                            # the walk meets that chart.
+                            parked[stream] = True
+                            pop(heads)
+                            wake_at = running[0][0]
+                            push(wakeups, (wake_at, stream))
+                            if wake_at < barrier:
+                                barrier = wake_at
                         else:
                             replace(heads, new_head)
                     limit = heads[0] if heads else none
