@@ -31,6 +31,7 @@ lint: venv
 bench: venv
 	$(PY) bench/bench_core.py
 	$(PY) bench/bench_replan.py
+	$(PY) bench/bench_replan_plan.py
 	$(PY) bench/bench_what_if.py
 	$(PY) bench/bench_reconcile.py
 	$(PY) bench/bench_fair_service.py

@@ -13,6 +13,7 @@ import os
 import random
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 BASE_URL = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/fairsched")
 
@@ -38,6 +39,43 @@ def drop_database(name: str) -> None:
         conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
+WORKFLOW_COSTS = (1, 1, 2, 4)
+# Every workflow's learned durations, recorded against the first org (so every chart's expected
+# duration and spread come from them, through the fallbacks of `snapshot.Durations`).
+LEARNED_SECONDS = (40, 60, 90)
+
+
+@dataclass(frozen=True)
+class BacklogDraw:
+    """The benchmark backlog as drawn (see the module docstring), before it becomes rows.
+
+    Orgs are numbered 0..orgs-1 and workflows 0..3 (costs `WORKFLOW_COSTS`); chart i is of org
+    `chart_org[i]` and workflow `chart_workflow[i]`, created `created_ago[i]` seconds before now
+    (a float: the database keeps the whole second of `now - created_ago`).
+    """
+
+    org_weight: list[int]
+    org_cap: list[int | None]
+    chart_org: list[int]
+    chart_workflow: list[int]
+    created_ago: list[float]
+
+
+def draw_backlog(size: int, orgs: int = 500) -> BacklogDraw:
+    """The benchmark backlog of `size` charts over `orgs` orgs, the same draw every time."""
+    rng = random.Random(7)
+    org_weight, org_cap = [], []
+    for _ in range(orgs):
+        org_weight.append(rng.choice([1, 1, 2, 3]))
+        org_cap.append(rng.choice([None, 5]))
+    chart_org, chart_workflow, created_ago = [], [], []
+    for i in range(size):
+        chart_org.append(min(int(rng.paretovariate(1.2)) - 1, orgs - 1) if i % 2 else rng.randrange(orgs))
+        created_ago.append(rng.uniform(0, 86400))
+        chart_workflow.append(rng.randrange(len(WORKFLOW_COSTS)))
+    return BacklogDraw(org_weight, org_cap, chart_org, chart_workflow, created_ago)
+
+
 def seed_backlog(size: int, orgs: int = 500) -> None:
     """Replace every org, workflow and chart with the benchmark backlog (see the module docstring)."""
     from django.db import connection
@@ -52,26 +90,25 @@ def seed_backlog(size: int, orgs: int = 500) -> None:
     Chart.objects.all().delete()
     Org.objects.all().delete()
     Workflow.objects.all().delete()
-    rng = random.Random(7)
+    draw = draw_backlog(size, orgs)
     org_rows = Org.objects.bulk_create(
-        Org(name=f"Org {i}", slug=f"org-{i}", weight=rng.choice([1, 1, 2, 3]), max_concurrency=rng.choice([None, 5]))
-        for i in range(orgs)
+        Org(name=f"Org {i}", slug=f"org-{i}", weight=weight, max_concurrency=cap)
+        for i, (weight, cap) in enumerate(zip(draw.org_weight, draw.org_cap, strict=True))
     )
     workflows = Workflow.objects.bulk_create(
         Workflow(name=f"wf-{i}", workflow_type="fairsched.demo", task_queue="bench", default_cost=cost)
-        for i, cost in enumerate([1, 1, 2, 4])
+        for i, cost in enumerate(WORKFLOW_COSTS)
     )
     scheduler_config_set(actor="bench", budget=200)
     for workflow in workflows:
-        for seconds in (40, 60, 90):
+        for seconds in LEARNED_SECONDS:
             duration_record(org_id=org_rows[0].pk, workflow_id=workflow.pk, seconds=seconds)
     now = timezone.now()
     buffer = io.StringIO()
-    for i in range(size):
-        org = org_rows[min(int(rng.paretovariate(1.2)) - 1, orgs - 1) if i % 2 else rng.randrange(orgs)]
-        created = now.timestamp() - rng.uniform(0, 86400)
+    for i, (org, kind, ago) in enumerate(zip(draw.chart_org, draw.chart_workflow, draw.created_ago, strict=True)):
+        created = now.timestamp() - ago
         buffer.write(
-            f"{org.pk}\t{rng.choice(workflows).pk}\tb{i}\t{{}}\tqueued\tf\t0\t"
+            f"{org_rows[org].pk}\t{workflows[kind].pk}\tb{i}\t{{}}\tqueued\tf\t0\t"
             f"{time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(created))}+00\t0\t\t\t\t{now.isoformat()}\t0\n"
         )
     with connection.cursor() as cursor:

@@ -13,7 +13,9 @@ single submits, as that many callers would be); `time.process_time` counts every
    workflow and org tokens.
 2. `--rounds` rounds of: `--single` single submits (`POST /api/v1/charts/`), then `--bulk` bulks of
    10,000 (`POST /api/v1/charts/bulk/`); CPU and wall time of each request.
-3. Print the median of the rounds' CPU per single submit and per bulk (and per chart), and wall times.
+3. Print the median of the rounds' CPU per single submit and per bulk (and per chart), and wall times;
+   and the CPU the announcements' sender thread (`common.events`) spent a single submit, from /proc
+   (1.23-1.30 ms when it sent every announcement alone, 0.33-0.60 ms in batches: bench/bench_api.py).
    With `--profile`, print cProfile's top functions of that path instead of the rounds.
 4. Drop the database (unless `--keep`).
 """
@@ -111,6 +113,15 @@ def thread_cpu() -> float:
     return time.clock_gettime(time.CLOCK_THREAD_CPUTIME_ID)
 
 
+def announcements_cpu(sender: Any) -> float:
+    """CPU seconds the announcements' sender thread (`common.events._Sender`) has used so far, from /proc."""
+    thread = sender._thread
+    if thread is None or thread.native_id is None:
+        return 0.0
+    fields = Path(f"/proc/self/task/{thread.native_id}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class Timed:
     """CPU (every thread of the process; and the handler's sync thread alone: middleware, view,
     service, database driver) and wall seconds of each request, the client's JSON left out."""
@@ -160,10 +171,11 @@ def main() -> None:
         singles = args.single * (args.rounds + 1)
         tokens = manage(env, "shell", "-c", SETUP.format(count=1 + singles // SUBMITS_PER_TOKEN)).splitlines()[-1]
         sys.path[:0] = [str(ROOT / "bench"), str(ROOT)]
+        from common.events import _sender
         from fairsched.asgi import application, django_asgi_app
 
         client = InProcessClient(application)
-        run(client, tokens.split(), args, django_asgi_app.handler)  # Django's handler inside the bridge
+        run(client, tokens.split(), args, django_asgi_app.handler, _sender)  # Django's handler inside the bridge
     finally:
         if not args.keep:
             from django.db import connections
@@ -172,7 +184,7 @@ def main() -> None:
             admin_execute(url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def run(client: InProcessClient, tokens: list[str], args: argparse.Namespace, handler: Any) -> None:
+def run(client: InProcessClient, tokens: list[str], args: argparse.Namespace, handler: Any, sender: Any) -> None:
     counter = iter(range(10**9))
     handler_cpu: list[float] = []
     get_response = handler.get_response
@@ -215,10 +227,16 @@ def run(client: InProcessClient, tokens: list[str], args: argparse.Namespace, ha
         return
 
     rounds: list[tuple[Timed, Timed]] = []
+    sender_cpu: list[float] = []
     for _ in range(args.rounds):
         singles, bulks = Timed(client, handler_cpu), Timed(client, handler_cpu)
+        sender_before = announcements_cpu(sender)
         for _ in range(args.single):
             single(singles)
+        while not sender._queue.empty():  # its last batch sent
+            time.sleep(0.01)
+        time.sleep(0.1)
+        sender_cpu.append(announcements_cpu(sender) - sender_before)
         for _ in range(args.bulk):
             bulk(bulks)
         rounds.append((singles, bulks))
@@ -230,7 +248,8 @@ def run(client: InProcessClient, tokens: list[str], args: argparse.Namespace, ha
         print(
             f"single submit: CPU {statistics.median(cpu):.2f} ms a chart, handler thread {statistics.median(own):.2f}"
             f" ms (medians per round: {', '.join(f'{c:.2f}/{h:.2f}' for c, h in zip(cpu, own, strict=True))}),"
-            f" wall p50 {statistics.median(wall):.1f} ms"
+            f" wall p50 {statistics.median(wall):.1f} ms; the announcements' sender thread"
+            f" {1000 * statistics.median(sender_cpu) / args.single:.2f} ms a chart"
         )
     if args.bulk:
         cpu = [statistics.median(b.cpu) for _, b in rounds]

@@ -1,7 +1,9 @@
 """Writes on charts: submit (one or in bulk), pause, resume, prioritize, move to top, cancel.
 
-Submission is idempotent on (org, external id) and guarded by admission: the org's row is locked for
-the check and the insert, so two concurrent submissions cannot both slip under the queue limit.
+Submission is idempotent on (org, external id) and guarded by admission: submissions that must see
+each other (to an org with a queue limit, or of many charts at once) take turns on the org's admission
+lock, so two concurrent submissions cannot both slip under the queue limit; a single chart of an org
+without one waits for nobody (`chart_submit_bulk` says why each lock is there).
 """
 
 from __future__ import annotations
@@ -45,6 +47,9 @@ PRIORITY = Whole(-1000, 1000)
 TENANT_PRIORITY = Whole(-10, 10)
 # One encoder for every payload; NaN and infinities are not JSON, and PostgreSQL's jsonb refuses them.
 _PAYLOAD_JSON = json.JSONEncoder(allow_nan=False)
+# The first key of the org's admission turn (`_admission_turn`), a two-key advisory lock: that key
+# space is apart from the one-key locks of the dispatcher and the replan (scheduling).
+ADMISSION_LOCK = 0x61646D74  # "admt"
 # The task (scheduling.tasks) that asks Temporal to cancel a cancelled chart's workflow.
 CANCEL_WORKFLOW_TASK = "scheduling.tasks.cancel_workflow"
 
@@ -114,7 +119,13 @@ def chart_submit_bulk(*, org: Org, items: Sequence[Submission], actor: str) -> l
 
     1. Validate every item in one pass, writing the row each good one will be (bad items are
        reported together, by index; nothing is written).
-    2. Lock the org row, so admission and insert are one step for this org.
+    2. Read the org under a FOR KEY SHARE lock: until commit its queue limit and hold cannot change
+       (every lever of the org locks it FOR UPDATE: `orgs.services._locked`) nor the org go, while
+       the org's other submissions, and the dispatcher's plain UPDATEs of the row, go on. Then, if the
+       org has a queue limit or more than one chart is written, wait for the org's admission turn
+       (`_admission_turn`, held to commit). Why a single chart of an org without limit needs no turn:
+       it has nothing to count, and the unique (org, external id) index alone makes a concurrent
+       repeat wait for the first one's commit, then skip its row.
     3. Stage the rows (`_stage`: a few inline, many COPYed into a temporary table); one statement
        inserts those whose external id is new to the org (its unique index decides, as it writes)
        and their birth events, and returns their ids.
@@ -151,10 +162,12 @@ def chart_submit_bulk(*, org: Org, items: Sequence[Submission], actor: str) -> l
         return []
 
     with transaction.atomic():
-        locked = instances_where(Org, 't."id" = %s', [org.pk], lock=True)
+        locked = instances_where(Org, 't."id" = %s', [org.pk], lock="FOR KEY SHARE")
         if not locked:
             raise NotFound("org not found", field="org")
         (org,) = locked
+        if org.queue_limit is not None or len(rows) > 1:
+            _admission_turn(org)
         workflow_of = {workflow.pk: workflow for workflow in workflows.values()}
         created = _insert_staged(org, rows, _stage(rows), actor=actor, workflow_of=workflow_of)
         existing: dict[str, Chart] = {}
@@ -414,9 +427,26 @@ def _single_error(bulk: BulkInvalid) -> ServiceError:
     return InvalidInput(messages[0], field=field)
 
 
+def _admission_turn(org: Org) -> None:
+    """Wait until no other submission of the org that takes turns is in progress; the turn (a
+    transaction advisory lock) is held until commit. Steps 3-5 of `chart_submit_bulk` run in it:
+
+    - With a queue limit, the count of waiting charts must include every submission admitted before
+      (they committed before this turn began: their charts are in this statement's snapshot).
+    - Many charts at once: two bulks with external ids in common, inserting them in different orders,
+      would each wait in the unique index for a row the other has written: a deadlock. In turns, a
+      bulk waits only for single submissions, which wait for nothing once their one row is written.
+
+    Taken after the org row's FOR KEY SHARE lock, always in that order. The key is the pair
+    (ADMISSION_LOCK, org id folded into 31 bits, as the two-key form takes integers): two orgs whose
+    ids fold alike only take turns with each other, never wrongly at once."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s::integer, %s::integer)", [ADMISSION_LOCK, org.pk & 0x7FFFFFFF])
+
+
 def _admit(org: Org, incoming: int) -> None:
-    """Refuse the submission if it would take the org past its queue limit (the org row is locked).
-    The `incoming` new charts are inserted already, in this transaction: the count includes them."""
+    """Refuse the submission if it would take the org past its queue limit (in the org's admission
+    turn). The `incoming` new charts are inserted already, in this transaction: the count includes them."""
     if org.queue_limit is None or incoming == 0:
         return
     waiting = Chart.objects.filter(org=org, state__in=QUEUE_STATES).count() - incoming

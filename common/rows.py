@@ -9,7 +9,7 @@ loaded and converted as the ORM would (`from_db_value`, e.g. JSON), so nothing i
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from django.db import connection, models
 
@@ -36,12 +36,17 @@ def from_row(model: type[M], values: Sequence[Any]) -> M:
     return model.from_db(connection.alias, [field.attname for field in fields], converted)
 
 
-def instances_where(model: type[M], condition: str, params: Sequence[Any], *, lock: bool = False) -> list[M]:
+# Row locks `instances_where` takes, weakest last: FOR UPDATE excludes every other lock of the row;
+# FOR KEY SHARE only FOR UPDATE (and deleting the row), not other KEY SHARE holders nor plain UPDATEs.
+RowLock = Literal["FOR UPDATE", "FOR KEY SHARE"]
+
+
+def instances_where(model: type[M], condition: str, params: Sequence[Any], *, lock: RowLock | None = None) -> list[M]:
     """The instances of `model` whose rows meet `condition` (a constant SQL condition on the alias `t`,
-    values as parameters), locked `FOR UPDATE` if asked: one statement, built without the ORM."""
+    values as parameters), their rows locked if asked: one statement, built without the ORM."""
     sql = f'SELECT {columns(model, "t")} FROM "{model._meta.db_table}" t WHERE {condition}'  # noqa: S608 (names from the model, a constant condition; values are parameters)
     with connection.cursor() as cursor:
-        cursor.execute(f"{sql} FOR UPDATE" if lock else sql, params)
+        cursor.execute(f"{sql} {lock}" if lock else sql, params)
         return [from_row(model, row) for row in cursor.fetchall()]
 
 

@@ -18,6 +18,11 @@ Every value comes from the environment:
 - `FAIRSCHED_LOG_JSON`, `LOG_LEVEL`: as for every process (`fairsched/logs.py`).
 - `FAIRSCHED_WEB_THREADS` (8): threads of a worker that run requests, each request whole in one thread
   (`fairsched/wsgi_bridge.py`); WebSockets stay on the worker's event loop.
+- No control socket (gunicorn 25.1+ opens one for `gunicornc` at `$XDG_RUNTIME_DIR/gunicorn.ctl` or
+  `~/.gunicorn/gunicorn.ctl`, one path for every instance a user runs on the host: a second web process,
+  or a benchmark's server beside it, takes over the first's socket and removes it when it stops).
+  Operators use signals (`kill -HUP`, `-TTIN`, `-TERM`), as every process manager does. Older gunicorn
+  ignores the setting, as it ignores every name it does not know.
 - `FAIRSCHED_DB_POOL` is on in web processes unless set: each request would otherwise open (and
   PostgreSQL fork a backend for) a connection of its own. Each worker pools up to
   `FAIRSCHED_DB_POOL_SIZE` (16) connections: keep web processes x workers x that under PostgreSQL's
@@ -52,6 +57,7 @@ worker_class = "fairsched.gunicorn_conf.UvicornWorker"
 graceful_timeout = int(os.environ.get("FAIRSCHED_WEB_GRACEFUL_SECONDS", "30"))
 timeout = int(os.environ.get("FAIRSCHED_WEB_TIMEOUT", "60"))
 keepalive = 5
+control_socket_disable = True
 logconfig_dict = logging_config(
     json_lines=_flag("FAIRSCHED_LOG_JSON"),
     level=os.environ.get("LOG_LEVEL", "INFO"),

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -100,3 +102,62 @@ def test_replan_soon_sends_the_replan_task_by_name_once_until_it_begins(monkeypa
     events.replan_soon()
     assert sent == [events.REPLAN_TASK, events.REPLAN_TASK]
     cache.delete(events.REPLAN_PENDING_KEY)
+
+
+def test_a_batch_merges_broadcasts_that_say_the_same_to_a_group_summing_what_was_submitted() -> None:
+    charts = {"kind": "charts", "org": 1}
+    batch: list[events.Announcement] = [
+        ("staff", {**charts, "submitted": 1}),
+        events.REPLAN,
+        ("org-1", {**charts, "submitted": 1}),
+        ("staff", {"kind": "chart", "org": 1, "chart": 7}),
+        ("staff", {**charts, "submitted": 2}),
+        ("org-1", {**charts, "submitted": 3}),
+        ("staff", {"kind": "chart", "org": 1, "chart": 8}),
+        ("staff", {"kind": "chart", "org": 1, "chart": 7}),
+        events.REPLAN,
+    ]
+    assert events.merged(batch) == [
+        ("staff", {**charts, "submitted": 3}),
+        events.REPLAN,
+        ("org-1", {**charts, "submitted": 4}),
+        ("staff", {"kind": "chart", "org": 1, "chart": 7}),
+        ("staff", {"kind": "chart", "org": 1, "chart": 8}),
+        events.REPLAN,
+    ]
+
+
+def test_a_lone_announcement_goes_at_once_and_a_burst_after_it_waits_to_go_as_one_batch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The sender's clock is the test's: the first broadcast is sent without a wait; the two made
+    just after it wait out the gathering time, then go together, merged."""
+    layer = get_channel_layer()
+    sent: list[tuple[str, dict[str, Any]]] = []
+    waits: list[float] = []
+    burst_queued = threading.Event()
+
+    async def record(group: str, message: dict[str, Any]) -> None:
+        sent.append((group, message["message"]))
+
+    def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        if seconds > 0:
+            assert burst_queued.wait(WAIT_SECONDS)
+
+    monkeypatch.setattr(layer, "group_send", record)
+    monkeypatch.setattr(events, "time", SimpleNamespace(monotonic=lambda: 1000.0, sleep=sleep))
+    events._sender.flush()  # a thread of its own, on the test's clock
+    events.broadcast("org-1", {"kind": "charts", "org": 1, "submitted": 1})
+    deadline = time.monotonic() + WAIT_SECONDS
+    while not sent and time.monotonic() < deadline:
+        time.sleep(0.01)
+    events.broadcast("org-1", {"kind": "charts", "org": 1, "submitted": 1})
+    events.broadcast("org-1", {"kind": "charts", "org": 1, "submitted": 2})
+    burst_queued.set()
+    events._sender.flush()
+    assert waits == [0.0, pytest.approx(events._Sender.GATHER_SECONDS)]
+    assert sent == [
+        ("org-1", {"kind": "charts", "org": 1, "submitted": 1}),
+        ("org-1", {"kind": "charts", "org": 1, "submitted": 3}),
+    ]

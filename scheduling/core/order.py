@@ -7,7 +7,9 @@ so charts whose numeric keys tie are put in id order afterwards (in practice a f
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
+from itertools import islice
 from typing import Any
 
 import numpy as np
@@ -35,11 +37,11 @@ def org_codes(names: Sequence[str]) -> tuple[list[int], list[str]]:
 
 
 def fair_order_indices(
-    queue: QueueColumns, scenario: Scenario, chart_org: Sequence[int], org_names: Sequence[str]
+    queue: QueueColumns, scenario: Scenario, chart_org: Sequence[int] | Indices, org_names: Sequence[str]
 ) -> Indices:
     """The indices into `queue` of the eligible charts, in the fair order.
 
-    `chart_org` gives each chart's org as a code into `org_names` (see `org_codes`).
+    `chart_org` gives each chart's org as a code into `org_names` (see `org_codes`), as a list or an array.
 
     1. Eligible: not paused, and the org's weight is above 0.
     2. Effective priority: `priority` plus, with aging, min(cap, floor(max(0, now - created) / step)).
@@ -49,7 +51,7 @@ def fair_order_indices(
        ceil(S_k / (weight * quantum)) - 1 with S_k the org's cost up to and including chart k).
     5. The fair tier sorted by (r, -effective priority, created, id), after the high tier.
     """
-    org_of = column(chart_org, np.intp)
+    org_of = np.asarray(chart_org, dtype=np.intp)
     weights = np.array([scenario.orgs.get(name, DEFAULT_POLICY).weight for name in org_names], dtype=np.int64)
     paused = column(queue.paused, np.bool_)
     high = column(queue.high_priority, np.bool_)
@@ -128,12 +130,18 @@ def _rounds(
 def _sort_by_keys_then_id(charts: Indices, keys: Sequence[NDArray[np.generic]], ids: Sequence[str]) -> Indices:
     """`charts` sorted by `keys` (most significant first), then by id.
 
-    1. Sort by the least significant key, then stably by each more significant one.
-    2. Find the runs of neighbours whose keys are all equal (their order so far is arbitrary).
-    3. Sort each such run by id.
+    1. Sort stably by the least significant key, then by each more significant one: charts whose
+       keys tie stay in queue order.
+    2. Find the runs of neighbours whose keys are all equal.
+    3. A run whose charts all lie in one stretch of the queue where the ids ascend is in id order
+       already (`_ascending_stretches`); sort each other run by id.
+
+    Step 3 is what makes a big backlog fast: its charts share whole seconds of `created` (86k runs
+    at 1M charts), and a queue read in id order, or nearly (a snapshot reads the table in its
+    physical order, a scenario file lists its charts as written), leaves few runs to sort one by one.
     """
     key_columns = [key[charts] for key in keys]
-    sorting = np.argsort(key_columns[-1])
+    sorting = stable_argsort(key_columns[-1])
     for key_column in key_columns[-2::-1]:
         sorting = sorting[stable_argsort(key_column[sorting])]
     ordered = charts[sorting]
@@ -143,13 +151,32 @@ def _sort_by_keys_then_id(charts: Indices, keys: Sequence[NDArray[np.generic]], 
     for key_column in key_columns:
         sorted_column = key_column[sorting]
         tied_with_next &= sorted_column[1:] == sorted_column[:-1]
+    if not tied_with_next.any():
+        return ordered
+    stretch = _ascending_stretches(ids)[ordered]
+    out_of_stretch = np.concatenate(([0], np.cumsum(tied_with_next & (stretch[1:] != stretch[:-1]))))
     edges = np.diff(np.concatenate(([0], tied_with_next.view(np.int8), [0])))
-    run_starts = np.flatnonzero(edges == 1).tolist()
-    run_ends = (np.flatnonzero(edges == -1) + 1).tolist()
-    for run_start, run_end in zip(run_starts, run_ends, strict=True):
-        run = ordered[run_start:run_end].tolist()
-        ordered[run_start:run_end] = sorted(run, key=ids.__getitem__)
-    return ordered
+    run_starts = np.flatnonzero(edges == 1)
+    run_ends = np.flatnonzero(edges == -1) + 1
+    unsorted = out_of_stretch[run_ends - 1] > out_of_stretch[run_starts]
+    if not unsorted.any():
+        return ordered
+    # On a list: a numpy slice read and written per run costs twice the sort itself.
+    in_order = ordered.tolist()
+    by_id = ids.__getitem__
+    for run_start, run_end in zip(run_starts[unsorted].tolist(), run_ends[unsorted].tolist(), strict=True):
+        in_order[run_start:run_end] = sorted(in_order[run_start:run_end], key=by_id)
+    return np.array(in_order, dtype=np.intp)
+
+
+def _ascending_stretches(ids: Sequence[str]) -> Indices:
+    """The number of each chart's stretch of the queue: a new stretch begins wherever an id is not
+    greater than the one before it, so within a stretch queue order is id order. (One C pass of
+    string comparisons, ~0.04 s at 1M charts.)"""
+    if len(ids) < 2:
+        return np.zeros(len(ids), dtype=np.intp)
+    ascends = np.fromiter(map(operator.lt, ids, islice(ids, 1, None)), dtype=np.bool_, count=len(ids) - 1)
+    return np.concatenate(([0], np.cumsum(~ascends))).astype(np.intp)
 
 
 def column(values: Sequence[object], dtype: type[np.generic]) -> NDArray[Any]:

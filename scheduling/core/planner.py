@@ -6,8 +6,8 @@ import gc
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from itertools import compress
-from typing import TypeVar
+from itertools import chain, compress
+from typing import TypeVar, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -28,9 +28,9 @@ from .model import (
     Scenario,
 )
 from .order import DEFAULT_POLICY, Indices, column, fair_order_indices, org_codes
-from .org_replay import later_charts, org_replay
+from .org_replay import org_replay
 from .replay import EventReplay
-from .waiting import left_out_reasons, waiting_reasons
+from .waiting import left_out_reasons, reason_names, waiting_reasons
 
 # The lanes hold one entry per budget unit (seeded from one per unit held by a running chart), and a
 # chart of c units moves c of them: past these sizes the event replay, whose work grows with neither,
@@ -82,15 +82,20 @@ def _plan(scenario: Scenario) -> Plan:
     7. The plan of the real charts only: times and reasons keyed by chart id (the charts of the
        order first, then the ones left out, then the running ones), clear-times per org and overall
        (`_real_plan`).
+
+    Every step past the replay works on whole numpy columns; lists are made once, for the plan's
+    own values (see `_real_plan`).
     """
     queue = _queue(scenario)
     queued_count = len(queue.columns)
     chart_org, org_names = org_codes([*queue.columns.org, *(chart.org for chart in scenario.running)])
-    order = fair_order_indices(queue.columns, scenario, chart_org[:queued_count], org_names)
-    columns = _columns(scenario, queue.columns, order, chart_org, org_names)
+    org_of = np.array(chart_org, dtype=np.intp)
+    order = fair_order_indices(queue.columns, scenario, org_of[:queued_count], org_names)
+    columns = _columns(scenario, queue.columns, order, org_of, org_names)
     starts, etas = _replay(scenario, queue.columns, columns)
-    bands = _bands(scenario, queue, columns, starts, etas)
-    return _real_plan(scenario, queue, columns, starts, etas, bands)
+    start_time = np.array(starts, dtype=np.float64)  # None (never starts) becomes nan
+    bands = _bands(scenario, queue, columns, start_time)
+    return _real_plan(scenario, queue, columns, starts, etas, start_time, bands)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,19 +113,25 @@ class _Queue:
 class _Columns:
     """Step 3: the charts of the order (numbered 0..n-1 in it) and the running charts, as columns.
 
-    `pending`: (available_at, chart) of the charts available only after now (empty on the lane
-    path, which none reaches). `retry`: the retry marks when a retry budget applies to a chart of
-    the order, else None.
+    `chart_org`: the org code of each queued chart, then of each running chart. `later` and
+    `later_at`: the charts of the order available only after now, and when (empty on the lane path,
+    which none reaches); `pending` the same as the event replays take them, (available_at, chart)
+    with the scenario's own times. `retry`: the retry marks when a retry budget applies to a chart
+    of the order, else None. `avg` is in the scenario's time type (see `_time_type`), `avg_time`
+    the same as floats.
     """
 
     order: Indices
-    chart_org: list[int]
+    chart_org: Indices
     org_names: list[str]
     org: Indices
     units: NDArray[np.int64]
     avg: list[float]
+    avg_time: NDArray[np.float64]
     caps: list[int | None]
     lanes: bool
+    later: Indices
+    later_at: NDArray[np.float64]
     pending: list[tuple[float, int]]
     retry: NDArray[np.bool_] | None
     running_org: list[int]
@@ -130,15 +141,15 @@ class _Columns:
 
 @dataclass(frozen=True, slots=True)
 class _Bands:
-    """Step 6: the p10-p90 band of every ETA of the order and of every running chart's finish, and
-    the spreads they came from (`spread` of the charts of the order, `running_spread`)."""
+    """Step 6: the p10-p90 band of every ETA of the order (nan: no start) and of every running chart's
+    finish, and the spreads they came from (`spread` of the charts of the order, `running_spread`)."""
 
-    lows: Sequence[float | None]
-    highs: Sequence[float | None]
+    low: NDArray[np.float64]
+    high: NDArray[np.float64]
     running_low: Sequence[float | None]
     running_high: Sequence[float | None]
-    spread: list[float]
-    running_spread: list[float]
+    spread: NDArray[np.float64]
+    running_spread: NDArray[np.float64]
 
 
 def _queue(scenario: Scenario) -> _Queue:
@@ -163,35 +174,63 @@ def _queue(scenario: Scenario) -> _Queue:
 
 
 def _columns(
-    scenario: Scenario, queue: QueueColumns, order: Indices, chart_org: list[int], org_names: list[str]
+    scenario: Scenario, queue: QueueColumns, order: Indices, chart_org: Indices, org_names: list[str]
 ) -> _Columns:
     """Step 3: the columns of the order and of the running charts, and which replay applies."""
     budget, now, running = scenario.budget, scenario.now, scenario.running
     queued_count = len(queue)
-    org = column(chart_org[:queued_count], np.intp)[order]
+    org = chart_org[:queued_count][order]
     units = np.minimum(column(queue.cost, np.int64), budget)[order]
     caps = [scenario.orgs.get(name, DEFAULT_POLICY).max_concurrency for name in org_names]
     running_units = [min(chart.cost, budget) for chart in running]
-    lanes = _lanes_apply(scenario, queue, order, units, org, caps, running_units)
+    available_at = np.array(queue.available_at, dtype=np.float64)  # None (available now) becomes nan
+    becomes_available = available_at > now
+    lanes = _lanes_apply(scenario, queue, order, units, org, caps, running_units, bool(becomes_available.any()))
+    later, later_at, pending = _later_charts(queue.available_at, available_at, becomes_available, order)
     retry = None
     if scenario.retry_budget is not None:
         marked = column(queue.retry, np.bool_)[order]
         retry = marked if marked.any() else None
+    avg = column(queue.avg, _time_type(scenario, queue))[order]
     return _Columns(
         order=order,
         chart_org=chart_org,
         org_names=org_names,
         org=org,
         units=units,
-        avg=column(queue.avg, _time_type(scenario, queue))[order].tolist(),
+        avg=avg.tolist(),
+        avg_time=avg.astype(np.float64, copy=False),
         caps=caps,
         lanes=lanes,
-        pending=[] if lanes else later_charts(queue.available_at, order, now),
+        later=later,
+        later_at=later_at,
+        pending=[] if lanes else pending,
         retry=retry,
-        running_org=chart_org[queued_count:],
+        running_org=chart_org[queued_count:].tolist(),
         running_finish=[max(now, chart.started + chart.avg) for chart in running],
         running_units=running_units,
     )
+
+
+def _later_charts(
+    available_at: Sequence[float | None],
+    available_time: NDArray[np.float64],
+    becomes_available: NDArray[np.bool_],
+    order: Indices,
+) -> tuple[Indices, NDArray[np.float64], list[tuple[float, int]]]:
+    """The charts of the order available only after now: their positions in the order and their
+    `available_at` as arrays, and as the (available_at, position) pairs the event replays take,
+    each with the scenario's own time (an int stays an int). In queue order; a chart outside the
+    order is left out."""
+    position = np.full(len(available_at), -1, dtype=np.intp)
+    position[order] = np.arange(len(order), dtype=np.intp)
+    marked = becomes_available & (position >= 0)
+    charts = np.flatnonzero(marked)
+    later = position[charts]
+    if not len(later):
+        return later, available_time[charts], []
+    ready_at = cast("list[float]", list(map(available_at.__getitem__, charts.tolist())))  # each has one
+    return later, available_time[charts], list(zip(ready_at, later.tolist(), strict=True))
 
 
 def _replay(
@@ -242,26 +281,30 @@ def _replay(
     ).run()
 
 
-def _bands(
-    scenario: Scenario, queue: _Queue, columns: _Columns, starts: Sequence[float | None], etas: Sequence[float | None]
-) -> _Bands | None:
+def _bands(scenario: Scenario, queue: _Queue, columns: _Columns, start_time: NDArray[np.float64]) -> _Bands | None:
     """Step 6: the p10-p90 bands when a spread or an arrival is known (None: the ETAs themselves)."""
     if not (scenario.spread or queue.arrivals or queue.foreseen is not None):
         return None
     real_count, running = queue.real_count, scenario.running
-    spread = np.array(spreads(queue.columns.id[:real_count], scenario.spread) + queue.expected_spread)[columns.order]
+    queued_spread = spreads(queue.columns.id[:real_count], scenario.spread)
+    if queue.expected_spread:
+        queued_spread = np.concatenate((queued_spread, queue.expected_spread))
+    spread = queued_spread[columns.order]
     running_avg = [chart.avg for chart in running]
     running_spread = spreads([chart.id for chart in running], scenario.spread)
     bands = eta_bands(
-        now=scenario.now, budget=scenario.budget, starts=starts, avg=columns.avg, units=columns.units.tolist(),
-        spread=spread.tolist(), expected=(columns.order >= real_count).tolist(), running_avg=running_avg,
+        now=scenario.now, budget=scenario.budget, starts=start_time, avg=columns.avg_time, units=columns.units,
+        spread=spread, expected=columns.order >= real_count, running_avg=running_avg,
         running_units=columns.running_units, running_spread=running_spread, arrivals=queue.arrivals,
         foreseen=queue.foreseen,
     )  # fmt: skip
     running_bands = running_band(
-        now=scenario.now, started=[chart.started for chart in running], avg=running_avg, spread=running_spread
+        now=scenario.now,
+        started=[chart.started for chart in running],
+        avg=running_avg,
+        spread=running_spread.tolist(),
     )
-    return _Bands(bands.low, bands.high, running_bands.low, running_bands.high, spread.tolist(), running_spread)
+    return _Bands(bands.low, bands.high, running_bands.low, running_bands.high, spread, running_spread)
 
 
 def _real_plan(
@@ -270,61 +313,87 @@ def _real_plan(
     columns: _Columns,
     starts: Sequence[float | None],
     etas: Sequence[float | None],
+    start_time: NDArray[np.float64],
     bands: _Bands | None,
 ) -> Plan:
-    """Step 7: the plan of the real charts, keyed by chart id; the expected ones only shaped it."""
+    """Step 7: the plan of the real charts, keyed by chart id; the expected ones only shaped it.
+
+    1. The plan's layout of chart ids: the real charts of the order (all of it without expected
+       charts), the real ones left out of it, the running ones; and each one's org (`layout_org`).
+    2. Starts, ETAs and bands in that layout: the replay's own values (an int stays an int), None
+       where a chart has none; the ETAs and bands also as float arrays (nan for None).
+    3. Clear-times per org: the latest ETA and band edges (`_org_clear`); with spreads the median
+       last finish (`forecast.median_last_finish`), never before the latest ETA, which also raises
+       the band's upper edge. With expected charts, only orgs with a real chart get a key.
+    4. Why each chart waits, on first use (`_waiting`).
+    """
     running = scenario.running
     real_count, queued_count = queue.real_count, len(queue.columns)
-    order, org, org_names, chart_org = columns.order, columns.org, columns.org_names, columns.chart_org
-    lows, highs = (bands.lows, bands.highs) if bands else (etas, etas)
-    avg, spread = columns.avg, bands.spread if bands else []
-    all_starts = starts
+    org_names, chart_org = columns.org_names, columns.chart_org
+    waiting_input = _WaitingInput.of(scenario, queue, columns, start_time)
+    order, org, avg, eta_time = columns.order, columns.org, columns.avg_time, np.array(etas, dtype=np.float64)
     if queued_count > real_count:  # the expected charts only shaped the real charts' times
-        real = (order < real_count).tolist()
-        order, org = order[order < real_count], org[order < real_count]
-        starts, etas, lows, highs = (list(compress(times, real)) for times in (starts, etas, lows, highs))
-        avg, spread = list(compress(avg, real)), list(compress(spread, real))
+        real = order < real_count
+        real_list = real.tolist()
+        order, org, avg, eta_time, start_time = order[real], org[real], avg[real], eta_time[real], start_time[real]
+        starts, etas = list(compress(starts, real_list)), list(compress(etas, real_list))
+        if bands:
+            bands = _Bands(bands.low[real], bands.high[real], bands.running_low, bands.running_high,
+                           bands.spread[real], bands.running_spread)  # fmt: skip
 
     left_out = np.ones(real_count, dtype=bool)
     left_out[order] = False
     left_out_charts = np.flatnonzero(left_out)
-    order_ids = in_order(queue.columns.id, order)
-    ids = [*order_ids, *in_order(queue.columns.id, left_out_charts), *(c.id for c in running)]
-    chart_ids = ChartIds(ids)
-    not_planned = [None] * (real_count - len(order))
-    running_finish = columns.running_finish
-    finish_org = np.concatenate((org, column(chart_org[queued_count:], np.intp)))
-    org_clear = _org_clear(org_names, finish_org, [*etas, *running_finish])
-    clear_times = [clear for clear in org_clear.values() if clear is not None]
-    eta = ChartTimes(chart_ids, [*etas, *not_planned, *running_finish])
-    waiting = _Waiting(lambda: _waiting(scenario, queue, columns, all_starts, left_out_charts))
-    org_clear_low = org_clear_high = org_clear
+    chart_id = np.fromiter(iter(queue.columns.id), dtype=object, count=real_count)
+    order_ids: list[str] = chart_id[order].tolist()
+    chart_ids = ChartIds([*order_ids, *chart_id[left_out_charts].tolist(), *(c.id for c in running)])
+    running_org = chart_org[queued_count:]
+    layout_org = np.concatenate((org, chart_org[:real_count][left_out_charts], running_org))
+    not_planned = [None] * len(left_out_charts)
+    nothing = np.full(len(left_out_charts), np.nan)
+
+    def layout(
+        planned: NDArray[np.float64], values: Sequence[float | None], running_values: Sequence[float | None]
+    ) -> tuple[NDArray[np.float64], list[float | None]]:
+        """Times of the order's real charts and of the running ones, as laid out in the plan."""
+        return (
+            np.concatenate((planned, nothing, np.array(running_values, dtype=np.float64))),
+            [*values, *not_planned, *running_values],
+        )
+
+    eta_time, eta_values = layout(eta_time, etas, columns.running_finish)
+    org_clear = org_clear_low = org_clear_high = _org_clear(org_names, layout_org, eta_time, eta_values)
+    eta = eta_low = eta_high = ChartTimes(chart_ids, eta_values)
     if bands:
-        org_clear_low = _org_clear(org_names, finish_org, [*lows, *bands.running_low])
-        org_clear_high = _org_clear(org_names, finish_org, [*highs, *bands.running_high])
+        low_time, low_values = layout(bands.low, _times(bands.low), bands.running_low)
+        high_time, high_values = layout(bands.high, _times(bands.high), bands.running_high)
+        org_clear_low = _org_clear(org_names, layout_org, low_time, low_values)
+        org_clear_high = _org_clear(org_names, layout_org, high_time, high_values)
         last = median_last_finish(
-            now=scenario.now, org=finish_org, start=[*starts, *(chart.started for chart in running)],
-            avg=[*avg, *(chart.avg for chart in running)], spread=[*spread, *bands.running_spread],
-            org_count=len(org_names),
+            now=scenario.now, org=np.concatenate((org, running_org)),
+            start=np.concatenate((start_time, np.array([chart.started for chart in running], dtype=np.float64))),
+            avg=np.concatenate((avg, np.array([chart.avg for chart in running], dtype=np.float64))),
+            spread=np.concatenate((bands.spread, bands.running_spread)), org_count=len(org_names),
         )  # fmt: skip
         org_clear = _median_clear(org_names, last, org_clear)
         org_clear_high = {name: _later(high, org_clear[name]) for name, high in org_clear_high.items()}
-        clear_times = [clear for clear in org_clear.values() if clear is not None]
+        eta_low, eta_high = ChartTimes(chart_ids, low_values), ChartTimes(chart_ids, high_values)
     if queued_count > real_count:  # no key for an org that has only expected charts
-        real_orgs = {org_names[code] for code in (*chart_org[:real_count], *chart_org[queued_count:])}
+        real_orgs = {org_names[code] for code in np.flatnonzero(np.bincount(layout_org, minlength=len(org_names)))}
         org_clear, org_clear_low, org_clear_high = (
             {name: clear for name, clear in clears.items() if name in real_orgs}
             for clears in (org_clear, org_clear_low, org_clear_high)
         )
-        clear_times = [clear for clear in org_clear.values() if clear is not None]
+    clear_times = [clear for clear in org_clear.values() if clear is not None]
+    waiting = _Waiting(lambda: _waiting(waiting_input, chart_id, left_out_charts))
     return Plan(
         order=order_ids,
         start=ChartTimes(chart_ids, [*starts, *not_planned, *(chart.started for chart in running)]),
         eta=eta,
         org_clear=org_clear,
         global_clear=max(clear_times) if clear_times else None,
-        eta_low=ChartTimes(chart_ids, [*lows, *not_planned, *bands.running_low]) if bands else eta,
-        eta_high=ChartTimes(chart_ids, [*highs, *not_planned, *bands.running_high]) if bands else eta,
+        eta_low=eta_low,
+        eta_high=eta_high,
         org_clear_low=org_clear_low,
         org_clear_high=org_clear_high,
         reason=LazyChartValues(chart_ids, lambda: waiting.columns()[0]),
@@ -350,12 +419,47 @@ class _Waiting:
         return self._columns
 
 
+@dataclass(frozen=True, slots=True)
+class _WaitingInput:
+    """What step 5 reads, kept until it runs: arrays and small lists only, so that a plan held
+    unread keeps no list of the queue's size alive but its own (and the cyclic collector, which
+    walks every list, has little to walk)."""
+
+    now: float
+    budget: int
+    retry_budget: int | None
+    real_count: int
+    start_time: NDArray[np.float64]
+    order: Indices
+    org: Indices
+    units: NDArray[np.int64]
+    caps: list[int | None]
+    later: Indices
+    later_at: NDArray[np.float64]
+    retry: NDArray[np.bool_] | None
+    queued_org: Indices
+    weights: NDArray[np.int64]
+    running_finish: list[float]
+    running_org: list[int]
+    running_units: list[int]
+    running_retry: list[bool]
+
+    @classmethod
+    def of(cls, scenario: Scenario, queue: _Queue, columns: _Columns, start_time: NDArray[np.float64]) -> _WaitingInput:
+        weights = [scenario.orgs.get(name, DEFAULT_POLICY).weight for name in columns.org_names]
+        return cls(
+            now=scenario.now, budget=scenario.budget, retry_budget=scenario.retry_budget,
+            real_count=queue.real_count, start_time=start_time, order=columns.order, org=columns.org,
+            units=columns.units, caps=columns.caps, later=columns.later, later_at=columns.later_at,
+            retry=columns.retry, queued_org=columns.chart_org[: queue.real_count],
+            weights=np.array(weights, dtype=np.int64), running_finish=columns.running_finish,
+            running_org=columns.running_org, running_units=columns.running_units,
+            running_retry=[chart.retry for chart in scenario.running],
+        )  # fmt: skip
+
+
 def _waiting(
-    scenario: Scenario,
-    queue: _Queue,
-    columns: _Columns,
-    starts: Sequence[float | None],
-    left_out: Indices,
+    given: _WaitingInput, chart_id: NDArray[np.object_], left_out: Indices
 ) -> tuple[list[str | None], list[float | None], list[str | None]]:
     """Step 5: each chart's reason, until and head of line, laid out as the plan's ids (the real
     charts of the order, then the ones left out, then the running ones).
@@ -365,39 +469,38 @@ def _waiting(
     2. A chart left out of the order: `org_held` when its org's weight is 0, else `chart_paused`.
     3. A running chart has none.
     """
-    real_count, order = queue.real_count, columns.order
+    real_count, order = given.real_count, given.order
     waiting = waiting_reasons(
-        now=scenario.now, budget=scenario.budget, starts=starts, org=columns.org, units=columns.units,
-        caps=columns.caps, pending=columns.pending, retry=columns.retry, retry_budget=scenario.retry_budget,
-        running_finish=columns.running_finish, running_org=columns.running_org,
-        running_units=columns.running_units, running_retry=[chart.retry for chart in scenario.running],
+        now=given.now, budget=given.budget, start=given.start_time, org=given.org, units=given.units,
+        caps=given.caps, later=given.later, later_at=given.later_at, retry=given.retry,
+        retry_budget=given.retry_budget, running_finish=given.running_finish, running_org=given.running_org,
+        running_units=given.running_units, running_retry=given.running_retry,
     )  # fmt: skip
-    reasons = waiting.names()
-    until = _times(waiting.until)
+    code, until, behind_head = waiting.code, waiting.until, waiting.behind_head
     head = int(order[waiting.head]) if waiting.head >= 0 else real_count
-    head_id = queue.columns.id[head] if head < real_count else None  # an expected chart has no id to name
-    head_of_line: list[str | None] = [None] * len(order)
-    for chart in np.flatnonzero(waiting.behind_head).tolist():
-        head_of_line[chart] = head_id
-    if len(queue.columns) > real_count:
-        real = (order < real_count).tolist()
-        reasons, head_of_line = list(compress(reasons, real)), list(compress(head_of_line, real))
-        until = list(compress(until, real))
-    weights = np.array([scenario.orgs.get(name, DEFAULT_POLICY).weight for name in columns.org_names], dtype=np.int64)
-    held = weights[column(columns.chart_org[:real_count], np.intp)[left_out]] == 0
+    head_id = chart_id[head] if head < real_count else None  # an expected chart has no id to name
+    real = order < real_count
+    if not real.all():
+        code, until, behind_head = code[real], until[real], behind_head[real]
+    head_of_line = np.full(len(code), None, dtype=object)
+    head_of_line[behind_head] = head_id
+    held = given.weights[given.queued_org[left_out]] == 0
     not_planned = [None] * len(left_out)
-    not_running = [None] * len(scenario.running)
+    not_running = [None] * len(given.running_finish)
     return (
-        [*reasons, *left_out_reasons(held), *not_running],
-        [*until, *not_planned, *not_running],
-        [*head_of_line, *not_planned, *not_running],
+        [*reason_names(code), *left_out_reasons(held), *not_running],
+        [*_times(until), *not_planned, *not_running],
+        [*head_of_line.tolist(), *not_planned, *not_running],
     )
 
 
 def _times(times: NDArray[np.float64]) -> list[float | None]:
     """The times as floats, None for nan."""
+    missing = np.isnan(times)
+    if not missing.any():
+        return times.tolist()  # type: ignore[no-any-return]
     values = times.astype(object)
-    values[np.isnan(times)] = None
+    values[missing] = None
     return values.tolist()  # type: ignore[no-any-return]
 
 
@@ -446,12 +549,15 @@ def in_order(values: Sequence[Value], order: Indices) -> list[Value]:
 
 def _time_type(scenario: Scenario, queue: QueueColumns) -> type[np.generic]:
     """Integers when every time of the scenario is an integer (so the plan's times stay
-    integers), floats otherwise: the arithmetic is exact either way."""
-    times = [scenario.now, *(t for chart in scenario.running for t in (chart.started, chart.avg))]
-    times += [ready_at for ready_at in set(queue.available_at) if ready_at is not None]
-    if all(type(time) is int for time in times) and all(type(avg) is int for avg in queue.avg):
-        return np.int64
-    return np.float64
+    integers), floats otherwise: the arithmetic is exact either way. (The columns are read last,
+    and the check stops at the first float.)"""
+    times = chain(
+        (scenario.now,),
+        (t for chart in scenario.running for t in (chart.started, chart.avg)),
+        queue.avg,
+        (ready_at for ready_at in queue.available_at if ready_at is not None),
+    )
+    return np.int64 if all(type(time) is int for time in times) else np.float64
 
 
 def _lanes_apply(
@@ -462,8 +568,10 @@ def _lanes_apply(
     org: Indices,
     caps: Sequence[int | None],
     running_units: Sequence[int],
+    any_later: bool,
 ) -> bool:
     """Whether the lane simulation replays the charts of the order, and pays (see `plan`, step 3).
+    `any_later`: some queued chart becomes available only after now.
 
     1. The lanes stay small: the budget and the units held by running charts, and the mean
        units of a chart.
@@ -477,20 +585,19 @@ def _lanes_apply(
     capped_org = np.array([cap is not None for cap in caps], dtype=bool)
     if capped_org[org].any():
         return False
-    now = scenario.now
-    if any(ready_at is not None and ready_at > now for ready_at in set(queue.available_at)):
+    if any_later:
         return False
     return scenario.retry_budget is None or not column(queue.retry, np.bool_)[order].any()
 
 
 def _org_clear(
-    org_names: Sequence[str], finish_org: Indices, finishes: Sequence[float | None]
+    org_names: Sequence[str], finish_org: Indices, finish_time: NDArray[np.float64], finishes: Sequence[float | None]
 ) -> dict[str, float | None]:
     """The latest finish per org, None for an org without one.
 
-    The maximum is found on floats; the value reported is the chart's own (an int stays an int).
+    The maximum is found on floats (`finish_time`, nan for none, which fmax ignores); the value
+    reported is the chart's own (`finishes`, aligned with it: an int stays an int).
     """
-    finish_time = np.array(finishes, dtype=np.float64)  # None becomes nan, which fmax ignores
     latest = np.full(len(org_names), -np.inf)
     np.fmax.at(latest, finish_org, finish_time)
     is_latest = finish_time == latest[finish_org]

@@ -58,18 +58,24 @@ class Waiting:
 
     def names(self) -> list[str | None]:
         """Each chart's reason as its `Reason` value (None: the walk starts it now)."""
-        return _NAMES[self.code].tolist()  # type: ignore[no-any-return]
+        return reason_names(self.code)
+
+
+def reason_names(code: NDArray[np.int8]) -> list[str | None]:
+    """The `Reason` value of each code (None for NOT_WAITING)."""
+    return _NAMES[code].tolist()  # type: ignore[no-any-return]
 
 
 def waiting_reasons(
     *,
     now: float,
     budget: int,
-    starts: Sequence[float | None],
+    start: Sequence[float | None] | NDArray[np.float64],
     org: Indices,
     units: NDArray[np.int64],
     caps: Sequence[int | None],
-    pending: Sequence[tuple[float, int]],
+    later: Indices,
+    later_at: NDArray[np.float64],
     retry: NDArray[np.bool_] | None,
     retry_budget: int | None,
     running_finish: Sequence[float],
@@ -77,10 +83,11 @@ def waiting_reasons(
     running_units: Sequence[int],
     running_retry: Sequence[bool],
 ) -> Waiting:
-    """The reason of each chart of the order (numbered 0..n-1 in it), from the replay's `starts`.
+    """The reason of each chart of the order (numbered 0..n-1 in it), from the replay's `start` of
+    each (None or nan: it never starts).
 
-    `pending` lists (available_at, chart) for the charts available only after `now`; `retry` marks
-    the retries (None: no chart of the order is a retry under `retry_budget`).
+    `later` lists the charts available only after `now`, `later_at` when; `retry` marks the retries
+    (None: no chart of the order is a retry under `retry_budget`).
     1. After the walk at `now`: what runs is every running chart not finished by `now` and every
        chart whose start is `now`. That gives the free budget, each org's running count and the
        free retry units after the walk.
@@ -95,8 +102,8 @@ def waiting_reasons(
     5. `until`: `available_at` for UNAVAILABLE, else the predicted start (none for a chart that
        starts now).
     """
-    count = len(starts)
-    start = np.array(starts, dtype=np.float64)  # None (never starts) becomes nan
+    start = np.asarray(start, dtype=np.float64)  # None (never starts) becomes nan
+    count = len(start)
     started_now = start == now
     running_on = np.asarray(running_finish, dtype=np.float64) > now
     running_code = np.asarray(running_org, dtype=np.intp)[running_on]
@@ -114,10 +121,8 @@ def waiting_reasons(
         retry_free = retry_budget - int(running_retry_held.sum()) - int(units[started_now & retry].sum())
         code[retry & (units > retry_free + retry_taken_after)] = _CODE[Reason.RETRY_BUDGET]
     code[org_running[org] - org_met >= cap[org]] = _CODE[Reason.ORG_CAP]
-    if pending:
-        later = np.fromiter((chart for _, chart in pending), dtype=np.intp, count=len(pending))
-        code[later] = _CODE[Reason.UNAVAILABLE]
-        until[later] = np.fromiter((ready_at for ready_at, _ in pending), dtype=np.float64, count=len(pending))
+    code[later] = _CODE[Reason.UNAVAILABLE]
+    until[later] = later_at
     code[started_now] = NOT_WAITING
     until[started_now] = np.nan
 

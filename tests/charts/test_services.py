@@ -476,7 +476,7 @@ def test_cancelling_a_running_chart_cancels_its_workflow_after_commit(
     assert cancelled == ["chart-1-1"]
 
 
-# concurrency: the org's row lock makes admission and insert one step
+# concurrency: submissions that must see each other take the org's admission turn; others run at once
 
 
 def _race(submitters: list[Any]) -> list[BaseException]:
@@ -553,6 +553,141 @@ def test_the_same_submission_at_once_creates_one_chart(tenants: Tenants, announc
     assert Chart.objects.count() == 1
     assert sorted(created for _, created in results) == [False, False, True]
     assert len({pk for pk, _ in results}) == 1
+
+
+class HeldOpen:
+    """`action` run in a transaction of another thread, left open (its locks held) until `release`;
+    then `then`, if given, in the same transaction before it commits."""
+
+    def __init__(self, action: Any, then: Any = None) -> None:
+        self.done, self._release = threading.Event(), threading.Event()
+        self.failures: list[BaseException] = []
+        self._thread = threading.Thread(target=self._run, args=(action, then))
+        self._thread.start()
+        assert self.done.wait(WAIT_SECONDS), "the held transaction did not get through its action"
+        assert self.failures == []
+
+    def _run(self, action: Any, then: Any) -> None:
+        try:
+            with transaction.atomic():
+                action()
+                self.done.set()
+                assert self._release.wait(WAIT_SECONDS)
+                if then is not None:
+                    then()
+        except BaseException as error:  # checked by the test
+            self.failures.append(error)
+            self.done.set()
+        finally:
+            connection.close()
+
+    def release(self) -> None:
+        self._release.set()
+        self._thread.join(WAIT_SECONDS)
+        assert not self._thread.is_alive()
+        assert self.failures == []
+
+
+class InThread:
+    """`action` run (in autocommit) in a thread of its own; its result or error once joined."""
+
+    def __init__(self, action: Any) -> None:
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(action,))
+        self._thread.start()
+
+    def _run(self, action: Any) -> None:
+        try:
+            self.result = action()
+        except BaseException as error:  # checked by the test
+            self.error = error
+        finally:
+            connection.close()
+
+    def join(self) -> InThread:
+        self._thread.join(WAIT_SECONDS)
+        assert not self._thread.is_alive(), f"still waiting after {WAIT_SECONDS} s"
+        return self
+
+
+# A bound on every wait of these tests (a thread stuck on a lock fails the test instead of hanging it).
+WAIT_SECONDS = 30.0
+
+
+def wait_until_blocked_on_a_lock(statement: str) -> None:
+    """Wait until a session of this database waits for a lock in a statement that contains `statement`."""
+    deadline = timezone.now() + timedelta(seconds=WAIT_SECONDS)
+    while timezone.now() < deadline:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND wait_event_type = 'Lock' AND query LIKE %s",
+                [f"%{statement}%"],
+            )
+            if cursor.fetchone()[0]:
+                return
+        threading.Event().wait(0.01)
+    raise AssertionError(f"no session waited for a lock in {statement!r}")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_single_submission_to_an_org_without_limit_waits_for_no_other(
+    tenants: Tenants, announced: Announcements
+) -> None:
+    first = HeldOpen(lambda: submit(tenants.org_a, "first"))
+    second = InThread(lambda: submit(tenants.org_a, "second")).join()  # while the first is uncommitted
+    assert second.error is None
+    first.release()
+    assert sorted(Chart.objects.filter(org=tenants.org_a).values_list("external_id", flat=True)) == [
+        "first",
+        "second",
+    ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_submission_to_a_limited_org_waits_for_its_turn_and_counts_the_one_before(
+    tenants: Tenants, announced: Announcements
+) -> None:
+    org = OrgFactory(queue_limit=1)
+    first = HeldOpen(lambda: submit(org, "first"))
+    second = InThread(lambda: submit(org, "second"))
+    wait_until_blocked_on_a_lock("pg_advisory_xact_lock")
+    first.release()
+    assert isinstance(second.join().error, QueueFull)
+    assert list(Chart.objects.filter(org=org).values_list("external_id", flat=True)) == ["first"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_queue_limit_set_waits_for_the_submissions_in_progress_of_the_org(
+    tenants: Tenants, announced: Announcements
+) -> None:
+    from orgs.services import org_queue_limit_set
+
+    first = HeldOpen(lambda: submit(tenants.org_a, "first"))  # admitted: no limit yet
+    limit = InThread(lambda: org_queue_limit_set(org=tenants.org_a, queue_limit=1, actor=ACTOR))
+    wait_until_blocked_on_a_lock("FOR UPDATE")
+    first.release()
+    assert limit.join().error is None
+    with pytest.raises(QueueFull):  # the limit counts the submission it waited for
+        submit(tenants.org_a, "second")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_bulks_with_ids_in_common_take_turns_instead_of_deadlocking(tenants: Tenants, announced: Announcements) -> None:
+    def bulk(*ids: str) -> Any:
+        return lambda: services.chart_submit_bulk(
+            org=tenants.org_a, items=[Submission("render", i) for i in ids], actor=ACTOR
+        )
+
+    # Without turns: the first writes a, the second b and then waits for a, the first then waits for b.
+    first = HeldOpen(bulk("a", "c"), then=bulk("b", "d"))
+    second = InThread(bulk("b", "a"))
+    wait_until_blocked_on_a_lock("")
+    first.release()
+    assert second.join().error is None
+    assert [created for _, created in second.result] == [False, False]
+    assert Chart.objects.filter(org=tenants.org_a).count() == 4
 
 
 def test_prioritize_records_who_changed_what(tenants) -> None:  # type: ignore[no-untyped-def]

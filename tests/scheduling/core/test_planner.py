@@ -1,0 +1,187 @@
+"""The planner's whole-column steps against the straightforward readings they replace."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scheduling.core import Arrival, History, Scenario, Submission, plan
+from scheduling.core.forecast import (
+    MAX_ARRIVAL_SHARE,
+    RATE_DOUBT,
+    Z90,
+    Forecast,
+    _unforeseen_spreads,
+    eta_bands,
+    spreads,
+)
+from scheduling.core.org_replay import later_charts
+from scheduling.core.planner import _later_charts
+
+from .support import scenarios
+
+EXAMPLES = settings(max_examples=150, deadline=None, database=None)
+
+
+@given(
+    st.lists(st.none() | st.sampled_from([0, 1, 2.5, 7]), max_size=30),
+    st.randoms(use_true_random=False),
+    st.sampled_from([0, 2.5]),
+)
+@EXAMPLES
+def test_the_later_charts_are_those_the_replay_reads_chart_by_chart(
+    available_at: list[float | None], rng: random.Random, now: float
+) -> None:
+    order = np.array(rng.sample(range(len(available_at)), rng.randint(0, len(available_at))), dtype=np.intp)
+    available_time = np.array(available_at, dtype=np.float64)
+    later, later_at, pending = _later_charts(available_at, available_time, available_time > now, order)
+    expected = later_charts(available_at, order, now)
+    assert pending == expected
+    assert [type(ready_at) for ready_at, _ in pending] == [type(ready_at) for ready_at, _ in expected]
+    assert later.tolist() == [chart for _, chart in expected]
+    assert later_at.tolist() == [float(ready_at) for ready_at, _ in expected]
+
+
+@given(st.lists(st.text(min_size=1, max_size=3), unique=True, max_size=12), st.randoms(use_true_random=False))
+@EXAMPLES
+def test_spreads_read_in_one_pass_are_the_spreads_looked_up(ids: list[str], rng: random.Random) -> None:
+    known = {chart_id: rng.choice([0.0, 0.3, 1.2]) for chart_id in ids if rng.random() < 0.8}
+    layouts = [
+        known,  # the queue's ids first, in order, as a snapshot lists them (when every one is known)
+        {**dict.fromkeys(ids, 0.5), "running": 0.7},  # every id, then a running chart's
+        dict(rng.sample(sorted(known.items()), len(known))),  # another order
+    ]
+    for spread in layouts:
+        assert spreads(ids, spread).tolist() == [spread.get(chart_id, 0.0) for chart_id in ids]
+
+
+def bands_one_by_one(
+    *,
+    now: float,
+    budget: int,
+    starts: list[float | None],
+    avg: list[float],
+    units: list[int],
+    spread: list[float],
+    expected: list[bool],
+    running_variance: float,
+    arrivals: list[Arrival],
+    foreseen: Forecast | None,
+) -> tuple[list[float], list[float]]:
+    """The bands of `forecast.eta_bands` chart by chart: for each chart, the sums over the charts
+    started before it (earlier start, or the same start and earlier in the replay)."""
+    lows, highs = [], []
+    for chart, start in enumerate(starts):
+        if start is None:
+            lows.append(math.nan)
+            highs.append(math.nan)
+            continue
+        real_before = expected_variance_before = expected_work_before = 0.0
+        for other, other_start in enumerate(starts):
+            if other_start is None or (other_start, other) >= (start, chart):
+                continue
+            work = units[other] * avg[other]
+            if expected[other]:
+                expected_variance_before += work * work * math.exp(spread[other] ** 2)
+                expected_work_before += work
+            else:
+                real_before += work * work * math.expm1(spread[other] ** 2)
+        before = real_before + expected_variance_before
+        if foreseen is not None and foreseen.evidence > 0:
+            before += RATE_DOUBT * expected_work_before**2 / foreseen.evidence
+        start_spread = Z90 * math.sqrt(before + running_variance) / budget
+        share = sum(a.rate * a.avg * min(a.cost, budget) / budget for a in arrivals if start < a.until)
+        start_spread /= 1.0 - min(share, MAX_ARRIVAL_SHARE)
+        early = late = start_spread
+        if foreseen is not None:
+            early_spreads, late_spreads = _unforeseen_spreads(
+                np.array([start_spread]), np.array([start - now]), foreseen, budget
+            )
+            early, late = float(early_spreads[0]), float(late_spreads[0])
+        if arrivals:
+            none_came = Z90 * math.sqrt(real_before + running_variance) / budget + expected_work_before / budget
+            early = min(early, none_came)
+        sigma, mean = spread[chart], avg[chart]
+        median = mean * math.exp(-(sigma**2) / 2)
+        below, above = mean - median * math.exp(-Z90 * sigma), median * math.exp(Z90 * sigma) - mean
+        lows.append(max(start + mean - math.hypot(early, below), now))
+        highs.append(start + mean + math.hypot(late, above))
+    return lows, highs
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.none() | st.sampled_from([0.0, 3.0, 5.5, 12.0]),
+            st.sampled_from([1.0, 4.0, 30.0]),
+            st.integers(1, 3),
+            st.sampled_from([0.0, 0.2, 0.8]),
+            st.booleans(),
+        ),
+        max_size=10,
+    ),
+    st.booleans(),
+    st.booleans(),
+)
+@EXAMPLES
+def test_bands_worked_out_in_start_order_are_the_bands_chart_by_chart(
+    charts: list[tuple[float | None, float, int, float, bool]], with_arrivals: bool, with_history: bool
+) -> None:
+    starts, avg, units, spread, expected = (
+        (list(column) for column in zip(*charts, strict=True)) if charts else ([],) * 5
+    )
+    arrivals = [Arrival("b", rate=0.1, until=6.0, avg=2.0), Arrival("c", rate=0.05, until=20.0, avg=3.0, cost=2)]
+    given_arrivals = arrivals if with_arrivals else []
+    foreseen = Forecast([], evidence=4.0, burst_rate=0.01, burst_work=50.0, newcomer_load=0.1) if with_history else None
+    running = {"running_avg": [10.0, 2.0], "running_units": [1, 2], "running_spread": [0.5, 0.0]}
+    running_variance = (1 * 10.0) ** 2 * math.expm1(0.25)
+    bands = eta_bands(
+        now=1.0, budget=3, starts=starts, avg=avg, units=units, spread=spread, expected=expected,
+        arrivals=given_arrivals, foreseen=foreseen, **running,  # type: ignore[arg-type]
+    )  # fmt: skip
+    lows, highs = bands_one_by_one(
+        now=1.0, budget=3, starts=starts, avg=avg, units=units, spread=spread, expected=expected,
+        running_variance=running_variance, arrivals=given_arrivals, foreseen=foreseen,
+    )  # fmt: skip
+    assert bands.low.tolist() == pytest.approx(lows, rel=1e-12, abs=1e-9, nan_ok=True)
+    assert bands.high.tolist() == pytest.approx(highs, rel=1e-12, abs=1e-9, nan_ok=True)
+
+
+def latest(times: list[float | None]) -> float | None:
+    known = [time for time in times if time is not None]
+    return max(known) if known else None
+
+
+@given(scenarios(), st.booleans())
+@EXAMPLES
+def test_org_clear_times_are_the_latest_of_their_charts(scenario: Scenario, with_history: bool) -> None:
+    """Each org's clear-time band is the latest of its charts' bands (None if none has one); with
+    spreads the clear-time itself is at least its latest ETA. Orgs that only expected charts bring
+    get no key."""
+    ids = [chart.id for chart in scenario.queued] + [chart.id for chart in scenario.running]
+    spread = {chart_id: 0.1 * (index % 3) for index, chart_id in enumerate(ids)}
+    history = History([Submission("newcomer", created=scenario.now - 5, avg=3.0, count=4)], since=scenario.now - 60)
+    banded = dataclasses.replace(scenario, spread=spread, history=history if with_history else None)
+    for case in (scenario, banded):
+        result = plan(case)
+        org_of = {chart.id: chart.org for chart in [*case.queued, *case.running]}
+        assert set(result.org_clear) == set(org_of.values())
+        for org in result.org_clear:
+            charts = [chart_id for chart_id in ids if org_of[chart_id] == org]
+            assert result.org_clear_low[org] == latest([result.eta_low[c] for c in charts])
+            eta = latest([result.eta[c] for c in charts])
+            if case is scenario:
+                assert result.org_clear[org] == result.org_clear_high[org] == eta
+            elif eta is not None:
+                clear = result.org_clear[org]
+                high = latest([result.eta_high[c] for c in charts])
+                assert clear is not None
+                assert high is not None
+                assert clear >= eta
+                assert result.org_clear_high[org] == max(high, clear)
