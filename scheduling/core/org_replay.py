@@ -63,9 +63,7 @@ def org_replay(
     (`none`: none). `heads` is a heap of the heads of the capped orgs not parked (entries that are no
     longer their org's head are dropped when the walk meets them). The budget needs no chart's
     identity: the finishes are a heap of floats, one per chart running, and `dearer` holds by time
-    the units beyond the first of the charts that hold more (its times also in a heap, `dearer_at`:
-    the finishes are counted in time order, so only one equal to `dearer_at[0]` frees more than a
-    unit, a float comparison instead of a lookup). A capped org's charts running are also
+    the units beyond the first of the charts that hold more. A capped org's charts running are also
     in `slots[o]`, a heap of (finish, units); `room[o]`, how many more it may start, is brought up
     to date from it only when the walk meets the org's head.
 
@@ -98,19 +96,16 @@ def org_replay(
     free = budget
     finish_times: list[float] = [math.inf]
     dearer: dict[float, int] = {}
-    dearer_at: list[float] = [math.inf]
     slots: list[list[tuple[float, int]]] = [[(math.inf, 0)] for _ in range(org_count)]
     for finish_at, running_at, held in zip(running_finish, running_org, running_units, strict=True):
         free -= held
         finish_times.append(finish_at)
         if held > 1:
             dearer[finish_at] = dearer.get(finish_at, 0) + held - 1
-            dearer_at.append(finish_at)
         if capped[running_at]:
             room[running_at] -= 1
             slots[running_at].append((finish_at, held))
     heapq.heapify(finish_times)
-    heapq.heapify(dearer_at)
     for running_slots in slots:
         heapq.heapify(running_slots)
 
@@ -144,10 +139,8 @@ def org_replay(
         while finish_times[0] <= instant:
             finish_at = pop(finish_times)
             free += 1
-            if finish_at == dearer_at[0]:
+            if dearer and finish_at in dearer:
                 free += dearer.pop(finish_at)
-                while dearer_at[0] == finish_at:
-                    pop(dearer_at)
         while wakeups[0][0] <= instant:
             stream = pop(wakeups)[1]
             parked[stream] = False
@@ -185,14 +178,13 @@ def org_replay(
                     push(finish_times, eta)
                     if held > 1:
                         dearer[eta] = dearer.get(eta, 0) + held - 1
-                        push(dearer_at, eta)
                     next_in_line += 1
                     continue
                 finish_at = finish_times[0]
                 if finish_at >= barrier:
                     break
                 instant = finish_at
-                if held == 1 and free == 0 and finish_at != dearer_at[0]:
+                if held == 1 and free == 0 and not (dearer and finish_at in dearer):
                     starts[chart] = instant
                     etas[chart] = eta = instant + avg[chart]
                     replace(finish_times, eta)
@@ -233,7 +225,6 @@ def org_replay(
                     push(finish_times, eta)
                     if held > 1:
                         dearer[eta] = dearer.get(eta, 0) + held - 1
-                        push(dearer_at, eta)
                     if late_chart:
                         pop(line_late)
                     else:
@@ -273,10 +264,8 @@ def org_replay(
                 instant = finish_at
             pop(finish_times)
             free += 1
-            if finish_at == dearer_at[0]:
+            if dearer and finish_at in dearer:
                 free += dearer.pop(finish_at)
-                while dearer_at[0] == finish_at:
-                    pop(dearer_at)
 
         if barrier == math.inf:
             return starts, etas
