@@ -198,20 +198,17 @@ def org_replay(
                 if not late_chart:
                     stream = org_of[chart]
                     running = slots[stream]
-                    if head[stream] != chart or parked[stream]:
-                        stale = True
-                    else:
-                        while running[0][0] <= instant:  # its slots come back as the walk meets it
-                            pop(running)
-                            room[stream] += 1
-                        stale = room[stream] <= 0
-                        if stale:  # at its cap: the walk skips it until its next finish
+                    while running[0][0] <= instant:  # its slots come back as the walk meets it
+                        pop(running)
+                        room[stream] += 1
+                    if head[stream] != chart or parked[stream] or room[stream] <= 0:
+                        if head[stream] == chart and not parked[stream]:
+                            # At its cap: the walk skips its charts until its next finish.
                             parked[stream] = True
                             wake_at = running[0][0]
                             push(wakeups, (wake_at, stream))
                             if wake_at < barrier:
                                 barrier = wake_at
-                    if stale:
                         pop(heads)
                         limit = heads[0] if heads else none
                         if line_late and line_late[0] < limit:
