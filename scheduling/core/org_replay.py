@@ -183,8 +183,8 @@ def org_replay(
                 finish_at = finish_times[0]
                 if finish_at >= barrier:
                     break
-                instant = finish_at
                 if held == 1 and free == 0 and not (dearer and finish_at in dearer):
+                    instant = finish_at
                     starts[chart] = instant
                     etas[chart] = eta = instant + avg[chart]
                     replace(finish_times, eta)
@@ -255,14 +255,15 @@ def org_replay(
                     if line_late and line_late[0] < limit:
                         limit = line_late[0]
                     continue
-                finish_at = finish_times[0]
-                if finish_at >= barrier:
-                    break
-                instant = finish_at
-            pop(finish_times)
-            free += 1
-            if dearer and finish_at in dearer:
-                free += dearer.pop(finish_at)
+            # Head of line: the chart waits; count the finishes before the barrier until it fits
+            # (nothing else changes who comes first until then).
+            while held > free and finish_times[0] < barrier:
+                instant = finish_at = pop(finish_times)
+                free += 1
+                if dearer and finish_at in dearer:
+                    free += dearer.pop(finish_at)
+            if held > free:
+                break
 
         if barrier == math.inf:
             return starts, etas
