@@ -72,14 +72,14 @@ with other engineers, so CPU seconds are the figure to compare):
   0.023 s round_robin, 0.077 -> 0.024 s deficit. Figures in callgrind instructions (repeatable on
   this shared machine; the scenario fed as columns, the same to both): replay alone at 1M
   round_robin 6.40G -> 5.18G (-19%); `plan()` at 1M with caps against main ced0cb0: round_robin
-  12.55G -> 11.15G (-11.2%), deficit 12.65G -> 11.20G (-11.5%); bench_replan_plan's replay (1.25M charts, half
-  of them dearer than a unit, 511k capped starts, most instants made by 250k arrivals) 10.83G ->
-  10.73G. CPU of `plan()` in one process, main and branch interleaved, medians of 4 (load 2.9-3.5):
+  12.55G -> 11.15G (-11.2%), deficit 12.65G -> 11.20G (-11.5%); bench_replan_plan's replay
+  (1.25M charts, half of them dearer than a unit, 511k capped starts, most instants made by 250k
+  arrivals) 10.83G -> 10.73G. CPU of `plan()` in one process, main and branch interleaved, medians of 4 (load 2.9-3.5):
   round_robin 2.40 -> 2.25 s, deficit 2.72 -> 2.44 s (both packages imported side by side, `plan`
   of one `Scenario` alternately). `.venv/bin/python bench/bench_core.py` at load 4.2-4.8 (00:53,
   a callgrind run of this session's beside it): 1M with caps round_robin 2.10 s CPU (6.9 s wall),
-  deficit 2.22 s CPU (6.3 s wall); without caps 1.58 and 1.65 s CPU. Tried and dropped: a heap of the times
-  of finishes that free more than a unit, to test a finish by one float comparison instead of a
+  deficit 2.22 s CPU (6.3 s wall); without caps 1.58 and 1.65 s CPU. Tried and dropped: a heap
+  of the times of finishes that free more than a unit, to test a finish by one float comparison instead of a
   dict lookup (-2% of the replay here, but +1.2M heap operations and +3% in bench_replan_plan where
   half the charts are dearer); a lagging org's slot handed on at its wake-up without the walk (-2%
   of the replay beyond parking at start, for a second copy of the start). What is left: the walk in
