@@ -103,6 +103,7 @@ import random
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 
@@ -314,7 +315,7 @@ def bench_plan(sizes: list[int]) -> None:
             assert all(isinstance(chart, QueuedChart) for chart in base.queued[:1])
             for policy in ("round_robin", "deficit"):
                 scenario = dataclasses.replace(base, policy=policy)
-                wall, cpu = best_of(3 if size <= 100_000 else 2, lambda s=scenario: plan(s))
+                wall, cpu = best_of(3 if size <= 100_000 else 2, partial(plan, scenario))
                 label = "yes" if capped else "no"
                 target = f"<= {PLAN_TARGETS[size]:.1f} s" if size in PLAN_TARGETS else "-"
                 per_chart = wall / size * 1e6
