@@ -54,6 +54,38 @@ with other engineers, so CPU seconds are the figure to compare):
   a barrier, a dearer finish and a head ahead of it (~0.2 us a chart). Closing the rest to 2 s would
   take handing a lagging capped org's slot straight to its next chart (its own lanes, while no
   earlier head can take the unit) or the loop compiled.
+- the caps path, session 7 (issue 17: 1M with caps 2.10 s deficit, 1.98 s round_robin on a quiet
+  machine; aim <= 1.85). Where the time went (main, steps of `plan()` at 1M with caps timed apart,
+  CPU s, load 4-5): queue 0.25, org codes 0.05, fair order 0.33-0.45 (the sort by created 0.09, the
+  final sort by round 0.06 round_robin / 0.08 deficit: numpy's timsort on int64 and float keys),
+  columns 0.14, replay 0.67-0.73, real plan 0.27, freeing 0.09. Inside the replay: setup 0.10 (a
+  1M-entry link list 0.03), two tail checks 0.046 and the tail 0.04 (both mostly copies of the 1M
+  units and durations into numpy), the loop ~0.5: 124k instants, 115k of them capped finishes, and
+  of those 57k of an org whose next chart the line had not reached (nothing changes who comes
+  first). Now (`org_replay`): a capped org is parked only when the walk meets its head at its cap
+  (or a start takes it to its cap with its next chart already behind the line), so only a parked
+  org's finish is an event (66k instants); its other finishes give their slots back when the walk
+  next meets its head. A chart waiting for the budget counts the finishes before the barrier in one
+  tight loop. The tail check and the cap-1 tail read the charts left, not 1M-entry copies; streams
+  are per-org lists. Whole-number sort keys (rounds, priorities, org codes; created when it is
+  whole seconds) sort by 16-bit radix passes (`order.stable_argsort`): the final sort 0.055 ->
+  0.023 s round_robin, 0.077 -> 0.024 s deficit. Figures in callgrind instructions (repeatable on
+  this shared machine; the scenario fed as columns, the same to both): replay alone at 1M
+  round_robin 6.40G -> 5.18G (-19%); `plan()` at 1M with caps against main ced0cb0: round_robin
+  12.55G -> 11.15G (-11.2%), deficit 12.65G -> 11.20G (-11.5%); bench_replan_plan's replay
+  (1.25M charts, half of them dearer than a unit, 511k capped starts, most instants made by 250k
+  arrivals) 10.83G -> 10.73G. CPU of `plan()` in one process, main and branch interleaved, medians of 4 (load 2.9-3.5):
+  round_robin 2.40 -> 2.25 s, deficit 2.72 -> 2.44 s (both packages imported side by side, `plan`
+  of one `Scenario` alternately). `.venv/bin/python bench/bench_core.py` at load 4.2-4.8 (00:53,
+  a callgrind run of this session's beside it): 1M with caps round_robin 2.10 s CPU (6.9 s wall),
+  deficit 2.22 s CPU (6.3 s wall); without caps 1.58 and 1.65 s CPU. Tried and dropped: a heap
+  of the times of finishes that free more than a unit, to test a finish by one float comparison instead of a
+  dict lookup (-2% of the replay here, but +1.2M heap operations and +3% in bench_replan_plan where
+  half the charts are dearer); a lagging org's slot handed on at its wake-up without the walk (-2%
+  of the replay beyond parking at start, for a second copy of the start). What is left: the walk in
+  Python (~0.4 us a line chart against the lane replay's ~0.3) and ~1 us a wake-up (57k); fewer
+  wake-ups need a lagging org's run committed as a batch, which must be undone when a chart ahead
+  of it blocks on the budget (an arrival, a dearer head): not done.
 - the plan command at 100k (issue 17: 1.12x the reference; 1.04-1.18x here): the difference was
   the scenario's checks, chart by chart (`io._queue` and its per-field helpers, ~0.2 s of ~0.65 s
   CPU), which the bare reference skips. `io._queue_by_columns` now reads and checks each field as a
@@ -71,6 +103,7 @@ import random
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 
@@ -282,7 +315,7 @@ def bench_plan(sizes: list[int]) -> None:
             assert all(isinstance(chart, QueuedChart) for chart in base.queued[:1])
             for policy in ("round_robin", "deficit"):
                 scenario = dataclasses.replace(base, policy=policy)
-                wall, cpu = best_of(3 if size <= 100_000 else 2, lambda s=scenario: plan(s))
+                wall, cpu = best_of(3 if size <= 100_000 else 2, partial(plan, scenario))
                 label = "yes" if capped else "no"
                 target = f"<= {PLAN_TARGETS[size]:.1f} s" if size in PLAN_TARGETS else "-"
                 per_chart = wall / size * 1e6

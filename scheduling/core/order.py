@@ -6,6 +6,7 @@ so charts whose numeric keys tie are put in id order afterwards (in practice a f
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Sequence
 from itertools import islice
@@ -66,7 +67,7 @@ def fair_order_indices(
     round_key = _rounds(
         by_priority, org_of, weights, column(queue.cost, cost_type), scenario.policy, scenario.quantum, served
     )
-    fair_tier = by_priority[np.argsort(_narrow(round_key), kind="stable")]
+    fair_tier = by_priority[stable_argsort(round_key)]
     return np.concatenate((high_tier, fair_tier))
 
 
@@ -101,7 +102,7 @@ def _rounds(
     4. Align back with `by_priority`.
     """
     org_of = chart_org[by_priority]
-    grouping = np.argsort(_narrow(org_of), kind="stable")
+    grouping = stable_argsort(org_of)
     grouped_org = org_of[grouping]
     group_size = np.bincount(grouped_org, minlength=len(weights))
     group_start = np.cumsum(group_size) - group_size
@@ -140,9 +141,9 @@ def _sort_by_keys_then_id(charts: Indices, keys: Sequence[NDArray[np.generic]], 
     physical order, a scenario file lists its charts as written), leaves few runs to sort one by one.
     """
     key_columns = [key[charts] for key in keys]
-    sorting = np.argsort(key_columns[-1], kind="stable")
+    sorting = stable_argsort(key_columns[-1])
     for key_column in key_columns[-2::-1]:
-        sorting = sorting[np.argsort(_narrow(key_column[sorting]), kind="stable")]
+        sorting = sorting[stable_argsort(key_column[sorting])]
     ordered = charts[sorting]
     if len(ordered) < 2:
         return ordered
@@ -183,8 +184,27 @@ def column(values: Sequence[object], dtype: type[np.generic]) -> NDArray[Any]:
     return np.fromiter(values, dtype=dtype, count=len(values))
 
 
-def _narrow(keys: NDArray[Any]) -> NDArray[Any]:
-    """Integer `keys` as 16-bit integers when they fit, where numpy's stable sort is a radix sort."""
-    if keys.dtype.kind == "i" and len(keys) and keys.min() >= -(2**15) and keys.max() < 2**15:
-        return keys.astype(np.int16)
-    return keys
+def stable_argsort(keys: NDArray[Any]) -> Indices:
+    """The indices that sort `keys` stably (as `np.argsort(keys, kind="stable")`).
+
+    Whole-number keys that span less than 2**32 (round numbers, priorities, org codes) are sorted
+    as offsets from the least key, in 16-bit halves, low half first then stably by the high half:
+    numpy's stable sort of 16-bit integers is a radix sort, ~3x faster on a million keys than the
+    timsort it uses for wider ones. Other keys take that timsort.
+    """
+    if len(keys) == 0 or keys.dtype.kind not in "iuf":
+        return np.argsort(keys, kind="stable")
+    least, most = keys.min(), keys.max()
+    if keys.dtype.kind == "f":
+        whole = np.isfinite(least) and np.isfinite(most) and bool((keys == np.floor(keys)).all())
+        span = float(most) - float(least) if whole else math.inf  # rounded correctly: >= 2**32 if it is
+    else:
+        span = int(most) - int(least)
+    if span >= 2**32:
+        return np.argsort(keys, kind="stable")
+    # Exact: whole numbers less than 2**32 apart (so is a difference of whole floats).
+    offsets = (keys - least).astype(np.uint32)
+    low_first = np.argsort(offsets.astype(np.uint16), kind="stable")
+    if span < 2**16:
+        return low_first
+    return low_first[np.argsort((offsets[low_first] >> 16).astype(np.uint16), kind="stable")]

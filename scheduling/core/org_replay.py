@@ -8,11 +8,13 @@ with caps gave ~1M `walk` calls, ~2.4M generator resumptions and ~1M `_finish` c
 plan's time. Without a retry budget the walk's rule reduces to the org's cap and the free budget, so
 this replay runs the same rule inline.
 
-It never visits a capped org's charts one by one: an org at its cap is parked whole (its head
-leaves the heap of heads) until one of its charts finishes. The charts of the orgs without a cap,
-which the walk never skips, are one stream (the line), and between two events that can change who
-comes first (a capped org's finish, an arrival) the line runs as the lane simulation does: in a
-saturated pool most charts start with one heap replace on the finishes, which are plain floats.
+It never visits a capped org's charts one by one: an org whose head the walk meets at its cap is
+parked whole (its head leaves the heap of heads) until one of its charts finishes. The charts of the
+orgs without a cap, which the walk never skips, are one stream (the line), and between two events
+that can change who comes first (a parked org's finish, an arrival) the line runs as the lane
+simulation does: in a saturated pool most charts start with one heap replace on the finishes, which
+are plain floats. A capped org's other finishes are no events: the slots they give back are counted
+when the walk next meets the org's head (about half of the capped finishes at a million charts).
 """
 
 from __future__ import annotations
@@ -20,9 +22,9 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Sequence
-from itertools import compress, repeat
+from itertools import accumulate, compress, repeat
 from operator import is_not
-from typing import Any, Final, NamedTuple
+from typing import Final, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -56,27 +58,29 @@ def org_replay(
     The walk never skips a chart of an org without a cap, so those charts form one stream, the
     `line`: the ones available from the start in order (read from `next_in_line`; `none`, a number
     past every chart, ends it), the later ones in a heap `line_late`. Each capped org has a stream of
-    its own: its charts available from the start linked in order (`following[chart]`, the first not
-    started `ready_head[o]`), the later ones in a heap `late[o]`; `head[o]` is its first chart
-    (`none`: none) and `room[o]` how many more it may start before its cap. `heads` is a heap of the
-    heads of the capped orgs that may start one (entries that are no longer their org's head, or
-    whose org is at its cap, are dropped when the walk meets them). The budget needs no
-    chart's identity: the finishes are a heap of floats, one per chart running, and `dearer` holds
-    by time the units beyond the first of the charts that hold more. A capped org's chart also
-    finishes in `capped_finishes`, as (time, org, units), for the slot it gives back.
+    its own: its charts available from the start in order (`ready[o]`, ended by `none`, `taken[o]`
+    of them started), the later ones in a heap `late[o]`; `head[o]` is its first chart not started
+    (`none`: none). `heads` is a heap of the heads of the capped orgs not parked (entries that are no
+    longer their org's head are dropped when the walk meets them). The budget needs no chart's
+    identity: the finishes are a heap of floats, one per chart running, and `dearer` holds by time
+    the units beyond the first of the charts that hold more. A capped org's charts running are also
+    in `slots[o]`, a heap of (finish, units); `room[o]`, how many more it may start, is brought up
+    to date from it only when the walk meets the org's head.
 
-    1. Running charts occupy their units and their capped org's slot; their finishes are the first
-       events; the charts available at `now` fill the streams, the others wait in `pending`, by
-       (available_at, chart).
-    2. At each instant that a capped org's finish or an arrival makes (and at `now`): count the
-       finishes due (budget and slots back; an org parked at its cap is unparked), let the charts
-       due join their streams. `barrier` is the next such instant.
+    1. Running charts occupy their units and their capped org's slot; the charts available at
+       `now` fill the streams, the others wait in `pending`, by (available_at, chart).
+    2. At each instant that an arrival or a parked org's wake-up makes (and at `now`): count the
+       finishes due (the budget back), unpark the orgs due (their heads back in `heads`), let the
+       charts due join their streams. `barrier` is the next such instant.
     3. Until the barrier, walk: the first chart in order of the line and the heads (`limit`, the
-       first head or late chart of the line) starts if the free budget holds it (a capped org is
-       parked as soon as a start takes it to its cap). If it is dearer than the free budget (head
-       of line), the next finish before the barrier is counted and the walk goes on at its time;
-       with the pool full and a chart of one unit next in line, that is the lane simulation, one
-       heap replace.
+       first head or late chart of the line) starts if the free budget holds it. A capped org whose
+       head the walk meets at its cap (after counting its finishes due) is parked: its head leaves
+       `heads`, and its earliest finish is a wake-up (`wakeups`), the only finish of a capped org
+       that can change who comes first. An org that a start takes to its cap while its next chart
+       is already behind the line (it lags) is parked at once. If the chart is dearer than the free
+       budget (head of line), the next finish before the barrier is counted and the walk goes on
+       at its time; with the pool full and a chart of one unit next in line, that is the lane
+       simulation, one heap replace.
     4. Once every chart of the line has started, each capped org may be replayed on its own
        (`_tail_is_free`, `_replay_tail`). Stop when no event is left.
     """
@@ -86,12 +90,13 @@ def org_replay(
     etas: list[float | None] = [None] * chart_count
     none = chart_count  # past every chart
     capped = [cap is not None for cap in caps]
-    # Charts capped org o may still start before its cap (below 0 when it runs past a lowered cap).
+    # Charts capped org o may still start before its cap (below 0 when it runs past a lowered cap),
+    # as of the last time the walk met its head.
     room = [0 if cap is None else cap for cap in caps]
     free = budget
     finish_times: list[float] = [math.inf]
     dearer: dict[float, int] = {}
-    capped_finishes: list[tuple[float, int, int]] = [(math.inf, -1, 0)]
+    slots: list[list[tuple[float, int]]] = [[(math.inf, 0)] for _ in range(org_count)]
     for finish_at, running_at, held in zip(running_finish, running_org, running_units, strict=True):
         free -= held
         finish_times.append(finish_at)
@@ -99,26 +104,28 @@ def org_replay(
             dearer[finish_at] = dearer.get(finish_at, 0) + held - 1
         if capped[running_at]:
             room[running_at] -= 1
-            capped_finishes.append((finish_at, running_at, held))
+            slots[running_at].append((finish_at, held))
     heapq.heapify(finish_times)
-    heapq.heapify(capped_finishes)
+    for running_slots in slots:
+        heapq.heapify(running_slots)
 
     waiting_charts = sorted(pending)
     waiting_charts.append((math.inf, none))
     org_of = org.tolist()
     of_capped = np.array(capped, dtype=bool)[org] if org_count else np.zeros(0, dtype=bool)
     available = np.ones(chart_count, dtype=bool)
-    available[np.fromiter((chart for _, chart in pending), dtype=np.intp, count=len(pending))] = False
-    line = [*np.flatnonzero(available & ~of_capped).tolist(), none]
+    available[[chart for _, chart in pending]] = False
+    line = np.flatnonzero(available & ~of_capped).tolist()
+    line.append(none)
     line_late: list[int] = []
     line_pending = int(np.count_nonzero(~available & ~of_capped))
     next_in_line = 0
-    streams = _Streams.of(org, available & of_capped, org_count, end=none)
-    following = streams.following
-    ready_head = list(streams.first)
+    ready = _streams(org, available & of_capped, org_count, end=none)
+    taken = [0] * org_count
     late: list[list[int]] = [[] for _ in range(org_count)]
-    head = list(ready_head)
+    head = [charts[0] for charts in ready]
     parked = [False] * org_count
+    wakeups: list[tuple[float, int]] = [(math.inf, -1)]  # (earliest finish, org) of each parked org
     heads = [chart for chart in head if chart != none]
     heapq.heapify(heads)
     instants_to_tail_check = 0
@@ -134,12 +141,10 @@ def org_replay(
             free += 1
             if dearer and finish_at in dearer:
                 free += dearer.pop(finish_at)
-        while capped_finishes[0][0] <= instant:
-            stream = pop(capped_finishes)[1]
-            room[stream] += 1
-            if parked[stream] and room[stream] > 0:
-                parked[stream] = False
-                push(heads, head[stream])
+        while wakeups[0][0] <= instant:
+            stream = pop(wakeups)[1]
+            parked[stream] = False
+            push(heads, head[stream])
         while next_ready_at <= instant:
             chart = waiting_charts[next_pending][1]
             stream = org_of[chart]
@@ -154,7 +159,7 @@ def org_replay(
                         push(heads, chart)
             next_pending += 1
             next_ready_at = waiting_charts[next_pending][0]
-        barrier = capped_finishes[0][0]
+        barrier = wakeups[0][0]
         if next_ready_at < barrier:
             barrier = next_ready_at
         # The first chart in order besides the line's: a head (maybe one to drop) or a late chart.
@@ -178,8 +183,8 @@ def org_replay(
                 finish_at = finish_times[0]
                 if finish_at >= barrier:
                     break
-                instant = finish_at
                 if held == 1 and free == 0 and not (dearer and finish_at in dearer):
+                    instant = finish_at
                     starts[chart] = instant
                     etas[chart] = eta = instant + avg[chart]
                     replace(finish_times, eta)
@@ -190,15 +195,25 @@ def org_replay(
             else:
                 chart = limit
                 late_chart = bool(line_late) and line_late[0] == chart
-                stream = org_of[chart]
-                if not late_chart and (head[stream] != chart or parked[stream] or room[stream] <= 0):
-                    if head[stream] == chart and not parked[stream]:
-                        parked[stream] = True  # at its cap: the walk skips its head
-                    pop(heads)
-                    limit = heads[0] if heads else none
-                    if line_late and line_late[0] < limit:
-                        limit = line_late[0]
-                    continue
+                if not late_chart:
+                    stream = org_of[chart]
+                    running = slots[stream]
+                    while running[0][0] <= instant:  # its slots come back as the walk meets it
+                        pop(running)
+                        room[stream] += 1
+                    if head[stream] != chart or parked[stream] or room[stream] <= 0:
+                        if head[stream] == chart and not parked[stream]:
+                            # At its cap: the walk skips its charts until its next finish.
+                            parked[stream] = True
+                            wake_at = running[0][0]
+                            push(wakeups, (wake_at, stream))
+                            if wake_at < barrier:
+                                barrier = wake_at
+                        pop(heads)
+                        limit = heads[0] if heads else none
+                        if line_late and line_late[0] < limit:
+                            limit = line_late[0]
+                        continue
                 held = units[chart]
                 if held <= free:
                     free -= held
@@ -211,37 +226,44 @@ def org_replay(
                         pop(line_late)
                     else:
                         room[stream] -= 1
-                        push(capped_finishes, (eta, stream, held))
-                        if eta < barrier:
-                            barrier = eta
+                        push(running, (eta, held))
                         waiting = late[stream]
-                        if chart == ready_head[stream]:
-                            ready_head[stream] = new_head = following[chart]
+                        stream_charts = ready[stream]
+                        if chart == stream_charts[taken[stream]]:
+                            taken[stream] += 1
+                            new_head = stream_charts[taken[stream]]
                         else:
                             pop(waiting)
-                            new_head = ready_head[stream]
+                            new_head = stream_charts[taken[stream]]
                         if waiting and waiting[0] < new_head:
                             new_head = waiting[0]
                         head[stream] = new_head
                         if new_head == none:
                             pop(heads)
-                        elif room[stream] <= 0:  # at its cap: parked now rather than when its head is met
+                        elif room[stream] <= 0 and new_head < line[next_in_line]:
+                            # At its cap, its next chart already met: parked now rather than when
+                            # the walk meets that chart.
                             parked[stream] = True
                             pop(heads)
+                            wake_at = running[0][0]
+                            push(wakeups, (wake_at, stream))
+                            if wake_at < barrier:
+                                barrier = wake_at
                         else:
                             replace(heads, new_head)
                     limit = heads[0] if heads else none
                     if line_late and line_late[0] < limit:
                         limit = line_late[0]
                     continue
-                finish_at = finish_times[0]
-                if finish_at >= barrier:
-                    break
-                instant = finish_at
-            pop(finish_times)
-            free += 1
-            if dearer and finish_at in dearer:
-                free += dearer.pop(finish_at)
+            # Head of line: the chart waits; count the finishes before the barrier until it fits
+            # (nothing else changes who comes first until then).
+            while held > free and finish_times[0] < barrier:
+                instant = finish_at = pop(finish_times)
+                free += 1
+                if dearer and finish_at in dearer:
+                    free += dearer.pop(finish_at)
+            if held > free:
+                break
 
         if barrier == math.inf:
             return starts, etas
@@ -249,13 +271,15 @@ def org_replay(
             instants_to_tail_check -= 1
             if instants_to_tail_check <= 0:
                 capped_running = [
-                    (finish_at, stream, held) for finish_at, stream, held in capped_finishes if stream >= 0
+                    (finish_at, stream, held)
+                    for stream, running in enumerate(slots)
+                    for finish_at, held in running
+                    if instant < finish_at < math.inf
                 ]
                 other_held = budget - free - sum(held for _, _, held in capped_running)
                 state = ReplayState(
-                    instant, capped_running, other_held, streams.ready, streams.next_ready(ready_head), late,
-                    waiting_charts[next_pending:-1],
-                )  # fmt: skip
+                    instant, capped_running, other_held, ready, taken, late, waiting_charts[next_pending:-1]
+                )
                 if _tail_is_free(state, budget=budget, caps=caps, org=org_of, units=units):
                     _replay_tail(state, caps=caps, org=org_of, avg=avg, starts=starts, etas=etas)
                     return starts, etas
@@ -272,7 +296,7 @@ class ReplayState(NamedTuple):
     finishes: list[tuple[float, int, int]]
     other_held: int
     ready: list[list[int]]
-    next_ready: list[int]
+    taken: list[int]
     late: list[list[int]]
     pending: list[tuple[float, int]]
 
@@ -281,7 +305,7 @@ class ReplayState(NamedTuple):
         come as (available_at, chart), by time then chart."""
         left: list[tuple[list[int], list[tuple[float, int]]]] = []
         for stream in range(org_count):
-            available = self.ready[stream][self.next_ready[stream] : -1]
+            available = self.ready[stream][self.taken[stream] : -1]
             if self.late[stream]:
                 available = sorted(available + self.late[stream])
             left.append((available, []))
@@ -312,13 +336,12 @@ def _tail_is_free(
     for _, charts_org, charts_units in state.finishes:
         held[charts_org] += charts_units
         dearest[charts_org] = max(dearest[charts_org], charts_units)
-    units_of = np.asarray(units, dtype=np.int64)
     left = [False] * org_count
     for stream in range(org_count):
-        charts = state.ready[stream][state.next_ready[stream] : -1] + state.late[stream]
+        charts = state.ready[stream][state.taken[stream] : -1] + state.late[stream]
         if charts:
             left[stream] = True
-            dearest[stream] = max(dearest[stream], int(units_of[charts].max()))
+            dearest[stream] = max(dearest[stream], max(map(units.__getitem__, charts)))
     for _, chart in state.pending:
         left[org[chart]] = True
         dearest[org[chart]] = max(dearest[org[chart]], units[chart])
@@ -350,13 +373,12 @@ def _replay_tail(
     2. The slots are taken in the order they free: each starts the org's first chart (in order)
        available by then, at the later of the slot's time and the time that chart comes; a finish
        is a slot again. With a cap of 1 and every chart available, the starts are a running sum of
-       the durations (numpy).
+       the durations (`accumulate`).
     """
     org_count = len(caps)
     finish_times: list[list[float]] = [[] for _ in range(org_count)]
     for finish_at, charts_org, _ in state.finishes:
         finish_times[charts_org].append(finish_at)
-    avg_of: NDArray[Any] | None = None
     for stream, (available, later) in enumerate(state.charts_left(org_count, org)):
         if not available and not later:
             continue
@@ -366,9 +388,7 @@ def _replay_tail(
         slots = [*busy, *[state.instant] * (cap - len(busy))]
         heapq.heapify(slots)
         if cap == 1 and not later:
-            if avg_of is None:
-                avg_of = np.asarray(avg)
-            times = np.cumsum(np.concatenate(([slots[0]], avg_of[available]))).tolist()
+            times = list(accumulate(map(avg.__getitem__, available), initial=slots[0]))
             for chart, start, eta in zip(available, times, times[1:], strict=False):
                 starts[chart], etas[chart] = start, eta
             continue
@@ -420,38 +440,10 @@ def later_charts(available_at: Sequence[float | None], order: Indices, now: floa
     ]
 
 
-class _Streams(NamedTuple):
-    """Per org, its charts available from the start, in order: as lists ended by `end` (`ready`),
-    and as links, `following[chart]` being the org's next chart (`end` after its last) and
-    `first[o]` org o's first (`end` if none)."""
-
-    ready: list[list[int]]
-    following: list[int]
-    first: list[int]
-    position: NDArray[np.intp]
-    end: int
-
-    @classmethod
-    def of(cls, codes: Indices, member: NDArray[np.bool_], org_count: int, *, end: int) -> _Streams:
-        """The streams of the charts marked in `member`, by their org's code in `codes` (a stable sort
-        by org, split)."""
-        charts = np.flatnonzero(member)
-        by_org = charts[np.argsort(codes[charts], kind="stable")]
-        sizes = np.bincount(codes[charts], minlength=org_count)
-        bounds = np.cumsum(sizes)
-        following = np.full(len(codes), end, dtype=np.intp)
-        following[by_org[:-1]] = by_org[1:]
-        following[by_org[bounds[sizes > 0] - 1]] = end
-        first = np.full(org_count, end, dtype=np.intp)
-        first[sizes > 0] = by_org[(bounds - sizes)[sizes > 0]]
-        position = np.empty(len(codes), dtype=np.intp)  # a chart's index in its org's list
-        position[by_org] = np.arange(len(by_org)) - np.repeat(bounds - sizes, sizes)
-        ready = [[*part.tolist(), end] for part in np.split(by_org, bounds[:-1])] if org_count else []
-        return cls(ready, following.tolist(), first.tolist(), position, end)
-
-    def next_ready(self, ready_head: Sequence[int]) -> list[int]:
-        """Per org, the index in its list of its first chart not started (`ready_head`)."""
-        return [
-            len(charts) - 1 if chart == self.end else int(self.position[chart])
-            for charts, chart in zip(self.ready, ready_head, strict=True)
-        ]
+def _streams(codes: Indices, member: NDArray[np.bool_], org_count: int, *, end: int) -> list[list[int]]:
+    """Per org, its charts marked in `member`, in order and ended by `end` (a stable sort by org code,
+    split)."""
+    charts = np.flatnonzero(member)
+    by_org = charts[np.argsort(codes[charts], kind="stable")]
+    bounds = np.cumsum(np.bincount(codes[charts], minlength=org_count))
+    return [[*part.tolist(), end] for part in np.split(by_org, bounds[:-1])] if org_count else []
