@@ -196,13 +196,21 @@ def _choose(result: DispatchResult) -> list[Chart]:
 def _claim(chart: Chart) -> bool:
     """Phase 1: queued or retry_wait -> dispatching, only if nobody moved the chart meanwhile; in the
     same transaction, the org's virtual time advances by the chart's `service` (0 in the high tier),
-    which the claim records so that an undone claim gives back exactly that (`reconcile._requeue`)."""
+    which the claim records so that an undone claim gives back exactly that (`reconcile._requeue`).
+
+    The org's row is written before the chart's: the claim also writes the chart's row of the plan
+    table (`charts.states._leave_plan`), and a replan writes every org's row and then takes the plan
+    table's exclusive lock for its swap. Taken plan first, org second, each waited for the other
+    (`deadlock detected`, seen on `make run`); in the replan's order, the claim waits for the replan's
+    commit, or the replan's swap for the claim's. A claim that loses rolls its org's write back."""
     attempt = chart.attempt + 1
     workflow_id = workflow_id_for(chart, chart.runs + 1, to_seconds(chart.created_at))
     with transaction.atomic():
-        won = _claim_row(chart, attempt, workflow_id)
-        if won and chart.service:
+        if chart.service:
             Org.objects.filter(pk=chart.org_id).update(served=F("served") + chart.service)
+        won = _claim_row(chart, attempt, workflow_id)
+        if not won:
+            transaction.set_rollback(True)
     if won:
         chart.attempt, chart.temporal_workflow_id = attempt, workflow_id
     return won

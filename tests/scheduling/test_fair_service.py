@@ -14,6 +14,7 @@ from charts.models import ChartState
 from charts.services import chart_prioritize
 from orgs.models import Provider
 from orgs.services import org_cap_set, org_hold, org_release, org_weight_set, provider_pause, provider_resume
+from scheduling.dispatch import _claim
 from scheduling.reconcile import _requeue
 from scheduling.services import scheduler_config_set
 from tests.factories import OrgFactory, ProviderFactory, WorkflowFactory
@@ -200,3 +201,21 @@ def test_deficit_counts_cost_over_weight_and_quantum() -> None:
     replan_and_dispatch()
     acme.refresh_from_db()
     assert acme.served == pytest.approx(3 / (2 * 2))
+
+
+def test_a_lost_claim_adds_no_service() -> None:
+    """A claim writes its org's virtual time before it tries the chart's row; losing the chart (it
+    moved meanwhile) rolls that back."""
+    WorkflowFactory(name="w")
+    acme = OrgFactory(slug="acme", weight=2)
+    submit(acme, "w", 1)
+    chart = acme.charts.get()
+    stale = acme.charts.get()
+    chart.cost, chart.service = 1, 0.0
+    assert _claim(chart)  # the chart is claimed: the stale copy's claim loses
+    acme.refresh_from_db()
+    served = acme.served
+    stale.cost, stale.service = 1, 0.5
+    assert not _claim(stale)
+    acme.refresh_from_db()
+    assert acme.served == served

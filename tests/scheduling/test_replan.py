@@ -18,6 +18,7 @@ from charts.states import transition_if
 from orgs.models import Org
 from orgs.services import provider_pause
 from scheduling import core, replan
+from scheduling.dispatch import _claim
 from scheduling.models import QueueSample
 from scheduling.reconcile import duration_record
 from scheduling.replan import plan_refresh
@@ -382,10 +383,14 @@ def test_a_submit_a_claim_and_a_pause_during_a_replan_are_all_kept(
     assert Chart.objects.get(pk=late.pk).position is not None  # type: ignore[attr-defined]
 
 
-def _in_thread(work: Callable[[], object]) -> threading.Thread:
+def _in_thread(work: Callable[[], object], errors: list[BaseException] | None = None) -> threading.Thread:
     def run() -> None:
         try:
             work()
+        except BaseException as error:
+            if errors is None:
+                raise
+            errors.append(error)
         finally:
             connection.close()
 
@@ -394,18 +399,18 @@ def _in_thread(work: Callable[[], object]) -> threading.Thread:
     return thread
 
 
-def _wait_for_a_lock_wait() -> None:
-    """Until some session waits for a lock on the plan table (10 s at most)."""
+def _wait_for_a_lock_wait(relation: str | None = ChartPlan._meta.db_table) -> None:
+    """Until some session waits for a lock on `relation` (None: on anything; 10 s at most)."""
     with connection.cursor() as cursor:
         for _ in range(1000):
             cursor.execute(
-                "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = %s::regclass",
-                [ChartPlan._meta.db_table],
+                "SELECT count(*) FROM pg_locks WHERE NOT granted AND (%s::text IS NULL OR relation = %s::regclass)",
+                [relation, relation],
             )
             if cursor.fetchone()[0]:
                 return
             time.sleep(0.01)
-    raise AssertionError("nobody waited for the plan table")
+    raise AssertionError(f"nobody waited for a lock on {relation or 'anything'}")
 
 
 def test_positions_follow_the_order_whichever_way_the_plan_lists_its_charts() -> None:
@@ -470,3 +475,41 @@ def test_heads_of_line_are_chart_ids_or_null(keys: list[str | None]) -> None:
     column = replan._chart_id_column(keys)
     ids = [None if column.null is not None and column.null[i] else int(column.values[i]) for i in range(len(keys))]
     assert ids == [None if key is None else int(key) for key in keys]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_claim_during_a_replan_s_swap_does_not_deadlock_with_it(
+    backlog: tuple[Org, Org], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The replan writes every org's row (clear-times, `served`) and then takes the plan table's
+    exclusive lock for its swap; a claim writes its chart's plan row and its org's `served`. Found
+    on `make run`: when the claim took the plan row first, each waited for the other, and PostgreSQL
+    killed one of them (`deadlock detected`) a few times a minute."""
+    acme, _beta = backlog
+    plan_refresh()
+    chart = Chart.objects.filter(org=acme).order_by("position").first()
+    assert chart is not None
+    chart.cost, chart.service = 1, 0.5  # a fair-tier start: its org's virtual time moves
+    orgs_written, resume_swap = threading.Event(), threading.Event()
+    swap = replan._swap_in_next_plan
+
+    def wait_then_swap(indexes: list[replan.PlanIndex]) -> None:
+        orgs_written.set()  # the org rows are this replan's until its commit
+        resume_swap.wait(10)
+        swap(indexes)
+
+    monkeypatch.setattr(replan, "_swap_in_next_plan", wait_then_swap)
+    errors: list[BaseException] = []
+    replanning = _in_thread(plan_refresh, errors)
+    assert orgs_written.wait(10)
+    claiming = _in_thread(lambda: _claim(chart), errors)
+    _wait_for_a_lock_wait(relation=None)  # the claim waits for its org's row
+    resume_swap.set()
+    replanning.join(15)
+    claiming.join(15)
+    assert not replanning.is_alive()
+    assert not claiming.is_alive()
+    assert errors == []
+    claimed = Chart.objects.get(pk=chart.pk)
+    assert claimed.state == ChartState.DISPATCHING
+    assert Org.objects.get(pk=acme.pk).served == pytest.approx(acme.served + 0.5)
