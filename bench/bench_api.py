@@ -324,6 +324,9 @@ the noise (bulk 9.1k, 8.9k -> 9.3k, 9.3k charts/s at this load). In process
 submit 6.08, 6.20 -> 5.28, 4.90 ms, of which the handler's thread 4.3 -> 4.2 ms (the sender's share
 is what moved). No quiet machine this session to show the 200/s figure; at load 6-7 the branch's
 runs went 129-240/s against the base's 81-135/s.
+Then quiet (01:12-01:17 UTC, load average 1-2, the full command above): main 258, 208, 261, 195/s
+(p50 55-92 ms), d9a2d48 203/s in one run. The status read in the same runs: main 629, 510, 610, 462
+req/s, d9a2d48 753, 636, 472: this machine's CPU swings (the same read's web CPU 1.45-2.42 ms).
 
 Looked at and left: the insert's per-call preparation of the default columns (89 us a submit by
 timeit: 2%); the view's unlocked read of the org before the service's locked one (one statement,

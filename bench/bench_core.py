@@ -92,6 +92,11 @@ with other engineers, so CPU seconds are the figure to compare):
   whole column (C passes and numpy, ~0.05-0.08 s); only input with a bad (or borderline) value is
   read chart by chart again, for the message naming it. Back to back, best of 5 (CPU): before
   1.13x and 1.17x, after 1.00x and 0.90x.
+- After the merges of session 6 (quiet machine, 01:06-01:09 UTC; this machine is slower than
+  the last session's), d9a2d48 then main, `plan()` at 1M: caps round_robin 2.90 -> 2.10 and 2.00 s,
+  deficit 2.45 -> 2.09 and 1.99 s; no caps 1.62/1.71 -> 1.58-1.70/1.68-1.72 s. The plan command's
+  ratio swung 1.00-1.11x for both (three interleaved --quick pairs: old 1.01/1.00/1.04x, new
+  1.04/1.03/1.06x; the whole command's CPU, interleaved: old 0.62/0.58 s, new 0.58/0.60 s).
 """
 
 from __future__ import annotations

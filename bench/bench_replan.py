@@ -160,6 +160,14 @@ orgs, budget 200. Each size: a warm pass, then the best of three passes, each sp
 #   other process measured (fresh; after two replans; after seeding in process: five set-ups, main's
 #   code from `git archive`) main's takes 2.2-2.8 s and the branch's 1.0-1.4 s. The branch's figure is
 #   the same everywhere; what makes main's load twice as fast here was not found.
+#
+# After the merges (session 6, 01:09-01:12 UTC, quiet machine, load average 1.0-1.4; this session's
+# machine ran d9a2d48's 1M caps plan() in 2.90 s against last session's 1.98 s, so compare within it):
+#   d9a2d48: 100k 0.88 s (load 0.28, plan 0.37, persist 0.23); 1M 9.36 s (2.98, 4.00, 2.38)
+#   main:    100k 0.63 s (load 0.14, plan 0.29, persist 0.19); 1M 6.25 s (1.35, 3.49, 1.41)
+# ("plan" now includes the core's waiting columns, which the persist used to pay for on first read.)
+# The 1M pass still misses 5 s. The core's plan is now most of it (the replay ~1.5 s; see
+# bench_replan_plan.py); on 2 cores the shell's floor is the server's ~0.8 s (load) + ~1.2 s (persist).
 
 from __future__ import annotations
 
