@@ -216,6 +216,8 @@ def org_replay(
                         continue
                 held = units[chart]
                 if held <= free:
+                    # The start, as for a chart of the line above: written out in both places rather
+                    # than a function, which would add a Python call to each of a million starts.
                     free -= held
                     starts[chart] = instant
                     etas[chart] = eta = instant + avg[chart]
