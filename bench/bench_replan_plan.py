@@ -82,7 +82,7 @@ STAGES = (
     ("planner._later_charts", "charts available later", 1),
     ("planner._replay", "4 replay", 0),
     ("planner._bands", "6 bands", 0),
-    ("planner.spreads", "spreads by id", 1),
+    ("planner.spreads", "spreads (column)", 1),
     ("planner.eta_bands", "eta_bands", 1),
     ("planner._real_plan", "7 real plan", 0),
     ("planner._org_clear", "org clear (x3)", 1),
