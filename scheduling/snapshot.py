@@ -2,8 +2,9 @@
 `Scenario`) and the dispatch pass's `DispatchView`.
 
 A snapshot is read in a handful of queries, whatever the size of the backlog: the configuration, the
-orgs, costs, duration statistics, provider pauses, then the waiting and the in-flight charts as one
-binary COPY read into numpy columns. Times become seconds since the Unix epoch, the core's clock.
+orgs, costs, duration statistics, provider pauses, then the waiting and the in-flight charts as rows
+packed by the server, read into numpy columns (`packed_rows`). Times become seconds since the Unix
+epoch, the core's clock.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ from charts.models import (
     is_retry,
 )
 from orgs.models import Org, ProviderPause, Workflow, WorkflowCost
-from scheduling import copy_binary, core
+from scheduling import copy_binary, core, packed_rows
 from scheduling.core import service as core_service
 from scheduling.core.planner import cyclic_gc_paused
 from scheduling.models import SchedulerConfig
@@ -403,9 +404,9 @@ def load_snapshot(*, now: datetime | None = None) -> Snapshot:
     """Read the whole queue and what runs into one `Snapshot`.
 
     1. The configuration, the orgs' policies, costs, providers, durations and active provider pauses.
-    2. The waiting and the in-flight charts, from one statement (`ActiveCharts.load`), so from one
-       consistent view of the table: a chart claimed while the snapshot is read is either still
-       waiting or already in flight, never both.
+    2. The waiting and the in-flight charts (`ActiveCharts.load`), from one consistent view of the
+       table (one statement, or two backends that share one snapshot): a chart claimed while the
+       snapshot is read is either still waiting or already in flight, never both.
     3. The waiting charts (queued, paused, retry_wait) as the core's columns (`_queue`): cost from the
        (org, workflow) override or the workflow's default; `available_at` is the later of the retry
        backoff and any pause of the chart's provider (for everyone or for its org); a chart that
@@ -480,13 +481,15 @@ class ActiveCharts:
     def load(cls) -> ActiveCharts:
         """Every chart in an active state, unsorted (the plan does not depend on the order the charts
         come in, a property of the core's tests, so the server need not sort the whole queue), read as
-        one binary COPY of fixed-width rows (`copy_binary.copy_out`): no Python step per chart. Each
-        field is cast to the kind it is sent as, and none is NULL: a missing time is -infinity (no
-        real time is), a missing cost 0 (a cost is at least 1), the state its index."""
+        packed rows (`packed_rows`): no Python step per chart. Each field is cast to the kind it is
+        sent as, and none is NULL: a missing time is -infinity (no real time is), a missing cost 0 (a
+        cost is at least 1), the state its index. A large table is read by two backends at once
+        (`packed_rows.read_in_halves`, from one snapshot: as one statement would), unless the caller
+        holds a transaction (whose rows only its own connection sees)."""
         never = RawSQL("'-infinity'::timestamptz", (), output_field=DateTimeField())
         state = Case(*(When(state=state, then=index) for index, state in enumerate(ACTIVE_STATES)))
         fields: dict[str, tuple[Any, copy_binary.Kind]] = {
-            "id": (F("id"), "int8"),
+            "id": (F("id"), "int8"),  # first: the halves are its even and its odd values
             "org_id": (F("org_id"), "int8"),
             "workflow_id": (F("workflow_id"), "int8"),
             "created": (F("created_at"), "timestamptz"),
@@ -504,10 +507,11 @@ class ActiveCharts:
             .values_list(*(Cast(expression, _CAST_TO[kind]) for expression, kind in fields.values()))
         )
         sql, params = query.query.sql_with_params()
-        with connection.cursor() as cursor:
-            columns = copy_binary.copy_out(
-                cursor.connection.cursor(), sql, params, [kind for _, kind in fields.values()]
-            )
+        kinds = [kind for _, kind in fields.values()]
+        if connection.in_atomic_block or _table_rows(Chart) < SPLIT_FROM_ROWS:
+            columns = packed_rows.read(sql, params, kinds)
+        else:
+            columns = packed_rows.read_in_halves(sql, params, kinds)
         values = dict(zip(fields, columns, strict=True))
         for name, (_, kind) in fields.items():
             if kind == "timestamptz":
@@ -525,6 +529,19 @@ class ActiveCharts:
         if mask.all():
             return self
         return ActiveCharts(**{name: getattr(self, name)[mask] for name in ActiveCharts.__dataclass_fields__})
+
+
+# From this many rows in the chart table (the planner's estimate, finished charts included), the active
+# charts are read by two backends at once: below it a second connection costs more than it spares.
+SPLIT_FROM_ROWS = 200_000
+
+
+def _table_rows(model: type[Chart]) -> float:
+    """The planner's estimate of the rows of a model's table (-1: never analyzed)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT reltuples FROM pg_class WHERE oid = %s::regclass", [model._meta.db_table])
+        (rows,) = cursor.fetchone()
+    return float(rows)
 
 
 # The Django field whose cast (`::bigint`, ...) gives each COPY kind.
