@@ -494,12 +494,16 @@ class ActiveCharts:
             "workflow_id": (F("workflow_id"), "int8"),
             "created": (F("created_at"), "timestamptz"),
             "available_at": (Coalesce("available_at", never), "timestamptz"),
-            "high_priority": (F("high_priority"), "bool"),
-            "priority": (F("priority"), "int4"),
-            "state": (state, "int2"),
-            "attempt": (F("attempt"), "int4"),
-            "cost": (Coalesce("cost", 0, output_field=IntegerField()), "int4"),
             "started": (Coalesce("started_at", "claimed_at", never), "timestamptz"),
+            # The small fields go two to an int8 (`_SMALL_FIELDS`): a send call and a concatenation
+            # fewer on the server for each (~10% of its time at 1M rows).
+            "priority_attempt": (_bits(F("priority"), 32).bitor(_bits(F("attempt"))), "int8"),
+            "cost_state_high": (
+                _bits(Coalesce("cost", 0), 32)
+                .bitor(_bits(state, 1))
+                .bitor(_bits(Cast("high_priority", IntegerField()))),
+                "int8",
+            ),
         }
         query = (
             Chart.objects.filter(state__in=ACTIVE_STATES)
@@ -518,6 +522,11 @@ class ActiveCharts:
                 seconds = copy_binary.epoch_seconds(values[name])
                 seconds[np.isneginf(seconds)] = np.nan
                 values[name] = seconds
+        for name in ("priority_attempt", "cost_state_high"):
+            word = values.pop(name)
+            for small, (shift, width, dtype) in _SMALL_FIELDS[name].items():
+                bits = word >> shift  # (arithmetic: the top field keeps its sign)
+                values[small] = (bits if shift + width == 64 else bits & ((1 << width) - 1)).astype(dtype)
         return cls(**values)
 
     def in_states(self, states: Collection[str]) -> NDArray[np.bool_]:
@@ -542,6 +551,22 @@ def _table_rows(model: type[Chart]) -> float:
         cursor.execute("SELECT reltuples FROM pg_class WHERE oid = %s::regclass", [model._meta.db_table])
         (rows,) = cursor.fetchone()
     return float(rows)
+
+
+def _bits(value: Any, shift: int = 0) -> Any:
+    """`value` as a bigint, shifted left by `shift` bits (an expression of the chart query)."""
+    wide = Cast(value, BigIntegerField())
+    return wide.bitleftshift(shift) if shift else wide
+
+
+# Where each small field sits in its int8 (`ActiveCharts.load`): (shift, width in bits, numpy type).
+# The fields below priority and cost are never negative (attempt and cost by their CHECKs, state an
+# index, high_priority 0 or 1), so OR-ing them in leaves the bits above them alone, and the top
+# field, read by an arithmetic shift, keeps its sign.
+_SMALL_FIELDS: dict[str, dict[str, tuple[int, int, type[np.generic]]]] = {
+    "priority_attempt": {"priority": (32, 32, np.int32), "attempt": (0, 32, np.int32)},
+    "cost_state_high": {"cost": (32, 32, np.int32), "state": (1, 31, np.int16), "high_priority": (0, 1, np.bool_)},
+}
 
 
 # The Django field whose cast (`::bigint`, ...) gives each COPY kind.
