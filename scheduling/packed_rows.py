@@ -75,7 +75,8 @@ def read_in_halves(select: str, params: Sequence[object], kinds: Sequence[Kind])
        same database, as one statement would (a row changed meanwhile is read as it was before, on
        both sides, never half and half). It reads the odd half.
     3. Meanwhile Django's connection reads the even half and unpacks it (psycopg and numpy let go of the
-       interpreter while they wait or copy, so the thread's reading goes on).
+       interpreter while they wait or copy, so the thread's reading goes on). If the other connection
+       failed, it reads the odd half too, in its own snapshot (the one exported).
     4. The two halves' columns, end to end.
 
     Django's connection must not be in a transaction (its uncommitted rows would be invisible to the
@@ -89,7 +90,12 @@ def read_in_halves(select: str, params: Sequence[object], kinds: Sequence[Kind])
         with ThreadPoolExecutor(max_workers=1) as other:
             odd = other.submit(_read_in_snapshot, connection.get_connection_params(), snapshot, select, params, kinds)
             even = unpack(*_fetch(cursor.connection, packed(select, kinds, half=0), params), kinds)
-            odd_columns = odd.result()
+            try:
+                odd_columns = odd.result()
+            except psycopg.OperationalError:
+                # No second connection (the server's max_connections reached, say): the odd half here,
+                # after the even one, in the same snapshot.
+                odd_columns = unpack(*_fetch(cursor.connection, packed(select, kinds, half=1), params), kinds)
     return [np.concatenate(pair) for pair in zip(even, odd_columns, strict=True)]
 
 

@@ -483,7 +483,8 @@ class ActiveCharts:
         come in, a property of the core's tests, so the server need not sort the whole queue), read as
         packed rows (`packed_rows`): no Python step per chart. Each field is cast to the kind it is
         sent as, and none is NULL: a missing time is -infinity (no real time is), a missing cost 0 (a
-        cost is at least 1), the state its index. A large table is read by two backends at once
+        cost is at least 1), the state its index; the small fields come two to an int8
+        (`_SMALL_FIELDS`). A large table (`SPLIT_FROM_ROWS`) is read by two backends at once
         (`packed_rows.read_in_halves`, from one snapshot: as one statement would), unless the caller
         holds a transaction (whose rows only its own connection sees)."""
         never = RawSQL("'-infinity'::timestamptz", (), output_field=DateTimeField())

@@ -104,6 +104,18 @@ def test_the_two_halves_read_one_snapshot(committed_tricky: None, monkeypatch: p
         assert cursor.fetchone() == (11,)  # (the change was made, and committed)
 
 
+@pytest.mark.django_db(transaction=True)
+def test_without_a_second_connection_both_halves_are_read_on_the_first(
+    committed_tricky: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_connection_left(*args: Any, **kwargs: Any) -> psycopg.Connection[Any]:
+        raise psycopg.OperationalError("FATAL:  sorry, too many clients already")
+
+    monkeypatch.setattr(packed_rows.psycopg, "connect", no_connection_left)
+    columns = packed_rows.read_in_halves(TRICKY_SELECT, [], TRICKY_KINDS)
+    assert _as_rows(columns) == _text_path()
+
+
 def test_the_halves_are_refused_inside_a_transaction(tricky: None) -> None:
     with pytest.raises(RuntimeError, match="not inside a transaction"):
         packed_rows.read_in_halves(TRICKY_SELECT, [], TRICKY_KINDS)
