@@ -542,7 +542,9 @@ class ActiveCharts:
 
 
 # From this many rows in the chart table (the planner's estimate, finished charts included), the active
-# charts are read by two backends at once: below it a second connection costs more than it spares.
+# charts are read by two backends at once. Below it the halves would spare at most ~0.1 s of the
+# server's packing, while a second connection costs 10-17 ms to open and a second scan of the table
+# (a judgement, not a measured crossover: see `bench/bench_replan.py`).
 SPLIT_FROM_ROWS = 200_000
 
 
