@@ -41,7 +41,7 @@ def packed(select: str, kinds: Sequence[Kind], *, half: int | None = None) -> st
     """The statement that reads the rows of `select` packed: one row of their number and their bytes
     (NULL for no rows). A NULL field makes its row's bytes NULL, which the aggregate skips: the count
     says so (`unpack`). With `half` (0 or 1), only the rows whose first field, an integer, is even
-    (0) or odd (1)."""
+    (0) or odd (1). (Its `%` is written `%%`: the statement always goes with its parameters.)"""
     if "text" in kinds:
         raise ValueError("packed rows are of fixed-width fields")
     names = [f"field{number}" for number in range(len(kinds))]

@@ -148,6 +148,34 @@ def test_chart_keys_are_the_chart_key_of_each_id(ids: list[int]) -> None:
     assert chart_keys(np.array(ids, dtype=np.int64)) == [chart_key(chart_id) for chart_id in ids]
 
 
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 4), st.booleans(), st.booleans(), st.none() | st.sampled_from([-1.5, 0.0, 2.0])),
+        max_size=30,
+    ),
+    st.sampled_from([-2.0, 0.0, 1.0, 3.0]),
+)
+@example([(0, False, False, 0.0), (1, False, False, 2.0), (2, True, False, None), (3, False, True, None)], 0.0)
+def test_the_orgs_waiting_are_the_same_from_arrays_as_from_the_core_s_columns(
+    charts: list[tuple[int, bool, bool, float | None]], instant: float
+) -> None:
+    """The snapshot's queue finds its backlogged and ready orgs from its arrays; `backlogged_and_ready`
+    (the preview's) from the core's columns: the same orgs either way."""
+    orgs = np.array([org_key(number) for number in range(5)], dtype=object)
+    org_of = np.array([org for org, *_ in charts], dtype=np.intp)
+    columns = core.QueueColumns.of(
+        [
+            core.QueuedChart(chart_key(index), orgs[org], 0.0, 60.0, 1, high, paused, 0, available_at, False)
+            for index, (org, paused, high, available_at) in enumerate(charts)
+        ]
+    )
+    fair = ~np.array(columns.paused, dtype=np.bool_) & ~np.array(columns.high_priority, dtype=np.bool_)
+    available_at = np.array([math.nan if at is None else at for at in columns.available_at], dtype=np.float64)
+    from scheduling.snapshot import _orgs_waiting, _orgs_waiting_of_arrays
+
+    assert _orgs_waiting_of_arrays(orgs, org_of, fair, available_at, instant) == _orgs_waiting(columns, instant)
+
+
 def _read_row_by_row(
     now: datetime,
 ) -> tuple[dict[str, object], dict[str, core.RunningChart], dict[str, float], set[str]]:
