@@ -169,7 +169,7 @@ orgs, budget 200. Each size: a warm pass, then the best of three passes, each sp
 # The 1M pass still misses 5 s. The core's plan is now most of it (the replay ~1.5 s; see
 # bench_replan_plan.py); on 2 cores the shell's floor is the server's ~0.8 s (load) + ~1.2 s (persist).
 #
-# Session 7 of issue 17, the load (branch `load`, 02:18-03:40 UTC, load average 4-16 throughout: other
+# Session 7 of issue 17, the load (branch `load`, 02:18-03:40 UTC, load average 4-18 throughout: other
 # engineers' suites and benches; no quiet window, so CPU counts, old and new interleaved). Where main's
 # load of a 1M queue went (a lab database seeded by backlog.py; /tmp scripts, not kept):
 # - Server: the chart COPY, 0.91-0.95 s of its backend's CPU, of which the scan and the state filter
@@ -206,12 +206,16 @@ orgs, budget 200. Each size: a warm pass, then the best of three passes, each sp
 #   So the load's CPU fell by a third or more (client -55 to -60%, server +5 to +15%: a second scan,
 #   the aggregate), and the server's part is split over two cores. On a quiet machine the load should take
 #   ~0.05 s of small queries, ~0.55 s while the two backends pack their halves (the client mostly waits,
-#   and unpacks the even half), then ~0.55 s of client work: the core's lists and chart keys (~0.25 s),
-#   `backlogged_and_ready` (0.14 s, a Python step per chart), the arrival history (0.1-0.2 s, its query
-#   included): ~1.1 s, against 1.69 s measured on main. The 0.8 s target is not met.
-# - Left: the client work after the read (above) runs while both cores are free of the server but
-#   only one is used; `backlogged_and_ready` from the arrays (one numpy pass) would spare ~0.13 s; the
-#   second connection is opened per load (10-17 ms, in the thread, hidden behind the even half).
+#   and unpacks the even half), then ~0.45 s of client work: the core's lists and chart keys (~0.25 s),
+#   the arrival history (0.1-0.2 s, its query included): ~1.0-1.1 s, against 1.69 s measured on main.
+#   The 0.8 s target is not met.
+# - Then the backlogged and ready orgs found from the queue's arrays (`snapshot._orgs_waiting_of_arrays`,
+#   one numpy pass) instead of `backlogged_and_ready`'s Python step per chart (0.14 s under cProfile):
+#   client CPU 1.21-1.25 s against 1.28-1.33 s (59b150f), 2 x 2 passes at load average 13-18.
+# - Left: the client work after the read runs on one core while the other is idle (the core's lists
+#   could be made from arrays by halves, but the core takes whole lists); the second connection is
+#   opened per load (10-17 ms, in the thread, behind the even half); the split's threshold
+#   (SPLIT_FROM_ROWS, 200k rows) is a judgement: no quiet machine to measure 100k-300k on.
 
 from __future__ import annotations
 
