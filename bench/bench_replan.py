@@ -168,6 +168,54 @@ orgs, budget 200. Each size: a warm pass, then the best of three passes, each sp
 # ("plan" now includes the core's waiting columns, which the persist used to pay for on first read.)
 # The 1M pass still misses 5 s. The core's plan is now most of it (the replay ~1.5 s; see
 # bench_replan_plan.py); on 2 cores the shell's floor is the server's ~0.8 s (load) + ~1.2 s (persist).
+#
+# Session 7 of issue 17, the load (branch `load`, 02:18-03:40 UTC, load average 4-18 throughout: other
+# engineers' suites and benches; no quiet window, so CPU counts, old and new interleaved). Where main's
+# load of a 1M queue went (a lab database seeded by backlog.py; /tmp scripts, not kept):
+# - Server: the chart COPY, 0.91-0.95 s of its backend's CPU, of which the scan and the state filter
+#   are 0.05 s (count(*) under the same WHERE). The rest is output, ~0.19 s a million rows plus ~0.065 s
+#   a field (COPY of 1 field 0.26 s, 5 fields 0.51, 6 0.61, 11 0.94); perf: pq_begintypsend 14.5% (the
+#   1 KB buffer each send call allocates), memmove and StringInfo appends 12%, SendFunctionCall 3%.
+# - Client: psycopg's `Copy` iteration, 0.85 s of CPU (a Python step a message, a message a row); the
+#   same messages read with libpq's get_copy_data by hand, 0.30-0.44 s.
+# Alternatives measured at 1M (server CPU / client CPU; one backend unless said):
+#   binary COPY, psycopg's iteration                        0.91 / 0.85
+#   binary COPY, get_copy_data by hand                      0.93 / 0.30-0.44
+#   string_agg of each row's send formats (one 63 MB bytea) 1.04-1.10 / 0.12-0.15
+#   string_agg a column                                     1.14 / 0.11
+#   string_agg of record_send(ROW(...))                     1.71-1.77 / 0.30
+#   in halves (id % 2), two backends with one snapshot: COPY by hand 0.46-0.53 each / 0.29-0.40;
+#   string_agg 0.51-0.58 each / 0.06-0.13
+#   (PostgreSQL 15: string_agg and array_agg have no combine function yet, so no parallel aggregate.)
+# - Changed: the charts come as rows packed by the server (`scheduling.packed_rows`: each row's send
+#   formats end to end, the rows aggregated into one bytea, checked against count(*) so that a NULL
+#   field cannot drop a row unseen), read by one numpy.frombuffer. A table of 200k rows or more is read
+#   in halves, even and odd ids, by Django's connection and a second one in a thread, which imports the
+#   first one's exported snapshot (REPEATABLE READ): one view of the table, as one statement gave; inside
+#   a caller's transaction, one statement as before. The five small fields go two to an int8 (a send
+#   call and a concatenation fewer each): server CPU of the load 1.51-1.93 s (median ~1.7) against
+#   1.68-2.11 s (~2.0) without, 3 x 2 passes at load average 6-7.
+# - Figures, load_snapshot at 1M, main (ffcdd06) and this branch in alternate processes, 3 x 2 passes:
+#   at load average 4-5: main client 1.95-2.39 s, backend 1.03-1.36 s; branch (halves, before the
+#   small fields were packed) client 0.83-1.04 s, backends 0.53-0.70 + 0.62-0.71 s.
+#   at load average 11-16: main client 3.03-3.24 s, backend 1.57-1.88 s, wall 9.9-18.8 s; branch client
+#   1.21-1.40 s, backends 0.81-0.94 + 0.95-1.13 s, wall 6.9-13.2 s.
+#   This bench, `--sizes 1000000`, main then branch, 02:54-03:07, load average 6.4-7.6 (walls 5x a quiet
+#   machine's): main pass 36.56 s (load 9.42); load alone wall 10.47 s, client 3.25 s, backend 1.83 s;
+#   branch pass 39.05 s (load 7.54); load alone wall 7.01 s, client 1.46 s, backends 1.88 s.
+#   So the load's CPU fell by a third or more (client -55 to -60%, server +5 to +15%: a second scan,
+#   the aggregate), and the server's part is split over two cores. On a quiet machine the load should take
+#   ~0.05 s of small queries, ~0.55 s while the two backends pack their halves (the client mostly waits,
+#   and unpacks the even half), then ~0.45 s of client work: the core's lists and chart keys (~0.25 s),
+#   the arrival history (0.1-0.2 s, its query included): ~1.0-1.1 s, against 1.69 s measured on main.
+#   The 0.8 s target is not met.
+# - Then the backlogged and ready orgs found from the queue's arrays (`snapshot._orgs_waiting_of_arrays`,
+#   one numpy pass) instead of `backlogged_and_ready`'s Python step per chart (0.14 s under cProfile):
+#   client CPU 1.21-1.25 s against 1.28-1.33 s (59b150f), 2 x 2 passes at load average 13-18.
+# - Left: the client work after the read runs on one core while the other is idle (the core's lists
+#   could be made from arrays by halves, but the core takes whole lists); the second connection is
+#   opened per load (10-17 ms, in the thread, behind the even half); the split's threshold
+#   (SPLIT_FROM_ROWS, 200k rows) is a judgement: no quiet machine to measure 100k-300k on.
 
 from __future__ import annotations
 
@@ -176,6 +224,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from backlog import BASE_URL, run_at_sizes, seed_backlog, use_database
 
@@ -189,14 +238,9 @@ PASSES = 3
 TARGET_SECONDS = {100_000: 1.0, 1_000_000: 5.0}  # issue #17
 
 
-def backend_cpu_seconds() -> float | None:
-    """CPU time (user and system) the PostgreSQL backend of this process's connection has used so far;
-    None when the server is not on this machine."""
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_backend_pid()")
-        (pid,) = cursor.fetchone()
+def backend_cpu_seconds(pid: int) -> float | None:
+    """CPU time (user and system) the PostgreSQL backend `pid` has used so far; None when the server is
+    not on this machine."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
@@ -206,22 +250,44 @@ def backend_cpu_seconds() -> float | None:
 
 def measure_load() -> str:
     """The snapshot's load alone, PASSES times: the medians of its wall time, of this process's CPU and of
-    its PostgreSQL backend's CPU (the figures the other processes of a shared machine move least)."""
+    its PostgreSQL backends' CPU (the figures the other processes of a shared machine move least): its
+    connection's, plus that of the second connection that reads half the charts (`packed_rows`), if
+    any, taken once its half is read."""
+    from django.db import connection
+
+    from scheduling import packed_rows
     from scheduling.snapshot import load_snapshot
 
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        (own_pid,) = cursor.fetchone()
+    others: list[float] = []
+    fetch = packed_rows._fetch
+
+    def fetch_counted(pgconnection: Any, statement: str, params: Any) -> Any:
+        row = fetch(pgconnection, statement, params)
+        if (pid := pgconnection.info.backend_pid) != own_pid and (seconds := backend_cpu_seconds(pid)) is not None:
+            others.append(seconds)
+        return row
+
+    packed_rows._fetch = fetch_counted  # type: ignore[assignment]
     walls, clients, servers = [], [], []
-    for _ in range(PASSES):
-        server, client, wall = backend_cpu_seconds(), time.process_time(), time.perf_counter()
-        load_snapshot()
-        walls.append(time.perf_counter() - wall)
-        clients.append(time.process_time() - client)
-        server_after = backend_cpu_seconds()
-        if server is not None and server_after is not None:
-            servers.append(server_after - server)
+    try:
+        for _ in range(PASSES):
+            others.clear()
+            server, client, wall = backend_cpu_seconds(own_pid), time.process_time(), time.perf_counter()
+            load_snapshot()
+            walls.append(time.perf_counter() - wall)
+            clients.append(time.process_time() - client)
+            server_after = backend_cpu_seconds(own_pid)
+            if server is not None and server_after is not None:
+                servers.append(server_after - server + sum(others))
+    finally:
+        packed_rows._fetch = fetch  # type: ignore[assignment]
     server_figure = f"{statistics.median(servers):.2f} s" if servers else "n/a (a remote server)"
     return (
         f"load alone, medians of {PASSES}: wall {statistics.median(walls):.2f} s, CPU of this process"
-        f" {statistics.median(clients):.2f} s, of its PostgreSQL backend {server_figure}"
+        f" {statistics.median(clients):.2f} s, of its PostgreSQL backends {server_figure}"
     )
 
 

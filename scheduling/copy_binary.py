@@ -1,5 +1,6 @@
-"""PostgreSQL's binary COPY format, written from whole columns with numpy (the replan's plan table)
-and read back into whole columns (the snapshot's charts).
+"""PostgreSQL's binary COPY format, written from whole columns with numpy (the replan's plan table);
+and the send formats of fixed-width values (`WIRE`, `epoch_seconds`), which `scheduling.packed_rows`
+reads back into whole columns (the snapshot's charts).
 
 A binary COPY stream is a header, then each row as a 16-bit field count followed by each field as a
 32-bit length (-1: NULL) and that many bytes, then a 16-bit -1. Rows whose NULLs and text values fall
@@ -7,9 +8,6 @@ the same way share one layout, so the rows of each layout are written as one num
 handful of arrays whatever the number of rows, and no Python step per row. Times go as PostgreSQL
 stores them (microseconds since 2000-01-01), rounded as `to_timestamp` rounds, so no conversion is
 left for the server.
-
-Read the other way (`copy_out`, `decode`), a stream whose fields are all NOT NULL and of fixed width
-is one record array of its rows: one `numpy.frombuffer` for the whole of it.
 """
 
 from __future__ import annotations
@@ -18,7 +16,7 @@ import math
 import struct
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -158,55 +156,6 @@ def _records(columns: Sequence[Column], members: npt.NDArray[np.intp]) -> npt.ND
     for name, field_values in values.items():
         records[name] = field_values
     return records
-
-
-def copy_out(cursor: Any, query: str, params: Sequence[object], kinds: Sequence[Kind]) -> list[npt.NDArray[Any]]:
-    """The rows of `query` (a SELECT, its parameters `params`) as columns: one array per selected field,
-    in order, of the numpy type of its `kinds` entry (int64, int32, int16, bool; a timestamptz as int64
-    microseconds since PostgreSQL's epoch, see `epoch_seconds`). `cursor` is a psycopg cursor. Every
-    field must be NOT NULL and cast to its kind in the query (COALESCE a nullable one to a sentinel)."""
-    stream = bytearray()
-    with cursor.copy(f"COPY ({query}) TO STDOUT (FORMAT binary)", params) as copy:
-        # One message a row: appended as they come, nothing kept per row (0.7 s of CPU at 1M rows).
-        for row in copy:
-            stream += row
-    return decode(stream, kinds)
-
-
-def decode(stream: bytes | bytearray, kinds: Sequence[Kind]) -> list[npt.NDArray[Any]]:
-    """The columns of a binary COPY stream of fixed-width rows (see `copy_out`). Steps:
-
-    1. Check the signature, skip the header's extension, and check the trailer.
-    2. Read every row at once as one record array: the field count, then each field's length and value.
-    3. Check the size of the rows, every row's field count, and the first and the last row's field
-       lengths. A NULL (a length of -1 and no value) or a field of another width makes its row
-       shorter or longer: the rows after it are read out of step, and their field counts, or the
-       size of the whole, show it. (Checking every row's lengths as well would double the time of
-       the decoding, for no case these checks miss but mismatches that cancel out over a run of
-       rows whose misread counts all happen to be right.)
-    4. Each field's values, copied out in the machine's byte order (one pass each).
-    """
-    if len(stream) < len(HEADER) + len(TRAILER) or stream[:11] != HEADER[:11]:
-        raise ValueError("not a binary COPY stream")
-    if stream[-len(TRAILER) :] != TRAILER:
-        raise ValueError("binary COPY stream without its trailer")
-    (extension,) = struct.unpack_from(">i", stream, 15)
-    body = memoryview(stream)[19 + extension : len(stream) - len(TRAILER)]
-    fields: list[tuple[str, str]] = [("count", ">i2")]
-    for number, kind in enumerate(kinds):
-        fields += [(f"length{number}", ">i4"), (f"value{number}", WIRE[kind])]
-    row = np.dtype(fields)
-    width_error = f"binary COPY rows other than {len(kinds)} NOT NULL fields of kinds {', '.join(kinds)}"
-    if len(body) % row.itemsize:
-        raise ValueError(width_error)
-    records = np.frombuffer(body, dtype=row)
-    widths = [row[f"value{number}"].itemsize for number in range(len(kinds))]
-    ends = records[[0, -1]] if len(records) else records
-    if (records["count"] != len(kinds)).any() or any(
-        [end[f"length{number}"] for number in range(len(kinds))] != widths for end in ends
-    ):
-        raise ValueError(width_error)
-    return [records[f"value{number}"].astype(row[f"value{number}"].newbyteorder("=")) for number in range(len(kinds))]
 
 
 def epoch_seconds(micros: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from charts.models import Chart, ChartState
 from charts.services import Submission, chart_submit_bulk
-from scheduling import copy_binary, core, snapshot
+from scheduling import core, packed_rows, snapshot
 from tests.factories import OrgFactory, WorkflowFactory
 
 pytestmark = pytest.mark.django_db
@@ -24,7 +24,7 @@ def test_a_chart_claimed_while_the_snapshot_is_read_is_not_both_waiting_and_in_f
 ) -> None:
     workflow = WorkflowFactory(name="race")
     ((chart, _),) = chart_submit_bulk(org=OrgFactory(slug="race"), items=[Submission("race", "c0")], actor="t")
-    read_charts = copy_binary.copy_out
+    read_charts = packed_rows.read
 
     def a_dispatcher_claims_the_chart_meanwhile(*args: Any) -> list[npt.NDArray[Any]]:
         # Called once the snapshot has begun, as the charts' statement is about to run.
@@ -33,7 +33,7 @@ def test_a_chart_claimed_while_the_snapshot_is_read_is_not_both_waiting_and_in_f
         )
         return read_charts(*args)
 
-    monkeypatch.setattr(copy_binary, "copy_out", a_dispatcher_claims_the_chart_meanwhile)
+    monkeypatch.setattr(packed_rows, "read", a_dispatcher_claims_the_chart_meanwhile)
     scenario = snapshot.load_snapshot().scenario
     waiting = set(core.QueueColumns.of(scenario.queued).id)
     in_flight = {running.id for running in scenario.running}

@@ -4,17 +4,21 @@ shared by the replan's scenario and the dispatch pass."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+import math
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import numpy as np
 import pytest
+from django.db.models.expressions import RawSQL
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 from hypothesis import example, given
 from hypothesis import strategies as st
 
 from charts.models import ACTIVE_STATES, QUEUE_STATES, Chart, ChartState, is_retry
 from orgs.models import ProviderPause, WorkflowCost
-from scheduling import core
+from scheduling import core, packed_rows, snapshot
 from scheduling.reconcile import duration_record
 from scheduling.snapshot import (
     Durations,
@@ -144,6 +148,34 @@ def test_chart_keys_are_the_chart_key_of_each_id(ids: list[int]) -> None:
     assert chart_keys(np.array(ids, dtype=np.int64)) == [chart_key(chart_id) for chart_id in ids]
 
 
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 4), st.booleans(), st.booleans(), st.none() | st.sampled_from([-1.5, 0.0, 2.0])),
+        max_size=30,
+    ),
+    st.sampled_from([-2.0, 0.0, 1.0, 3.0]),
+)
+@example([(0, False, False, 0.0), (1, False, False, 2.0), (2, True, False, None), (3, False, True, None)], 0.0)
+def test_the_orgs_waiting_are_the_same_from_arrays_as_from_the_core_s_columns(
+    charts: list[tuple[int, bool, bool, float | None]], instant: float
+) -> None:
+    """The snapshot's queue finds its backlogged and ready orgs from its arrays; `backlogged_and_ready`
+    (the preview's) from the core's columns: the same orgs either way."""
+    orgs = np.array([org_key(number) for number in range(5)], dtype=object)
+    org_of = np.array([org for org, *_ in charts], dtype=np.intp)
+    columns = core.QueueColumns.of(
+        [
+            core.QueuedChart(chart_key(index), orgs[org], 0.0, 60.0, 1, high, paused, 0, available_at, False)
+            for index, (org, paused, high, available_at) in enumerate(charts)
+        ]
+    )
+    fair = ~np.array(columns.paused, dtype=np.bool_) & ~np.array(columns.high_priority, dtype=np.bool_)
+    available_at = np.array([math.nan if at is None else at for at in columns.available_at], dtype=np.float64)
+    from scheduling.snapshot import _orgs_waiting, _orgs_waiting_of_arrays
+
+    assert _orgs_waiting_of_arrays(orgs, org_of, fair, available_at, instant) == _orgs_waiting(columns, instant)
+
+
 def _read_row_by_row(
     now: datetime,
 ) -> tuple[dict[str, object], dict[str, core.RunningChart], dict[str, float], set[str]]:
@@ -180,7 +212,34 @@ def _read_row_by_row(
     return queued, running, spread, held
 
 
-def test_the_snapshot_is_what_a_row_by_row_reading_gives_on_a_busy_queue(tenants: Tenants) -> None:
+def _reading(path: str, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Make the snapshot read its charts in one statement, or in halves from two backends (whatever
+    the table's size); the readers it calls are listed in the list returned."""
+    called: list[str] = []
+    for name in ("read", "read_in_halves"):
+        reader = getattr(packed_rows, name)
+
+        def spied(*args: Any, reader: Any = reader, name: str = name) -> Any:
+            called.append(name)
+            return reader(*args)
+
+        monkeypatch.setattr(packed_rows, name, spied)
+    if path == "in halves":
+        monkeypatch.setattr(snapshot, "SPLIT_FROM_ROWS", -math.inf)
+    return called
+
+
+# Each test of the snapshot's reading, in one statement (inside the test's transaction) and in halves
+# from two backends (outside one: the second backend sees committed rows only).
+READ_PATHS = ["one statement", pytest.param("in halves", marks=pytest.mark.django_db(transaction=True))]
+READERS = {"one statement": ["read"], "in halves": ["read_in_halves"]}
+
+
+@pytest.mark.parametrize("path", READ_PATHS)
+def test_the_snapshot_is_what_a_row_by_row_reading_gives_on_a_busy_queue(
+    tenants: Tenants, path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    called = _reading(path, monkeypatch)
     now = timezone.now()
     llm, gpu = ProviderFactory(slug="llm"), ProviderFactory(slug="gpu")
     chat = WorkflowFactory(name="chat", default_cost=2, provider=llm)
@@ -235,6 +294,70 @@ def test_the_snapshot_is_what_a_row_by_row_reading_gives_on_a_busy_queue(tenants
     assert len(running) == 16
     assert spread
     assert provider_paused
+    assert called == READERS[path]
+
+
+def _active_charts_by_the_orm() -> list[tuple[object, ...]]:
+    """The reference for `ActiveCharts.load`: each active chart's fields by the ORM, times as `Epoch`
+    (date_part, to the bit: hex), NaN for none; by id."""
+    never = float("nan")
+    rows = Chart.objects.filter(state__in=ACTIVE_STATES).order_by("id").values_list(
+        "id", "org_id", "workflow_id", Epoch("created_at"), Epoch("available_at"), "high_priority", "priority",
+        "state", "attempt", "cost", Epoch(Coalesce("started_at", "claimed_at")),
+    )  # fmt: skip
+    return [
+        (chart_id, org_id, workflow_id, created.hex(), (never if available_at is None else available_at).hex(),
+         high, priority, ACTIVE_STATES.index(state), attempt, cost or 0, (never if started is None else started).hex())
+        for chart_id, org_id, workflow_id, created, available_at, high, priority, state, attempt, cost, started in rows
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("path", READ_PATHS)
+@pytest.mark.parametrize("charts", [0, 1, 37])
+def test_active_charts_are_the_orm_s_rows_to_the_bit(
+    tenants: Tenants, path: str, charts: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every state, NULL and recorded costs, claims with and without a start, backoffs, times at the
+    edges of what Python and PostgreSQL hold (year 1, year 9999, infinity); no chart, one, many."""
+    called = _reading(path, monkeypatch)
+    now = timezone.now()
+    edges = [datetime(1, 1, 1, tzinfo=UTC), datetime(9999, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC)]
+    for index in range(charts):
+        state = ACTIVE_STATES[index % len(ACTIVE_STATES)]
+        in_flight = state in (ChartState.DISPATCHING, ChartState.RUNNING)
+        ChartFactory(
+            org=[tenants.org_a, tenants.org_b][index % 2],
+            workflow=tenants.workflow,
+            state=state,
+            attempt=[0, 1, 2, 2**31 - 1][index % 4],
+            high_priority=index % 3 == 0,
+            priority=[0, -(2**31), 2**31 - 1, 5][index % 4],
+            created_at=edges[0] if index == 1 else now - timedelta(seconds=index * 61.25, microseconds=index),
+            available_at=[None, edges[1], now + timedelta(microseconds=index)][index % 3],
+            cost=(index % 3 or None) if in_flight else None,
+            claimed_at=now - timedelta(seconds=index, microseconds=1) if in_flight else None,
+            started_at=now - timedelta(microseconds=index) if state == ChartState.RUNNING and index % 2 else None,
+        )
+    ChartFactory(org=tenants.org_a, workflow=tenants.workflow, state=ChartState.SUCCEEDED)  # not active: not read
+    if charts > 1:
+        Chart.objects.filter(pk=Chart.objects.filter(state=ChartState.QUEUED).latest("pk").pk).update(
+            available_at=RawSQL("'infinity'::timestamptz", ())
+        )
+
+    charts_read = snapshot.ActiveCharts.load()
+
+    columns = [getattr(charts_read, name) for name in snapshot.ActiveCharts.__dataclass_fields__]
+    assert [column.dtype for column in columns] == [
+        np.int64, np.int64, np.int64, np.float64, np.float64, np.bool_, np.int32, np.int16, np.int32, np.int32,
+        np.float64,
+    ]  # fmt: skip
+    read = sorted(
+        tuple(value.hex() if isinstance(value, float) else value for value in row)
+        for row in zip(*(column.tolist() for column in columns), strict=True)
+    )
+    assert read == _active_charts_by_the_orm()
+    assert len(read) == charts
+    assert called == READERS[path]
 
 
 def test_epoch_is_the_core_s_seconds_of_the_stored_time_to_the_bit(tenants: Tenants) -> None:
