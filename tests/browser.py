@@ -1,9 +1,12 @@
 """Pytest plugin: what every browser test module shares (enabled in the root conftest).
 
-- `live_url` (module): daphne serving the test database (the one pytest-django created) and the real
-  Redis channel layer; yields its base URL.
-- `chromium` (module): headless Chromium driven by Playwright. Module-scoped: Playwright's loop must be
-  gone before the async tests of other modules run.
+- `live_url` (session): daphne serving the test database (the one pytest-django created) and the real
+  Redis channel layer; yields its base URL. Each test empties the database after itself.
+- `chromium`: headless Chromium driven by Playwright, one launch for the tests that use it back to back
+  (the contexts a test leaves open are closed after it).
+  Between its calls Playwright's sync API leaves its event loop marked running on this thread, so no
+  async test (nor `async_to_sync`) can run while it is up: the tests that use Chromium run last (in
+  collection order among themselves), and it is stopped as soon as the next test does not use it.
 - `Violations`: every Content-Security-Policy complaint a page reports.
 - `submit_elsewhere`: submit a chart from another thread, since the test's thread runs Playwright's
   event loop, where the after-commit broadcast (async_to_sync) cannot run.
@@ -33,7 +36,7 @@ def database_url() -> str:
     return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def live_url(django_db_setup: None) -> Iterator[str]:
     # A test pulls levers back to back, faster than the write rate (20/s a caller) that an operator's
     # clicks never reach: on a quiet machine a burst came back 429 instead of the refusal it tested.
@@ -42,14 +45,64 @@ def live_url(django_db_setup: None) -> Iterator[str]:
         yield url
 
 
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
+class SharedChromium:
+    """Playwright and its Chromium, started by the first test that asks and stopped by `stop`."""
 
-    with sync_playwright() as playwright:
-        launched = launch_chromium(playwright)
-        yield launched
-        launched.close()
+    def __init__(self) -> None:
+        self._playwright: Any = None
+        self._browser: Any = None
+
+    def browser(self) -> Any:
+        if self._browser is None:
+            from playwright.sync_api import sync_playwright
+
+            self._playwright = sync_playwright().start()
+            self._browser = launch_chromium(self._playwright)
+        return self._browser
+
+    def stop(self) -> None:
+        browser, playwright = self._browser, self._playwright
+        self._browser = self._playwright = None
+        try:
+            if browser is not None:
+                browser.close()
+        finally:
+            if playwright is not None:
+                playwright.stop()
+
+
+SHARED_CHROMIUM = SharedChromium()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests that use Chromium last (see the module doc); a stable sort keeps every other order."""
+    items.sort(key=lambda item: "chromium" in getattr(item, "fixturenames", ()))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Stop Chromium after the last of a run of tests that use it, once their fixtures are torn down."""
+    try:
+        return (yield)
+    finally:
+        if nextitem is None or "chromium" not in getattr(nextitem, "fixturenames", ()):
+            SHARED_CHROMIUM.stop()
+
+
+def pytest_sessionfinish() -> None:
+    """A run stopped early (-x, a failure of the session) may end inside the browser tests."""
+    SHARED_CHROMIUM.stop()
+
+
+@pytest.fixture
+def chromium() -> Iterator[Any]:
+    """The shared Chromium; the contexts (and their pages, still live) that a test leaves open are closed
+    after it, so that none polls or reconnects while the next test runs."""
+    browser = SHARED_CHROMIUM.browser()
+    yield browser
+    for context in browser.contexts:
+        context.close()
 
 
 class Violations:

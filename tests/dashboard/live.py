@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
+import functools
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -37,19 +40,32 @@ def _wait_for_port(port: int, proc: subprocess.Popen[bytes], log: Path, timeout:
         raise RuntimeError(f"{err}:\n{log.read_text()[-3000:]}") from err
 
 
+@functools.cache
+def collected_static() -> Path:
+    """The static files collected once for this process, in a directory removed at its exit.
+
+    `collectstatic` costs 3-4 s of CPU (it compresses every file) and its output depends on the checkout
+    only, so the servers of one test run (nine in the suite) share one collection; each server only
+    reads it."""
+    root = Path(tempfile.mkdtemp(prefix="fairsched-static-"))
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
+    subprocess.run(
+        [sys.executable, "manage.py", "collectstatic", "--noinput", "-v", "0"],
+        cwd=ROOT,
+        env={**os.environ, "STATIC_ROOT": str(root)},
+        check=True,
+    )
+    return root
+
+
 @contextmanager
 def daphne(env: Mapping[str, str], *, port: int | None = None, log_to: Path | None = None) -> Iterator[str]:
-    """Collect the static files, start daphne on a free port with `env`, yield its base URL, stop it.
-    Its output goes to `log_to` when given (to read what it logged), else to a temporary file."""
+    """Start daphne on a free port with `env` and the collected static files, yield its base URL, stop
+    it. Its output goes to `log_to` when given (to read what it logged), else to a temporary file."""
     port = port or free_port()
+    static_root = collected_static()
     with tempfile.TemporaryDirectory(prefix="fairsched-live-") as tmp:
-        full_env = {**os.environ, **env, "STATIC_ROOT": str(Path(tmp) / "static"), "PYTHONUNBUFFERED": "1"}
-        subprocess.run(
-            [sys.executable, "manage.py", "collectstatic", "--noinput", "-v", "0"],
-            cwd=ROOT,
-            env=full_env,
-            check=True,
-        )
+        full_env = {**os.environ, **env, "STATIC_ROOT": str(static_root), "PYTHONUNBUFFERED": "1"}
         log = log_to or Path(tmp) / "daphne.log"
         with log.open("wb") as out:
             proc = subprocess.Popen(
