@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -37,6 +38,10 @@ from .waiting import left_out_reasons, reason_names, waiting_reasons
 # is the faster of the two exact replays.
 LANE_UNITS_LIMIT = 4096
 LANE_MEAN_UNITS_LIMIT = 4
+# The compiled replay (`compiled.compiled_replay`) is taken from this many charts of the order: below
+# it, importing numba and loading the compiled kernel from its cache (~0.4 s, once per process) cost
+# more than the pure replays take (see `bench/bench_core.py`).
+COMPILED_MIN_CHARTS = 200_000
 
 Value = TypeVar("Value")
 
@@ -236,8 +241,30 @@ def _later_charts(
 def _replay(
     scenario: Scenario, queue: QueueColumns, columns: _Columns
 ) -> tuple[Sequence[float | None], Sequence[float | None]]:
-    """Step 4: the start and ETA of each chart of the order, by the fastest exact replay that applies."""
+    """Step 4: the start and ETA of each chart of the order, by the fastest exact replay that applies:
+    the compiled replay for a large order without a retry budget (`_compiled_replay`), else the
+    lane simulation, `org_replay` or `EventReplay` (the pure replays, its reference)."""
     budget, now = scenario.budget, scenario.now
+    if (
+        columns.retry is None
+        and len(columns.order) >= COMPILED_MIN_CHARTS
+        and _float_times(now, columns)
+        and (compiled_replay := _compiled_replay()) is not None
+    ):
+        starts, etas = compiled_replay(
+            now=now,
+            budget=budget,
+            caps=columns.caps,
+            org=columns.org,
+            units=columns.units,
+            avg=columns.avg_time,
+            later=columns.later,
+            later_at=columns.later_at,
+            running_finish=columns.running_finish,
+            running_org=columns.running_org,
+            running_units=columns.running_units,
+        )
+        return _times(starts), _times(etas)
     if columns.lanes:
         return lane_replay(
             now=now,
@@ -279,6 +306,33 @@ def _replay(
         running_units=columns.running_units,
         running_retry=[chart.retry for chart in scenario.running],
     ).run()
+
+
+def _compiled_replay() -> Callable[..., tuple[NDArray[np.float64], NDArray[np.float64]]] | None:
+    """The compiled replay, or None when numba is not installed or `FAIRSCHED_COMPILED_CORE` is 0.
+
+    The core reads this one setting from the environment itself (it runs without Django: the plan
+    command). numba is imported here, on first use, not with the core: the import alone takes
+    ~0.2 s, which a small plan must not pay.
+    """
+    if os.environ.get("FAIRSCHED_COMPILED_CORE", "1") == "0":
+        return None
+    try:
+        from .compiled import compiled_replay
+    except ImportError:  # numba is not installed: the pure replays do it all
+        return None
+    return compiled_replay
+
+
+def _float_times(now: float, columns: _Columns) -> bool:
+    """Whether every time the replay starts a chart at is a float (`now`, the running charts'
+    finishes, the later charts' `available_at`), as the compiled replay gives them: with an integer
+    among them the pure replays keep it an integer (see `_time_type`)."""
+    return (
+        type(now) is float
+        and all(type(finish) is float for finish in columns.running_finish)
+        and all(type(ready_at) is float for ready_at, _ in columns.pending)
+    )
 
 
 def _bands(scenario: Scenario, queue: _Queue, columns: _Columns, start_time: NDArray[np.float64]) -> _Bands | None:
