@@ -55,7 +55,7 @@ def compiled_replay(
     doubled the time of its first compile).
     """
     arrival = np.argsort(later_at, kind="stable")
-    return _replay(  # type: ignore[no-any-return]
+    return _replay(
         float(now),
         int(budget),
         np.array([NO_CAP if cap is None else cap for cap in caps], dtype=np.int64),
@@ -70,7 +70,7 @@ def compiled_replay(
     )
 
 
-@njit(cache=True)  # type: ignore[misc]
+@njit(cache=True)
 def _replay(
     now: float,
     budget: int,
@@ -239,7 +239,7 @@ def _replay(
             return starts, etas
 
 
-@njit(cache=True)  # type: ignore[misc]
+@njit(cache=True)
 def _push(heap: NDArray[np.int64], size: int, value: int) -> int:
     """Add `value` to the min-heap heap[:size]; its new size."""
     position = size
@@ -253,7 +253,7 @@ def _push(heap: NDArray[np.int64], size: int, value: int) -> int:
     return size + 1
 
 
-@njit(cache=True)  # type: ignore[misc]
+@njit(cache=True)
 def _replace(heap: NDArray[np.int64], size: int, value: int) -> None:
     """Take the least value off the min-heap heap[:size] and add `value` (size > 0)."""
     position = 0
@@ -270,7 +270,7 @@ def _replace(heap: NDArray[np.int64], size: int, value: int) -> None:
     heap[position] = value
 
 
-@njit(cache=True)  # type: ignore[misc]
+@njit(cache=True)
 def _pop(heap: NDArray[np.int64], size: int) -> int:
     """Take the least value off the min-heap heap[:size] (size > 0); its new size."""
     size -= 1
@@ -279,7 +279,7 @@ def _pop(heap: NDArray[np.int64], size: int) -> int:
     return size
 
 
-@njit(cache=True)  # type: ignore[misc]
+@njit(cache=True)
 def _push_finish(times: NDArray[np.float64], keys: NDArray[np.int64], size: int, time: float, key: int) -> int:
     """Add a finish to the min-heap of finishes (by time alone: finishes due at one instant are all
     counted before the walk, in any order); its new size."""
@@ -296,7 +296,7 @@ def _push_finish(times: NDArray[np.float64], keys: NDArray[np.int64], size: int,
     return size + 1
 
 
-@njit(cache=True)  # type: ignore[misc]
+@njit(cache=True)
 def _pop_finish(times: NDArray[np.float64], keys: NDArray[np.int64], size: int) -> int:
     """Take the earliest finish off the heap (size > 0); its new size."""
     size -= 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 import os
 from collections.abc import Callable, Iterator, Sequence
@@ -38,12 +39,20 @@ from .waiting import left_out_reasons, reason_names, waiting_reasons
 # is the faster of the two exact replays.
 LANE_UNITS_LIMIT = 4096
 LANE_MEAN_UNITS_LIMIT = 4
-# The compiled replay (`compiled.compiled_replay`) is taken from this many charts of the order: below
-# it, importing numba and loading the compiled kernel from its cache (~0.4 s, once per process) cost
-# more than the pure replays take (see `bench/bench_core.py`).
-COMPILED_MIN_CHARTS = 200_000
+# The compiled replay (`compiled.compiled_replay`) takes an order of this many charts once it is loaded
+# in the process (`load_compiled_replay`; the Celery worker loads it as it starts). It is faster from
+# ~100 charts on, but below this the replay takes ~10 ms either way, and the pure replays, its
+# reference, keep serving the small plans (tests, contract scenarios) in every process.
+COMPILED_MIN_CHARTS = 10_000
+# A plan that would load it first (import numba, load the kernel from its cache: ~0.6 s of CPU, once
+# per process) takes it from these sizes, where it wins that back at once: it replays ~0.15 us a
+# chart against ~0.8 us for `org_replay` and ~0.35 us for the lane simulation (1M charts,
+# `bench/bench_core.py`'s header).
+COMPILED_MIN_CHARTS_COLD = 1_000_000
+COMPILED_MIN_CHARTS_COLD_LANES = 3_000_000
 
 Value = TypeVar("Value")
+CompiledReplay = Callable[..., tuple[NDArray[np.float64], NDArray[np.float64]]]
 
 
 def plan(scenario: Scenario) -> Plan:
@@ -247,9 +256,8 @@ def _replay(
     budget, now = scenario.budget, scenario.now
     if (
         columns.retry is None
-        and len(columns.order) >= COMPILED_MIN_CHARTS
         and _float_times(now, columns)
-        and (compiled_replay := _compiled_replay()) is not None
+        and (compiled_replay := _compiled_replay(len(columns.order), lanes=columns.lanes)) is not None
     ):
         starts, etas = compiled_replay(
             now=now,
@@ -308,20 +316,51 @@ def _replay(
     ).run()
 
 
-def _compiled_replay() -> Callable[..., tuple[NDArray[np.float64], NDArray[np.float64]]] | None:
-    """The compiled replay, or None when numba is not installed or `FAIRSCHED_COMPILED_CORE` is 0.
-
-    The core reads this one setting from the environment itself (it runs without Django: the plan
-    command). numba is imported here, on first use, not with the core: the import alone takes
-    ~0.2 s, which a small plan must not pay.
-    """
-    if os.environ.get("FAIRSCHED_COMPILED_CORE", "1") == "0":
+def _compiled_replay(chart_count: int, *, lanes: bool) -> CompiledReplay | None:
+    """The compiled replay if it pays for `chart_count` charts (see `COMPILED_MIN_CHARTS`; `lanes`:
+    the lane simulation would replay them), else None; None too when `FAIRSCHED_COMPILED_CORE` is 0
+    or numba is not installed. The core reads this one setting from the environment itself: it runs
+    without Django (the plan command)."""
+    if chart_count < COMPILED_MIN_CHARTS or os.environ.get("FAIRSCHED_COMPILED_CORE", "1") == "0":
         return None
+    cold_min = COMPILED_MIN_CHARTS_COLD_LANES if lanes else COMPILED_MIN_CHARTS_COLD
+    if chart_count < cold_min and not _compiled_module.cache_info().currsize:
+        return None
+    return _compiled_module()
+
+
+@functools.cache
+def _compiled_module() -> CompiledReplay | None:
+    """`compiled.compiled_replay`, imported on first use and not with the core (numba's import alone
+    costs ~0.25 s of CPU, which a small plan must not pay); None when numba is not installed."""
     try:
         from .compiled import compiled_replay
-    except ImportError:  # numba is not installed: the pure replays do it all
+    except ImportError:
         return None
     return compiled_replay
+
+
+def load_compiled_replay() -> bool:
+    """Load the compiled replay into this process now, by replaying one chart: from numba's cache
+    (~0.6 s of CPU with the import), or compiled when the cache is missing or stale (~4 s). For a
+    process that plans large queues, before its first plan; a process forked after it inherits the
+    kernel. Whether it is available (numba installed, `FAIRSCHED_COMPILED_CORE` not 0)."""
+    if os.environ.get("FAIRSCHED_COMPILED_CORE", "1") == "0" or (compiled_replay := _compiled_module()) is None:
+        return False
+    compiled_replay(
+        now=0.0,
+        budget=1,
+        caps=[None],
+        org=np.zeros(1, dtype=np.intp),
+        units=np.ones(1, dtype=np.int64),
+        avg=np.ones(1),
+        later=np.zeros(0, dtype=np.intp),
+        later_at=np.zeros(0),
+        running_finish=[],
+        running_org=[],
+        running_units=[],
+    )
+    return True
 
 
 def _float_times(now: float, columns: _Columns) -> bool:
