@@ -85,7 +85,7 @@ def _replay(
     running_units: NDArray[np.int64],
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """The event replay (`EventReplay.run` without a retry budget). `caps[o]` is `NO_CAP` for an org
-    without one.
+    without one; the `later` charts come in order of `later_at`.
 
     Streams: capped org o's charts are stream o; the charts of every org without a cap are one
     stream, the line (number `org_count`), since the walk never skips them. A stream's charts
