@@ -89,7 +89,8 @@ def _plan(scenario: Scenario) -> Plan:
     4. Starts and ETAs (start + avg): the lane simulation where no cap, later `available_at` or
        retry budget can touch a chart of the order (and the lanes stay small), else the event
        replay: `org_replay` when no retry budget applies to a chart of the order, `EventReplay` when
-       one does (`_replay`).
+       one does (`_replay`). Without a retry budget, a large order is replayed compiled instead
+       (`compiled.compiled_replay`, the same starts and ETAs).
     5. Why each chart waits, from the walk at `now` (`_waiting`): worked out on first use, so a
        caller that never asks (the plan command) never pays for it.
     6. The bands (`forecast.eta_bands`) when a spread or an arrival is known (`_bands`).
