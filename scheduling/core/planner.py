@@ -320,18 +320,23 @@ def _replay(
 def _compiled_replay(chart_count: int, *, lanes: bool) -> CompiledReplay | None:
     """The compiled replay if it pays for `chart_count` charts (see `COMPILED_MIN_CHARTS`; `lanes`:
     the lane simulation would replay them), else None; None too when `FAIRSCHED_COMPILED_CORE` is 0
-    or numba is not installed. The core reads this one setting from the environment itself: it runs
-    without Django (the plan command)."""
-    if chart_count < COMPILED_MIN_CHARTS or os.environ.get("FAIRSCHED_COMPILED_CORE", "1") == "0":
+    or numba is not installed."""
+    if chart_count < COMPILED_MIN_CHARTS or not _compiled_core_on():
         return None
     cold_min = COMPILED_MIN_CHARTS_COLD_LANES if lanes else COMPILED_MIN_CHARTS_COLD
-    if chart_count < cold_min and not _compiled_module.cache_info().currsize:
+    if chart_count < cold_min and not _imported_compiled_replay.cache_info().currsize:
         return None
-    return _compiled_module()
+    return _imported_compiled_replay()
+
+
+def _compiled_core_on() -> bool:
+    """Whether the environment lets the core take its compiled replay (`FAIRSCHED_COMPILED_CORE`, on
+    unless 0). The core reads this one setting itself: it also runs without Django (the plan command)."""
+    return os.environ.get("FAIRSCHED_COMPILED_CORE", "1") != "0"
 
 
 @functools.cache
-def _compiled_module() -> CompiledReplay | None:
+def _imported_compiled_replay() -> CompiledReplay | None:
     """`compiled.compiled_replay`, imported on first use and not with the core (numba's import alone
     costs ~0.25 s of CPU, which a small plan must not pay); None when numba is not installed."""
     try:
@@ -346,7 +351,7 @@ def load_compiled_replay() -> bool:
     (~0.6 s of CPU with the import), or compiled when the cache is missing or stale (~4 s). For a
     process that plans large queues, before its first plan; a process forked after it inherits the
     kernel. Whether it is available (numba installed, `FAIRSCHED_COMPILED_CORE` not 0)."""
-    if os.environ.get("FAIRSCHED_COMPILED_CORE", "1") == "0" or (compiled_replay := _compiled_module()) is None:
+    if not _compiled_core_on() or (compiled_replay := _imported_compiled_replay()) is None:
         return False
     compiled_replay(
         now=0.0,

@@ -235,7 +235,7 @@ def compiled_taken() -> Iterator[mock.MagicMock]:
     spy = mock.MagicMock(side_effect=compiled_replay)
     with (
         mock.patch.object(planner_module, "COMPILED_MIN_CHARTS", 0),
-        mock.patch.object(planner_module, "_compiled_module", return_value=spy),
+        mock.patch.object(planner_module, "_imported_compiled_replay", return_value=spy),
     ):
         yield spy
 
