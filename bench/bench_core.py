@@ -97,6 +97,23 @@ with other engineers, so CPU seconds are the figure to compare):
   deficit 2.45 -> 2.09 and 1.99 s; no caps 1.62/1.71 -> 1.58-1.70/1.68-1.72 s. The plan command's
   ratio swung 1.00-1.11x for both (three interleaved --quick pairs: old 1.01/1.00/1.04x, new
   1.04/1.03/1.06x; the whole command's CPU, interleaved: old 0.62/0.58 s, new 0.58/0.60 s).
+- The replay compiled (branch `jit`, issue 17: numba, `scheduling/core/compiled.py`; the pure
+  replays unchanged, its reference). It takes a queue of 10k charts or more once loaded in the
+  process; this bench loads it first, as the Celery worker does (printed apart, not in the
+  figures). A load costs, CPU: import numba 0.22-0.30 s + the module 0.09 s + the kernel from its
+  cache 0.26-0.28 s; the first process after a checkout or an edit compiles it instead, 4-7 s (9.8
+  s at load 10+). Measured with `NUMBA_CACHE_DIR` set to an empty folder, three processes in a row.
+  Replay stage alone at 1M (`planner._replay` on the same columns, `FAIRSCHED_COMPILED_CORE=0`
+  and on, one process, 02:23, load 6.0): no caps (lanes) 0.35-0.39 -> 0.14-0.17 s CPU, caps
+  0.76-0.86 -> 0.14-0.16 s (kernel 0.11-0.14, the lists of starts and ETAs 0.02-0.05). Interleaved,
+  3 each, medians (03:30-03:38, load 8-14, so ~2x the quiet CPU): no caps round_robin 0.74 -> 0.29,
+  deficit 0.77 -> 0.27; caps 1.76 -> 0.34 and 1.77 -> 0.34 s. Warm, it wins from ~100 charts
+  (1k with caps: 1.8 -> 0.2 ms); cold, the load is won back only at ~1M charts with caps (~3M
+  without), hence `planner.COMPILED_MIN_CHARTS_COLD`: the plan command at 100k (this bench's
+  step 1) never imports numba. `.venv/bin/python bench/bench_core.py`, main ffcdd06 then this
+  branch, back to back on a swamped machine (load 6-16, CPU figures ~2-3x the quiet ones): 1M no
+  caps round_robin 4.08 -> 3.42 s CPU, deficit 4.37 -> 3.59; caps 5.94 -> 3.70, 6.25 -> 3.34; the
+  command at 100k 1.02x -> 1.07x (pure on both: noise). To be measured again on a quiet machine.
 """
 
 from __future__ import annotations
@@ -117,6 +134,7 @@ from scheduling.core import (
     QueuedChart,
     RunningChart,
     Scenario,
+    load_compiled_replay,
     parse_scenario,
     plan,
     plan_to_json,
@@ -312,6 +330,12 @@ def dataclass_scenario(data: dict[str, object]) -> Scenario:
 
 def bench_plan(sizes: list[int]) -> None:
     """Step 2: `plan()` compute time by size, policy and caps."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    loaded = load_compiled_replay()  # as the Celery worker does before its first plan
+    print(
+        f"compiled replay {'loaded' if loaded else 'not available'} first, as the worker does: "
+        f"{time.perf_counter() - wall:.2f} s wall, {time.process_time() - cpu:.2f} s CPU (not in the figures below)"
+    )
     print("plan() on a Scenario of QueuedChart dataclasses (construction not timed):")
     print(f"  {'charts':>9}  {'policy':<11}  {'caps':<4}  {'wall s':>7}  {'CPU s':>7}  {'us/chart':>8}  target")
     for size in sizes:

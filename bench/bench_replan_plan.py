@@ -42,6 +42,13 @@ indented) taken by wrapping the planner's step functions. `--profile` prints a c
 # <-> array conversions of the queue's columns (cost and avg read three and two times), the forecast
 # over 31k submissions, the ids of the plan (a random gather of 1M strings) and the float lists the
 # plan hands out. The 2.2 s target is not met while the replay alone takes 1.5 s.
+# The replay compiled (branch `jit`: numba, `scheduling/core/compiled.py`, loaded by this bench's
+# untimed first plan, 1.25M charts being past `planner.COMPILED_MIN_CHARTS_COLD`). Command as above
+# with `--runs 2`, main ffcdd06 (run from a worktree of it with this venv) then the branch, back to
+# back on a swamped machine (load 16-19; CPU figures ~3x the quiet ones): plan 10.21-10.51 ->
+# 5.30-5.84 s CPU; replay 5.18 -> 0.47 s CPU (48.9 -> 4.2 s wall); every other stage the same
+# within noise (fair order 1.31/1.28, real plan 1.18/1.20, bands 0.81/0.74). On a quiet machine
+# that is the replay's 1.57 s down to ~0.15-0.2 s (see bench_core.py's header): to be measured again.
 
 from __future__ import annotations
 

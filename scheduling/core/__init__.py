@@ -55,7 +55,7 @@ from .model import (
     Submission,
 )
 from .order import fair_order
-from .planner import plan
+from .planner import load_compiled_replay, plan
 
 __all__ = [
     "Aging",
@@ -71,6 +71,7 @@ __all__ = [
     "Submission",
     "dispatch_walk",
     "fair_order",
+    "load_compiled_replay",
     "parse_scenario",
     "plan",
     "plan_to_json",

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import gc
+import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -37,8 +39,20 @@ from .waiting import left_out_reasons, reason_names, waiting_reasons
 # is the faster of the two exact replays.
 LANE_UNITS_LIMIT = 4096
 LANE_MEAN_UNITS_LIMIT = 4
+# The compiled replay (`compiled.compiled_replay`) takes an order of this many charts once it is loaded
+# in the process (`load_compiled_replay`; the Celery worker loads it as it starts). It is faster from
+# ~100 charts on, but below this the replay takes ~10 ms either way, and the pure replays, its
+# reference, keep serving the small plans (tests, contract scenarios) in every process.
+COMPILED_MIN_CHARTS = 10_000
+# A plan that would load it first (import numba, load the kernel from its cache: ~0.6 s of CPU, once
+# per process) takes it from these sizes, where it wins that back at once: it replays ~0.15 us a
+# chart against ~0.8 us for `org_replay` and ~0.35 us for the lane simulation (1M charts,
+# `bench/bench_core.py`'s header).
+COMPILED_MIN_CHARTS_COLD = 1_000_000
+COMPILED_MIN_CHARTS_COLD_LANES = 3_000_000
 
 Value = TypeVar("Value")
+CompiledReplay = Callable[..., tuple[NDArray[np.float64], NDArray[np.float64]]]
 
 
 def plan(scenario: Scenario) -> Plan:
@@ -75,7 +89,8 @@ def _plan(scenario: Scenario) -> Plan:
     4. Starts and ETAs (start + avg): the lane simulation where no cap, later `available_at` or
        retry budget can touch a chart of the order (and the lanes stay small), else the event
        replay: `org_replay` when no retry budget applies to a chart of the order, `EventReplay` when
-       one does (`_replay`).
+       one does (`_replay`). Without a retry budget, a large order is replayed compiled instead
+       (`compiled.compiled_replay`, the same starts and ETAs).
     5. Why each chart waits, from the walk at `now` (`_waiting`): worked out on first use, so a
        caller that never asks (the plan command) never pays for it.
     6. The bands (`forecast.eta_bands`) when a spread or an arrival is known (`_bands`).
@@ -236,8 +251,29 @@ def _later_charts(
 def _replay(
     scenario: Scenario, queue: QueueColumns, columns: _Columns
 ) -> tuple[Sequence[float | None], Sequence[float | None]]:
-    """Step 4: the start and ETA of each chart of the order, by the fastest exact replay that applies."""
+    """Step 4: the start and ETA of each chart of the order, by the fastest exact replay that applies:
+    the compiled replay for a large order without a retry budget (`_compiled_replay`), else the
+    lane simulation, `org_replay` or `EventReplay` (the pure replays, its reference)."""
     budget, now = scenario.budget, scenario.now
+    if (
+        columns.retry is None
+        and _float_times(now, columns)
+        and (compiled_replay := _compiled_replay(len(columns.order), lanes=columns.lanes)) is not None
+    ):
+        starts, etas = compiled_replay(
+            now=now,
+            budget=budget,
+            caps=columns.caps,
+            org=columns.org,
+            units=columns.units,
+            avg=columns.avg_time,
+            later=columns.later,
+            later_at=columns.later_at,
+            running_finish=columns.running_finish,
+            running_org=columns.running_org,
+            running_units=columns.running_units,
+        )
+        return _times(starts), _times(etas)
     if columns.lanes:
         return lane_replay(
             now=now,
@@ -279,6 +315,69 @@ def _replay(
         running_units=columns.running_units,
         running_retry=[chart.retry for chart in scenario.running],
     ).run()
+
+
+def _compiled_replay(chart_count: int, *, lanes: bool) -> CompiledReplay | None:
+    """The compiled replay if it pays for `chart_count` charts (see `COMPILED_MIN_CHARTS`; `lanes`:
+    the lane simulation would replay them), else None; None too when `FAIRSCHED_COMPILED_CORE` is 0
+    or numba is not installed."""
+    if chart_count < COMPILED_MIN_CHARTS or not _compiled_core_on():
+        return None
+    cold_min = COMPILED_MIN_CHARTS_COLD_LANES if lanes else COMPILED_MIN_CHARTS_COLD
+    if chart_count < cold_min and not _imported_compiled_replay.cache_info().currsize:
+        return None
+    return _imported_compiled_replay()
+
+
+def _compiled_core_on() -> bool:
+    """Whether the environment lets the core take its compiled replay (`FAIRSCHED_COMPILED_CORE`, on
+    unless 0). The core reads this one setting itself: it also runs without Django (the plan command)."""
+    return os.environ.get("FAIRSCHED_COMPILED_CORE", "1") != "0"
+
+
+@functools.cache
+def _imported_compiled_replay() -> CompiledReplay | None:
+    """`compiled.compiled_replay`, imported on first use and not with the core (numba's import alone
+    costs ~0.25 s of CPU, which a small plan must not pay); None when numba is not installed."""
+    try:
+        from .compiled import compiled_replay
+    except ImportError:
+        return None
+    return compiled_replay
+
+
+def load_compiled_replay() -> bool:
+    """Load the compiled replay into this process now, by replaying one chart: from numba's cache
+    (~0.6 s of CPU with the import), or compiled when the cache is missing or stale (~4 s). For a
+    process that plans large queues, before its first plan; a process forked after it inherits the
+    kernel. Whether it is available (numba installed, `FAIRSCHED_COMPILED_CORE` not 0)."""
+    if not _compiled_core_on() or (compiled_replay := _imported_compiled_replay()) is None:
+        return False
+    compiled_replay(
+        now=0.0,
+        budget=1,
+        caps=[None],
+        org=np.zeros(1, dtype=np.intp),
+        units=np.ones(1, dtype=np.int64),
+        avg=np.ones(1),
+        later=np.zeros(0, dtype=np.intp),
+        later_at=np.zeros(0),
+        running_finish=[],
+        running_org=[],
+        running_units=[],
+    )
+    return True
+
+
+def _float_times(now: float, columns: _Columns) -> bool:
+    """Whether every time the replay starts a chart at is a float (`now`, the running charts'
+    finishes, the later charts' `available_at`), as the compiled replay gives them: with an integer
+    among them the pure replays keep it an integer (see `_time_type`)."""
+    return (
+        type(now) is float
+        and all(type(finish) is float for finish in columns.running_finish)
+        and all(type(ready_at) is float for ready_at, _ in columns.pending)
+    )
 
 
 def _bands(scenario: Scenario, queue: _Queue, columns: _Columns, start_time: NDArray[np.float64]) -> _Bands | None:
