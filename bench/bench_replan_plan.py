@@ -58,6 +58,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from backlog import LEARNED_SECONDS, WORKFLOW_COSTS, draw_backlog
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -111,17 +112,18 @@ def replan_scenario(size: int) -> Any:
     org_ids = [org_key(code + 1) for code in range(len(draw.org_weight))]
     created = [float(math.floor(NOW - ago)) for ago in draw.created_ago]  # whole seconds, as stored
     ids = [chart_key(index + 1) for index in range(size)]
+    # The numeric and flag columns as the arrays the snapshot gives (`snapshot._queue`).
     queued = core.QueueColumns(
         id=ids,
         org=[org_ids[code] for code in draw.chart_org],
-        created=created,
-        avg=[avg] * size,
-        cost=[WORKFLOW_COSTS[workflow] for workflow in draw.chart_workflow],
-        high_priority=[False] * size,
-        paused=[False] * size,
-        priority=[0] * size,
-        available_at=[None] * size,
-        retry=[False] * size,
+        created=np.array(created),
+        avg=np.full(size, avg),
+        cost=np.array([WORKFLOW_COSTS[workflow] for workflow in draw.chart_workflow], dtype=np.int64),
+        high_priority=np.zeros(size, dtype=np.bool_),
+        paused=np.zeros(size, dtype=np.bool_),
+        priority=np.zeros(size, dtype=np.int64),
+        available_at=np.full(size, np.nan),
+        retry=np.zeros(size, dtype=np.bool_),
     )
     org_rows = {
         key: OrgRow(key, weight, cap, 0.0, None)
@@ -146,7 +148,7 @@ def replan_scenario(size: int) -> Any:
         queued=queued,
         retry_budget=RETRY_BUDGET,
         history=core.History(submissions=submissions, since=since, decay=ARRIVAL_WINDOW),
-        spread=[spread] * len(ids),
+        spread=np.full(size, spread),
     )
 
 

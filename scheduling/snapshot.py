@@ -425,7 +425,7 @@ def load_snapshot(*, now: datetime | None = None) -> Snapshot:
     running, running_spread = _running(charts.where(charts.in_states(IN_FLIGHT_STATES)), now, costs, durations)
 
     # A spread only where one is known: with none, the plan's bands are its ETAs themselves.
-    spread_known = any(queue.spread) or any(running_spread)
+    spread_known = bool(queue.spread.any()) or any(running_spread)
     backlogged, ready = backlogged_and_ready(queue.columns, running, org_rows, to_seconds(now))
     orgs, round_under_way = fair_service(
         org_rows, ready=ready, backlogged=backlogged, policy=config.policy, quantum=config.quantum
@@ -543,14 +543,16 @@ class _Queue:
     that a provider pause holds later than their own backoff."""
 
     columns: core.QueueColumns
-    spread: list[float]
+    spread: NDArray[np.float64]
     provider_paused: frozenset[str]
 
 
 def _queue(waiting: ActiveCharts, costs: Costs, durations: Durations) -> _Queue:
     """The waiting charts as the core's columns (see `load_snapshot`, step 3). Cost, expected duration,
     spread and provider pause are looked up once per (org, workflow) pair; each chart takes its
-    pair's through one numpy index. Every list is made from an array at once."""
+    pair's through one numpy index. The numeric and flag columns go to the core as the arrays they
+    are (it reads them so; a list of each is made only if someone asks), the ids and orgs as lists
+    of strings, each made from an array at once."""
     pair_of, pairs = _pair_codes(waiting.org_id, waiting.workflow_id)
     pair_cost = np.array([costs.of(*pair) for pair in pairs], dtype=np.int64)
     pair_duration = np.array([durations.of(*pair) for pair in pairs], dtype=np.float64).reshape(-1, 2)
@@ -568,16 +570,16 @@ def _queue(waiting: ActiveCharts, costs: Costs, durations: Durations) -> _Queue:
     columns = core.QueueColumns(
         id=ids,
         org=pair_org[pair_of].tolist(),
-        created=waiting.created.tolist(),
-        avg=pair_duration[pair_of, 0].tolist(),
-        cost=pair_cost[pair_of].tolist(),
-        high_priority=waiting.high_priority.tolist(),
-        paused=(waiting.state == paused_state).tolist(),
-        priority=waiting.priority.tolist(),
-        available_at=_times(available_at),
-        retry=(waiting.attempt > spent).tolist(),
+        created=waiting.created,
+        avg=pair_duration[pair_of, 0],
+        cost=pair_cost[pair_of],
+        high_priority=waiting.high_priority,
+        paused=waiting.state == paused_state,
+        priority=waiting.priority.astype(np.int64),
+        available_at=available_at,
+        retry=waiting.attempt > spent,
     )
-    return _Queue(columns, pair_duration[pair_of, 1].tolist(), provider_paused)
+    return _Queue(columns, pair_duration[pair_of, 1], provider_paused)
 
 
 def _running(
@@ -646,21 +648,18 @@ def backlogged_and_ready(
 ) -> tuple[set[str], set[str]]:
     """The orgs with eligible fair-tier charts waiting (weight > 0, chart not paused, not in the high
     tier), and among them those that can start one now: available now (no backoff, no provider
-    pause) and under the org's cap."""
+    pause) and under the org's cap.
+
+    The chart tests run on the queue's arrays; the orgs of the charts that pass are then counted
+    once each (`dict.fromkeys`, in C), with no Python step per chart."""
     in_flight = Counter(chart.org for chart in running)
     weighted = {key for key, row in org_rows.items() if row.weight > 0}
     under_cap = {key for key in weighted if (cap := org_rows[key].max_concurrency) is None or in_flight[key] < cap}
-    backlogged: set[str] = set()
-    ready: set[str] = set()
-    # One pass over the queue; an org found ready is done with (most charts stop at that test).
-    for org, paused, high, available_at in zip(
-        queued.org, queued.paused, queued.high_priority, queued.available_at, strict=True
-    ):
-        if org in ready or paused or high or org not in weighted:
-            continue
-        backlogged.add(org)
-        if (available_at is None or available_at <= instant) and org in under_cap:
-            ready.add(org)
+    arrays = queued.arrays
+    fair_tier = ~(arrays.paused | arrays.high_priority)
+    available_now = ~(arrays.available_at > instant)  # NaN (no backoff, no pause) is available now
+    backlogged = set(dict.fromkeys(compress(queued.org, fair_tier.tolist()))) & weighted
+    ready = set(dict.fromkeys(compress(queued.org, (fair_tier & available_now).tolist()))) & under_cap
     return backlogged, ready
 
 

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import chain, compress
-from typing import TypeVar, cast
+from typing import TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -16,18 +16,18 @@ from .dispatcher import Dispatcher
 from .forecast import Forecast, eta_bands, expected_charts, forecast, median_last_finish, running_band, spreads
 from .lanes import lane_replay
 from .model import (
-    QUEUED_FIELDS,
     Arrival,
     ChartIds,
     ChartTimes,
     History,
     LazyChartValues,
     Plan,
+    QueueArrays,
     QueueColumns,
     RunningChart,
     Scenario,
 )
-from .order import DEFAULT_POLICY, Indices, column, fair_order_indices, org_codes
+from .order import DEFAULT_POLICY, Indices, fair_order_indices, org_codes
 from .org_replay import org_replay
 from .replay import EventReplay
 from .waiting import left_out_reasons, reason_names, waiting_reasons
@@ -105,7 +105,7 @@ class _Queue:
     columns: QueueColumns
     real_count: int
     arrivals: list[Arrival]
-    expected_spread: list[float]
+    expected_spread: NDArray[np.float64]
     foreseen: Forecast | None
 
 
@@ -157,19 +157,19 @@ def _queue(scenario: Scenario) -> _Queue:
     `history`) are expected to add."""
     queue = QueueColumns.of(scenario.queued)
     real_count = len(queue)
-    expected_spread: list[float] = []
+    expected_spread = np.zeros(0)
     arrivals = list(scenario.arrivals)
     foreseen: Forecast | None = None
     if scenario.history is not None:
         foreseen = forecast(
             scenario.history, now=scenario.now, budget=scenario.budget,
-            backlog=_backlog(queue, scenario.running, scenario.now, scenario.budget),
+            backlog=_backlog(queue.arrays, scenario.running, scenario.now, scenario.budget),
             typical_avg=_typical_avg(scenario.history, queue),
         )  # fmt: skip
         arrivals += foreseen.arrivals
     if arrivals:
         expected, expected_spread = expected_charts(arrivals, now=scenario.now, queued=real_count)
-        queue = _joined(queue, expected)
+        queue = queue.joined(expected)
     return _Queue(queue, real_count, arrivals, expected_spread, foreseen)
 
 
@@ -178,20 +178,18 @@ def _columns(
 ) -> _Columns:
     """Step 3: the columns of the order and of the running charts, and which replay applies."""
     budget, now, running = scenario.budget, scenario.now, scenario.running
-    queued_count = len(queue)
+    queued_count, arrays = len(queue), queue.arrays
     org = chart_org[:queued_count][order]
-    units = np.minimum(column(queue.cost, np.int64), budget)[order]
+    units = np.minimum(arrays.cost, budget)[order]
     caps = [scenario.orgs.get(name, DEFAULT_POLICY).max_concurrency for name in org_names]
     running_units = [min(chart.cost, budget) for chart in running]
-    available_at = np.array(queue.available_at, dtype=np.float64)  # None (available now) becomes nan
-    becomes_available = available_at > now
-    lanes = _lanes_apply(scenario, queue, order, units, org, caps, running_units, bool(becomes_available.any()))
-    later, later_at, pending = _later_charts(queue.available_at, available_at, becomes_available, order)
-    retry = None
-    if scenario.retry_budget is not None:
-        marked = column(queue.retry, np.bool_)[order]
-        retry = marked if marked.any() else None
-    avg = column(queue.avg, _time_type(scenario, queue))[order]
+    becomes_available = arrays.available_at > now  # nan (available now) is never later
+    retry_marked = arrays.retry[order] if scenario.retry_budget is not None else None
+    any_later = bool(becomes_available.any())
+    lanes = _lanes_apply(scenario, order, units, org, caps, running_units, any_later, retry_marked)
+    later, later_at, pending = _later_charts(queue, becomes_available, order)
+    retry = retry_marked if retry_marked is not None and retry_marked.any() else None
+    avg = arrays.avg.astype(_time_type(scenario, queue), copy=False)[order]
     return _Columns(
         order=order,
         chart_org=chart_org,
@@ -213,24 +211,24 @@ def _columns(
 
 
 def _later_charts(
-    available_at: Sequence[float | None],
-    available_time: NDArray[np.float64],
-    becomes_available: NDArray[np.bool_],
-    order: Indices,
+    queue: QueueColumns, becomes_available: NDArray[np.bool_], order: Indices
 ) -> tuple[Indices, NDArray[np.float64], list[tuple[float, int]]]:
     """The charts of the order available only after now: their positions in the order and their
     `available_at` as arrays, and as the (available_at, position) pairs the event replays take,
-    each with the scenario's own time (an int stays an int). In queue order; a chart outside the
-    order is left out."""
-    position = np.full(len(available_at), -1, dtype=np.intp)
+    each with the scenario's own time (an int stays an int: read from the column as given). In
+    queue order; a chart outside the order is left out."""
+    position = np.full(len(queue), -1, dtype=np.intp)
     position[order] = np.arange(len(order), dtype=np.intp)
     marked = becomes_available & (position >= 0)
     charts = np.flatnonzero(marked)
-    later = position[charts]
+    later, later_at = position[charts], queue.arrays.available_at[charts]
     if not len(later):
-        return later, available_time[charts], []
-    ready_at = cast("list[float]", list(map(available_at.__getitem__, charts.tolist())))  # each has one
-    return later, available_time[charts], list(zip(ready_at, later.tolist(), strict=True))
+        return later, later_at, []
+    given = queue.given("available_at")
+    ready_at: list[float] = (
+        list(map(given.__getitem__, charts.tolist())) if isinstance(given, list) else later_at.tolist()
+    )  # each has one
+    return later, later_at, list(zip(ready_at, later.tolist(), strict=True))
 
 
 def _replay(
@@ -283,11 +281,11 @@ def _replay(
 
 def _bands(scenario: Scenario, queue: _Queue, columns: _Columns, start_time: NDArray[np.float64]) -> _Bands | None:
     """Step 6: the p10-p90 bands when a spread or an arrival is known (None: the ETAs themselves)."""
-    if not (scenario.spread or scenario.running_spread or queue.arrivals or queue.foreseen is not None):
+    if not (len(scenario.spread) or scenario.running_spread or queue.arrivals or queue.foreseen is not None):
         return None
     real_count, running = queue.real_count, scenario.running
     queued_spread = spreads(scenario.spread, real_count)
-    if queue.expected_spread:
+    if len(queue.expected_spread):
         queued_spread = np.concatenate((queued_spread, queue.expected_spread))
     spread = queued_spread[columns.order]
     running_avg = [chart.avg for chart in running]
@@ -504,9 +502,9 @@ def _times(times: NDArray[np.float64]) -> list[float | None]:
     return values.tolist()  # type: ignore[no-any-return]
 
 
-def _backlog(queue: QueueColumns, running: Sequence[RunningChart], now: float, budget: int) -> float:
+def _backlog(queue: QueueArrays, running: Sequence[RunningChart], now: float, budget: int) -> float:
     """Seconds the pool takes to run what is queued and what is left of what runs, at full budget."""
-    work = float(np.dot(np.minimum(column(queue.cost, np.int64), budget), column(queue.avg, np.float64)))
+    work = float(np.dot(np.minimum(queue.cost, budget), queue.avg.astype(np.float64, copy=False)))
     work += sum(min(c.cost, budget) * max(0.0, c.started + c.avg - now) for c in running)
     return work / budget
 
@@ -537,11 +535,6 @@ def _typical_avg(history: History, queue: QueueColumns) -> float:
     return sum(queue.avg) / len(queue) if len(queue) else 0.0
 
 
-def _joined(queue: QueueColumns, more: QueueColumns) -> QueueColumns:
-    """The columns of `queue` followed by those of `more`."""
-    return QueueColumns(*(getattr(queue, name) + getattr(more, name) for name in QUEUED_FIELDS))
-
-
 def in_order(values: Sequence[Value], order: Indices) -> list[Value]:
     """values[i] for each i of `order` (the values themselves: an int stays an int)."""
     return np.array(values, dtype=object)[order].tolist()  # type: ignore[no-any-return]
@@ -549,29 +542,33 @@ def in_order(values: Sequence[Value], order: Indices) -> list[Value]:
 
 def _time_type(scenario: Scenario, queue: QueueColumns) -> type[np.generic]:
     """Integers when every time of the scenario is an integer (so the plan's times stay
-    integers), floats otherwise: the arithmetic is exact either way. (The columns are read last,
-    and the check stops at the first float.)"""
-    times = chain(
-        (scenario.now,),
-        (t for chart in scenario.running for t in (chart.started, chart.avg)),
-        queue.avg,
-        (ready_at for ready_at in queue.available_at if ready_at is not None),
-    )
-    return np.int64 if all(type(time) is int for time in times) else np.float64
+    integers), floats otherwise: the arithmetic is exact either way. (The columns are read last:
+    `avg` by the type of its array, made int64 only from ints; `available_at` value by value when
+    given as a list, stopping at the first float.)"""
+    times = chain((scenario.now,), (t for chart in scenario.running for t in (chart.started, chart.avg)))
+    if not all(type(time) is int for time in times) or queue.arrays.avg.dtype.kind != "i":
+        return np.float64
+    available_at = queue.given("available_at")
+    if isinstance(available_at, list):
+        whole = all(type(ready_at) is int for ready_at in available_at if ready_at is not None)
+    else:
+        whole = available_at.dtype.kind == "i" or bool(np.isnan(available_at).all())
+    return np.int64 if whole else np.float64
 
 
 def _lanes_apply(
     scenario: Scenario,
-    queue: QueueColumns,
     order: Indices,
     units: NDArray[np.int64],
     org: Indices,
     caps: Sequence[int | None],
     running_units: Sequence[int],
     any_later: bool,
+    retry: NDArray[np.bool_] | None,
 ) -> bool:
     """Whether the lane simulation replays the charts of the order, and pays (see `plan`, step 3).
-    `any_later`: some queued chart becomes available only after now.
+    `any_later`: some queued chart becomes available only after now; `retry`: the retry marks of
+    the charts of the order when a retry budget applies, else None.
 
     1. The lanes stay small: the budget and the units held by running charts, and the mean
        units of a chart.
@@ -587,7 +584,7 @@ def _lanes_apply(
         return False
     if any_later:
         return False
-    return scenario.retry_budget is None or not column(queue.retry, np.bool_)[order].any()
+    return retry is None or not retry.any()
 
 
 def _org_clear(

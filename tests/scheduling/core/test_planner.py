@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduling.core import Arrival, History, Scenario, Submission, plan
+from scheduling.core import Arrival, History, QueueColumns, QueuedChart, Scenario, Submission, plan
 from scheduling.core.forecast import (
     MAX_ARRIVAL_SHARE,
     RATE_DOUBT,
@@ -21,6 +21,7 @@ from scheduling.core.forecast import (
     eta_bands,
     spreads,
 )
+from scheduling.core.model import QUEUED_FIELDS
 from scheduling.core.org_replay import later_charts
 from scheduling.core.planner import _later_charts
 
@@ -29,18 +30,30 @@ from .support import scenarios
 EXAMPLES = settings(max_examples=150, deadline=None, database=None)
 
 
+def queue_available_at(available_at: list[float | None], *, as_array: bool) -> QueueColumns:
+    """A queue of these `available_at` (the other columns plain), given as lists or as arrays."""
+    queue = QueueColumns.of([QueuedChart(str(i), "o", 0.0, 1.0, available_at=at) for i, at in enumerate(available_at)])
+    if not as_array:
+        return queue
+    arrays = queue.arrays
+    return queue.replace(**{name: getattr(arrays, name) for name in QUEUED_FIELDS if name not in ("id", "org")})
+
+
 @given(
     st.lists(st.none() | st.sampled_from([0, 1, 2.5, 7]), max_size=30),
     st.randoms(use_true_random=False),
     st.sampled_from([0, 2.5]),
+    st.booleans(),
 )
 @EXAMPLES
 def test_the_later_charts_are_those_the_replay_reads_chart_by_chart(
-    available_at: list[float | None], rng: random.Random, now: float
+    available_at: list[float | None], rng: random.Random, now: float, as_array: bool
 ) -> None:
     order = np.array(rng.sample(range(len(available_at)), rng.randint(0, len(available_at))), dtype=np.intp)
-    available_time = np.array(available_at, dtype=np.float64)
-    later, later_at, pending = _later_charts(available_at, available_time, available_time > now, order)
+    queue = queue_available_at(available_at, as_array=as_array)
+    later, later_at, pending = _later_charts(queue, queue.arrays.available_at > now, order)
+    if as_array:  # an array holds floats: so do the pairs (as its list would give them)
+        available_at = [None if at is None else float(at) for at in available_at]
     expected = later_charts(available_at, order, now)
     assert pending == expected
     assert [type(ready_at) for ready_at, _ in pending] == [type(ready_at) for ready_at, _ in expected]
