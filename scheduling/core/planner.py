@@ -18,7 +18,7 @@ from .lanes import lane_replay
 from .model import (
     Arrival,
     ChartIds,
-    ChartTimes,
+    ChartOrder,
     History,
     LazyChartValues,
     Plan,
@@ -324,17 +324,19 @@ def _real_plan(
        last finish (`forecast.median_last_finish`), never before the latest ETA, which also raises
        the band's upper edge. With expected charts, only orgs with a real chart get a key.
     4. Why each chart waits, on first use (`_waiting`).
+
+    The ids and the lists of times are made on first read (`_Layout`): the replan reads counts,
+    clear-times and why each chart waits, and writes the rows by the snapshot's own ids.
     """
     running = scenario.running
     real_count, queued_count = queue.real_count, len(queue.columns)
     org_names, chart_org = columns.org_names, columns.chart_org
     waiting_input = _WaitingInput.of(scenario, queue, columns, start_time)
     order, org, avg, eta_time = columns.order, columns.org, columns.avg_time, np.array(etas, dtype=np.float64)
+    real: NDArray[np.bool_] | None = None
     if queued_count > real_count:  # the expected charts only shaped the real charts' times
         real = order < real_count
-        real_list = real.tolist()
         order, org, avg, eta_time, start_time = order[real], org[real], avg[real], eta_time[real], start_time[real]
-        starts, etas = list(compress(starts, real_list)), list(compress(etas, real_list))
         if bands:
             bands = _Bands(bands.low[real], bands.high[real], bands.running_low, bands.running_high,
                            bands.spread[real], bands.running_spread)  # fmt: skip
@@ -343,30 +345,19 @@ def _real_plan(
     left_out[order] = False
     left_out_charts = np.flatnonzero(left_out)
     chart_id = np.fromiter(iter(queue.columns.id), dtype=object, count=real_count)
-    order_ids: list[str] = chart_id[order].tolist()
-    chart_ids = ChartIds([*order_ids, *chart_id[left_out_charts].tolist(), *(c.id for c in running)])
+    laid = _Layout(len(order), len(left_out_charts), real, None if real is None else np.flatnonzero(real))
+    chart_ids = laid.ids(chart_id[np.concatenate((order, left_out_charts))], [chart.id for chart in running])
     running_org = chart_org[queued_count:]
     layout_org = np.concatenate((org, chart_org[:real_count][left_out_charts], running_org))
-    not_planned = [None] * len(left_out_charts)
-    nothing = np.full(len(left_out_charts), np.nan)
 
-    def layout(
-        planned: NDArray[np.float64], values: Sequence[float | None], running_values: Sequence[float | None]
-    ) -> tuple[NDArray[np.float64], list[float | None]]:
-        """Times of the order's real charts and of the running ones, as laid out in the plan."""
-        return (
-            np.concatenate((planned, nothing, np.array(running_values, dtype=np.float64))),
-            [*values, *not_planned, *running_values],
-        )
-
-    eta_time, eta_values = layout(eta_time, etas, columns.running_finish)
-    org_clear = org_clear_low = org_clear_high = _org_clear(org_names, layout_org, eta_time, eta_values)
-    eta = eta_low = eta_high = ChartTimes(chart_ids, eta_values)
+    eta_time, eta_value = laid.times(eta_time, etas, columns.running_finish)
+    org_clear = org_clear_low = org_clear_high = _org_clear(org_names, layout_org, eta_time, eta_value)
+    eta = eta_low = eta_high = laid.column(chart_ids, etas, columns.running_finish)
     if bands:
-        low_time, low_values = layout(bands.low, _times(bands.low), bands.running_low)
-        high_time, high_values = layout(bands.high, _times(bands.high), bands.running_high)
-        org_clear_low = _org_clear(org_names, layout_org, low_time, low_values)
-        org_clear_high = _org_clear(org_names, layout_org, high_time, high_values)
+        low_time, low_value = laid.times(bands.low, None, bands.running_low)
+        high_time, high_value = laid.times(bands.high, None, bands.running_high)
+        org_clear_low = _org_clear(org_names, layout_org, low_time, low_value)
+        org_clear_high = _org_clear(org_names, layout_org, high_time, high_value)
         last = median_last_finish(
             now=scenario.now, org=np.concatenate((org, running_org)),
             start=np.concatenate((start_time, np.array([chart.started for chart in running], dtype=np.float64))),
@@ -375,7 +366,8 @@ def _real_plan(
         )  # fmt: skip
         org_clear = _median_clear(org_names, last, org_clear)
         org_clear_high = {name: _later(high, org_clear[name]) for name, high in org_clear_high.items()}
-        eta_low, eta_high = ChartTimes(chart_ids, low_values), ChartTimes(chart_ids, high_values)
+        eta_low = laid.column(chart_ids, bands.low, bands.running_low)
+        eta_high = laid.column(chart_ids, bands.high, bands.running_high)
     if queued_count > real_count:  # no key for an org that has only expected charts
         real_orgs = {org_names[code] for code in np.flatnonzero(np.bincount(layout_org, minlength=len(org_names)))}
         org_clear, org_clear_low, org_clear_high = (
@@ -385,8 +377,8 @@ def _real_plan(
     clear_times = [clear for clear in org_clear.values() if clear is not None]
     waiting = _Waiting(lambda: _waiting(waiting_input, chart_id, left_out_charts))
     return Plan(
-        order=order_ids,
-        start=ChartTimes(chart_ids, [*starts, *not_planned, *(chart.started for chart in running)]),
+        order=ChartOrder(chart_ids, len(order)),
+        start=laid.column(chart_ids, starts, [chart.started for chart in running]),
         eta=eta,
         org_clear=org_clear,
         global_clear=max(clear_times) if clear_times else None,
@@ -398,6 +390,70 @@ def _real_plan(
         waiting_until=LazyChartValues(chart_ids, lambda: waiting.columns()[1]),
         head_of_line=LazyChartValues(chart_ids, lambda: waiting.columns()[2]),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """The plan's layout (step 7): the `planned` real charts of the order, the `left_out` real
+    charts, then the running ones. `real`: which charts of the replay are real (None: all), whose
+    values alone are laid out; `real_place`: their places in the replay."""
+
+    planned: int
+    left_out: int
+    real: NDArray[np.bool_] | None
+    real_place: Indices | None
+
+    def ids(self, queued_id: NDArray[np.object_], running_id: list[str]) -> ChartIds:
+        """The plan's ids, listed on first use: the queued charts' (`queued_id`, in the layout),
+        then the running ones'."""
+
+        def listed() -> list[str]:
+            ids: list[str] = queued_id.tolist()
+            ids += running_id
+            return ids
+
+        return ChartIds(load=listed, count=len(queued_id) + len(running_id))
+
+    def times(
+        self, planned: NDArray[np.float64], values: Sequence[float | None] | None, running: Sequence[float | None]
+    ) -> tuple[NDArray[np.float64], Callable[[int], float | None]]:
+        """The times of the layout as floats (nan for none), and each one's own value by its place:
+        the replay's (`values`, of every chart of the replay; None: the floats of `planned`), None
+        for a chart left out, a running chart's own."""
+        laid = np.concatenate((planned, np.full(self.left_out, np.nan), np.array(running, dtype=np.float64)))
+        first_running = self.planned + self.left_out
+
+        def value(place: int) -> float | None:
+            if place >= first_running:
+                return running[place - first_running]
+            if place >= self.planned:
+                return None
+            if values is None:
+                return None if np.isnan(planned[place]) else float(planned[place])
+            return values[place] if self.real_place is None else values[int(self.real_place[place])]
+
+        return laid, value
+
+    def column(
+        self,
+        ids: ChartIds,
+        values: Sequence[float | None] | NDArray[np.float64],
+        running: Sequence[float | None],
+    ) -> LazyChartValues[float | None]:
+        """A time per chart of the layout, listed on first read: the replay's own values (or the
+        floats of an array of the real charts, None for nan), None for a chart left out, a running
+        chart's own."""
+        real = self.real
+
+        def listed() -> list[float | None]:
+            times: Sequence[float | None]
+            if isinstance(values, np.ndarray):
+                times = _times(values)
+            else:
+                times = values if real is None else list(compress(values, real.tolist()))
+            return [*times, *([None] * self.left_out), *running]
+
+        return LazyChartValues(ids, listed)
 
 
 class _Waiting:
@@ -588,19 +644,20 @@ def _lanes_apply(
 
 
 def _org_clear(
-    org_names: Sequence[str], finish_org: Indices, finish_time: NDArray[np.float64], finishes: Sequence[float | None]
+    org_names: Sequence[str],
+    finish_org: Indices,
+    finish_time: NDArray[np.float64],
+    finish: Callable[[int], float | None],
 ) -> dict[str, float | None]:
     """The latest finish per org, None for an org without one.
 
     The maximum is found on floats (`finish_time`, nan for none, which fmax ignores); the value
-    reported is the chart's own (`finishes`, aligned with it: an int stays an int).
+    reported is the chart's own (`finish` of its place in `finish_time`: an int stays an int).
     """
     latest = np.full(len(org_names), -np.inf)
     np.fmax.at(latest, finish_org, finish_time)
     is_latest = finish_time == latest[finish_org]
     latest_finish = np.full(len(org_names), -1, dtype=np.intp)
     latest_finish[finish_org[is_latest]] = np.flatnonzero(is_latest)
-    return {
-        name: None if finish < 0 else finishes[finish]
-        for name, finish in zip(org_names, latest_finish.tolist(), strict=True)
-    }
+    places = latest_finish.tolist()
+    return {name: None if place < 0 else finish(place) for name, place in zip(org_names, places, strict=True)}

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduling.core import Arrival, History, QueueColumns, QueuedChart, Scenario, Submission, plan
+from scheduling.core import Arrival, History, Plan, QueueColumns, QueuedChart, Scenario, Submission, plan
 from scheduling.core.forecast import (
     MAX_ARRIVAL_SHARE,
     RATE_DOUBT,
@@ -197,3 +197,89 @@ def test_org_clear_times_are_the_latest_of_their_charts(scenario: Scenario, with
                 assert high is not None
                 assert clear >= eta
                 assert result.org_clear_high[org] == max(high, clear)
+
+
+PLAN_MAPPINGS = ("start", "eta", "eta_low", "eta_high", "reason", "waiting_until", "head_of_line")
+ARRAY_FIELDS = tuple(name for name in QUEUED_FIELDS if name not in ("id", "org"))
+
+
+def plan_fields(result: Plan) -> str:
+    """Every field of a plan written out with its types (1 and 1.0 differ), in its order."""
+    return repr(
+        [
+            list(result.order),
+            *(list(getattr(result, name).items()) for name in PLAN_MAPPINGS),
+            *(list(clears.items()) for clears in (result.org_clear, result.org_clear_low, result.org_clear_high)),
+            result.global_clear,
+        ]
+    )
+
+
+@given(scenarios(), st.booleans(), st.booleans())
+@EXAMPLES
+def test_a_queue_given_as_arrays_plans_as_the_same_queue_given_as_lists(
+    scenario: Scenario, with_history: bool, with_spread: bool
+) -> None:
+    """A snapshot gives the queue's numeric columns as arrays, the plan command as lists: the plan
+    is the same, field by field. (The queue's times as floats: an array holds floats, and so does
+    the list it stands for.)"""
+    queued = [
+        dataclasses.replace(
+            chart,
+            created=float(chart.created),
+            avg=float(chart.avg),
+            available_at=None if chart.available_at is None else float(chart.available_at),
+        )
+        for chart in scenario.queued
+    ]
+    spread = [0.1 * (index % 3) for index in range(len(queued))] if with_spread else []
+    history = History([Submission("a", created=scenario.now - 5, avg=3.0, count=4)], since=scenario.now - 60)
+    as_lists = dataclasses.replace(scenario, queued=queued, spread=spread, history=history if with_history else None)
+    columns = QueueColumns.of(queued)
+    as_arrays = dataclasses.replace(
+        as_lists,
+        queued=columns.replace(**{name: getattr(columns.arrays, name) for name in ARRAY_FIELDS}),
+        spread=np.array(spread, dtype=np.float64),
+    )
+    assert plan_fields(plan(as_arrays)) == plan_fields(plan(as_lists))
+
+
+@given(scenarios(), st.booleans())
+@EXAMPLES
+def test_the_plan_s_ids_and_clear_times_are_those_of_its_listed_values(scenario: Scenario, with_history: bool) -> None:
+    """The plan lists its ids and times on first read, and finds the clear-times on arrays: the
+    order is the first of its ids, and each org's clear-time (no spreads) is the latest of its
+    charts' ETAs as the plan lists them, one of those very values (an int stays an int)."""
+    history = History([Submission("newcomer", created=scenario.now - 5, avg=3.0, count=4)], since=scenario.now - 60)
+    result = plan(dataclasses.replace(scenario, history=history if with_history else None))
+    ids = list(result.eta)
+    assert list(result.order) == ids[: len(result.order)]
+    assert ids == list(result.start) == list(result.eta_high) == list(result.reason)
+    assert len(result.eta) == len(ids) == len(scenario.running) + len({chart.id for chart in scenario.queued})
+    org_of = {chart.id: chart.org for chart in [*scenario.queued, *scenario.running]}
+    for org, clear in result.org_clear.items():
+        etas = [eta for chart_id in ids if org_of[chart_id] == org and (eta := result.eta[chart_id]) is not None]
+        assert clear == max(etas, default=None)
+        assert type(clear) in {type(eta) for eta in etas if eta == clear} | ({type(None)} if not etas else set())
+
+
+@given(scenarios())
+@EXAMPLES
+def test_queue_columns_read_as_arrays_and_back_are_the_same_charts(scenario: Scenario) -> None:
+    """A queue's arrays, given back as the columns of a queue, read as the same charts, types and
+    None for no `available_at` included (the times as floats, as an array holds them)."""
+    queued = [
+        dataclasses.replace(
+            chart,
+            created=float(chart.created),
+            avg=float(chart.avg),
+            available_at=None if chart.available_at is None else float(chart.available_at),
+        )
+        for chart in scenario.queued
+    ]
+    columns = QueueColumns.of(queued)
+    from_arrays = columns.replace(**{name: getattr(columns.arrays, name) for name in ARRAY_FIELDS})
+    assert repr(list(from_arrays)) == repr(queued)
+    assert from_arrays == columns
+    for name in ARRAY_FIELDS:
+        assert repr(getattr(from_arrays.arrays, name).tolist()) == repr(getattr(columns.arrays, name).tolist())
