@@ -100,10 +100,11 @@ def _plan(scenario: Scenario) -> Plan:
 
 @dataclass(frozen=True, slots=True)
 class _Queue:
-    """Step 1: the queued charts, the real ones (`real_count`) first, then the expected ones."""
+    """Step 1: the queued charts, the real ones (`real_count`, ids `real_ids`) first, then the expected ones."""
 
     columns: QueueColumns
     real_count: int
+    real_ids: list[str]
     arrivals: list[Arrival]
     expected_spread: NDArray[np.float64]
     foreseen: Forecast | None
@@ -156,7 +157,7 @@ def _queue(scenario: Scenario) -> _Queue:
     """Step 1: the real queue, then the charts the `arrivals` (given, or foreseen from the
     `history`) are expected to add."""
     queue = QueueColumns.of(scenario.queued)
-    real_count = len(queue)
+    real_count, real_ids = len(queue), queue.id
     expected_spread = np.zeros(0)
     arrivals = list(scenario.arrivals)
     foreseen: Forecast | None = None
@@ -170,7 +171,7 @@ def _queue(scenario: Scenario) -> _Queue:
     if arrivals:
         expected, expected_spread = expected_charts(arrivals, now=scenario.now, queued=real_count)
         queue = queue.joined(expected)
-    return _Queue(queue, real_count, arrivals, expected_spread, foreseen)
+    return _Queue(queue, real_count, real_ids, arrivals, expected_spread, foreseen)
 
 
 def _columns(
@@ -344,9 +345,8 @@ def _real_plan(
     left_out = np.ones(real_count, dtype=bool)
     left_out[order] = False
     left_out_charts = np.flatnonzero(left_out)
-    chart_id = np.fromiter(iter(queue.columns.id), dtype=object, count=real_count)
     laid = _Layout(len(order), len(left_out_charts), real, None if real is None else np.flatnonzero(real))
-    chart_ids = laid.ids(chart_id[np.concatenate((order, left_out_charts))], [chart.id for chart in running])
+    chart_ids = laid.ids(queue.real_ids, np.concatenate((order, left_out_charts)), [chart.id for chart in running])
     running_org = chart_org[queued_count:]
     layout_org = np.concatenate((org, chart_org[:real_count][left_out_charts], running_org))
 
@@ -375,7 +375,7 @@ def _real_plan(
             for clears in (org_clear, org_clear_low, org_clear_high)
         )
     clear_times = [clear for clear in org_clear.values() if clear is not None]
-    waiting = _Waiting(lambda: _waiting(waiting_input, chart_id, left_out_charts))
+    waiting = _Waiting(lambda: _waiting(waiting_input, queue.real_ids, left_out_charts))
     return Plan(
         order=ChartOrder(chart_ids, len(order)),
         start=laid.column(chart_ids, starts, [chart.started for chart in running]),
@@ -403,16 +403,16 @@ class _Layout:
     real: NDArray[np.bool_] | None
     real_place: Indices | None
 
-    def ids(self, queued_id: NDArray[np.object_], running_id: list[str]) -> ChartIds:
-        """The plan's ids, listed on first use: the queued charts' (`queued_id`, in the layout),
-        then the running ones'."""
+    def ids(self, queued_id: list[str], queued: Indices, running_id: list[str]) -> ChartIds:
+        """The plan's ids, listed on first use: the queued charts' (`queued_id` of each of `queued`,
+        the layout's queued charts), then the running ones'."""
 
         def listed() -> list[str]:
-            ids: list[str] = queued_id.tolist()
+            ids: list[str] = np.fromiter(iter(queued_id), dtype=object, count=len(queued_id))[queued].tolist()
             ids += running_id
             return ids
 
-        return ChartIds(load=listed, count=len(queued_id) + len(running_id))
+        return ChartIds(load=listed, count=len(queued) + len(running_id))
 
     def times(
         self, planned: NDArray[np.float64], values: Sequence[float | None] | None, running: Sequence[float | None]
@@ -513,7 +513,7 @@ class _WaitingInput:
 
 
 def _waiting(
-    given: _WaitingInput, chart_id: NDArray[np.object_], left_out: Indices
+    given: _WaitingInput, chart_id: list[str], left_out: Indices
 ) -> tuple[list[str | None], list[float | None], list[str | None]]:
     """Step 5: each chart's reason, until and head of line, laid out as the plan's ids (the real
     charts of the order, then the ones left out, then the running ones).

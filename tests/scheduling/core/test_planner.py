@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from scheduling.core import Arrival, History, Plan, QueueColumns, QueuedChart, Scenario, Submission, plan
 from scheduling.core.forecast import (
+    BURST_AHEAD,
     MAX_ARRIVAL_SHARE,
     RATE_DOUBT,
     Z90,
@@ -256,7 +257,7 @@ def test_the_plan_s_ids_and_clear_times_are_those_of_its_listed_values(scenario:
     assert list(result.order) == ids[: len(result.order)]
     assert ids == list(result.start) == list(result.eta_high) == list(result.reason)
     assert len(result.eta) == len(ids) == len(scenario.running) + len({chart.id for chart in scenario.queued})
-    org_of = {chart.id: chart.org for chart in [*scenario.queued, *scenario.running]}
+    org_of = {chart.id: chart.org for chart in scenario.queued} | {chart.id: chart.org for chart in scenario.running}
     for org, clear in result.org_clear.items():
         etas = [eta for chart_id in ids if org_of[chart_id] == org and (eta := result.eta[chart_id]) is not None]
         assert clear == max(etas, default=None)
@@ -283,3 +284,37 @@ def test_queue_columns_read_as_arrays_and_back_are_the_same_charts(scenario: Sce
     assert from_arrays == columns
     for name in ARRAY_FIELDS:
         assert repr(getattr(from_arrays.arrays, name).tolist()) == repr(getattr(columns.arrays, name).tolist())
+
+
+def unforeseen_spreads_in_full(
+    start_spread: np.ndarray, wait: np.ndarray, foreseen: Forecast, budget: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """`forecast._unforeseen_spreads` with every term worked out, 0 or not."""
+    wait = np.maximum(np.nan_to_num(wait, nan=0.0), 0.0)
+    burst = np.minimum(foreseen.burst_work, wait * budget / 2)
+    expected_bursts = foreseen.burst_rate * wait
+    burst_delay = BURST_AHEAD * (expected_bursts + Z90 * np.sqrt(expected_bursts)) * burst / budget
+    newcomer_shift = wait * foreseen.newcomer_load
+    return start_spread + newcomer_shift, np.sqrt(start_spread**2 + burst_delay**2 + newcomer_shift**2)
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from([0.0, 1e-160, 0.3, 7.5, 1e200]), st.sampled_from([0.0, 2.0, 600.0])), max_size=8
+    ),
+    st.sampled_from([0.0, 0.002]),
+    st.sampled_from([0.0, 50.0]),
+    st.sampled_from([0.0, 0.05]),
+)
+@EXAMPLES
+def test_unforeseen_spreads_leave_out_only_terms_that_are_zero(
+    charts: list[tuple[float, float]], burst_rate: float, burst_work: float, newcomer_load: float
+) -> None:
+    start_spread = np.array([spread for spread, _ in charts], dtype=np.float64)
+    wait = np.array([wait for _, wait in charts], dtype=np.float64)
+    foreseen = Forecast(arrivals=[], evidence=1.0, burst_rate=burst_rate, burst_work=burst_work,
+                        newcomer_load=newcomer_load)  # fmt: skip
+    early, late = _unforeseen_spreads(start_spread, wait, foreseen, 4)
+    full_early, full_late = unforeseen_spreads_in_full(start_spread, wait, foreseen, 4)
+    assert early.tobytes() == full_early.tobytes()
+    assert late.tobytes() == full_late.tobytes()
