@@ -49,6 +49,37 @@ indented) taken by wrapping the planner's step functions. `--profile` prints a c
 # 5.30-5.84 s CPU; replay 5.18 -> 0.47 s CPU (48.9 -> 4.2 s wall); every other stage the same
 # within noise (fair order 1.31/1.28, real plan 1.18/1.20, bands 0.81/0.74). On a quiet machine
 # that is the replay's 1.57 s down to ~0.15-0.2 s (see bench_core.py's header): to be measured again.
+#
+# Session 7 (`glue`: every stage but the replay; target <= 1.1 s of them at 1M). The machine was
+# loaded throughout (load average 5-14 on 2 cores; CPU seconds ran 2-3x the quiet ones: the replay
+# alone measured 4-5 s against 1.57 s quiet), so the figures are old and new interleaved, in
+# alternate processes, same scenario, CPU seconds of plan + reasons less the replay's:
+#   a script timing `plan()` + `reason.column()` of this bench's scenario at 1M with `_replay`
+#   wrapped (03:25-03:45, load average 11.5-14, two runs per process, three alternations):
+#   main (ffcdd06) 4.18, 4.52 | 4.11, 3.96 | 4.10, 4.41 s; this branch 3.31, 3.37 | 3.42, 3.24 |
+#   3.18, 3.13 s (the replay itself 4.5-5.6 s in both): -20% (median 4.14 -> 3.28), so about
+#   2.05 -> 1.6 s on a quiet machine. The 1.1 s target is not met.
+# Where the time went (line profile under load, before): list <-> array conversions of the queue's
+# columns (cost read three times, avg twice, each by `np.fromiter` of a Python list; available_at by
+# `np.array` of a million Nones), the expected charts built as lists and every column joined as lists,
+# the fair order's timsort of the creation times (fractional once expected charts join), the plan's
+# ids (a random gather of a million strings, a cache miss each: ~0.2 s, and copied once more for
+# `ChartIds`), the band lists (`tolist`, None for nan) and the forecast (Python over 31k submissions).
+# What changed:
+# - `QueueColumns` keeps a column as given: a list (JSON) or a numpy array (the snapshot, and this
+#   bench's scenario, which builds what the snapshot builds): `arrays` reads each column once; the
+#   snapshot no longer makes lists of its arrays (~0.13 s of the load by bench_replan's note).
+# - Expected charts are arrays, joined to the queue by `np.concatenate`.
+# - `stable_argsort` of fractional keys ranks them (two vectorised unstable sorts): 0.19 -> 0.10 s
+#   at 1.25M (quiet-ish micro-benchmark).
+# - The plan's ids, order and time lists are made on first read: the replan (persist branch) writes
+#   by the snapshot's ids and arrays and never pays for them; the plan command pays once (the order
+#   is a view of the ids, not a second list).
+# - The unforeseen spreads skip terms whose rate is 0 (this bench: no bursts, no newcomers).
+# Left, by the line profile: the fair order (~0.3 s quiet: the ranked sort of creation times, the
+# ascending-stretch pass over the ids, the round keys), eta_bands (~0.25: ~30 passes over 1.25M),
+# the forecast (~0.1, Python), org codes (~0.08, a dict lookup per chart), the replay's inputs as
+# lists (`_columns`: avg and pending, the replay's interface).
 
 from __future__ import annotations
 
@@ -65,6 +96,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from backlog import LEARNED_SECONDS, WORKFLOW_COSTS, draw_backlog
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -118,17 +150,18 @@ def replan_scenario(size: int) -> Any:
     org_ids = [org_key(code + 1) for code in range(len(draw.org_weight))]
     created = [float(math.floor(NOW - ago)) for ago in draw.created_ago]  # whole seconds, as stored
     ids = [chart_key(index + 1) for index in range(size)]
+    # The numeric and flag columns as the arrays the snapshot gives (`snapshot._queue`).
     queued = core.QueueColumns(
         id=ids,
         org=[org_ids[code] for code in draw.chart_org],
-        created=created,
-        avg=[avg] * size,
-        cost=[WORKFLOW_COSTS[workflow] for workflow in draw.chart_workflow],
-        high_priority=[False] * size,
-        paused=[False] * size,
-        priority=[0] * size,
-        available_at=[None] * size,
-        retry=[False] * size,
+        created=np.array(created),
+        avg=np.full(size, avg),
+        cost=np.array([WORKFLOW_COSTS[workflow] for workflow in draw.chart_workflow], dtype=np.int64),
+        high_priority=np.zeros(size, dtype=np.bool_),
+        paused=np.zeros(size, dtype=np.bool_),
+        priority=np.zeros(size, dtype=np.int64),
+        available_at=np.full(size, np.nan),
+        retry=np.zeros(size, dtype=np.bool_),
     )
     org_rows = {
         key: OrgRow(key, weight, cap, 0.0, None)
@@ -153,7 +186,7 @@ def replan_scenario(size: int) -> Any:
         queued=queued,
         retry_budget=RETRY_BUDGET,
         history=core.History(submissions=submissions, since=since, decay=ARRIVAL_WINDOW),
-        spread=[spread] * len(ids),
+        spread=np.full(size, spread),
     )
 
 

@@ -229,7 +229,7 @@ def _plan_rows(plan: core.Plan, *, provider_paused: frozenset[str]) -> Iterator[
         }
 
 
-def _positions(ids: list[str], order: list[str]) -> copy_binary.Column:
+def _positions(ids: list[str], order: Sequence[str]) -> copy_binary.Column:
     """Each chart's place in `order`, NULL for a chart outside it. The planner lists the ordered
     charts first, in order: then the places are 0, 1, 2, ... and the rest NULL, at numpy's speed."""
     places = np.arange(len(ids), dtype=np.int64)

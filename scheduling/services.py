@@ -265,8 +265,7 @@ def plan_preview(*, changes: dict[str, Any], now: datetime | None = None) -> dic
 
     # The chart levers, on copies of the queued columns.
     queued = core.QueueColumns.of(scenario.queued)
-    queued = replace(
-        queued,
+    queued = queued.replace(
         cost=list(queued.cost),
         priority=list(queued.priority),
         high_priority=list(queued.high_priority),

@@ -45,7 +45,7 @@ from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import islice
-from typing import TypeVar
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -113,8 +113,6 @@ class Forecast:
     burst_work: float
     newcomer_load: float
 
-
-Value = TypeVar("Value")
 
 # The org the newcomers' expected charts are given (no real org id starts with "~").
 NEWCOMERS = "~newcomers"
@@ -201,8 +199,11 @@ def forecast(history: History, *, now: float, budget: int, backlog: float, typic
     )
 
 
-def expected_charts(arrivals: Sequence[Arrival], *, now: float, queued: int) -> tuple[QueueColumns, list[float]]:
-    """The charts `arrivals` foresee, as queued columns (ids "~arrival-N"), with their spreads.
+def expected_charts(
+    arrivals: Sequence[Arrival], *, now: float, queued: int
+) -> tuple[QueueColumns, NDArray[np.float64]]:
+    """The charts `arrivals` foresee, as queued columns (ids "~arrival-N"; the numeric ones arrays),
+    with their spreads.
 
     The k-th chart of an arrival comes at now + (k + 1/2) / rate, while that is before `until`
     (with a ramp, when the expected count rate x (t - ramp x (1 - e^(-t / ramp))) reaches k + 1/2).
@@ -213,45 +214,49 @@ def expected_charts(arrivals: Sequence[Arrival], *, now: float, queued: int) -> 
     expected = sum(a.rate * (a.until - now) for a in streams)
     limit = max(MAX_EXPECTED, queued // 4)
     shrink = min(1.0, limit / expected) if expected else 1.0
-    times: list[list[float]] = []
+    times: list[NDArray[np.float64]] = []
     left = limit
     for arrival in streams:
         until = now + (arrival.until - now) * shrink
         comes = (
-            list(islice(_ramped(arrival, now, until), left)) if arrival.ramp > 0 else _evenly(arrival.rate, now, until)
+            np.array(list(islice(_ramped(arrival, now, until), left)), dtype=np.float64)
+            if arrival.ramp > 0
+            else _evenly(arrival.rate, now, until)
         )
         times.append(comes[:left])
         left -= len(times[-1])
     counts = [len(comes) for comes in times]
     total = sum(counts)
-    created = [at for comes in times for at in comes]
+    created = np.concatenate(times) if times else np.zeros(0)
+    orgs = np.repeat(np.array([arrival.org for arrival in streams], dtype=object), counts)
+    avgs = [arrival.avg for arrival in streams]
+    # int64 only when every avg is an int, as `QueueColumns.arrays` reads a list
+    avg: NDArray[np.float64] | NDArray[np.int64] = (
+        np.array(avgs, dtype=np.int64) if all(type(avg) is int for avg in avgs) else np.array(avgs, dtype=np.float64)
+    )
     columns = QueueColumns(
         id=[f"~arrival-{index}" for index in range(total)],
-        org=_repeated([arrival.org for arrival in streams], counts),
+        org=orgs.tolist(),
         created=created,
-        avg=_repeated([arrival.avg for arrival in streams], counts),
-        cost=_repeated([arrival.cost for arrival in streams], counts),
-        high_priority=[False] * total,
-        paused=[False] * total,
-        priority=[0] * total,
-        available_at=list(created),
-        retry=[False] * total,
+        avg=np.repeat(avg, counts),
+        cost=np.repeat(np.array([arrival.cost for arrival in streams], dtype=np.int64), counts),
+        high_priority=np.zeros(total, dtype=np.bool_),
+        paused=np.zeros(total, dtype=np.bool_),
+        priority=np.zeros(total, dtype=np.int64),
+        available_at=created.copy(),
+        retry=np.zeros(total, dtype=np.bool_),
     )
-    return columns, _repeated([arrival.spread for arrival in streams], counts)
+    return columns, np.repeat(np.array([arrival.spread for arrival in streams], dtype=np.float64), counts)
 
 
-def _repeated(values: Sequence[Value], counts: Sequence[int]) -> list[Value]:
-    """Each value repeated its count of times, in order."""
-    return [value for value, count in zip(values, counts, strict=True) for _ in range(count)]
-
-
-def _evenly(rate: float, now: float, until: float) -> list[float]:
+def _evenly(rate: float, now: float, until: float) -> NDArray[np.float64]:
     """now + (k + 1/2) / rate for k = 0, 1, ... while before `until`."""
     count = max(0, math.ceil((until - now) * rate - 0.5))
-    comes = (now + (np.arange(count) + 0.5) / rate).tolist()
-    while comes and comes[-1] >= until:  # rounding at the edge
-        comes.pop()
-    return comes  # type: ignore[no-any-return]
+    comes: NDArray[Any] = now + (np.arange(count) + 0.5) / rate
+    kept = count
+    while kept and comes[kept - 1] >= until:  # rounding at the edge
+        kept -= 1
+    return comes[:kept]
 
 
 def _ramped(arrival: Arrival, now: float, until: float) -> Iterator[float]:
@@ -391,13 +396,23 @@ def _unforeseen_spreads(
        as fewer of them may come (at most none: the module doc, step 5), later as more may. With no
        history q is largest and nothing else widens the band: on the live load run the first ETAs of
        a cold start were 60-70% early, and a band open on one side only held 3% of their finishes.
+
+    A term whose rate is 0 (no bursts, no newcomers: a steady pool's history) is 0 for every chart
+    and is left out: adding +0.0 to a sum of squares, or to a spread (>= 0), leaves it as it is, so
+    the bands are the same to the bit.
     """
     wait = np.maximum(np.nan_to_num(wait, nan=0.0), 0.0)
-    burst = np.minimum(foreseen.burst_work, wait * budget / 2)
-    expected_bursts = foreseen.burst_rate * wait
-    burst_delay = BURST_AHEAD * (expected_bursts + Z90 * np.sqrt(expected_bursts)) * burst / budget
-    newcomer_shift = wait * foreseen.newcomer_load
-    return start_spread + newcomer_shift, np.sqrt(start_spread**2 + burst_delay**2 + newcomer_shift**2)
+    early, squares = start_spread, start_spread**2
+    if foreseen.burst_rate:
+        burst = np.minimum(foreseen.burst_work, wait * budget / 2)
+        expected_bursts = foreseen.burst_rate * wait
+        burst_delay = BURST_AHEAD * (expected_bursts + Z90 * np.sqrt(expected_bursts)) * burst / budget
+        squares = squares + burst_delay**2
+    if foreseen.newcomer_load:
+        newcomer_shift = wait * foreseen.newcomer_load
+        early = start_spread + newcomer_shift
+        squares = squares + newcomer_shift**2
+    return early, np.sqrt(squares)
 
 
 def median_last_finish(
@@ -473,7 +488,7 @@ def running_band(*, now: float, started: Sequence[float], avg: Sequence[float], 
     return Bands(low, high)
 
 
-def spreads(spread: Sequence[float], count: int) -> NDArray[np.float64]:
+def spreads(spread: Sequence[float] | NDArray[np.float64], count: int) -> NDArray[np.float64]:
     """The spreads of `count` charts from their column (`Scenario.spread`, aligned with the charts;
     empty: 0 for each), as an array."""
     if len(spread) == 0:

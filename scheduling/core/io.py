@@ -21,7 +21,7 @@ from .model import (
     POLICIES,
     Aging,
     Arrival,
-    ChartTimes,
+    ChartValues,
     History,
     OrgPolicy,
     Plan,
@@ -91,7 +91,7 @@ def plan_to_json(plan: Plan) -> dict[str, object]:
     """The plan as the contract's JSON object; with the ETA bands too when the scenario asked for
     them (a chart's `spread`, `arrivals` or `history`)."""
     document: dict[str, object] = {
-        "order": plan.order,
+        "order": list(plan.order),
         "start": _plain(plan.start),
         "eta": _plain(plan.eta),
         "org_clear": plan.org_clear,
@@ -108,7 +108,7 @@ def plan_to_json(plan: Plan) -> dict[str, object]:
 
 
 def _plain(times: Mapping[str, float | None]) -> dict[str, float | None]:
-    return times.as_dict() if isinstance(times, ChartTimes) else dict(times)
+    return times.as_dict() if isinstance(times, ChartValues) else dict(times)
 
 
 def _policy(policy: str) -> Policy:

@@ -6,10 +6,13 @@ values; `scheduling.core.io.parse_scenario` is where untrusted input is checked.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from operator import attrgetter
-from typing import Generic, Literal, TypeVar, overload
+from typing import Any, Generic, Literal, TypeVar, overload
+
+import numpy as np
+from numpy.typing import NDArray
 
 Policy = Literal["round_robin", "deficit"]
 POLICIES: tuple[Policy, ...] = ("round_robin", "deficit")
@@ -129,30 +132,86 @@ class Scenario:
     arrivals: Sequence[Arrival] = ()
     # The log-sigma of each chart's duration: `spread` aligned with `queued`, `running_spread` with
     # `running`; empty when none is known (0 for every chart). Columns, not a map by id: a snapshot of a million charts
-    # builds and the planner reads them without a lookup per chart.
-    spread: Sequence[float] = ()
+    # builds and the planner reads them without a lookup per chart (`spread` may be a numpy array).
+    spread: Sequence[float] | NDArray[np.float64] = ()
     running_spread: Sequence[float] = ()
     history: History | None = None
 
 
 class ChartIds:
-    """The ids of a plan's charts, indexed on the first lookup by id.
+    """The ids of a plan's charts, listed on first use (`load`, if given instead of the ids) and
+    indexed on the first lookup by id.
 
-    A plan's starts and ETAs share one index; a caller that only iterates (the plan command
-    writing JSON) never pays for it.
+    A plan's values share one list of ids and one index; a caller that only iterates (the plan
+    command writing JSON) never pays for the index, and one that reads only counts and columns
+    (the replan, which writes the plan by the snapshot's own ids) never pays for the list: a
+    million strings gathered in the fair order, a cache miss each.
     """
 
-    __slots__ = ("_slot", "ids")
+    __slots__ = ("_ids", "_load", "_slot", "count")
 
-    def __init__(self, ids: Sequence[str]) -> None:
-        self.ids = ids
+    def __init__(self, ids: Sequence[str] = (), *, load: Callable[[], Sequence[str]] | None = None, count: int = 0):
+        self._ids = ids
+        self._load = load
+        self.count = count if load is not None else len(ids)
         self._slot: dict[str, int] | None = None
+
+    @property
+    def ids(self) -> Sequence[str]:
+        """The ids, in the plan's layout."""
+        if self._load is not None:
+            self._ids, self._load = self._load(), None
+        return self._ids
 
     def slot(self) -> dict[str, int]:
         """Each id's position in `ids`."""
         if self._slot is None:
-            self._slot = dict(zip(self.ids, range(len(self.ids)), strict=True))
+            self._slot = dict(zip(self.ids, range(self.count), strict=True))
         return self._slot
+
+
+class ChartOrder(Sequence[str]):
+    """The ids of the charts of a plan's order: the first `count` of its `ChartIds`, which list
+    them first, read from them (and so listed only when first read)."""
+
+    __slots__ = ("_count", "_ids", "_listed")
+
+    def __init__(self, ids: ChartIds, count: int) -> None:
+        self._ids = ids
+        self._count = count
+        self._listed: Sequence[str] | None = None
+
+    def _list(self) -> Sequence[str]:
+        if self._listed is None:
+            ids = self._ids.ids
+            self._listed = ids if len(ids) == self._count else ids[: self._count]
+        return self._listed
+
+    def __len__(self) -> int:
+        return self._count
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[str]: ...
+
+    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
+        return self._list()[index]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._list())
+
+    def __eq__(self, other: object) -> bool:
+        """Equal to any sequence of the same ids (a list among them)."""
+        if not isinstance(other, Sequence) or isinstance(other, str):
+            return NotImplemented
+        return len(other) == self._count and list(self._list()) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return repr(list(self._list()))
 
 
 Value = TypeVar("Value")
@@ -174,7 +233,7 @@ class ChartValues(Mapping[str, Value], Generic[Value]):
         return iter(self._ids.ids)
 
     def __len__(self) -> int:
-        return len(self._ids.ids)
+        return self._ids.count
 
     def as_dict(self) -> dict[str, Value]:
         """The same values as a plain dict."""
@@ -234,7 +293,7 @@ class Plan:
     chart the budget would hold now but the head of the line does not let by: that head's id).
     """
 
-    order: list[str]
+    order: Sequence[str]
     start: Mapping[str, float | None]
     eta: Mapping[str, float | None]
     org_clear: dict[str, float | None]
@@ -250,25 +309,68 @@ class Plan:
 
 QUEUED_FIELDS = tuple(queued_field.name for queued_field in fields(QueuedChart))
 
+# A column of `QueueColumns` as given: a list, or (but `id` and `org`) a numpy array.
+QueueColumn = list[Any] | NDArray[Any]
 
-@dataclass(slots=True)
+
+@dataclass(frozen=True, slots=True)
+class QueueArrays:
+    """The numeric and flag columns of a queue as numpy arrays, aligned with its charts (see
+    `QueueColumns.arrays`). `avg` is int64 when it was given as ints (so the plan's times can stay
+    ints), else float64; `available_at` is NaN where a chart is available now."""
+
+    created: NDArray[np.float64]
+    avg: NDArray[np.float64] | NDArray[np.int64]
+    cost: NDArray[np.int64]
+    high_priority: NDArray[np.bool_]
+    paused: NDArray[np.bool_]
+    priority: NDArray[np.int64]
+    available_at: NDArray[np.float64]
+    retry: NDArray[np.bool_]
+
+
 class QueueColumns(Sequence[QueuedChart]):
-    """Queued charts stored as one list per field: the same charts as a list of `QueuedChart`.
+    """Queued charts stored as one column per field: the same charts as a list of `QueuedChart`.
 
-    The planner reads these lists directly, so a large queue parsed from JSON never needs one
-    object per chart; indexing still gives a `QueuedChart`.
+    The planner reads whole columns, so a large queue parsed from JSON or read from the database
+    never needs one object per chart; indexing still gives a `QueuedChart`. A column is kept as it
+    is given: a list (parsed JSON, where an int stays an int) or, for the numeric and flag
+    columns, a numpy array (a snapshot reads them so; `available_at` NaN for none). Either way it
+    reads both ways: the field's attribute is a list (made from an array on first read, None for
+    NaN), `arrays` the numpy columns (made once from the lists on first read). A column is not
+    changed once read: `replace` gives a queue with new ones.
     """
 
-    id: list[str]
-    org: list[str]
-    created: list[float]
-    avg: list[float]
-    cost: list[int]
-    high_priority: list[bool]
-    paused: list[bool]
-    priority: list[int]
-    available_at: list[float | None]
-    retry: list[bool]
+    __slots__ = ("_arrays", "_given", "_lists")
+
+    def __init__(
+        self,
+        id: list[str],
+        org: list[str],
+        created: list[float] | NDArray[Any],
+        avg: list[float] | NDArray[Any],
+        cost: list[int] | NDArray[Any],
+        high_priority: list[bool] | NDArray[Any],
+        paused: list[bool] | NDArray[Any],
+        priority: list[int] | NDArray[Any],
+        available_at: list[float | None] | NDArray[Any],
+        retry: list[bool] | NDArray[Any],
+    ) -> None:
+        self._keep((id, org, created, avg, cost, high_priority, paused, priority, available_at, retry))
+
+    def _keep(self, columns: Iterable[QueueColumn]) -> None:
+        self._given: dict[str, QueueColumn] = dict(zip(QUEUED_FIELDS, columns, strict=True))
+        self._lists: dict[str, list[Any]] = {
+            name: column for name, column in self._given.items() if isinstance(column, list)
+        }
+        self._arrays: QueueArrays | None = None
+
+    @classmethod
+    def _of_given(cls, columns: Iterable[QueueColumn]) -> QueueColumns:
+        """The queue of these columns (in the order of `QUEUED_FIELDS`), as given."""
+        queue = cls.__new__(cls)
+        queue._keep(columns)
+        return queue
 
     @classmethod
     def of(cls, charts: Sequence[QueuedChart]) -> QueueColumns:
@@ -277,8 +379,94 @@ class QueueColumns(Sequence[QueuedChart]):
             return charts
         return cls(*(list(map(attrgetter(name), charts)) for name in QUEUED_FIELDS))
 
+    def given(self, name: str) -> QueueColumn:
+        """The column `name` as it was given: a list or an array."""
+        return self._given[name]
+
+    def replace(self, **columns: QueueColumn) -> QueueColumns:
+        """A queue of the same charts with the columns named replaced by the ones given."""
+        return QueueColumns._of_given(columns.get(name, self._given[name]) for name in QUEUED_FIELDS)
+
+    def joined(self, more: QueueColumns) -> QueueColumns:
+        """These charts followed by those of `more`: each column a list where this queue's was
+        given as a list (its values as given: an int stays an int), else an array."""
+        more_arrays = more.arrays
+        return QueueColumns._of_given(
+            given + more._list(name) if isinstance(given, list) else np.concatenate((given, getattr(more_arrays, name)))
+            for name, given in self._given.items()
+        )
+
+    @property
+    def arrays(self) -> QueueArrays:
+        """The numeric and flag columns as numpy arrays, each made once."""
+        if self._arrays is None:
+            given = self._given
+            avg = given["avg"]
+            if isinstance(avg, list):
+                avg = np.array(avg, dtype=np.int64 if all(type(value) is int for value in avg) else np.float64)
+            self._arrays = QueueArrays(
+                created=_array(given["created"], np.float64),
+                avg=avg,
+                cost=_array(given["cost"], np.int64),
+                high_priority=_array(given["high_priority"], np.bool_),
+                paused=_array(given["paused"], np.bool_),
+                priority=_array(given["priority"], np.int64),
+                available_at=_times_array(given["available_at"]),
+                retry=_array(given["retry"], np.bool_),
+            )
+        return self._arrays
+
+    def _list(self, name: str) -> list[Any]:
+        """The column `name` as a list, made from its array on first read."""
+        column = self._lists.get(name)
+        if column is None:
+            given = self._given[name]
+            assert not isinstance(given, list)
+            column = self._lists[name] = _times_list(given) if name == "available_at" else given.tolist()
+        return column
+
+    @property
+    def id(self) -> list[str]:
+        return self._lists["id"]
+
+    @property
+    def org(self) -> list[str]:
+        return self._lists["org"]
+
+    @property
+    def created(self) -> list[float]:
+        return self._list("created")
+
+    @property
+    def avg(self) -> list[float]:
+        return self._list("avg")
+
+    @property
+    def cost(self) -> list[int]:
+        return self._list("cost")
+
+    @property
+    def high_priority(self) -> list[bool]:
+        return self._list("high_priority")
+
+    @property
+    def paused(self) -> list[bool]:
+        return self._list("paused")
+
+    @property
+    def priority(self) -> list[int]:
+        return self._list("priority")
+
+    @property
+    def available_at(self) -> list[float | None]:
+        return self._list("available_at")
+
+    @property
+    def retry(self) -> list[bool]:
+        return self._list("retry")
+
     def __len__(self) -> int:
-        return len(self.id)
+        return len(self._lists["id"])
 
     @overload
     def __getitem__(self, index: int) -> QueuedChart: ...
@@ -289,18 +477,44 @@ class QueueColumns(Sequence[QueuedChart]):
     def __getitem__(self, index: int | slice) -> QueuedChart | Sequence[QueuedChart]:
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
-        return QueuedChart(
-            id=self.id[index],
-            org=self.org[index],
-            created=self.created[index],
-            avg=self.avg[index],
-            cost=self.cost[index],
-            high_priority=self.high_priority[index],
-            paused=self.paused[index],
-            priority=self.priority[index],
-            available_at=self.available_at[index],
-            retry=self.retry[index],
-        )
+        return QueuedChart(*(self._list(name)[index] for name in QUEUED_FIELDS))
 
     def __iter__(self) -> Iterator[QueuedChart]:
         return (self[i] for i in range(len(self)))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, QueueColumns):
+            return NotImplemented
+        return all(self._list(name) == other._list(name) for name in QUEUED_FIELDS)
+
+    def __repr__(self) -> str:
+        return f"QueueColumns({', '.join(f'{name}={self._list(name)!r}' for name in QUEUED_FIELDS)})"
+
+
+def _array(column: QueueColumn, dtype: type[np.generic]) -> NDArray[Any]:
+    """A column as an array of `dtype` (the array itself when it has that type)."""
+    if isinstance(column, list):
+        return np.fromiter(column, dtype=dtype, count=len(column))
+    return column.astype(dtype, copy=False)
+
+
+def _times_array(column: QueueColumn) -> NDArray[np.float64]:
+    """Times as floats, NaN for None."""
+    if isinstance(column, list):
+        if column.count(None) == len(column):  # (the usual queue: counted in C)
+            return np.full(len(column), np.nan)
+        return np.array(column, dtype=np.float64)
+    return column.astype(np.float64, copy=False)
+
+
+def _times_list(column: QueueColumn) -> list[float | None]:
+    """Times as a list, None for NaN."""
+    if isinstance(column, list):
+        return column
+    missing = np.isnan(column)
+    if missing.all():
+        return [None] * len(column)
+    times: list[float | None] = column.tolist()
+    for index in np.flatnonzero(missing).tolist():
+        times[index] = None
+    return times

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import chain, compress
-from typing import TypeVar, cast
+from typing import TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -18,18 +18,18 @@ from .dispatcher import Dispatcher
 from .forecast import Forecast, eta_bands, expected_charts, forecast, median_last_finish, running_band, spreads
 from .lanes import lane_replay
 from .model import (
-    QUEUED_FIELDS,
     Arrival,
     ChartIds,
-    ChartTimes,
+    ChartOrder,
     History,
     LazyChartValues,
     Plan,
+    QueueArrays,
     QueueColumns,
     RunningChart,
     Scenario,
 )
-from .order import DEFAULT_POLICY, Indices, column, fair_order_indices, org_codes
+from .order import DEFAULT_POLICY, Indices, fair_order_indices, org_codes
 from .org_replay import org_replay
 from .replay import EventReplay
 from .waiting import left_out_reasons, reason_names, waiting_reasons
@@ -115,12 +115,13 @@ def _plan(scenario: Scenario) -> Plan:
 
 @dataclass(frozen=True, slots=True)
 class _Queue:
-    """Step 1: the queued charts, the real ones (`real_count`) first, then the expected ones."""
+    """Step 1: the queued charts, the real ones (`real_count`, ids `real_ids`) first, then the expected ones."""
 
     columns: QueueColumns
     real_count: int
+    real_ids: list[str]
     arrivals: list[Arrival]
-    expected_spread: list[float]
+    expected_spread: NDArray[np.float64]
     foreseen: Forecast | None
 
 
@@ -171,21 +172,21 @@ def _queue(scenario: Scenario) -> _Queue:
     """Step 1: the real queue, then the charts the `arrivals` (given, or foreseen from the
     `history`) are expected to add."""
     queue = QueueColumns.of(scenario.queued)
-    real_count = len(queue)
-    expected_spread: list[float] = []
+    real_count, real_ids = len(queue), queue.id
+    expected_spread = np.zeros(0)
     arrivals = list(scenario.arrivals)
     foreseen: Forecast | None = None
     if scenario.history is not None:
         foreseen = forecast(
             scenario.history, now=scenario.now, budget=scenario.budget,
-            backlog=_backlog(queue, scenario.running, scenario.now, scenario.budget),
+            backlog=_backlog(queue.arrays, scenario.running, scenario.now, scenario.budget),
             typical_avg=_typical_avg(scenario.history, queue),
         )  # fmt: skip
         arrivals += foreseen.arrivals
     if arrivals:
         expected, expected_spread = expected_charts(arrivals, now=scenario.now, queued=real_count)
-        queue = _joined(queue, expected)
-    return _Queue(queue, real_count, arrivals, expected_spread, foreseen)
+        queue = queue.joined(expected)
+    return _Queue(queue, real_count, real_ids, arrivals, expected_spread, foreseen)
 
 
 def _columns(
@@ -193,20 +194,18 @@ def _columns(
 ) -> _Columns:
     """Step 3: the columns of the order and of the running charts, and which replay applies."""
     budget, now, running = scenario.budget, scenario.now, scenario.running
-    queued_count = len(queue)
+    queued_count, arrays = len(queue), queue.arrays
     org = chart_org[:queued_count][order]
-    units = np.minimum(column(queue.cost, np.int64), budget)[order]
+    units = np.minimum(arrays.cost, budget)[order]
     caps = [scenario.orgs.get(name, DEFAULT_POLICY).max_concurrency for name in org_names]
     running_units = [min(chart.cost, budget) for chart in running]
-    available_at = np.array(queue.available_at, dtype=np.float64)  # None (available now) becomes nan
-    becomes_available = available_at > now
-    lanes = _lanes_apply(scenario, queue, order, units, org, caps, running_units, bool(becomes_available.any()))
-    later, later_at, pending = _later_charts(queue.available_at, available_at, becomes_available, order)
-    retry = None
-    if scenario.retry_budget is not None:
-        marked = column(queue.retry, np.bool_)[order]
-        retry = marked if marked.any() else None
-    avg = column(queue.avg, _time_type(scenario, queue))[order]
+    becomes_available = arrays.available_at > now  # nan (available now) is never later
+    retry_marked = arrays.retry[order] if scenario.retry_budget is not None else None
+    any_later = bool(becomes_available.any())
+    lanes = _lanes_apply(scenario, order, units, org, caps, running_units, any_later, retry_marked)
+    later, later_at, pending = _later_charts(queue, becomes_available, order)
+    retry = retry_marked if retry_marked is not None and retry_marked.any() else None
+    avg = arrays.avg.astype(_time_type(scenario, queue), copy=False)[order]
     return _Columns(
         order=order,
         chart_org=chart_org,
@@ -228,24 +227,24 @@ def _columns(
 
 
 def _later_charts(
-    available_at: Sequence[float | None],
-    available_time: NDArray[np.float64],
-    becomes_available: NDArray[np.bool_],
-    order: Indices,
+    queue: QueueColumns, becomes_available: NDArray[np.bool_], order: Indices
 ) -> tuple[Indices, NDArray[np.float64], list[tuple[float, int]]]:
     """The charts of the order available only after now: their positions in the order and their
     `available_at` as arrays, and as the (available_at, position) pairs the event replays take,
-    each with the scenario's own time (an int stays an int). In queue order; a chart outside the
-    order is left out."""
-    position = np.full(len(available_at), -1, dtype=np.intp)
+    each with the scenario's own time (an int stays an int: read from the column as given). In
+    queue order; a chart outside the order is left out."""
+    position = np.full(len(queue), -1, dtype=np.intp)
     position[order] = np.arange(len(order), dtype=np.intp)
     marked = becomes_available & (position >= 0)
     charts = np.flatnonzero(marked)
-    later = position[charts]
+    later, later_at = position[charts], queue.arrays.available_at[charts]
     if not len(later):
-        return later, available_time[charts], []
-    ready_at = cast("list[float]", list(map(available_at.__getitem__, charts.tolist())))  # each has one
-    return later, available_time[charts], list(zip(ready_at, later.tolist(), strict=True))
+        return later, later_at, []
+    given = queue.given("available_at")
+    ready_at: list[float] = (
+        list(map(given.__getitem__, charts.tolist())) if isinstance(given, list) else later_at.tolist()
+    )  # each has one
+    return later, later_at, list(zip(ready_at, later.tolist(), strict=True))
 
 
 def _replay(
@@ -382,11 +381,11 @@ def _float_times(now: float, columns: _Columns) -> bool:
 
 def _bands(scenario: Scenario, queue: _Queue, columns: _Columns, start_time: NDArray[np.float64]) -> _Bands | None:
     """Step 6: the p10-p90 bands when a spread or an arrival is known (None: the ETAs themselves)."""
-    if not (scenario.spread or scenario.running_spread or queue.arrivals or queue.foreseen is not None):
+    if not (len(scenario.spread) or scenario.running_spread or queue.arrivals or queue.foreseen is not None):
         return None
     real_count, running = queue.real_count, scenario.running
     queued_spread = spreads(scenario.spread, real_count)
-    if queue.expected_spread:
+    if len(queue.expected_spread):
         queued_spread = np.concatenate((queued_spread, queue.expected_spread))
     spread = queued_spread[columns.order]
     running_avg = [chart.avg for chart in running]
@@ -425,17 +424,19 @@ def _real_plan(
        last finish (`forecast.median_last_finish`), never before the latest ETA, which also raises
        the band's upper edge. With expected charts, only orgs with a real chart get a key.
     4. Why each chart waits, on first use (`_waiting`).
+
+    The ids and the lists of times are made on first read (`_Layout`): the replan reads counts,
+    clear-times and why each chart waits, and writes the rows by the snapshot's own ids.
     """
     running = scenario.running
     real_count, queued_count = queue.real_count, len(queue.columns)
     org_names, chart_org = columns.org_names, columns.chart_org
     waiting_input = _WaitingInput.of(scenario, queue, columns, start_time)
     order, org, avg, eta_time = columns.order, columns.org, columns.avg_time, np.array(etas, dtype=np.float64)
+    real: NDArray[np.bool_] | None = None
     if queued_count > real_count:  # the expected charts only shaped the real charts' times
         real = order < real_count
-        real_list = real.tolist()
         order, org, avg, eta_time, start_time = order[real], org[real], avg[real], eta_time[real], start_time[real]
-        starts, etas = list(compress(starts, real_list)), list(compress(etas, real_list))
         if bands:
             bands = _Bands(bands.low[real], bands.high[real], bands.running_low, bands.running_high,
                            bands.spread[real], bands.running_spread)  # fmt: skip
@@ -443,31 +444,19 @@ def _real_plan(
     left_out = np.ones(real_count, dtype=bool)
     left_out[order] = False
     left_out_charts = np.flatnonzero(left_out)
-    chart_id = np.fromiter(iter(queue.columns.id), dtype=object, count=real_count)
-    order_ids: list[str] = chart_id[order].tolist()
-    chart_ids = ChartIds([*order_ids, *chart_id[left_out_charts].tolist(), *(c.id for c in running)])
+    laid = _Layout(len(order), len(left_out_charts), real, None if real is None else np.flatnonzero(real))
+    chart_ids = laid.ids(queue.real_ids, np.concatenate((order, left_out_charts)), [chart.id for chart in running])
     running_org = chart_org[queued_count:]
     layout_org = np.concatenate((org, chart_org[:real_count][left_out_charts], running_org))
-    not_planned = [None] * len(left_out_charts)
-    nothing = np.full(len(left_out_charts), np.nan)
 
-    def layout(
-        planned: NDArray[np.float64], values: Sequence[float | None], running_values: Sequence[float | None]
-    ) -> tuple[NDArray[np.float64], list[float | None]]:
-        """Times of the order's real charts and of the running ones, as laid out in the plan."""
-        return (
-            np.concatenate((planned, nothing, np.array(running_values, dtype=np.float64))),
-            [*values, *not_planned, *running_values],
-        )
-
-    eta_time, eta_values = layout(eta_time, etas, columns.running_finish)
-    org_clear = org_clear_low = org_clear_high = _org_clear(org_names, layout_org, eta_time, eta_values)
-    eta = eta_low = eta_high = ChartTimes(chart_ids, eta_values)
+    eta_time, eta_value = laid.times(eta_time, etas, columns.running_finish)
+    org_clear = org_clear_low = org_clear_high = _org_clear(org_names, layout_org, eta_time, eta_value)
+    eta = eta_low = eta_high = laid.column(chart_ids, etas, columns.running_finish)
     if bands:
-        low_time, low_values = layout(bands.low, _times(bands.low), bands.running_low)
-        high_time, high_values = layout(bands.high, _times(bands.high), bands.running_high)
-        org_clear_low = _org_clear(org_names, layout_org, low_time, low_values)
-        org_clear_high = _org_clear(org_names, layout_org, high_time, high_values)
+        low_time, low_value = laid.times(bands.low, None, bands.running_low)
+        high_time, high_value = laid.times(bands.high, None, bands.running_high)
+        org_clear_low = _org_clear(org_names, layout_org, low_time, low_value)
+        org_clear_high = _org_clear(org_names, layout_org, high_time, high_value)
         last = median_last_finish(
             now=scenario.now, org=np.concatenate((org, running_org)),
             start=np.concatenate((start_time, np.array([chart.started for chart in running], dtype=np.float64))),
@@ -476,7 +465,8 @@ def _real_plan(
         )  # fmt: skip
         org_clear = _median_clear(org_names, last, org_clear)
         org_clear_high = {name: _later(high, org_clear[name]) for name, high in org_clear_high.items()}
-        eta_low, eta_high = ChartTimes(chart_ids, low_values), ChartTimes(chart_ids, high_values)
+        eta_low = laid.column(chart_ids, bands.low, bands.running_low)
+        eta_high = laid.column(chart_ids, bands.high, bands.running_high)
     if queued_count > real_count:  # no key for an org that has only expected charts
         real_orgs = {org_names[code] for code in np.flatnonzero(np.bincount(layout_org, minlength=len(org_names)))}
         org_clear, org_clear_low, org_clear_high = (
@@ -484,10 +474,10 @@ def _real_plan(
             for clears in (org_clear, org_clear_low, org_clear_high)
         )
     clear_times = [clear for clear in org_clear.values() if clear is not None]
-    waiting = _Waiting(lambda: _waiting(waiting_input, chart_id, left_out_charts))
+    waiting = _Waiting(lambda: _waiting(waiting_input, queue.real_ids, left_out_charts))
     return Plan(
-        order=order_ids,
-        start=ChartTimes(chart_ids, [*starts, *not_planned, *(chart.started for chart in running)]),
+        order=ChartOrder(chart_ids, len(order)),
+        start=laid.column(chart_ids, starts, [chart.started for chart in running]),
         eta=eta,
         org_clear=org_clear,
         global_clear=max(clear_times) if clear_times else None,
@@ -499,6 +489,70 @@ def _real_plan(
         waiting_until=LazyChartValues(chart_ids, lambda: waiting.columns()[1]),
         head_of_line=LazyChartValues(chart_ids, lambda: waiting.columns()[2]),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """The plan's layout (step 7): the `planned` real charts of the order, the `left_out` real
+    charts, then the running ones. `real`: which charts of the replay are real (None: all), whose
+    values alone are laid out; `real_place`: their places in the replay."""
+
+    planned: int
+    left_out: int
+    real: NDArray[np.bool_] | None
+    real_place: Indices | None
+
+    def ids(self, queued_id: list[str], queued: Indices, running_id: list[str]) -> ChartIds:
+        """The plan's ids, listed on first use: the queued charts' (`queued_id` of each of `queued`,
+        the layout's queued charts), then the running ones'."""
+
+        def listed() -> list[str]:
+            ids: list[str] = np.fromiter(iter(queued_id), dtype=object, count=len(queued_id))[queued].tolist()
+            ids += running_id
+            return ids
+
+        return ChartIds(load=listed, count=len(queued) + len(running_id))
+
+    def times(
+        self, planned: NDArray[np.float64], values: Sequence[float | None] | None, running: Sequence[float | None]
+    ) -> tuple[NDArray[np.float64], Callable[[int], float | None]]:
+        """The times of the layout as floats (nan for none), and each one's own value by its place:
+        the replay's (`values`, of every chart of the replay; None: the floats of `planned`), None
+        for a chart left out, a running chart's own."""
+        laid = np.concatenate((planned, np.full(self.left_out, np.nan), np.array(running, dtype=np.float64)))
+        first_running = self.planned + self.left_out
+
+        def value(place: int) -> float | None:
+            if place >= first_running:
+                return running[place - first_running]
+            if place >= self.planned:
+                return None
+            if values is None:
+                return None if np.isnan(planned[place]) else float(planned[place])
+            return values[place] if self.real_place is None else values[int(self.real_place[place])]
+
+        return laid, value
+
+    def column(
+        self,
+        ids: ChartIds,
+        values: Sequence[float | None] | NDArray[np.float64],
+        running: Sequence[float | None],
+    ) -> LazyChartValues[float | None]:
+        """A time per chart of the layout, listed on first read: the replay's own values (or the
+        floats of an array of the real charts, None for nan), None for a chart left out, a running
+        chart's own."""
+        real = self.real
+
+        def listed() -> list[float | None]:
+            times: Sequence[float | None]
+            if isinstance(values, np.ndarray):
+                times = _times(values)
+            else:
+                times = values if real is None else list(compress(values, real.tolist()))
+            return [*times, *([None] * self.left_out), *running]
+
+        return LazyChartValues(ids, listed)
 
 
 class _Waiting:
@@ -558,7 +612,7 @@ class _WaitingInput:
 
 
 def _waiting(
-    given: _WaitingInput, chart_id: NDArray[np.object_], left_out: Indices
+    given: _WaitingInput, chart_id: list[str], left_out: Indices
 ) -> tuple[list[str | None], list[float | None], list[str | None]]:
     """Step 5: each chart's reason, until and head of line, laid out as the plan's ids (the real
     charts of the order, then the ones left out, then the running ones).
@@ -603,9 +657,9 @@ def _times(times: NDArray[np.float64]) -> list[float | None]:
     return values.tolist()  # type: ignore[no-any-return]
 
 
-def _backlog(queue: QueueColumns, running: Sequence[RunningChart], now: float, budget: int) -> float:
+def _backlog(queue: QueueArrays, running: Sequence[RunningChart], now: float, budget: int) -> float:
     """Seconds the pool takes to run what is queued and what is left of what runs, at full budget."""
-    work = float(np.dot(np.minimum(column(queue.cost, np.int64), budget), column(queue.avg, np.float64)))
+    work = float(np.dot(np.minimum(queue.cost, budget), queue.avg.astype(np.float64, copy=False)))
     work += sum(min(c.cost, budget) * max(0.0, c.started + c.avg - now) for c in running)
     return work / budget
 
@@ -636,11 +690,6 @@ def _typical_avg(history: History, queue: QueueColumns) -> float:
     return sum(queue.avg) / len(queue) if len(queue) else 0.0
 
 
-def _joined(queue: QueueColumns, more: QueueColumns) -> QueueColumns:
-    """The columns of `queue` followed by those of `more`."""
-    return QueueColumns(*(getattr(queue, name) + getattr(more, name) for name in QUEUED_FIELDS))
-
-
 def in_order(values: Sequence[Value], order: Indices) -> list[Value]:
     """values[i] for each i of `order` (the values themselves: an int stays an int)."""
     return np.array(values, dtype=object)[order].tolist()  # type: ignore[no-any-return]
@@ -648,29 +697,33 @@ def in_order(values: Sequence[Value], order: Indices) -> list[Value]:
 
 def _time_type(scenario: Scenario, queue: QueueColumns) -> type[np.generic]:
     """Integers when every time of the scenario is an integer (so the plan's times stay
-    integers), floats otherwise: the arithmetic is exact either way. (The columns are read last,
-    and the check stops at the first float.)"""
-    times = chain(
-        (scenario.now,),
-        (t for chart in scenario.running for t in (chart.started, chart.avg)),
-        queue.avg,
-        (ready_at for ready_at in queue.available_at if ready_at is not None),
-    )
-    return np.int64 if all(type(time) is int for time in times) else np.float64
+    integers), floats otherwise: the arithmetic is exact either way. (The columns are read last:
+    `avg` by the type of its array, made int64 only from ints; `available_at` value by value when
+    given as a list, stopping at the first float.)"""
+    times = chain((scenario.now,), (t for chart in scenario.running for t in (chart.started, chart.avg)))
+    if not all(type(time) is int for time in times) or queue.arrays.avg.dtype.kind != "i":
+        return np.float64
+    available_at = queue.given("available_at")
+    if isinstance(available_at, list):
+        whole = all(type(ready_at) is int for ready_at in available_at if ready_at is not None)
+    else:
+        whole = available_at.dtype.kind == "i" or bool(np.isnan(available_at).all())
+    return np.int64 if whole else np.float64
 
 
 def _lanes_apply(
     scenario: Scenario,
-    queue: QueueColumns,
     order: Indices,
     units: NDArray[np.int64],
     org: Indices,
     caps: Sequence[int | None],
     running_units: Sequence[int],
     any_later: bool,
+    retry: NDArray[np.bool_] | None,
 ) -> bool:
     """Whether the lane simulation replays the charts of the order, and pays (see `plan`, step 3).
-    `any_later`: some queued chart becomes available only after now.
+    `any_later`: some queued chart becomes available only after now; `retry`: the retry marks of
+    the charts of the order when a retry budget applies, else None.
 
     1. The lanes stay small: the budget and the units held by running charts, and the mean
        units of a chart.
@@ -686,23 +739,24 @@ def _lanes_apply(
         return False
     if any_later:
         return False
-    return scenario.retry_budget is None or not column(queue.retry, np.bool_)[order].any()
+    return retry is None or not retry.any()
 
 
 def _org_clear(
-    org_names: Sequence[str], finish_org: Indices, finish_time: NDArray[np.float64], finishes: Sequence[float | None]
+    org_names: Sequence[str],
+    finish_org: Indices,
+    finish_time: NDArray[np.float64],
+    finish: Callable[[int], float | None],
 ) -> dict[str, float | None]:
     """The latest finish per org, None for an org without one.
 
     The maximum is found on floats (`finish_time`, nan for none, which fmax ignores); the value
-    reported is the chart's own (`finishes`, aligned with it: an int stays an int).
+    reported is the chart's own (`finish` of its place in `finish_time`: an int stays an int).
     """
     latest = np.full(len(org_names), -np.inf)
     np.fmax.at(latest, finish_org, finish_time)
     is_latest = finish_time == latest[finish_org]
     latest_finish = np.full(len(org_names), -1, dtype=np.intp)
     latest_finish[finish_org[is_latest]] = np.flatnonzero(is_latest)
-    return {
-        name: None if finish < 0 else finishes[finish]
-        for name, finish in zip(org_names, latest_finish.tolist(), strict=True)
-    }
+    places = latest_finish.tolist()
+    return {name: None if place < 0 else finish(place) for name, place in zip(org_names, places, strict=True)}

@@ -24,6 +24,7 @@ from scheduling.snapshot import (
     Durations,
     Epoch,
     InFlightRun,
+    backlogged_and_ready,
     chart_ids,
     chart_key,
     chart_keys,
@@ -154,26 +155,46 @@ def test_chart_keys_are_the_chart_key_of_each_id(ids: list[int]) -> None:
         max_size=30,
     ),
     st.sampled_from([-2.0, 0.0, 1.0, 3.0]),
+    st.lists(st.integers(0, 4), max_size=6),
 )
-@example([(0, False, False, 0.0), (1, False, False, 2.0), (2, True, False, None), (3, False, True, None)], 0.0)
-def test_the_orgs_waiting_are_the_same_from_arrays_as_from_the_core_s_columns(
-    charts: list[tuple[int, bool, bool, float | None]], instant: float
+@example([(0, False, False, 0.0), (1, False, False, 2.0), (2, True, False, None), (3, False, True, None)], 0.0, [4])
+def test_backlogged_and_ready_are_the_orgs_a_chart_by_chart_reading_finds(
+    charts: list[tuple[int, bool, bool, float | None]], instant: float, running_orgs: list[int]
 ) -> None:
-    """The snapshot's queue finds its backlogged and ready orgs from its arrays; `backlogged_and_ready`
-    (the preview's) from the core's columns: the same orgs either way."""
-    orgs = np.array([org_key(number) for number in range(5)], dtype=object)
-    org_of = np.array([org for org, *_ in charts], dtype=np.intp)
-    columns = core.QueueColumns.of(
-        [
-            core.QueuedChart(chart_key(index), orgs[org], 0.0, 60.0, 1, high, paused, 0, available_at, False)
-            for index, (org, paused, high, available_at) in enumerate(charts)
-        ]
-    )
-    fair = ~np.array(columns.paused, dtype=np.bool_) & ~np.array(columns.high_priority, dtype=np.bool_)
-    available_at = np.array([math.nan if at is None else at for at in columns.available_at], dtype=np.float64)
-    from scheduling.snapshot import _orgs_waiting, _orgs_waiting_of_arrays
-
-    assert _orgs_waiting_of_arrays(orgs, org_of, fair, available_at, instant) == _orgs_waiting(columns, instant)
+    """`backlogged_and_ready` tests the charts on the queue's arrays: the orgs it finds are those a
+    chart-by-chart reading of the rule finds, for a queue given as lists (the preview's) and as
+    arrays (the snapshot's)."""
+    orgs = [org_key(number) for number in range(5)]
+    rows = {
+        key: snapshot.OrgRow(key, weight=number % 3, max_concurrency=[None, 1, 2][number % 3], served=0.0,
+                             weight_before_hold=None)
+        for number, key in enumerate(orgs)
+    }  # fmt: skip
+    running = [core.RunningChart(f"r{index}", orgs[org], 0.0, 60.0, 1) for index, org in enumerate(running_orgs)]
+    queued = [
+        core.QueuedChart(chart_key(index), orgs[org], 0.0, 60.0, 1, high, paused, 0, available_at, False)
+        for index, (org, paused, high, available_at) in enumerate(charts)
+    ]
+    in_flight = [chart.org for chart in running]
+    backlogged = {c.org for c in queued if not c.paused and not c.high_priority and rows[c.org].weight > 0}
+    ready = {
+        c.org
+        for c in queued
+        if c.org in backlogged
+        and not c.paused
+        and not c.high_priority
+        and (c.available_at is None or c.available_at <= instant)
+        and (rows[c.org].max_concurrency is None or in_flight.count(c.org) < rows[c.org].max_concurrency)
+    }
+    as_lists = core.QueueColumns.of(queued)
+    as_arrays = core.QueueColumns(
+        id=as_lists.id, org=as_lists.org, **{
+            name: getattr(as_lists.arrays, name)
+            for name in ("created", "avg", "cost", "high_priority", "paused", "priority", "available_at", "retry")
+        },
+    )  # fmt: skip
+    assert backlogged_and_ready(as_lists, running, rows, instant) == (backlogged, ready)
+    assert backlogged_and_ready(as_arrays, running, rows, instant) == (backlogged, ready)
 
 
 def _read_row_by_row(

@@ -9,7 +9,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduling.core.order import _sort_by_keys_then_id, stable_argsort
+from scheduling.core.order import _ranked_argsort, _sort_by_keys_then_id, stable_argsort
 
 
 @given(
@@ -76,3 +76,20 @@ def test_a_million_round_numbers_sort_as_numpy_sorts_them() -> None:
     rounds = np.random.default_rng(7).integers(0, 200_000, size=1_000_000)
     assert np.array_equal(stable_argsort(rounds), np.argsort(rounds, kind="stable"))
     assert np.array_equal(stable_argsort(rounds.astype(np.float64)), np.argsort(rounds, kind="stable"))
+
+
+@EXAMPLES
+@given(st.lists(st.sampled_from([-0.0, 0.0, 0.5, 2.25, -1e300, 1e300, -np.inf, np.inf]), min_size=1, max_size=80))
+def test_ranked_keys_sort_as_numpy_sorts_them(values: list[float]) -> None:
+    """The ranked sort (fractions, infinities, wide spans): ties, -0.0 beside 0.0 among them, stay
+    in index order."""
+    keys = np.array(values, dtype=np.float64)
+    assert _ranked_argsort(keys).tolist() == np.argsort(keys, kind="stable").tolist()
+    assert stable_argsort(keys).tolist() == np.argsort(keys, kind="stable").tolist()
+
+
+def test_a_million_creation_times_with_expected_ones_sort_as_numpy_sorts_them() -> None:
+    """Whole seconds shared by many charts, then expected charts a fraction of a second apart."""
+    rng = np.random.default_rng(11)
+    created = np.concatenate((np.floor(rng.uniform(0, 86_400, 1_000_000)), rng.uniform(0, 3_000, 250_000)))
+    assert np.array_equal(stable_argsort(created), np.argsort(created, kind="stable"))

@@ -11,8 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduling.core import Arrival, History, Scenario, Submission, plan
+from scheduling.core import Arrival, History, Plan, QueueColumns, QueuedChart, Scenario, Submission, plan
 from scheduling.core.forecast import (
+    BURST_AHEAD,
     MAX_ARRIVAL_SHARE,
     RATE_DOUBT,
     Z90,
@@ -21,6 +22,7 @@ from scheduling.core.forecast import (
     eta_bands,
     spreads,
 )
+from scheduling.core.model import QUEUED_FIELDS
 from scheduling.core.org_replay import later_charts
 from scheduling.core.planner import _later_charts
 
@@ -29,18 +31,30 @@ from .support import scenarios
 EXAMPLES = settings(max_examples=150, deadline=None, database=None)
 
 
+def queue_available_at(available_at: list[float | None], *, as_array: bool) -> QueueColumns:
+    """A queue of these `available_at` (the other columns plain), given as lists or as arrays."""
+    queue = QueueColumns.of([QueuedChart(str(i), "o", 0.0, 1.0, available_at=at) for i, at in enumerate(available_at)])
+    if not as_array:
+        return queue
+    arrays = queue.arrays
+    return queue.replace(**{name: getattr(arrays, name) for name in QUEUED_FIELDS if name not in ("id", "org")})
+
+
 @given(
     st.lists(st.none() | st.sampled_from([0, 1, 2.5, 7]), max_size=30),
     st.randoms(use_true_random=False),
     st.sampled_from([0, 2.5]),
+    st.booleans(),
 )
 @EXAMPLES
 def test_the_later_charts_are_those_the_replay_reads_chart_by_chart(
-    available_at: list[float | None], rng: random.Random, now: float
+    available_at: list[float | None], rng: random.Random, now: float, as_array: bool
 ) -> None:
     order = np.array(rng.sample(range(len(available_at)), rng.randint(0, len(available_at))), dtype=np.intp)
-    available_time = np.array(available_at, dtype=np.float64)
-    later, later_at, pending = _later_charts(available_at, available_time, available_time > now, order)
+    queue = queue_available_at(available_at, as_array=as_array)
+    later, later_at, pending = _later_charts(queue, queue.arrays.available_at > now, order)
+    if as_array:  # an array holds floats: so do the pairs (as its list would give them)
+        available_at = [None if at is None else float(at) for at in available_at]
     expected = later_charts(available_at, order, now)
     assert pending == expected
     assert [type(ready_at) for ready_at, _ in pending] == [type(ready_at) for ready_at, _ in expected]
@@ -184,3 +198,123 @@ def test_org_clear_times_are_the_latest_of_their_charts(scenario: Scenario, with
                 assert high is not None
                 assert clear >= eta
                 assert result.org_clear_high[org] == max(high, clear)
+
+
+PLAN_MAPPINGS = ("start", "eta", "eta_low", "eta_high", "reason", "waiting_until", "head_of_line")
+ARRAY_FIELDS = tuple(name for name in QUEUED_FIELDS if name not in ("id", "org"))
+
+
+def plan_fields(result: Plan) -> str:
+    """Every field of a plan written out with its types (1 and 1.0 differ), in its order."""
+    return repr(
+        [
+            list(result.order),
+            *(list(getattr(result, name).items()) for name in PLAN_MAPPINGS),
+            *(list(clears.items()) for clears in (result.org_clear, result.org_clear_low, result.org_clear_high)),
+            result.global_clear,
+        ]
+    )
+
+
+@given(scenarios(), st.booleans(), st.booleans())
+@EXAMPLES
+def test_a_queue_given_as_arrays_plans_as_the_same_queue_given_as_lists(
+    scenario: Scenario, with_history: bool, with_spread: bool
+) -> None:
+    """A snapshot gives the queue's numeric columns as arrays, the plan command as lists: the plan
+    is the same, field by field. (The queue's times as floats: an array holds floats, and so does
+    the list it stands for.)"""
+    queued = [
+        dataclasses.replace(
+            chart,
+            created=float(chart.created),
+            avg=float(chart.avg),
+            available_at=None if chart.available_at is None else float(chart.available_at),
+        )
+        for chart in scenario.queued
+    ]
+    spread = [0.1 * (index % 3) for index in range(len(queued))] if with_spread else []
+    history = History([Submission("a", created=scenario.now - 5, avg=3.0, count=4)], since=scenario.now - 60)
+    as_lists = dataclasses.replace(scenario, queued=queued, spread=spread, history=history if with_history else None)
+    columns = QueueColumns.of(queued)
+    as_arrays = dataclasses.replace(
+        as_lists,
+        queued=columns.replace(**{name: getattr(columns.arrays, name) for name in ARRAY_FIELDS}),
+        spread=np.array(spread, dtype=np.float64),
+    )
+    assert plan_fields(plan(as_arrays)) == plan_fields(plan(as_lists))
+
+
+@given(scenarios(), st.booleans())
+@EXAMPLES
+def test_the_plan_s_ids_and_clear_times_are_those_of_its_listed_values(scenario: Scenario, with_history: bool) -> None:
+    """The plan lists its ids and times on first read, and finds the clear-times on arrays: the
+    order is the first of its ids, and each org's clear-time (no spreads) is the latest of its
+    charts' ETAs as the plan lists them, one of those very values (an int stays an int)."""
+    history = History([Submission("newcomer", created=scenario.now - 5, avg=3.0, count=4)], since=scenario.now - 60)
+    result = plan(dataclasses.replace(scenario, history=history if with_history else None))
+    ids = list(result.eta)
+    assert list(result.order) == ids[: len(result.order)]
+    assert ids == list(result.start) == list(result.eta_high) == list(result.reason)
+    assert len(result.eta) == len(ids) == len(scenario.running) + len({chart.id for chart in scenario.queued})
+    org_of = {chart.id: chart.org for chart in scenario.queued} | {chart.id: chart.org for chart in scenario.running}
+    for org, clear in result.org_clear.items():
+        etas = [eta for chart_id in ids if org_of[chart_id] == org and (eta := result.eta[chart_id]) is not None]
+        assert clear == max(etas, default=None)
+        assert type(clear) in {type(eta) for eta in etas if eta == clear} | ({type(None)} if not etas else set())
+
+
+@given(scenarios())
+@EXAMPLES
+def test_queue_columns_read_as_arrays_and_back_are_the_same_charts(scenario: Scenario) -> None:
+    """A queue's arrays, given back as the columns of a queue, read as the same charts, types and
+    None for no `available_at` included (the times as floats, as an array holds them)."""
+    queued = [
+        dataclasses.replace(
+            chart,
+            created=float(chart.created),
+            avg=float(chart.avg),
+            available_at=None if chart.available_at is None else float(chart.available_at),
+        )
+        for chart in scenario.queued
+    ]
+    columns = QueueColumns.of(queued)
+    from_arrays = columns.replace(**{name: getattr(columns.arrays, name) for name in ARRAY_FIELDS})
+    assert repr(list(from_arrays)) == repr(queued)
+    assert from_arrays == columns
+    for name in ARRAY_FIELDS:
+        assert repr(getattr(from_arrays.arrays, name).tolist()) == repr(getattr(columns.arrays, name).tolist())
+
+
+def unforeseen_spreads_in_full(
+    start_spread: np.ndarray, wait: np.ndarray, foreseen: Forecast, budget: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """`forecast._unforeseen_spreads` with every term worked out, 0 or not."""
+    wait = np.maximum(np.nan_to_num(wait, nan=0.0), 0.0)
+    burst = np.minimum(foreseen.burst_work, wait * budget / 2)
+    expected_bursts = foreseen.burst_rate * wait
+    burst_delay = BURST_AHEAD * (expected_bursts + Z90 * np.sqrt(expected_bursts)) * burst / budget
+    newcomer_shift = wait * foreseen.newcomer_load
+    return start_spread + newcomer_shift, np.sqrt(start_spread**2 + burst_delay**2 + newcomer_shift**2)
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from([0.0, 1e-160, 0.3, 7.5, 1e200]), st.sampled_from([0.0, 2.0, 600.0])), max_size=8
+    ),
+    st.sampled_from([0.0, 0.002]),
+    st.sampled_from([0.0, 50.0]),
+    st.sampled_from([0.0, 0.05]),
+)
+@EXAMPLES
+def test_unforeseen_spreads_leave_out_only_terms_that_are_zero(
+    charts: list[tuple[float, float]], burst_rate: float, burst_work: float, newcomer_load: float
+) -> None:
+    start_spread = np.array([spread for spread, _ in charts], dtype=np.float64)
+    wait = np.array([wait for _, wait in charts], dtype=np.float64)
+    foreseen = Forecast(arrivals=[], evidence=1.0, burst_rate=burst_rate, burst_work=burst_work,
+                        newcomer_load=newcomer_load)  # fmt: skip
+    early, late = _unforeseen_spreads(start_spread, wait, foreseen, 4)
+    full_early, full_late = unforeseen_spreads_in_full(start_spread, wait, foreseen, 4)
+    assert early.tobytes() == full_early.tobytes()
+    assert late.tobytes() == full_late.tobytes()
