@@ -210,7 +210,8 @@ orgs, budget 200. Each size: a warm pass, then the best of three passes, each sp
 #   the arrival history (0.1-0.2 s, its query included): ~1.0-1.1 s, against 1.69 s measured on main.
 #   The 0.8 s target is not met.
 # - Then the backlogged and ready orgs found from the queue's arrays (one numpy pass; since the merge
-#   with `glue`, `snapshot.backlogged_and_ready` on `QueueColumns.arrays`) instead of `backlogged_and_ready`'s Python step per chart (0.14 s under cProfile):
+#   with `glue`, `snapshot.backlogged_and_ready` on `QueueColumns.arrays`) instead of a Python step
+#   per chart (0.14 s under cProfile):
 #   client CPU 1.21-1.25 s against 1.28-1.33 s (59b150f), 2 x 2 passes at load average 13-18.
 # - Left: the client work after the read runs on one core while the other is idle (the core's lists
 #   could be made from arrays by halves, but the core takes whole lists); the second connection is
