@@ -23,6 +23,7 @@ from .model import (
     History,
     LazyChartValues,
     Plan,
+    PlanArrays,
     QueueColumns,
     RunningChart,
     Scenario,
@@ -321,7 +322,8 @@ def _real_plan(
     1. The plan's layout of chart ids: the real charts of the order (all of it without expected
        charts), the real ones left out of it, the running ones; and each one's org (`layout_org`).
     2. Starts, ETAs and bands in that layout: the replay's own values (an int stays an int), None
-       where a chart has none; the ETAs and bands also as float arrays (nan for None).
+       where a chart has none; all of them also as float arrays (nan for None), with the layout as
+       indices into the queue (`Plan.arrays`).
     3. Clear-times per org: the latest ETA and band edges (`_org_clear`); with spreads the median
        last finish (`forecast.median_last_finish`), never before the latest ETA, which also raises
        the band's upper edge. With expected charts, only orgs with a real chart get a key.
@@ -351,6 +353,7 @@ def _real_plan(
     layout_org = np.concatenate((org, chart_org[:real_count][left_out_charts], running_org))
     not_planned = [None] * len(left_out_charts)
     nothing = np.full(len(left_out_charts), np.nan)
+    running_started = np.array([chart.started for chart in running], dtype=np.float64)
 
     def layout(
         planned: NDArray[np.float64], values: Sequence[float | None], running_values: Sequence[float | None]
@@ -364,6 +367,7 @@ def _real_plan(
     eta_time, eta_values = layout(eta_time, etas, columns.running_finish)
     org_clear = org_clear_low = org_clear_high = _org_clear(org_names, layout_org, eta_time, eta_values)
     eta = eta_low = eta_high = ChartTimes(chart_ids, eta_values)
+    low_time = high_time = eta_time
     if bands:
         low_time, low_values = layout(bands.low, _times(bands.low), bands.running_low)
         high_time, high_values = layout(bands.high, _times(bands.high), bands.running_high)
@@ -371,7 +375,7 @@ def _real_plan(
         org_clear_high = _org_clear(org_names, layout_org, high_time, high_values)
         last = median_last_finish(
             now=scenario.now, org=np.concatenate((org, running_org)),
-            start=np.concatenate((start_time, np.array([chart.started for chart in running], dtype=np.float64))),
+            start=np.concatenate((start_time, running_started)),
             avg=np.concatenate((avg, np.array([chart.avg for chart in running], dtype=np.float64))),
             spread=np.concatenate((bands.spread, bands.running_spread)), org_count=len(org_names),
         )  # fmt: skip
@@ -399,6 +403,13 @@ def _real_plan(
         reason=LazyChartValues(chart_ids, lambda: waiting.columns()[0]),
         waiting_until=LazyChartValues(chart_ids, lambda: waiting.columns()[1]),
         head_of_line=LazyChartValues(chart_ids, lambda: waiting.columns()[2]),
+        arrays=PlanArrays(
+            queued=np.concatenate((order, left_out_charts)),
+            start=np.concatenate((start_time, nothing, running_started)),
+            eta=eta_time,
+            eta_low=low_time,
+            eta_high=high_time,
+        ),
     )
 
 
