@@ -48,7 +48,7 @@ def plan_refresh(*, now: datetime | None = None) -> ReplanResult:
     3. In one transaction: build the next plan table aside (every chart's position, start, ETA and
        band, and why it waits: `charts.models.WaitingReason`), write the orgs' clear-times, keep a
        `QueueSample` for the plots, and swap the next plan table in for the plan table
-       (`_build_next_plan`, `_swap_in_next_plan`).
+       (`write_plan`: `_build_next_plan`, `_swap_in_next_plan`).
     4. After commit, broadcast a summary to the live pages.
     """
     begun = time.perf_counter()
@@ -57,14 +57,7 @@ def plan_refresh(*, now: datetime | None = None) -> ReplanResult:
     plan = core.plan(snapshot.scenario)
     plan.reason.column()  # the core works out why charts wait on first use: time it as the plan's
     planned = time.perf_counter()
-    with transaction.atomic():
-        # Replans write the same rows; taking turns here keeps two of them from deadlocking.
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [REPLAN_LOCK])
-        indexes = _build_next_plan(snapshot, plan)
-        org_clear = _write_org_clear(snapshot, plan)
-        _write_sample(snapshot, plan, org_clear)
-        _swap_in_next_plan(indexes)  # last: it locks the plan table until the commit
+    write_plan(snapshot, plan)
     seconds = time.perf_counter() - begun
     metrics.observe_replan(seconds)
     result = ReplanResult(
@@ -78,6 +71,19 @@ def plan_refresh(*, now: datetime | None = None) -> ReplanResult:
     )
     transaction.on_commit(lambda: broadcast(STAFF_GROUP, {"kind": "plan", **_summary(result)}))
     return result
+
+
+def write_plan(snapshot: Snapshot, plan: core.Plan) -> None:
+    """Step 3 of `plan_refresh`: in one transaction, build the next plan table, write the orgs'
+    clear-times and a `QueueSample`, and swap the next plan table in."""
+    with transaction.atomic():
+        # Replans write the same rows; taking turns here keeps two of them from deadlocking.
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [REPLAN_LOCK])
+        indexes = _build_next_plan(snapshot, plan)
+        org_clear = _write_org_clear(snapshot, plan)
+        _write_sample(snapshot, plan, org_clear)
+        _swap_in_next_plan(indexes)  # last: it locks the plan table until the commit
 
 
 def _summary(result: ReplanResult) -> dict[str, object]:
