@@ -203,6 +203,9 @@ then the load alone and the persist alone, three times each (medians of wall tim
 # 0.10-0.15 s -> 0.03-0.04 s; of the whole persist (3 passes each, two pairs, load 4.4-6.4):
 # 0.95-1.13 s -> 0.46-0.56 s; the backend's CPU unchanged (2.1-2.4 s, workers not counted).
 # This bench now also prints the persist alone (wall, this process's CPU, its backend's CPU).
+# This bench, `--sizes 1000000`, branch / main / branch in a row (02:55-03:08, load 5.6-7.3, every
+# figure 4-5x a quiet machine's): persist 9.27 / 9.11 / 4.74 s (pass 39.15 / 36.20 / 24.08 s):
+# noise at this load; the CPU counts above are the comparison.
 # - Measured and not done: (1) both index builds at once on two connections, the next table
 #   committed first by a helper connection: the CPU is the same (1.2 s for both, serial) and the
 #   parallel builds already use both cores, so a quiet 2-core machine's wall would not move (under

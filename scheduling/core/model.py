@@ -269,7 +269,8 @@ class Plan:
     reason: ChartValues[str | None]
     waiting_until: ChartValues[float | None]
     head_of_line: ChartValues[str | None]
-    arrays: PlanArrays
+    # Not compared: the same values as the fields above, laid out by the scenario's queue order.
+    arrays: PlanArrays = field(compare=False)
 
 
 QUEUED_FIELDS = tuple(queued_field.name for queued_field in fields(QueuedChart))
