@@ -2,7 +2,8 @@
 
 Run: `.venv/bin/python bench/bench_replan.py [--sizes 10000,100000]`. It uses its own database
 (`<name>_bench_replan` beside the database `<name>` of DATABASE_URL, created and dropped here), 500
-orgs, budget 200. Each size: a warm pass, then the best of three passes, each split into load, plan and persist.
+orgs, budget 200. Each size: a warm pass, then the best of three passes, each split into load, plan and persist;
+then the load alone and the persist alone, three times each (medians of wall time and CPU).
 """
 
 # Where the time goes (issue #17; 2-core machine shared with other sessions, load average 5-8, so
@@ -217,6 +218,58 @@ orgs, budget 200. Each size: a warm pass, then the best of three passes, each sp
 #   could be made from arrays by halves, but the core takes whole lists); the second connection is
 #   opened per load (10-17 ms, in the thread, behind the even half); the split's threshold
 #   (SPLIT_FROM_ROWS, 200k rows) is a judgement: no quiet machine to measure 100k-300k on.
+#
+# Session 7 of issue 17, the persist (branch `persist`, 02:18-04:00 UTC, load average 4-9 throughout:
+# other engineers' suites, benches and load runs; every wall figure 2-5x a quiet machine's, so CPU
+# first). Where the persist's time went at 1M (main ffcdd06, one plan written again and again):
+# - client: the COPY stream's encoding 0.52-0.88 s of CPU, of which the chart ids parsed back from
+#   their keys (a join of 1M strings and a digit matrix: ~0.2 s), the five time lists turned into
+#   arrays (~0.1 s), the lists sliced per block, the reasons coded (0.06 s) and the record arrays
+#   (0.08 s); 0.10-0.15 s of it before the first block went out (the server idle meanwhile); then
+#   the sample's Counter of 1M org keys, 0.05 s.
+# - server, the COPY: 0.9-1.0 s of the backend's CPU at load 5 (perf: the fields' receive calls 33%,
+#   of which timestamptz_recv 27%: its range check runs timestamp2tm, j2date included, on each of
+#   five values a row; the per-field loop 9%; heap_multi_insert 18%, of which extending the file a
+#   page at a time and writing the pages out of the bulk-write ring 10%; heap_form_tuple 12%;
+#   reading the socket 4%; the CHECK on position 4%).
+# - server, the index builds: leader 0.55-0.6 s + its two workers 0.5 s of CPU, as much as one
+#   process building both serially (1.2 s, load 5.6): the parallel builds already fill both cores.
+#   The heap comes in fair order, so the position index's sort meets nearly sorted runs; the
+#   primary key's sort meets random ids. In a table copied in id order the two trade places
+#   (serial, load 6: key 0.68-0.79 s against 1.24-1.70, position 1.3-1.8 s against 0.62-0.74): one
+#   of the two always pays a full sort.
+# - org clear-times 0.02 s, the swap a few ms, the commit 5 ms (its WAL flush; 5 ms with
+#   synchronous_commit off too).
+# - What overlaps: the client's encoding with the server's COPY (the writer thread), the index
+#   builds' workers with each other. Nothing else.
+# Changed: the plan's rows written from arrays. The core's Plan has `arrays` (`core.model.PlanArrays`):
+# its layout as indices into the queue, and the starts, ETAs and bands as the float arrays the
+# planner had anyway. The chart ids are the snapshot's id column (`Snapshot.waiting`, `in_flight`:
+# the `ActiveCharts` rows aligned with the scenario) gathered by that layout; places are 0..n-1 by
+# construction; the sample counts the queue per org from the org id column. The COPY stream is byte
+# for byte the old one (1M, a fixed now). Client CPU of the encoding (/tmp scripts, main and this
+# branch in alternate processes, load 3.7-4.4): 0.52-0.88 s -> 0.20-0.26 s; before the first block
+# 0.10-0.15 s -> 0.03-0.04 s; of the whole persist (3 passes each, two pairs, load 4.4-6.4):
+# 0.95-1.13 s -> 0.46-0.56 s; the backend's CPU unchanged (2.1-2.4 s, workers not counted).
+# This bench now also prints the persist alone (wall, this process's CPU, its backend's CPU).
+# This bench, `--sizes 1000000`, branch / main / branch in a row (02:55-03:08, load 5.6-7.3, every
+# figure 4-5x a quiet machine's): persist 9.27 / 9.11 / 4.74 s (pass 39.15 / 36.20 / 24.08 s):
+# noise at this load; the CPU counts above are the comparison.
+# - Measured and not done: (1) both index builds at once on two connections, the next table
+#   committed first by a helper connection: the CPU is the same (1.2 s for both, serial) and the
+#   parallel builds already use both cores, so a quiet 2-core machine's wall would not move (under
+#   load it only wins a larger share of the CPUs). (2) The COPY as two streams on two connections
+#   into one committed table: the one route found to ~0.9 s on a quiet machine (the server parses
+#   the COPY in one process, ~0.65 s quiet, while the client now needs ~0.2 s of the other core),
+#   but COPY FREEZE needs the table created in the same transaction: without it the backends spent
+#   0.2 s more CPU (likely the hint bits the index builds' scans set, and the pages written again); and a table
+#   committed outside the replan's transaction goes wrong inside a caller's transaction (every test):
+#   the replan's own uncommitted swap renames and locks the committed next table, and a helper of a
+#   second replan in that transaction would wait for it forever. (3) max_parallel_maintenance_workers
+#   1 instead of 2: 1.25 against 1.45 s of CPU, walls not told apart at load 8. (4) The reasons coded
+#   by object identity instead of a dict: slower.
+# - The floor on 2 cores within one transaction: the COPY's ~0.65 s in one server process (quiet)
+#   + the index builds' ~0.6 s of CPU on both cores + ~0.1 s: ~1.1 s. Target 0.9 s not met.
 
 from __future__ import annotations
 
@@ -292,6 +345,32 @@ def measure_load() -> str:
     )
 
 
+def measure_persist() -> str:
+    """The persist alone (`replan.write_plan` of one plan), PASSES times: the medians as `measure_load`'s
+    (the backend's CPU is its own: a parallel index build's workers are not counted)."""
+    from scheduling import core
+    from scheduling.replan import write_plan
+    from scheduling.snapshot import load_snapshot
+
+    snapshot = load_snapshot()
+    plan = core.plan(snapshot.scenario)
+    plan.reason.column()
+    walls, clients, servers = [], [], []
+    for _ in range(PASSES):
+        server, client, wall = backend_cpu_seconds(), time.process_time(), time.perf_counter()
+        write_plan(snapshot, plan)
+        walls.append(time.perf_counter() - wall)
+        clients.append(time.process_time() - client)
+        server_after = backend_cpu_seconds()
+        if server is not None and server_after is not None:
+            servers.append(server_after - server)
+    server_figure = f"{statistics.median(servers):.2f} s" if servers else "n/a (a remote server)"
+    return (
+        f"persist alone, medians of {PASSES}: wall {statistics.median(walls):.2f} s, CPU of this process"
+        f" {statistics.median(clients):.2f} s, of its PostgreSQL backend {server_figure}"
+    )
+
+
 def measure(size: int) -> None:
     from scheduling.replan import plan_refresh
 
@@ -308,6 +387,7 @@ def measure(size: int) -> None:
         + f"; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
     )
     print(f"{size:>8,} queued: {measure_load()}; load average {os.getloadavg()[0]:.1f}")
+    print(f"{size:>8,} queued: {measure_persist()}; load average {os.getloadavg()[0]:.1f}")
 
 
 def main() -> None:

@@ -59,9 +59,10 @@ def integers(values: Sequence[int | None], *, kind: Literal["int8", "int4"] = "i
         return Column(kind, array.astype(np.int64), null)
 
 
-def timestamps(seconds: Sequence[float | None]) -> Column:
+def timestamps(seconds: Sequence[float | None] | npt.NDArray[np.float64]) -> Column:
     """A timestamptz column from seconds since the Unix epoch, exactly as `to_timestamp(seconds)`
-    (PostgreSQL subtracts its epoch, then rounds to the microsecond, half to even: so does `rint`)."""
+    (PostgreSQL subtracts its epoch, then rounds to the microsecond, half to even: so does `rint`);
+    None or NaN is NULL."""
     array = _floats(seconds)
     null = np.isnan(array)
     micros = np.rint((np.where(null, POSTGRES_EPOCH, array) - POSTGRES_EPOCH) * 1e6).astype(np.int64)
@@ -76,8 +77,10 @@ def texts(values: Sequence[str | None]) -> Column:
     return Column("text", array, None, tuple((label or "").encode() for label in labels))
 
 
-def _floats(values: Sequence[float | None]) -> npt.NDArray[np.float64]:
+def _floats(values: Sequence[float | None] | npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     """The values as floats, None as NaN (each way at C speed)."""
+    if isinstance(values, np.ndarray):
+        return values
     try:
         return np.array(values, dtype=np.float64)
     except TypeError:

@@ -17,9 +17,10 @@ from charts.models import ChartPlan, WaitingReason
 from common.events import STAFF_GROUP, broadcast
 from orgs.models import Org
 from scheduling import copy_binary, core, metrics
+from scheduling.core.model import PlanArrays
 from scheduling.core.waiting import Reason
 from scheduling.models import QueueSample
-from scheduling.snapshot import Snapshot, chart_ids, chart_key, load_snapshot, to_datetime
+from scheduling.snapshot import Snapshot, chart_ids, chart_key, load_snapshot, org_key, to_datetime
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +48,7 @@ def plan_refresh(*, now: datetime | None = None) -> ReplanResult:
     3. In one transaction: build the next plan table aside (every chart's position, start, ETA and
        band, and why it waits: `charts.models.WaitingReason`), write the orgs' clear-times, keep a
        `QueueSample` for the plots, and swap the next plan table in for the plan table
-       (`_build_next_plan`, `_swap_in_next_plan`).
+       (`write_plan`: `_build_next_plan`, `_swap_in_next_plan`).
     4. After commit, broadcast a summary to the live pages.
     """
     begun = time.perf_counter()
@@ -56,14 +57,7 @@ def plan_refresh(*, now: datetime | None = None) -> ReplanResult:
     plan = core.plan(snapshot.scenario)
     plan.reason.column()  # the core works out why charts wait on first use: time it as the plan's
     planned = time.perf_counter()
-    with transaction.atomic():
-        # Replans write the same rows; taking turns here keeps two of them from deadlocking.
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [REPLAN_LOCK])
-        indexes = _build_next_plan(plan, provider_paused=snapshot.provider_paused)
-        org_clear = _write_org_clear(snapshot, plan)
-        _write_sample(snapshot, plan, org_clear)
-        _swap_in_next_plan(indexes)  # last: it locks the plan table until the commit
+    write_plan(snapshot, plan)
     seconds = time.perf_counter() - begun
     metrics.observe_replan(seconds)
     result = ReplanResult(
@@ -79,6 +73,19 @@ def plan_refresh(*, now: datetime | None = None) -> ReplanResult:
     return result
 
 
+def write_plan(snapshot: Snapshot, plan: core.Plan) -> None:
+    """Step 3 of `plan_refresh`: in one transaction, build the next plan table, write the orgs'
+    clear-times and a `QueueSample`, and swap the next plan table in."""
+    with transaction.atomic():
+        # Replans write the same rows; taking turns here keeps two of them from deadlocking.
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [REPLAN_LOCK])
+        indexes = _build_next_plan(snapshot, plan)
+        org_clear = _write_org_clear(snapshot, plan)
+        _write_sample(snapshot, plan, org_clear)
+        _swap_in_next_plan(indexes)  # last: it locks the plan table until the commit
+
+
 def _summary(result: ReplanResult) -> dict[str, object]:
     return {
         "queued": result.queued,
@@ -92,7 +99,7 @@ PLAN_TABLE = ChartPlan._meta.db_table
 NEXT_PLAN_TABLE = f"{PLAN_TABLE}_next"
 
 
-def _build_next_plan(plan: core.Plan, *, provider_paused: frozenset[str]) -> list[PlanIndex]:
+def _build_next_plan(snapshot: Snapshot, plan: core.Plan) -> list[PlanIndex]:
     """Build the next plan table aside, holding this plan, and return the plan table's indexes that
     it was given. Steps:
 
@@ -121,7 +128,7 @@ def _build_next_plan(plan: core.Plan, *, provider_paused: frozenset[str]) -> lis
     at most `SchedulerConfig.replan_interval` later, charts show no plan and dispatch waits. Nor is an
     unlogged table on a streaming replica: the plan is read from the primary.
     """
-    blocks = _plan_rows(plan, provider_paused=provider_paused)
+    blocks = _plan_rows(snapshot, plan)
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT i.relname, pg_get_indexdef(x.indexrelid), x.indisunique, c.contype"
@@ -209,51 +216,43 @@ PLAN_BLOCK_ROWS = 65_536
 SORT_BYTES_PER_ROW = 96
 
 
-def _plan_rows(plan: core.Plan, *, provider_paused: frozenset[str]) -> Iterator[dict[str, copy_binary.Column]]:
-    """The plan as the plan table's columns (`PLAN_COLUMNS`), aligned with the plan's chart ids, in
-    blocks of `PLAN_BLOCK_ROWS` rows, each worked out when the COPY asks for it. Whatever is already
-    an array is made whole; the core's lists are read a block at a time."""
-    ids = list(plan.start)
-    positions = _positions(ids, plan.order)
-    reasons = _reasons(plan, ids, provider_paused)
+def _plan_rows(snapshot: Snapshot, plan: core.Plan) -> Iterator[dict[str, copy_binary.Column]]:
+    """The plan as the plan table's columns (`PLAN_COLUMNS`), in blocks of `PLAN_BLOCK_ROWS` rows,
+    each worked out when the COPY asks for it. The rows are the plan's arrays (`PlanArrays`):
+    the charts of the order first, in order, so their places are 0, 1, 2, ... and the rest have
+    none; each chart's id is the snapshot's, gathered by the plan's indices into the queue (no key
+    read back from its digits). The core's lists (why each chart waits) are read a block at a time."""
+    arrays = plan.arrays
+    ids = np.concatenate((snapshot.waiting.id[arrays.queued], snapshot.in_flight.id))
+    places = np.arange(len(ids), dtype=np.int64)
+    positions = copy_binary.Column("int4", places, places >= len(plan.order))
+    reasons = _reasons(plan, snapshot.provider_paused)
     until, head = plan.waiting_until.column(), plan.head_of_line.column()
     for begin in range(0, len(ids), PLAN_BLOCK_ROWS):
         block = slice(begin, begin + PLAN_BLOCK_ROWS)
         yield {
-            "chart_id": copy_binary.Column("int8", chart_ids(ids[block])),
+            "chart_id": copy_binary.Column("int8", ids[block]),
             "position": positions.rows(block),
-            **_time_columns(plan, block),
+            **_time_columns(arrays, block),
             "waiting_reason": copy_binary.texts(reasons[block]),
             "waiting_until": copy_binary.timestamps(until[block]),
             "head_of_line": _chart_id_column(head[block]),
         }
 
 
-def _positions(ids: list[str], order: Sequence[str]) -> copy_binary.Column:
-    """Each chart's place in `order`, NULL for a chart outside it. The planner lists the ordered
-    charts first, in order: then the places are 0, 1, 2, ... and the rest NULL, at numpy's speed."""
-    places = np.arange(len(ids), dtype=np.int64)
-    if ids[: len(order)] == order:
-        return copy_binary.Column("int4", places, places >= len(order))
-    place = {chart_id: index for index, chart_id in enumerate(order)}
-    return copy_binary.integers([place.get(chart_id) for chart_id in ids], kind="int4")
-
-
-def _time_columns(plan: core.Plan, block: slice) -> dict[str, copy_binary.Column]:
+def _time_columns(arrays: PlanArrays, block: slice) -> dict[str, copy_binary.Column]:
     """The predicted start, ETA and band of the charts of `block` (a plan without spreads has its
     ETAs as its band)."""
-    eta = copy_binary.timestamps(plan.eta.column()[block])  # type: ignore[attr-defined]
-    low = eta if plan.eta_low is plan.eta else copy_binary.timestamps(plan.eta_low.column()[block])  # type: ignore[attr-defined]
-    high = eta if plan.eta_high is plan.eta else copy_binary.timestamps(plan.eta_high.column()[block])  # type: ignore[attr-defined]
+    eta = copy_binary.timestamps(arrays.eta[block])
     return {
-        "predicted_start": copy_binary.timestamps(plan.start.column()[block]),  # type: ignore[attr-defined]
+        "predicted_start": copy_binary.timestamps(arrays.start[block]),
         "eta": eta,
-        "eta_low": low,
-        "eta_high": high,
+        "eta_low": eta if arrays.eta_low is arrays.eta else copy_binary.timestamps(arrays.eta_low[block]),
+        "eta_high": eta if arrays.eta_high is arrays.eta else copy_binary.timestamps(arrays.eta_high[block]),
     }
 
 
-def _reasons(plan: core.Plan, ids: list[str], provider_paused: frozenset[str]) -> Sequence[str | None]:
+def _reasons(plan: core.Plan, provider_paused: frozenset[str]) -> Sequence[str | None]:
     """Why each chart waits (None: it does not). The core's `unavailable` is written as
     `provider_paused` for a chart a provider pause holds past its own backoff, else `backoff`."""
     reasons = plan.reason.column()
@@ -263,7 +262,7 @@ def _reasons(plan: core.Plan, ids: list[str], provider_paused: frozenset[str]) -
         (WaitingReason.PROVIDER_PAUSED if chart_id in provider_paused else WaitingReason.BACKOFF)
         if reason == Reason.UNAVAILABLE
         else reason
-        for chart_id, reason in zip(ids, reasons, strict=True)
+        for chart_id, reason in zip(plan.reason, reasons, strict=True)
     ]
 
 
@@ -310,7 +309,8 @@ def _seconds(value: float | None) -> float | None:
 
 def _write_sample(snapshot: Snapshot, plan: core.Plan, org_clear: dict[str, datetime | None]) -> None:
     scenario = snapshot.scenario
-    queued = Counter(core.QueueColumns.of(scenario.queued).org)
+    org_ids, counts = np.unique(snapshot.waiting.org_id, return_counts=True)
+    queued = Counter(dict(zip(map(org_key, org_ids.tolist()), counts.tolist(), strict=True)))
     running = Counter(chart.org for chart in scenario.running)
     cost_in_use: Counter[str] = Counter()
     for chart in scenario.running:

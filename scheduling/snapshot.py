@@ -150,6 +150,10 @@ class Snapshot:
     scenario: core.Scenario
     config: SchedulerConfig
     org_slugs: dict[str, str]
+    # The rows of the queued and of the running charts, aligned with `scenario.queued` and
+    # `scenario.running` (the plan's writer takes the chart ids from them as arrays).
+    waiting: ActiveCharts
+    in_flight: ActiveCharts
     # The workflow of each queued chart, aligned with `scenario.queued` (for what-if cost changes).
     queued_workflow: list[int] = field(default_factory=list)
     # The round under way (see `fair_service`): every org's virtual time is raised to it, or None.
@@ -423,7 +427,8 @@ def load_snapshot(*, now: datetime | None = None) -> Snapshot:
     charts = ActiveCharts.load()
     waiting = charts.where(charts.in_states(QUEUE_STATES))
     queue = _queue(waiting, costs, durations)
-    running, running_spread = _running(charts.where(charts.in_states(IN_FLIGHT_STATES)), now, costs, durations)
+    in_flight = charts.where(charts.in_states(IN_FLIGHT_STATES))
+    running, running_spread = _running(in_flight, now, costs, durations)
 
     # A spread only where one is known: with none, the plan's bands are its ETAs themselves.
     spread_known = bool(queue.spread.any()) or any(running_spread)
@@ -452,6 +457,8 @@ def load_snapshot(*, now: datetime | None = None) -> Snapshot:
         scenario=scenario,
         config=config,
         org_slugs={key: row.slug for key, row in org_rows.items()},
+        waiting=waiting,
+        in_flight=in_flight,
         queued_workflow=waiting.workflow_id.tolist(),
         round_under_way=round_under_way,
         provider_paused=queue.provider_paused,

@@ -275,6 +275,24 @@ class ChartTimes(ChartValues[float | None]):
 
 
 @dataclass(frozen=True, slots=True)
+class PlanArrays:
+    """A plan's rows as arrays, for a writer of whole columns (`scheduling.replan`), laid out as the
+    plan's chart ids (as `Plan.start` iterates them): first the charts of the order, in its order,
+    then the queued charts left out of it, then the running charts as `Scenario.running` lists them.
+
+    `queued` is the index in `Scenario.queued` of each of the first `len(queued)` charts (those of
+    the order, then those left out); `start`, `eta`, `eta_low` and `eta_high` are the plan's own
+    values as floats, NaN for None.
+    """
+
+    queued: NDArray[np.intp]
+    start: NDArray[np.float64]
+    eta: NDArray[np.float64]
+    eta_low: NDArray[np.float64]
+    eta_high: NDArray[np.float64]
+
+
+@dataclass(frozen=True, slots=True)
 class Plan:
     """The fair order, predicted starts and finishes, and the clear-times of the orgs and the pool.
 
@@ -291,6 +309,8 @@ class Plan:
     None for a running chart and for one the walk starts at `now`): `reason` (a `Reason` value),
     `waiting_until` (when that reason lifts, as far as the plan knows) and `head_of_line` (for a
     chart the budget would hold now but the head of the line does not let by: that head's id).
+
+    `arrays`: the same rows as arrays (`PlanArrays`).
     """
 
     order: Sequence[str]
@@ -305,6 +325,8 @@ class Plan:
     reason: ChartValues[str | None]
     waiting_until: ChartValues[float | None]
     head_of_line: ChartValues[str | None]
+    # Not compared: the same values as the fields above, laid out by the scenario's queue order.
+    arrays: PlanArrays = field(compare=False)
 
 
 QUEUED_FIELDS = tuple(queued_field.name for queued_field in fields(QueuedChart))

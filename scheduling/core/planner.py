@@ -24,6 +24,7 @@ from .model import (
     History,
     LazyChartValues,
     Plan,
+    PlanArrays,
     QueueArrays,
     QueueColumns,
     RunningChart,
@@ -419,7 +420,8 @@ def _real_plan(
     1. The plan's layout of chart ids: the real charts of the order (all of it without expected
        charts), the real ones left out of it, the running ones; and each one's org (`layout_org`).
     2. Starts, ETAs and bands in that layout: the replay's own values (an int stays an int), None
-       where a chart has none; the ETAs and bands also as float arrays (nan for None).
+       where a chart has none; all of them also as float arrays (nan for None), with the layout as
+       indices into the queue (`Plan.arrays`).
     3. Clear-times per org: the latest ETA and band edges (`_org_clear`); with spreads the median
        last finish (`forecast.median_last_finish`), never before the latest ETA, which also raises
        the band's upper edge. With expected charts, only orgs with a real chart get a key.
@@ -452,6 +454,8 @@ def _real_plan(
     eta_time, eta_value = laid.times(eta_time, etas, columns.running_finish)
     org_clear = org_clear_low = org_clear_high = _org_clear(org_names, layout_org, eta_time, eta_value)
     eta = eta_low = eta_high = laid.column(chart_ids, etas, columns.running_finish)
+    low_time = high_time = eta_time
+    running_started = [chart.started for chart in running]
     if bands:
         low_time, low_value = laid.times(bands.low, None, bands.running_low)
         high_time, high_value = laid.times(bands.high, None, bands.running_high)
@@ -459,7 +463,7 @@ def _real_plan(
         org_clear_high = _org_clear(org_names, layout_org, high_time, high_value)
         last = median_last_finish(
             now=scenario.now, org=np.concatenate((org, running_org)),
-            start=np.concatenate((start_time, np.array([chart.started for chart in running], dtype=np.float64))),
+            start=np.concatenate((start_time, np.array(running_started, dtype=np.float64))),
             avg=np.concatenate((avg, np.array([chart.avg for chart in running], dtype=np.float64))),
             spread=np.concatenate((bands.spread, bands.running_spread)), org_count=len(org_names),
         )  # fmt: skip
@@ -477,7 +481,7 @@ def _real_plan(
     waiting = _Waiting(lambda: _waiting(waiting_input, queue.real_ids, left_out_charts))
     return Plan(
         order=ChartOrder(chart_ids, len(order)),
-        start=laid.column(chart_ids, starts, [chart.started for chart in running]),
+        start=laid.column(chart_ids, starts, running_started),
         eta=eta,
         org_clear=org_clear,
         global_clear=max(clear_times) if clear_times else None,
@@ -488,6 +492,13 @@ def _real_plan(
         reason=LazyChartValues(chart_ids, lambda: waiting.columns()[0]),
         waiting_until=LazyChartValues(chart_ids, lambda: waiting.columns()[1]),
         head_of_line=LazyChartValues(chart_ids, lambda: waiting.columns()[2]),
+        arrays=PlanArrays(
+            queued=np.concatenate((order, left_out_charts)),
+            start=laid.times(start_time, None, running_started)[0],
+            eta=eta_time,
+            eta_low=low_time,
+            eta_high=high_time,
+        ),
     )
 
 

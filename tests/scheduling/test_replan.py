@@ -413,13 +413,6 @@ def _wait_for_a_lock_wait(relation: str | None = ChartPlan._meta.db_table) -> No
     raise AssertionError(f"nobody waited for a lock on {relation or 'anything'}")
 
 
-def test_positions_follow_the_order_whichever_way_the_plan_lists_its_charts() -> None:
-    for ids, order in ((["1", "2", "3"], ["1", "2"]), (["1", "2", "3"], ["3", "1"])):
-        column = replan._positions(ids, order)
-        places = [None if column.null is not None and column.null[i] else int(column.values[i]) for i in range(3)]
-        assert places == [order.index(chart_id) if chart_id in order else None for chart_id in ids]
-
-
 def _plan_table_persistence() -> list[str]:
     """relpersistence of every table named like the plan table (u: unlogged)."""
     with connection.cursor() as cursor:

@@ -318,3 +318,32 @@ def test_unforeseen_spreads_leave_out_only_terms_that_are_zero(
     full_early, full_late = unforeseen_spreads_in_full(start_spread, wait, foreseen, 4)
     assert early.tobytes() == full_early.tobytes()
     assert late.tobytes() == full_late.tobytes()
+
+
+@given(scenarios(), st.booleans())
+@EXAMPLES
+def test_the_plan_s_arrays_are_its_own_values_and_layout(scenario: Scenario, with_history: bool) -> None:
+    """`Plan.arrays` (what the replan writes from) holds the plan's starts, ETAs and bands, bit for
+    bit as floats (NaN for None), and the layout of its chart ids: the charts of the order first,
+    in order, each named by its index into the queue, then the running charts."""
+    queued = len(scenario.queued)
+    spread = [0.1 * (index % 3) for index in range(queued + len(scenario.running))]
+    history = History([Submission("newcomer", created=scenario.now - 5, avg=3.0, count=4)], since=scenario.now - 60)
+    banded = dataclasses.replace(
+        scenario, spread=spread[:queued], running_spread=spread[queued:], history=history if with_history else None
+    )
+    for case in (scenario, banded):
+        result = plan(case)
+        arrays = result.arrays
+        ids = list(result.start)
+        assert [case.queued[index].id for index in arrays.queued.tolist()] + [c.id for c in case.running] == ids
+        assert ids[: len(result.order)] == result.order
+        for values, times in (
+            (arrays.start, result.start),
+            (arrays.eta, result.eta),
+            (arrays.eta_low, result.eta_low),
+            (arrays.eta_high, result.eta_high),
+        ):
+            expected = np.array([math.nan if time is None else float(time) for time in times.values()])
+            assert values.dtype == np.float64
+            assert values.tobytes() == expected.tobytes()
