@@ -222,6 +222,7 @@ def _plan_rows(snapshot: Snapshot, plan: core.Plan) -> Iterator[dict[str, copy_b
     the charts of the order first, in order, so their places are 0, 1, 2, ... and the rest have
     none; each chart's id is the snapshot's, gathered by the plan's indices into the queue (no key
     read back from its digits). The core's lists (why each chart waits) are read a block at a time."""
+    _check_aligned(snapshot)
     arrays = plan.arrays
     ids = np.concatenate((snapshot.waiting.id[arrays.queued], snapshot.in_flight.id))
     places = np.arange(len(ids), dtype=np.int64)
@@ -238,6 +239,22 @@ def _plan_rows(snapshot: Snapshot, plan: core.Plan) -> Iterator[dict[str, copy_b
             "waiting_until": copy_binary.timestamps(until[block]),
             "head_of_line": _chart_id_column(head[block]),
         }
+
+
+def _check_aligned(snapshot: Snapshot) -> None:
+    """Refuse a snapshot whose rows are not its scenario's charts: the ids written are the rows', by
+    the plan's places in the scenario, so a scenario filtered or reordered after the load would put
+    one chart's plan under another's id. A count and the ends are checked (no pass over the queue)."""
+    for rows, charts, name in (
+        (snapshot.waiting.id, snapshot.scenario.queued, "queued"),
+        (snapshot.in_flight.id, snapshot.scenario.running, "running"),
+    ):
+        ends_differ = len(charts) > 0 and (charts[0].id, charts[-1].id) != (
+            chart_key(int(rows[0])),
+            chart_key(int(rows[-1])),
+        )
+        if len(rows) != len(charts) or ends_differ:
+            raise ValueError(f"the snapshot's {name} rows are not its scenario's {name} charts, in order")
 
 
 def _time_columns(arrays: PlanArrays, block: slice) -> dict[str, copy_binary.Column]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable
@@ -23,7 +24,7 @@ from scheduling.models import QueueSample
 from scheduling.reconcile import duration_record
 from scheduling.replan import plan_refresh
 from scheduling.services import scheduler_config_set
-from scheduling.snapshot import chart_key
+from scheduling.snapshot import chart_key, load_snapshot
 from tests.factories import ChartFactory, OrgFactory, ProviderFactory, WorkflowFactory
 
 pytestmark = pytest.mark.django_db
@@ -459,6 +460,20 @@ def test_a_replan_that_fails_before_its_commit_leaves_the_old_plan_whole(
     monkeypatch.undo()
     plan_refresh()
     assert _plan_rows() != before
+
+
+def test_a_plan_of_a_scenario_other_than_its_snapshot_s_rows_is_refused(backlog: tuple[Org, Org]) -> None:
+    """The plan's rows take their chart ids from the snapshot's rows by the plan's places in the
+    scenario: a scenario reordered after the load would write one chart's plan under another's id,
+    so the writer refuses it and the plan table keeps the last plan."""
+    plan_refresh()
+    before = _plan_rows()
+    snapshot = load_snapshot()
+    queued = list(snapshot.scenario.queued)
+    reordered = dataclasses.replace(snapshot, scenario=dataclasses.replace(snapshot.scenario, queued=queued[::-1]))
+    with pytest.raises(ValueError, match="queued rows are not its scenario's queued charts"):
+        replan.write_plan(reordered, core.plan(reordered.scenario))
+    assert _plan_rows() == before
 
 
 @pytest.mark.parametrize(
