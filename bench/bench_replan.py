@@ -302,19 +302,26 @@ def backend_cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def own_backend_pid() -> int:
+    """The process id of the PostgreSQL backend of Django's connection."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        (pid,) = cursor.fetchone()
+    return int(pid)
+
+
 def measure_load() -> str:
     """The snapshot's load alone, PASSES times: the medians of its wall time, of this process's CPU and of
     its PostgreSQL backends' CPU (the figures the other processes of a shared machine move least): its
     connection's, plus that of the second connection that reads half the charts (`packed_rows`), if
     any, taken once its half is read."""
-    from django.db import connection
 
     from scheduling import packed_rows
     from scheduling.snapshot import load_snapshot
 
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_backend_pid()")
-        (own_pid,) = cursor.fetchone()
+    own_pid = own_backend_pid()
     others: list[float] = []
     fetch = packed_rows._fetch
 
@@ -352,16 +359,17 @@ def measure_persist() -> str:
     from scheduling.replan import write_plan
     from scheduling.snapshot import load_snapshot
 
+    own_pid = own_backend_pid()
     snapshot = load_snapshot()
     plan = core.plan(snapshot.scenario)
     plan.reason.column()
     walls, clients, servers = [], [], []
     for _ in range(PASSES):
-        server, client, wall = backend_cpu_seconds(), time.process_time(), time.perf_counter()
+        server, client, wall = backend_cpu_seconds(own_pid), time.process_time(), time.perf_counter()
         write_plan(snapshot, plan)
         walls.append(time.perf_counter() - wall)
         clients.append(time.process_time() - client)
-        server_after = backend_cpu_seconds()
+        server_after = backend_cpu_seconds(own_pid)
         if server is not None and server_after is not None:
             servers.append(server_after - server)
     server_figure = f"{statistics.median(servers):.2f} s" if servers else "n/a (a remote server)"
