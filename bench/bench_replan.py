@@ -218,6 +218,12 @@ then the load alone and the persist alone, three times each (medians of wall tim
 #   could be made from arrays by halves, but the core takes whole lists); the second connection is
 #   opened per load (10-17 ms, in the thread, behind the even half); the split's threshold
 #   (SPLIT_FROM_ROWS, 200k rows) is a judgement: no quiet machine to measure 100k-300k on.
+# - After the merges (lead, 04:52-04:59, load average 1.1-1.5, this machine at about half its speed of
+#   02:14): the halves end to end (even ids, then odd) cost the core plan 1.4 s at 1M (3.71 s, against
+#   2.27 s read in one piece): the fair order's runs of one creation second no longer lay in one
+#   ascending stretch of ids. The load now sorts the halves by id (one merge of two runs). Pass at 1M:
+#   ffcdd06 9.32 s (load 2.19, plan 4.25, persist 2.88); main before the sort 8.76 s (2.30 / 3.71 / 2.74);
+#   after it 7.79 s (2.10 / 2.95 / 2.74). Load alone 2.19 s wall, backends 1.85 s, client 0.93 s.
 #
 # Session 7 of issue 17, the persist (branch `persist`, 02:18-04:00 UTC, load average 4-9 throughout:
 # other engineers' suites, benches and load runs; every wall figure 2-5x a quiet machine's, so CPU

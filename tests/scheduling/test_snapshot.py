@@ -389,3 +389,22 @@ def test_epoch_is_the_core_s_seconds_of_the_stored_time_to_the_bit(tenants: Tena
     read = Chart.objects.annotate(seconds=Epoch("created_at")).values_list("created_at", "seconds")
     assert sorted(read) == sorted((moment, to_seconds(moment)) for moment in moments)
     assert all(type(seconds) is float for _, seconds in read)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_charts_read_in_halves_come_in_the_order_of_their_ids(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The halves come end to end (even ids, then odd); the snapshot gives them back in the order of
+    their ids, as a read in one piece of a table filled in id order gives them, the order the fair
+    order's sort runs fastest on (the plan itself does not depend on it)."""
+    called = _reading("in halves", monkeypatch)
+    org, workflow = OrgFactory(slug="halves"), WorkflowFactory(name="halves")
+    for _ in range(9):
+        ChartFactory(org=org, workflow=workflow, state=ChartState.QUEUED)
+
+    charts = snapshot.ActiveCharts.load()
+
+    assert called == ["read_in_halves"]
+    assert charts.id.tolist() == sorted(Chart.objects.values_list("id", flat=True))
+    assert charts.created.tolist() == [
+        to_seconds(created) for created in Chart.objects.order_by("id").values_list("created_at", flat=True)
+    ]
