@@ -649,7 +649,8 @@ def _running(
     spread: list[float] = []
     for chart_id, org_id, workflow_id, started, state, attempt, cost in zip(
         in_flight.id.tolist(), in_flight.org_id.tolist(), in_flight.workflow_id.tolist(),
-        _times(in_flight.started), in_flight.state.tolist(), in_flight.attempt.tolist(), in_flight.cost.tolist(),
+        core.times_list(in_flight.started), in_flight.state.tolist(), in_flight.attempt.tolist(),
+        in_flight.cost.tolist(),
         strict=True,
     ):  # fmt: skip
         mean, sigma = durations.of(org_id, workflow_id)
@@ -665,17 +666,6 @@ def _running(
         )
         spread.append(sigma)
     return running, spread
-
-
-def _times(seconds: NDArray[np.float64]) -> list[float | None]:
-    """The times as a list, None where NaN (most often all or none of them)."""
-    missing = np.isnan(seconds)
-    if missing.all():
-        return [None] * len(seconds)
-    times: list[float | None] = seconds.tolist()
-    for index in np.flatnonzero(missing).tolist():
-        times[index] = None
-    return times
 
 
 def _pair_codes(

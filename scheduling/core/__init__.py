@@ -53,6 +53,7 @@ from .model import (
     RunningChart,
     Scenario,
     Submission,
+    times_list,
 )
 from .order import fair_order
 from .planner import load_compiled_replay, plan
@@ -75,4 +76,5 @@ __all__ = [
     "parse_scenario",
     "plan",
     "plan_to_json",
+    "times_list",
 ]

@@ -444,7 +444,7 @@ class QueueColumns(Sequence[QueuedChart]):
         if column is None:
             given = self._given[name]
             assert not isinstance(given, list)
-            column = self._lists[name] = _times_list(given) if name == "available_at" else given.tolist()
+            column = self._lists[name] = times_list(given) if name == "available_at" else given.tolist()
         return column
 
     @property
@@ -529,8 +529,9 @@ def _times_array(column: QueueColumn) -> NDArray[np.float64]:
     return column.astype(np.float64, copy=False)
 
 
-def _times_list(column: QueueColumn) -> list[float | None]:
-    """Times as a list, None for NaN."""
+def times_list(column: QueueColumn) -> list[float | None]:
+    """Times as a list, None for NaN (a list is given back as it is): the one rule for the
+    core's float columns and the shell's (`scheduling.snapshot`)."""
     if isinstance(column, list):
         return column
     missing = np.isnan(column)

@@ -29,6 +29,7 @@ from .model import (
     QueueColumns,
     RunningChart,
     Scenario,
+    times_list,
 )
 from .order import DEFAULT_POLICY, Indices, fair_order_indices, org_codes
 from .org_replay import org_replay
@@ -273,7 +274,7 @@ def _replay(
             running_org=columns.running_org,
             running_units=columns.running_units,
         )
-        return _times(starts), _times(etas)
+        return times_list(starts), times_list(etas)
     if columns.lanes:
         return lane_replay(
             now=now,
@@ -558,7 +559,7 @@ class _Layout:
         def listed() -> list[float | None]:
             times: Sequence[float | None]
             if isinstance(values, np.ndarray):
-                times = _times(values)
+                times = times_list(values)
             else:
                 times = values if real is None else list(compress(values, real.tolist()))
             return [*times, *([None] * self.left_out), *running]
@@ -653,19 +654,9 @@ def _waiting(
     not_running = [None] * len(given.running_finish)
     return (
         [*reason_names(code), *left_out_reasons(held), *not_running],
-        [*_times(until), *not_planned, *not_running],
+        [*times_list(until), *not_planned, *not_running],
         [*head_of_line.tolist(), *not_planned, *not_running],
     )
-
-
-def _times(times: NDArray[np.float64]) -> list[float | None]:
-    """The times as floats, None for nan."""
-    missing = np.isnan(times)
-    if not missing.any():
-        return times.tolist()  # type: ignore[no-any-return]
-    values = times.astype(object)
-    values[missing] = None
-    return values.tolist()  # type: ignore[no-any-return]
 
 
 def _backlog(queue: QueueArrays, running: Sequence[RunningChart], now: float, budget: int) -> float:
