@@ -2,11 +2,10 @@
 
 import os
 import signal
-import threading
 from typing import Any
 
 from celery import Celery
-from celery.signals import task_postrun, task_prerun, worker_init, worker_process_init
+from celery.signals import worker_init, worker_process_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "fairsched.settings")
 
@@ -40,27 +39,16 @@ def pool_child_setup(**kwargs: Any) -> None:
     os.environ["PGAPPNAME"] = APPLICATION_NAME.format(pid=os.getpid())
 
 
-_sigterm_handler: Any = None
-
-
-@task_prerun.connect
-def defer_sigterm(**kwargs: Any) -> None:
-    """While a pool child runs a task, SIGTERM cannot kill it; its parent alone decides when it stops.
+@worker_process_init.connect
+def ignore_sigterm(**kwargs: Any) -> None:
+    """A pool child is stopped by its parent, never by a SIGTERM of its own.
 
     Process managers stop a worker by signalling its whole process group (honcho, systemd's default
-    `KillMode=control-group`), so each pool child gets the SIGTERM too. A child that died of it would
-    lose the pass it is running (`WorkerLostError`). Ignoring it for the task's length, the child
-    finishes while the parent does Celery's warm shutdown (stop consuming, wait for the running
-    tasks), then stops its idle children. SIGKILL still ends everything, and reconcile settles what a
-    killed pass left. (Signals can be set only from a process's main thread, as prefork children run.)
-    """
-    global _sigterm_handler
-    if threading.current_thread() is threading.main_thread():
-        _sigterm_handler = signal.signal(signal.SIGTERM, signal.SIG_IGN)
-
-
-@task_postrun.connect
-def restore_sigterm(**kwargs: Any) -> None:
-    """After the task, SIGTERM acts again as it did before it."""
-    if _sigterm_handler is not None and threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _sigterm_handler)
+    `KillMode=control-group`), so each pool child gets the SIGTERM too. A child that died of it lost
+    the pass it was running, or the one it had just taken from its parent and not yet begun
+    (`WorkerLostError`). Ignoring it from the child's start (billiard keeps an ignored SIGTERM
+    ignored when it sets up the child's signals), the parent alone stops: Celery's warm shutdown
+    stops consuming, waits for the running passes, then ends its idle children; a cold shutdown
+    closes their pipes, which ends them too. SIGKILL still ends everything, and reconcile settles what
+    a killed pass left."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)

@@ -19,21 +19,14 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from django.conf import settings
 from django.db import connections
 
 from charts.services import chart_submit
 from tests.dashboard.live import daphne, launch_chromium
+from tests.database import database_url
 
 if TYPE_CHECKING:
     from tests.conftest import Tenants
-
-
-def database_url() -> str:
-    """The URL of the test database, for a server started as another process."""
-    db = settings.DATABASES["default"]
-    auth = db["USER"] + (f":{db['PASSWORD']}" if db.get("PASSWORD") else "")
-    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
 
 
 @pytest.fixture(scope="session")

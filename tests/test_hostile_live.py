@@ -16,12 +16,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from django.conf import settings
 
 from charts.models import Chart
 from orgs.access import api_token_issue
 from tests.conftest import Tenants
 from tests.dashboard.live import daphne
+from tests.database import database_url
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -31,10 +31,8 @@ LIMIT = 64 * 1024
 @pytest.fixture(scope="module")
 def live(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     """daphne on the test database, with a small body limit; yields its URL and its log."""
-    db = settings.DATABASES["default"]
-    url = f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
     log = tmp_path_factory.mktemp("daphne") / "daphne.log"
-    with daphne({"DATABASE_URL": url, "FAIRSCHED_MAX_BODY_BYTES": str(LIMIT)}, log_to=log) as base:
+    with daphne({"DATABASE_URL": database_url(), "FAIRSCHED_MAX_BODY_BYTES": str(LIMIT)}, log_to=log) as base:
         yield base, log
 
 

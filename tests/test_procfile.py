@@ -31,6 +31,7 @@ from fairsched.launcher import procfile_commands
 from orgs.access import api_token_issue
 from orgs.models import Membership
 from scheduling.services import scheduler_config_set
+from tests.database import database_url
 from tests.factories import MembershipFactory, OrgFactory, UserFactory, WorkflowFactory
 
 pytestmark = [pytest.mark.temporal, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -40,11 +41,6 @@ KINDS = ("web", "worker", "beat", "temporal")
 INSTANCES = 2
 START_SECONDS = 120.0
 STOP_SECONDS = 60.0
-
-
-def database_url() -> str:
-    db = settings.DATABASES["default"]
-    return f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
 
 
 def two_free_ports() -> int:

@@ -19,10 +19,11 @@ from fairsched.devservices import free_port, start_redis
 from orgs import services as org_services
 from orgs.models import Org, ProviderPause, WorkflowCost
 from scheduling.models import SchedulerConfig
-from tests.browser import Violations, database_url
+from tests.browser import Violations
 from tests.conftest import Tenants
 from tests.dashboard.conftest import plan_queue
 from tests.dashboard.live import CHROMIUM, daphne, session_cookie
+from tests.database import database_url
 from tests.factories import ProviderFactory
 
 pytestmark = [

@@ -20,16 +20,12 @@ from charts.models import Chart, ChartEvent, ChartState
 from charts.services import Submission, chart_submit_bulk
 from scheduling.services import scheduler_config_set
 from scheduling.temporal.client import describe_workflow
+from tests.database import database_url
 from tests.factories import OrgFactory, WorkflowFactory
 
 pytestmark = [pytest.mark.temporal, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 ROOT = Path(__file__).resolve().parents[2]
 ACTOR = "user:test"
-
-
-def database_url() -> str:
-    db = settings.DATABASES["default"]
-    return f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
 
 
 @pytest.fixture
