@@ -635,7 +635,13 @@ def main() -> None:
     parser.add_argument("--server", choices=["gunicorn", "daphne"], default="gunicorn", help="the web server")
     parser.add_argument("--web-workers", type=int, default=2, help="gunicorn's worker processes")
     parser.add_argument("--single", type=int, default=500, help="charts submitted one by one")
-    parser.add_argument("--submit-clients", type=int, default=10, help="clients (tokens) of the single submits")
+    parser.add_argument(
+        "--submit-clients",
+        type=int,
+        default=20,
+        # Ten clients at the write rate of 20/s a token stay under the 200/s goal by construction.
+        help="clients (tokens) of the single submits",
+    )
     parser.add_argument("--bulk-requests", type=int, default=5, help=f"bulk requests of {BULK_SIZE} charts")
     parser.add_argument("--clients", type=int, default=50, help="concurrent status clients")
     parser.add_argument("--per-client", type=int, default=40, help="status requests per client")
