@@ -66,13 +66,6 @@ class OrgChangeInline(admin.TabularInline[OrgChange, Org]):
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
-    def delete_model(self, request: HttpRequest, obj: ApiToken) -> None:
-        api_token_revoke(token_id=obj.pk, actor=actor_for(request.user))
-
-    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
-        for token in queryset:
-            self.delete_model(request, token)
-
 
 @admin.register(Org)
 class OrgAdmin(ServiceModelAdmin[Org]):
