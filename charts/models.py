@@ -246,7 +246,9 @@ class ChartEvent(models.Model):
 
 
 class DurationStat(models.Model):
-    """Running sums of finished run durations for one (org, workflow): mean and lognormal spread."""
+    """Sums of finished run durations for one (org, workflow), for their mean and lognormal spread:
+    `count` runs' worth, the older runs faded and the outliers clipped as `duration_record` adds
+    them (scheduling.reconcile)."""
 
     org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="duration_stats")
     workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="duration_stats")
@@ -269,7 +271,13 @@ class DurationStat(models.Model):
     @property
     def log_sigma(self) -> float | None:
         """Standard deviation of log(duration): the spread that the ETA bands use."""
-        if self.count < 2:
-            return None
-        mean_log = self.sum_log / self.count
-        return math.sqrt(max(0.0, self.sum_log_sq / self.count - mean_log * mean_log))
+        return log_spread(count=self.count, sum_log=self.sum_log, sum_log_sq=self.sum_log_sq)
+
+
+def log_spread(*, count: float, sum_log: float, sum_log_sq: float) -> float | None:
+    """Standard deviation of log(duration) from the sums of `count` runs (one pair's or several pooled);
+    None under two runs."""
+    if count < 2:
+        return None
+    mean_log = sum_log / count
+    return math.sqrt(max(0.0, sum_log_sq / count - mean_log * mean_log))

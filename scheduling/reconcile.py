@@ -19,10 +19,10 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Sum
 from django.utils import timezone
 
-from charts.models import IN_FLIGHT_STATES, Chart, ChartState, DurationStat, is_retry
+from charts.models import IN_FLIGHT_STATES, Chart, ChartState, DurationStat, is_retry, log_spread
 from charts.services import chart_workflow_closed
 from charts.states import transition_if
 from common.actors import RECONCILER
@@ -245,18 +245,62 @@ def retry_delay(*, attempt: int, base: float, ceiling: float, rng: random.Random
     return timedelta(seconds=raw * (0.5 + 0.5 * (rng or random).random()))
 
 
+# How the learned durations weigh runs (`duration_record`). Beyond DURATION_MEMORY runs of a pair the
+# older ones fade: each new run weighs 1/DURATION_MEMORY of what is learned. Once CLIP_FROM_RUNS runs are
+# known, a run is taken at most CLIP_SIGMAS learned spreads of log-duration (never fewer than
+# CLIP_SIGMA_FLOOR, e^0.9 = 2.5x) from the pair's geometric mean.
+DURATION_MEMORY = 100
+CLIP_FROM_RUNS = 5
+CLIP_SIGMAS = 3.0
+CLIP_SIGMA_FLOOR = 0.3
+
+
 def duration_record(*, org_id: int, workflow_id: int, seconds: float) -> None:
-    """Add one finished run to the (org, workflow) statistics the ETAs learn from."""
+    """Add one finished run to the (org, workflow) statistics the ETAs learn from.
+
+    1. Lock the pair's row (made at its first run), so that two passes never add over each other.
+    2. Clip a run far outside what the pair's runs take (its workflow's over every org while the pair
+       has few), in log space (see CLIP_SIGMAS): one that ran across an outage of the workers, or
+       waited on a stalled service, says nothing of the next runs, and taken whole it moved every
+       ETA of the queue (a 610 s run among 8 s ones made the mean of a dozen runs 54 s). A lasting
+       change still comes through: each clipped run moves the mean and widens the spread, so the
+       clip follows within a memory of runs.
+    3. Fade the older runs: with DURATION_MEMORY runs known, the sums are scaled to one run fewer's
+       worth before this one is added (an exponential forgetting, whose `count` stays the number of
+       runs the sums are worth), so a workflow that has become slower or faster is learned anew.
+    """
     seconds = max(seconds, 0.001)
     log = math.log(seconds)
-    DurationStat.objects.get_or_create(org_id=org_id, workflow_id=workflow_id)
-    DurationStat.objects.filter(org_id=org_id, workflow_id=workflow_id).update(
-        count=F("count") + 1,
-        total_seconds=F("total_seconds") + seconds,
-        sum_log=F("sum_log") + log,
-        sum_log_sq=F("sum_log_sq") + log * log,
-        updated_at=timezone.now(),
-    )
+    with transaction.atomic():
+        stat, _ = DurationStat.objects.select_for_update().get_or_create(org_id=org_id, workflow_id=workflow_id)
+        if (usual := _usual_log_duration(stat)) is not None:
+            mean_log, spread = usual
+            reach = CLIP_SIGMAS * max(spread, CLIP_SIGMA_FLOOR)
+            if abs(log - mean_log) > reach:
+                log = mean_log + math.copysign(reach, log - mean_log)
+                seconds = math.exp(log)
+        kept = min(stat.count, DURATION_MEMORY - 1)
+        scale = kept / stat.count if stat.count else 0.0
+        stat.count = kept + 1
+        stat.total_seconds = stat.total_seconds * scale + seconds
+        stat.sum_log = stat.sum_log * scale + log
+        stat.sum_log_sq = stat.sum_log_sq * scale + log * log
+        stat.save(update_fields=["count", "total_seconds", "sum_log", "sum_log_sq", "updated_at"])
+
+
+def _usual_log_duration(stat: DurationStat) -> tuple[float, float] | None:
+    """(mean, spread) of log-duration that a run of `stat`'s pair is clipped against: the pair's own
+    once it has CLIP_FROM_RUNS runs, else its workflow's over every org (the durations' fallback), else
+    None: too little is known to tell an outlier."""
+    count, sum_log, sum_log_sq = stat.count, stat.sum_log, stat.sum_log_sq
+    if count < CLIP_FROM_RUNS:
+        pooled = DurationStat.objects.filter(workflow_id=stat.workflow_id).aggregate(
+            count=Sum("count"), sum_log=Sum("sum_log"), sum_log_sq=Sum("sum_log_sq")
+        )
+        count, sum_log, sum_log_sq = pooled["count"] or 0, pooled["sum_log"], pooled["sum_log_sq"]
+    if count < CLIP_FROM_RUNS:
+        return None
+    return sum_log / count, log_spread(count=count, sum_log=sum_log, sum_log_sq=sum_log_sq) or 0.0
 
 
 def _end_terminated(chart: Chart, outcome: WorkflowOutcome, *, result: ReconcileResult, now: datetime) -> None:

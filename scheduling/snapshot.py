@@ -9,7 +9,6 @@ epoch, the core's clock.
 
 from __future__ import annotations
 
-import math
 from collections import Counter, defaultdict
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
@@ -49,6 +48,7 @@ from charts.models import (
     DurationStat,
     attempts_before_retry,
     is_retry,
+    log_spread,
 )
 from orgs.models import Org, ProviderPause, Workflow, WorkflowCost
 from scheduling import copy_binary, core, packed_rows
@@ -137,9 +137,8 @@ class _Sums:
         self.sum_log_sq += stat.sum_log_sq
 
     def mean_sigma(self) -> tuple[float, float]:
-        mean_log = self.sum_log / self.count
-        variance = self.sum_log_sq / self.count - mean_log * mean_log
-        return self.total / self.count, math.sqrt(max(0.0, variance)) if self.count >= 2 else 0.0
+        spread = log_spread(count=self.count, sum_log=self.sum_log, sum_log_sq=self.sum_log_sq)
+        return self.total / self.count, spread or 0.0
 
 
 @dataclass(frozen=True)
