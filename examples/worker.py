@@ -52,6 +52,10 @@ async def render(chart: dict[str, Any]) -> dict[str, Any]:
         raise ApplicationError(
             str(busy), {"retry_after": busy.retry_after}, type=THROTTLED, non_retryable=True
         ) from busy
+    except Exception as err:
+        # Its own failures are fairsched's to retry (with backoff, within the org's share), so they
+        # are non-retryable here; a cancellation (its worker stopping) is not caught, and retried.
+        raise ApplicationError(str(err), type=type(err).__name__, non_retryable=True) from err
 
 
 @workflow.defn(name=WORKFLOW_TYPE)
@@ -64,7 +68,9 @@ class RenderWorkflow:
                 render,
                 chart,
                 start_to_close_timeout=timedelta(hours=1),
-                retry_policy=RetryPolicy(maximum_attempts=1),  # fairsched retries, with backoff
+                # Temporal retries only a lost worker (the activity's own failures are non-retryable),
+                # so that a restart of the workers costs the chart no attempt.
+                retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10)),
             )
         except ActivityError as err:
             cause = err.cause  # fail with the activity's own error: fairsched reads its type and message

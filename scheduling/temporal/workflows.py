@@ -34,7 +34,12 @@ HEARTBEAT_TIMEOUT = timedelta(seconds=10)
 WORK_TIMEOUT_MARGIN = timedelta(minutes=1)
 HINT_TIMEOUT = timedelta(seconds=30)
 NO_RETRY = RetryPolicy(maximum_attempts=1)
-"""Activities are tried once: a failed run is fairsched's to retry (backoff, budget, caps)."""
+"""The completion hint is tried once: reconcile finds the outcome without it."""
+WORKER_LOSS_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=0)
+"""The work is tried again only when its worker was lost: stopped mid-run (a deploy: the worker
+cancels it after its grace) or silent past the heartbeat timeout (killed). Its own failures are
+non-retryable, fairsched's to retry (backoff, budget, caps), so a worker's restart costs the chart
+no attempt; the workflow's execution timeout (the run timeout) still bounds the run."""
 
 
 def work_input(chart: dict[str, Any]) -> DemoWorkInput:
@@ -69,8 +74,9 @@ class ChartWorkflow:
 
         Steps:
         1. Read the effective settings (`work_input`).
-        2. Run `demo_work` once (no Temporal retries) with a heartbeat timeout, so a lost worker
-           fails the run within seconds instead of after the whole duration.
+        2. Run `demo_work` with a heartbeat timeout, so that a lost worker is noticed within seconds
+           instead of after the whole duration, and the work goes to the next worker of the queue
+           (`WORKER_LOSS_RETRY`); its own failure ends the run.
         3. Run `completion_hint` with the outcome. The hint only lets fairsched reconcile early; a
            hint that fails is logged and changes nothing.
         4. Succeed with a summary, or fail with the activity's error re-raised as this workflow's
@@ -88,7 +94,7 @@ class ChartWorkflow:
                 work,
                 start_to_close_timeout=timedelta(seconds=work.duration) + WORK_TIMEOUT_MARGIN,
                 heartbeat_timeout=HEARTBEAT_TIMEOUT,
-                retry_policy=NO_RETRY,
+                retry_policy=WORKER_LOSS_RETRY,
             )
         except ActivityError as err:
             if is_cancelled_exception(err):

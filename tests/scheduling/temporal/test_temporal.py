@@ -34,6 +34,7 @@ from scheduling.temporal.client import (
 )
 from scheduling.temporal.worker import RECONCILE_HINT_TASK
 from scheduling.temporal.workflows import DEMO_WORKFLOW_TYPE
+from tests.temporal_server import WorkerThread
 
 T = TypeVar("T")
 
@@ -132,6 +133,31 @@ def test_demo_workflow_completes(temporal_worker: str, temporal_hints: list[tupl
     assert outcome.failure_message is None
     assert outcome.retry_after_seconds is None
     assert temporal_hints == [(101, "completed")]
+
+
+@pytest.mark.temporal
+def test_a_run_outlives_a_restart_of_its_worker(temporal_settings: Any, temporal_hints: list[tuple[int, str]]) -> None:
+    """A worker stopped mid-run (a deploy, `make run` stopped and started again) hands the run to
+    the next worker of its queue: the chart's attempt completes instead of failing with the
+    worker's shutdown and costing the chart one of its attempts."""
+    temporal_settings.TEMPORAL_WORKER_SHUTDOWN_SECONDS = 0.2
+    queue = f"fairsched-test-{uuid.uuid4().hex[:12]}"
+    first = WorkerThread(queue, temporal_hints)
+    first.start()
+    try:
+        workflow_id, run_id = start_demo(queue, chart_id=120, payload={"duration": 3.0})
+        time.sleep(1.5)  # the first worker is working on it
+    finally:
+        first.stop()
+    assert describe_workflow(workflow_id).status == "running"  # type: ignore[union-attr]
+    second = WorkerThread(queue, temporal_hints)
+    second.start()
+    try:
+        outcome = closed_outcome(workflow_id)
+    finally:
+        second.stop()
+    assert (outcome.status, outcome.run_id, outcome.failure_message) == ("completed", run_id, None)
+    assert temporal_hints == [(120, "completed")]
 
 
 @pytest.mark.temporal
