@@ -10,7 +10,7 @@ from django.forms import ModelForm
 from django.http import HttpRequest
 
 from charts import services
-from charts.models import Chart, ChartEvent, ChartState
+from charts.models import Chart, ChartEvent, ChartState, DurationStat
 from common.actors import actor_for
 from common.admin_utils import ServiceModelAdmin, apply_each
 from orgs.admin import OrgAdmin
@@ -169,3 +169,37 @@ class OrgWithChartsAdmin(OrgAdmin):
     @admin.display(ordering="running_count")
     def running(self, org: Any) -> int:
         return int(org.running_count)
+
+
+@admin.register(DurationStat)
+class DurationStatAdmin(admin.ModelAdmin[DurationStat]):
+    """What the ETAs learned of each (org, workflow)'s run durations (`scheduling.reconcile.
+    duration_record`), read-only; deleting one forgets it through the service, logged in the org's
+    history (after a new version of a workflow that takes another time, say)."""
+
+    list_display = ["org", "workflow", "mean_seconds", "spread", "count", "updated_at"]
+    list_filter = ["workflow", "org"]
+    search_fields = ["org__slug", "workflow__name"]
+    list_select_related = ["org", "workflow"]
+    ordering = ["org__slug", "workflow__name"]
+    fields = readonly_fields = ("org", "workflow", "mean_seconds", "spread", "count", "updated_at")
+
+    @admin.display(description="mean (s)")
+    def mean_seconds(self, stat: DurationStat) -> str:
+        return "-" if stat.mean is None else f"{stat.mean:.1f}"
+
+    @admin.display(description="spread (log sigma)")
+    def spread(self, stat: DurationStat) -> str:
+        return "-" if stat.log_sigma is None else f"{stat.log_sigma:.2f}"
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def delete_model(self, request: HttpRequest, obj: DurationStat) -> None:
+        services.duration_stats_forget(stats=[obj], actor=actor_for(request.user))
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[DurationStat]) -> None:
+        services.duration_stats_forget(stats=list(queryset), actor=actor_for(request.user))

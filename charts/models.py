@@ -260,6 +260,7 @@ class DurationStat(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["org", "workflow"], name="duration_stat_org_workflow_unique")]
+        verbose_name = "learned duration"
 
     def __str__(self) -> str:
         return f"{self.org} {self.workflow}: {self.count} runs"

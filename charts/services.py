@@ -19,7 +19,16 @@ from django.db.models import Max, Min
 from django.db.models.base import ModelState
 from django.utils import timezone
 
-from charts.models import ACTIVE_STATES, IN_FLIGHT_STATES, PLAN_FIELDS, QUEUE_STATES, Chart, ChartEvent, ChartState
+from charts.models import (
+    ACTIVE_STATES,
+    IN_FLIGHT_STATES,
+    PLAN_FIELDS,
+    QUEUE_STATES,
+    Chart,
+    ChartEvent,
+    ChartState,
+    DurationStat,
+)
 from charts.states import transition, transition_if
 from common import strict
 from common.bounds import Whole
@@ -36,6 +45,7 @@ from common.errors import (
 from common.events import changed
 from common.rows import instances_where
 from orgs.models import Org, Workflow
+from orgs.services import org_change_log
 from scheduling.models import SchedulerConfig
 
 MAX_EXTERNAL_ID = 200
@@ -602,3 +612,26 @@ def _cancel_workflow(workflow_id: str) -> None:
     """Have a Celery worker ask Temporal to cancel the workflow. Talking to Temporal is scheduling's job,
     above this app, so the task is sent by name (`CANCEL_WORKFLOW_TASK`)."""
     current_app.send_task(CANCEL_WORKFLOW_TASK, args=[workflow_id])
+
+
+def duration_stats_forget(*, stats: Sequence[DurationStat], actor: str) -> int:
+    """Forget what was learned of the run durations of these (org, workflow) pairs, as when a new
+    version of a workflow takes another time: until new runs finish, their charts' ETAs take the
+    org's runs, the workflow's or FAIRSCHED_DEFAULT_DURATION (`scheduling.snapshot.Durations.of`).
+    Each is logged in its org's history; the plan is redone. Returns how many were forgotten (a
+    pair forgotten meanwhile is skipped)."""
+    forgotten = 0
+    with transaction.atomic():
+        current = (
+            DurationStat.objects.select_for_update(of=("self",))
+            .select_related("org", "workflow")
+            .filter(pk__in=[stat.pk for stat in stats])
+            .order_by("pk")
+        )
+        for stat in current:
+            learned = f"{stat.workflow}: {stat.mean or 0.0:.1f} s over {stat.count} runs"
+            org_change_log(stat.org, actor=actor, field="learned durations", old=learned, new=None, reason="")
+            stat.delete()
+            changed(kind="org", org_id=stat.org_id)
+            forgotten += 1
+    return forgotten

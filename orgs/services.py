@@ -40,7 +40,8 @@ def _locked(org: Org) -> Org:
         raise NotFound("org not found", field="org") from None
 
 
-def _log(org: Org, *, actor: str, field: str, old: object, new: object, reason: str) -> None:
+def org_change_log(org: Org, *, actor: str, field: str, old: object, new: object, reason: str) -> None:
+    """One line of the org's change history (`OrgChange`), within the caller's transaction."""
     OrgChange.objects.create(
         org=org,
         actor=actor,
@@ -80,7 +81,7 @@ def org_create(
                 )
         except IntegrityError:
             raise taken from None
-        _log(org, actor=actor, field="created", old=None, new=f"weight {weight}", reason="")
+        org_change_log(org, actor=actor, field="created", old=None, new=f"weight {weight}", reason="")
         changed(kind="org", org_id=org.pk)
     return org
 
@@ -96,7 +97,7 @@ def org_weight_set(*, org: Org, weight: int, actor: str, reason: str = "") -> Or
         org.weight = weight
         org.weight_before_hold = (old or org.weight_before_hold) if weight == 0 else None
         org.save(update_fields=["weight", "weight_before_hold", "updated_at"])
-        _log(org, actor=actor, field="weight", old=old, new=weight, reason=reason)
+        org_change_log(org, actor=actor, field="weight", old=old, new=weight, reason=reason)
         changed(kind="org", org_id=org.pk)
     return org
 
@@ -110,7 +111,7 @@ def org_hold(*, org: Org, actor: str, reason: str = "") -> Org:
         old = org.weight
         org.weight_before_hold, org.weight = old, 0
         org.save(update_fields=["weight", "weight_before_hold", "updated_at"])
-        _log(org, actor=actor, field="hold", old=f"weight {old}", new="held", reason=reason)
+        org_change_log(org, actor=actor, field="hold", old=f"weight {old}", new="held", reason=reason)
         changed(kind="org", org_id=org.pk)
     return org
 
@@ -124,7 +125,7 @@ def org_release(*, org: Org, actor: str, reason: str = "") -> Org:
         org.weight = org.weight_before_hold or 1
         org.weight_before_hold = None
         org.save(update_fields=["weight", "weight_before_hold", "updated_at"])
-        _log(org, actor=actor, field="hold", old="held", new=f"weight {org.weight}", reason=reason)
+        org_change_log(org, actor=actor, field="hold", old="held", new=f"weight {org.weight}", reason=reason)
         changed(kind="org", org_id=org.pk)
     return org
 
@@ -148,7 +149,7 @@ def _org_field_set(*, org: Org, field: str, value: int | None, actor: str, reaso
             return org
         setattr(org, field, value)
         org.save(update_fields=[field, "updated_at"])
-        _log(org, actor=actor, field=field, old=old, new=value, reason=reason)
+        org_change_log(org, actor=actor, field=field, old=old, new=value, reason=reason)
         changed(kind="org", org_id=org.pk, replan=replan)
     return org
 
@@ -166,7 +167,7 @@ def workflow_cost_set(*, org: Org, workflow: Workflow, cost: int | None, actor: 
             WorkflowCost.objects.filter(org=org, workflow=workflow).delete()
         else:
             WorkflowCost.objects.update_or_create(org=org, workflow=workflow, defaults={"cost": cost})
-        _log(
+        org_change_log(
             org,
             actor=actor,
             field=f"cost:{workflow.name}",
@@ -300,7 +301,7 @@ def membership_create(*, user: User, org: Org, role: str, actor: str) -> Members
         if Membership.objects.filter(user=user, org=org).exists():
             raise taken
         membership = Membership.objects.create(user=user, org=org, role=role)
-        _log(org, actor=actor, field="member", old=None, new=f"{user} ({role})", reason="")
+        org_change_log(org, actor=actor, field="member", old=None, new=f"{user} ({role})", reason="")
         changed(kind="org", org_id=org.pk, replan=False)
     return membership
 
@@ -318,7 +319,9 @@ def membership_role_set(*, membership: Membership, role: str, actor: str) -> Mem
             return current
         old, current.role = current.role, role
         current.save(update_fields=["role"])
-        _log(org, actor=actor, field="member", old=f"{current.user} ({old})", new=f"{current.user} ({role})", reason="")
+        org_change_log(
+            org, actor=actor, field="member", old=f"{current.user} ({old})", new=f"{current.user} ({role})", reason=""
+        )
         changed(kind="org", org_id=org.pk, replan=False)
     return current
 
@@ -331,7 +334,7 @@ def membership_remove(*, membership: Membership, actor: str) -> None:
         if current is None:
             raise NotFound("membership not found", field="user")
         current.delete()
-        _log(org, actor=actor, field="member", old=f"{current.user} ({current.role})", new=None, reason="")
+        org_change_log(org, actor=actor, field="member", old=f"{current.user} ({current.role})", new=None, reason="")
         changed(kind="org", org_id=org.pk, replan=False)
 
 
@@ -354,7 +357,7 @@ def provider_pause(
             provider=provider, org=org, until=until, reason=reason[:500], created_by=actor
         )
         if org is not None:
-            _log(
+            org_change_log(
                 org, actor=actor, field=f"provider:{provider.slug}", old="", new=f"paused until {until}", reason=reason
             )
         changed(kind="provider", org_id=org.pk if org else None, provider=provider.slug)
@@ -404,7 +407,9 @@ def provider_resume(*, provider: Provider, org: Org | None = None, actor: str) -
         ended = ProviderPause.objects.filter(provider=provider, org=org, until__gt=now).update(until=now)
         if ended:
             if org is not None:
-                _log(org, actor=actor, field=f"provider:{provider.slug}", old="paused", new="resumed", reason="")
+                org_change_log(
+                    org, actor=actor, field=f"provider:{provider.slug}", old="paused", new="resumed", reason=""
+                )
             changed(kind="provider", org_id=org.pk if org else None, provider=provider.slug)
     return ended
 

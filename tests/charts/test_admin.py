@@ -8,7 +8,8 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from charts.models import Chart, ChartEvent, ChartState
+from charts.models import Chart, ChartEvent, ChartState, DurationStat
+from orgs.models import OrgChange
 from tests.admin_helpers import action_data, change_form_data, messages_of
 from tests.conftest import Tenants
 from tests.factories import ChartFactory, OrgFactory, WorkflowFactory
@@ -143,3 +144,20 @@ def test_a_reused_external_id_is_a_form_error(staff_client: Client, tenants: Ten
     response = staff_client.post(url, data)
     assert response.status_code == 200
     assert Chart.objects.count() == 1
+
+
+def test_learned_durations_are_listed_and_forgotten_through_the_service(staff_client: Client, tenants: Tenants) -> None:
+    """Account managers see what the ETAs learned of each (org, workflow) and may forget it; a forget
+    is logged in the org's history with who did it."""
+    learned = DurationStat.objects.create(
+        org=tenants.org_a, workflow=tenants.workflow, count=4, total_seconds=50.0, sum_log=4 * 2.5, sum_log_sq=4 * 6.5
+    )
+    listing = staff_client.get(reverse("admin:charts_durationstat_changelist")).content.decode()
+    assert "12.5" in listing  # the mean, in seconds
+    assert staff_client.get(reverse("admin:charts_durationstat_add")).status_code == 403
+    staff_client.post(
+        reverse("admin:charts_durationstat_changelist"), {**action_data("delete_selected", learned.pk), "post": "yes"}
+    )
+    assert not DurationStat.objects.exists()
+    (change,) = OrgChange.objects.filter(org=tenants.org_a, field="learned durations")
+    assert change.actor == f"user:{tenants.staff.username}"

@@ -12,11 +12,11 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from charts import services
-from charts.models import PLAN_FIELDS, Chart, ChartEvent, ChartPlan, ChartState
+from charts.models import PLAN_FIELDS, Chart, ChartEvent, ChartPlan, ChartState, DurationStat
 from charts.services import Submission
 from common.errors import BulkInvalid, Conflict, InvalidInput, NotFound, QueueFull
 from common.events import STAFF_GROUP, org_group
-from orgs.models import Org
+from orgs.models import Org, OrgChange
 from scheduling.services import scheduler_config_set
 from tests.conftest import Announcements, CallerFailed, Tenants, fail_after
 from tests.factories import ChartFactory, OrgFactory, WorkflowFactory
@@ -844,3 +844,23 @@ def test_a_circular_payload_is_refused_naming_it() -> None:
     with pytest.raises(InvalidInput) as refused:
         services._payload_text(circular)
     assert refused.value.field == "payload"
+
+
+# learned durations
+
+
+def test_forgetting_learned_durations_logs_it_and_replans(
+    tenants: Tenants, announced: Announcements, django_capture_on_commit_callbacks: Any
+) -> None:
+    """An account manager forgets what was learned of a pair (a new version of the workflow takes
+    another time): its ETAs fall back to what else is known until new runs finish."""
+    for org in (tenants.org_a, tenants.org_b):
+        DurationStat.objects.create(org=org, workflow=tenants.workflow, count=2, total_seconds=40.0)
+    forgotten = DurationStat.objects.filter(org=tenants.org_a)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert services.duration_stats_forget(stats=list(forgotten), actor=ACTOR) == 1
+    assert list(DurationStat.objects.values_list("org__slug", flat=True)) == [tenants.org_b.slug]
+    (change,) = OrgChange.objects.filter(org=tenants.org_a, field="learned durations")
+    assert (change.actor, change.old_value, change.new_value) == (ACTOR, f"{tenants.workflow}: 20.0 s over 2 runs", "")
+    assert not OrgChange.objects.filter(org=tenants.org_b).exists()
+    assert announced.replans == 1
