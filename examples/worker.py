@@ -69,8 +69,8 @@ class RenderWorkflow:
                 chart,
                 start_to_close_timeout=timedelta(hours=1),
                 # Temporal retries only a lost worker (the activity's own failures are non-retryable),
-                # so that a restart of the workers costs the chart no attempt.
-                retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10)),
+                # so that a restart of the workers costs the chart no attempt; five losses end the run.
+                retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=5),
             )
         except ActivityError as err:
             cause = err.cause  # fail with the activity's own error: fairsched reads its type and message

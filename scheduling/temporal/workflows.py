@@ -35,11 +35,14 @@ WORK_TIMEOUT_MARGIN = timedelta(minutes=1)
 HINT_TIMEOUT = timedelta(seconds=30)
 NO_RETRY = RetryPolicy(maximum_attempts=1)
 """The completion hint is tried once: reconcile finds the outcome without it."""
-WORKER_LOSS_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=0)
+WORKER_LOSS_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=5)
 """The work is tried again only when its worker was lost: stopped mid-run (a deploy: the worker
 cancels it after its grace) or silent past the heartbeat timeout (killed). Its own failures are
 non-retryable, fairsched's to retry (backoff, budget, caps), so a worker's restart costs the chart
-no attempt; the workflow's execution timeout (the run timeout) still bounds the run."""
+no attempt. A retry waits in the task queue until a worker takes it, however long the outage, so
+the five attempts count losses, not minutes: a run survives four, and a chart that kills its
+worker every time (out of memory, say) fails after five instead of taking down worker after worker
+until its run timeout."""
 
 
 def work_input(chart: dict[str, Any]) -> DemoWorkInput:

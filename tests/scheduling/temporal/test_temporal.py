@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 import pytest
 import redis
+from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import Client
 
 from fairsched.devservices import REPO_ROOT, start_redis
@@ -33,7 +34,7 @@ from scheduling.temporal.client import (
     terminate_workflow,
 )
 from scheduling.temporal.worker import RECONCILE_HINT_TASK
-from scheduling.temporal.workflows import DEMO_WORKFLOW_TYPE
+from scheduling.temporal.workflows import DEMO_WORKFLOW_TYPE, WORKER_LOSS_RETRY
 from tests.temporal_server import WorkerThread
 
 T = TypeVar("T")
@@ -158,6 +159,42 @@ def test_a_run_outlives_a_restart_of_its_worker(temporal_settings: Any, temporal
         second.stop()
     assert (outcome.status, outcome.run_id, outcome.failure_message) == ("completed", run_id, None)
     assert temporal_hints == [(120, "completed")]
+
+
+@pytest.mark.temporal
+def test_a_run_that_loses_its_worker_every_time_fails_after_five_losses(
+    temporal_settings: Any, temporal_hints: list[tuple[int, str]]
+) -> None:
+    """A chart that takes its worker down every time (out of memory, say) is not handed from worker
+    to worker until its run timeout: the fifth loss fails the run, and fairsched's attempts apply."""
+    temporal_settings.TEMPORAL_WORKER_SHUTDOWN_SECONDS = 0.1
+    queue = f"fairsched-test-{uuid.uuid4().hex[:12]}"
+    workflow_id, _ = start_demo(queue, chart_id=121, payload={"duration": 60.0})
+    for loss in range(1, WORKER_LOSS_RETRY.maximum_attempts + 1):
+        assert describe_workflow(workflow_id).status == "running"  # type: ignore[union-attr]
+        worker = WorkerThread(queue, temporal_hints)
+        worker.start()
+        try:
+            eventually(lambda attempt=loss: started_activity_attempt(workflow_id) == attempt)  # type: ignore[misc]
+        finally:
+            worker.stop()
+    worker = WorkerThread(queue, temporal_hints)  # runs the workflow's task that fails the run
+    worker.start()
+    try:
+        assert closed_outcome(workflow_id).status == "failed"
+    finally:
+        worker.stop()
+
+
+def started_activity_attempt(workflow_id: str) -> int:
+    """The attempt of the workflow's activity that a worker is running (0: none is)."""
+
+    async def attempt(client: Client) -> int:
+        description = await client.get_workflow_handle(workflow_id).describe()
+        pending = description.raw_description.pending_activities
+        return max((p.attempt for p in pending if p.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED), default=0)
+
+    return temporal_call(attempt)
 
 
 @pytest.mark.temporal
