@@ -23,6 +23,7 @@ from temporalio.worker import Worker
 
 WORKFLOW_TYPE = "example.render"
 THROTTLED = "ProviderThrottled"  # the error type fairsched reads as "the provider said: not now"
+HEARTBEAT_SECONDS = 5.0
 
 
 class ProviderBusy(Exception):
@@ -41,8 +42,17 @@ async def call_provider(params: dict[str, Any], payload: dict[str, Any]) -> dict
     return {"rendered": payload.get("file", "")}
 
 
+async def heartbeat_while_running() -> None:
+    """Tell Temporal every few seconds that this worker is alive: a killed worker's run then goes to
+    another worker within the heartbeat timeout, not after the activity's hour."""
+    while True:
+        activity.heartbeat()
+        await asyncio.sleep(HEARTBEAT_SECONDS)
+
+
 @activity.defn
 async def render(chart: dict[str, Any]) -> dict[str, Any]:
+    heartbeat = asyncio.create_task(heartbeat_while_running())
     try:
         return await call_provider(chart["params"], chart["payload"])
     except ProviderBusy as busy:
@@ -56,6 +66,8 @@ async def render(chart: dict[str, Any]) -> dict[str, Any]:
         # Its own failures are fairsched's to retry (with backoff, within the org's share), so they
         # are non-retryable here; a cancellation (its worker stopping) is not caught, and retried.
         raise ApplicationError(str(err), type=type(err).__name__, non_retryable=True) from err
+    finally:
+        heartbeat.cancel()
 
 
 @workflow.defn(name=WORKFLOW_TYPE)
@@ -68,6 +80,7 @@ class RenderWorkflow:
                 render,
                 chart,
                 start_to_close_timeout=timedelta(hours=1),
+                heartbeat_timeout=timedelta(seconds=3 * HEARTBEAT_SECONDS),
                 # Temporal retries only a lost worker (the activity's own failures are non-retryable),
                 # so that a restart of the workers costs the chart no attempt; five losses end the run.
                 retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=5),

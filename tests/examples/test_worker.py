@@ -5,6 +5,7 @@ through the API and driven by fairsched's real passes. The README shows the same
 from __future__ import annotations
 
 import ast
+import contextlib
 import signal
 import subprocess
 import sys
@@ -62,14 +63,13 @@ def _passes_driven_by_the_test(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("common.events.request_replan", lambda: None)
 
 
-@pytest.fixture
-def example_worker(temporal_settings: Any, tmp_path: Path) -> Iterator[str]:
-    """`python -I examples/worker.py` polling a fresh task queue; yields the queue's name."""
-    task_queue = f"example-{uuid.uuid4().hex[:12]}"
-    command = [sys.executable, "-I", str(EXAMPLE), "--address", temporal_settings.TEMPORAL_ADDRESS]
+@contextlib.contextmanager
+def running_example(address: str, task_queue: str, cwd: Path) -> Iterator[subprocess.Popen[str]]:
+    """`python -I examples/worker.py` polling `task_queue`, from when it polls; stopped with SIGTERM
+    after (unless the test killed it), which it must answer by exiting 0."""
     worker = subprocess.Popen(
-        [*command, "--task-queue", task_queue],
-        cwd=tmp_path,
+        [sys.executable, "-I", str(EXAMPLE), "--address", address, "--task-queue", task_queue],
+        cwd=cwd,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -78,10 +78,19 @@ def example_worker(temporal_settings: Any, tmp_path: Path) -> Iterator[str]:
         assert worker.stdout is not None
         first = worker.stdout.readline()  # blocks until the worker polls, or exits
         assert first.strip() == f"polling {task_queue}", first + worker.stdout.read()
-        yield task_queue
+        yield worker
     finally:
-        worker.send_signal(signal.SIGTERM)
-        assert worker.wait(WORKER_START_SECONDS) == 0
+        if worker.poll() is None:  # not killed by the test
+            worker.send_signal(signal.SIGTERM)
+            assert worker.wait(WORKER_START_SECONDS) == 0
+
+
+@pytest.fixture
+def example_worker(temporal_settings: Any, tmp_path: Path) -> Iterator[str]:
+    """The example worker polling a fresh task queue; yields the queue's name."""
+    task_queue = f"example-{uuid.uuid4().hex[:12]}"
+    with running_example(temporal_settings.TEMPORAL_ADDRESS, task_queue, tmp_path):
+        yield task_queue
 
 
 @pytest.fixture
@@ -95,12 +104,13 @@ def staff_client() -> APIClient:
 def register(staff_client: APIClient, example_worker: str) -> Callable[..., Workflow]:
     """Register the example's workflow in the admin, as the README says."""
 
-    def add(name: str, *, provider: str = "", params: str = '{"seconds": 0.2}') -> Workflow:
+    def add(name: str, *, provider: str = "", params: str = '{"seconds": 0.2}', task_queue: str = "") -> Workflow:
         url = reverse("admin:orgs_workflow_add")
         data = change_form_data(staff_client.get(url))
         provider_id = ProviderFactory(slug=provider).pk if provider else ""
         data.update(
-            name=name, workflow_type=WORKFLOW_TYPE, task_queue=example_worker, default_cost=1, params=params,
+            name=name, workflow_type=WORKFLOW_TYPE, task_queue=task_queue or example_worker, default_cost=1,
+            params=params,
             provider=provider_id,
         )  # fmt: skip
         response = staff_client.post(url, data)
@@ -163,6 +173,46 @@ def test_a_chart_of_the_example_succeeds(register: Callable[..., Workflow], acme
     done = fresh(chart)
     assert (done.attempt, done.runs, done.last_error) == (1, 1, "")
     assert workflow_result(done.temporal_workflow_id) == {"rendered": "q3.pdf"}  # the chart's payload got there
+
+
+@pytest.mark.temporal
+@pytest.mark.django_db(transaction=True)
+def test_a_chart_outlives_a_restart_of_the_example_worker(
+    register: Callable[..., Workflow], acme: tuple[Org, APIClient], temporal_settings: Any, tmp_path: Path
+) -> None:
+    """A deploy: the worker running a chart stops (its activity cancelled), another starts on the
+    queue, and the run goes on there: the chart succeeds on its first attempt and first run."""
+    task_queue = f"example-{uuid.uuid4().hex[:12]}"
+    workflow = register("render-deployed", params='{"seconds": 4}', task_queue=task_queue)
+    chart = submit(acme[1], workflow, "report-9", {})
+    with running_example(temporal_settings.TEMPORAL_ADDRESS, task_queue, tmp_path):
+        drive_until(lambda: fresh(chart).state == ChartState.RUNNING)
+        time.sleep(1.0)  # the render is under way
+    with running_example(temporal_settings.TEMPORAL_ADDRESS, task_queue, tmp_path):
+        drive_until(lambda: fresh(chart).state == ChartState.SUCCEEDED)
+    done = fresh(chart)
+    assert (done.attempt, done.runs, done.last_error) == (1, 1, "")
+
+
+@pytest.mark.temporal
+@pytest.mark.django_db(transaction=True)
+def test_a_chart_outlives_its_example_worker_killed(
+    register: Callable[..., Workflow], acme: tuple[Org, APIClient], temporal_settings: Any, tmp_path: Path
+) -> None:
+    """A crash: the worker running a chart is killed (SIGKILL: no goodbye), another starts; its
+    heartbeats stop, so within the heartbeat timeout the render goes to the new worker."""
+    task_queue = f"example-{uuid.uuid4().hex[:12]}"
+    workflow = register("render-crashed", params='{"seconds": 2}', task_queue=task_queue)
+    chart = submit(acme[1], workflow, "report-10", {})
+    with running_example(temporal_settings.TEMPORAL_ADDRESS, task_queue, tmp_path) as first:
+        drive_until(lambda: fresh(chart).state == ChartState.RUNNING)
+        time.sleep(1.0)  # the render is under way
+        first.kill()
+        first.wait(WORKER_START_SECONDS)
+    with running_example(temporal_settings.TEMPORAL_ADDRESS, task_queue, tmp_path):
+        drive_until(lambda: fresh(chart).state == ChartState.SUCCEEDED)
+    done = fresh(chart)
+    assert (done.attempt, done.runs, done.last_error) == (1, 1, "")
 
 
 @pytest.mark.temporal
