@@ -192,7 +192,8 @@ def started_activity_attempt(workflow_id: str) -> int:
     async def attempt(client: Client) -> int:
         description = await client.get_workflow_handle(workflow_id).describe()
         pending = description.raw_description.pending_activities
-        return max((p.attempt for p in pending if p.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED), default=0)
+        started = PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
+        return max((p.attempt for p in pending if p.state == started), default=0)
 
     return temporal_call(attempt)
 
