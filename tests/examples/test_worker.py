@@ -177,38 +177,22 @@ def test_a_chart_of_the_example_succeeds(register: Callable[..., Workflow], acme
 
 @pytest.mark.temporal
 @pytest.mark.django_db(transaction=True)
-def test_a_chart_outlives_a_restart_of_the_example_worker(
-    register: Callable[..., Workflow], acme: tuple[Org, APIClient], temporal_settings: Any, tmp_path: Path
+@pytest.mark.parametrize("loss", ["stopped", "killed"])
+def test_a_chart_outlives_the_loss_of_its_example_worker(
+    register: Callable[..., Workflow], acme: tuple[Org, APIClient], temporal_settings: Any, tmp_path: Path, loss: str
 ) -> None:
-    """A deploy: the worker running a chart stops (its activity cancelled), another starts on the
-    queue, and the run goes on there: the chart succeeds on its first attempt and first run."""
+    """A deploy stops the worker running a chart (SIGTERM: its activity is cancelled); a crash kills
+    it (SIGKILL: its heartbeats stop, and the heartbeat timeout notices). Either way another worker
+    of the queue takes the render over, and the chart succeeds on its first attempt and first run."""
     task_queue = f"example-{uuid.uuid4().hex[:12]}"
-    workflow = register("render-deployed", params='{"seconds": 4}', task_queue=task_queue)
-    chart = submit(acme[1], workflow, "report-9", {})
-    with running_example(temporal_settings.TEMPORAL_ADDRESS, task_queue, tmp_path):
-        drive_until(lambda: fresh(chart).state == ChartState.RUNNING)
-        time.sleep(1.0)  # the render is under way
-    with running_example(temporal_settings.TEMPORAL_ADDRESS, task_queue, tmp_path):
-        drive_until(lambda: fresh(chart).state == ChartState.SUCCEEDED)
-    done = fresh(chart)
-    assert (done.attempt, done.runs, done.last_error) == (1, 1, "")
-
-
-@pytest.mark.temporal
-@pytest.mark.django_db(transaction=True)
-def test_a_chart_outlives_its_example_worker_killed(
-    register: Callable[..., Workflow], acme: tuple[Org, APIClient], temporal_settings: Any, tmp_path: Path
-) -> None:
-    """A crash: the worker running a chart is killed (SIGKILL: no goodbye), another starts; its
-    heartbeats stop, so within the heartbeat timeout the render goes to the new worker."""
-    task_queue = f"example-{uuid.uuid4().hex[:12]}"
-    workflow = register("render-crashed", params='{"seconds": 2}', task_queue=task_queue)
-    chart = submit(acme[1], workflow, "report-10", {})
+    workflow = register(f"render-{loss}", params='{"seconds": 2}', task_queue=task_queue)
+    chart = submit(acme[1], workflow, f"report-{loss}", {})
     with running_example(temporal_settings.TEMPORAL_ADDRESS, task_queue, tmp_path) as first:
         drive_until(lambda: fresh(chart).state == ChartState.RUNNING)
         time.sleep(1.0)  # the render is under way
-        first.kill()
-        first.wait(WORKER_START_SECONDS)
+        if loss == "killed":
+            first.kill()
+            first.wait(WORKER_START_SECONDS)
     with running_example(temporal_settings.TEMPORAL_ADDRESS, task_queue, tmp_path):
         drive_until(lambda: fresh(chart).state == ChartState.SUCCEEDED)
     done = fresh(chart)
