@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
@@ -216,6 +217,19 @@ def plan_fields(result: Plan) -> str:
     )
 
 
+def with_float_times(charts: Sequence[QueuedChart]) -> list[QueuedChart]:
+    """The charts with their times as floats, as an array of them holds them."""
+    return [
+        dataclasses.replace(
+            chart,
+            created=float(chart.created),
+            avg=float(chart.avg),
+            available_at=None if chart.available_at is None else float(chart.available_at),
+        )
+        for chart in charts
+    ]
+
+
 @given(scenarios(), st.booleans(), st.booleans())
 @EXAMPLES
 def test_a_queue_given_as_arrays_plans_as_the_same_queue_given_as_lists(
@@ -224,15 +238,7 @@ def test_a_queue_given_as_arrays_plans_as_the_same_queue_given_as_lists(
     """A snapshot gives the queue's numeric columns as arrays, the plan command as lists: the plan
     is the same, field by field. (The queue's times as floats: an array holds floats, and so does
     the list it stands for.)"""
-    queued = [
-        dataclasses.replace(
-            chart,
-            created=float(chart.created),
-            avg=float(chart.avg),
-            available_at=None if chart.available_at is None else float(chart.available_at),
-        )
-        for chart in scenario.queued
-    ]
+    queued = with_float_times(scenario.queued)
     spread = [0.1 * (index % 3) for index in range(len(queued))] if with_spread else []
     history = History([Submission("a", created=scenario.now - 5, avg=3.0, count=4)], since=scenario.now - 60)
     as_lists = dataclasses.replace(scenario, queued=queued, spread=spread, history=history if with_history else None)
@@ -269,15 +275,7 @@ def test_the_plan_s_ids_and_clear_times_are_those_of_its_listed_values(scenario:
 def test_queue_columns_read_as_arrays_and_back_are_the_same_charts(scenario: Scenario) -> None:
     """A queue's arrays, given back as the columns of a queue, read as the same charts, types and
     None for no `available_at` included (the times as floats, as an array holds them)."""
-    queued = [
-        dataclasses.replace(
-            chart,
-            created=float(chart.created),
-            avg=float(chart.avg),
-            available_at=None if chart.available_at is None else float(chart.available_at),
-        )
-        for chart in scenario.queued
-    ]
+    queued = with_float_times(scenario.queued)
     columns = QueueColumns.of(queued)
     from_arrays = columns.replace(**{name: getattr(columns.arrays, name) for name in ARRAY_FIELDS})
     assert repr(list(from_arrays)) == repr(queued)
