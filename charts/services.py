@@ -620,9 +620,8 @@ def duration_stats_forget(*, stats: Sequence[DurationStat], actor: str) -> int:
     org's runs, the workflow's or FAIRSCHED_DEFAULT_DURATION (`scheduling.snapshot.Durations.of`).
     Each is logged in its org's history; the plan is redone. Returns how many were forgotten (a
     pair forgotten meanwhile is skipped)."""
-    forgotten = 0
     with transaction.atomic():
-        current = (
+        current = list(
             DurationStat.objects.select_for_update(of=("self",))
             .select_related("org", "workflow")
             .filter(pk__in=[stat.pk for stat in stats])
@@ -631,7 +630,7 @@ def duration_stats_forget(*, stats: Sequence[DurationStat], actor: str) -> int:
         for stat in current:
             learned = f"{stat.workflow}: {stat.mean or 0.0:.1f} s over {stat.count} runs"
             org_change_log(stat.org, actor=actor, field="learned durations", old=learned, new=None, reason="")
-            stat.delete()
-            changed(kind="org", org_id=stat.org_id)
-            forgotten += 1
-    return forgotten
+        DurationStat.objects.filter(pk__in=[stat.pk for stat in current]).delete()
+        for org_id in sorted({stat.org_id for stat in current}):
+            changed(kind="org", org_id=org_id)
+    return len(current)
