@@ -300,8 +300,12 @@
     const first = form.querySelector("[name]");
     const again = `form[data-api="${CSS.escape(form.dataset.api)}"]` + (first ? `:has([name="${CSS.escape(first.name)}"])` : "");
     const current = () => (form.isConnected ? form : document.querySelector(again) || form);
+    // What this call sends: a control typed into again while it is on its way is still the operator's.
+    const sent = new Map([...form.querySelectorAll("[name]")].map((input) => [input.name, input.value]));
     if (await api(method, url, body, () => errSlot(current()))) {
-      current().querySelectorAll("[data-dirty]").forEach((input) => delete input.dataset.dirty);
+      current().querySelectorAll("[data-dirty]").forEach((input) => {
+        if (sent.get(input.name) === input.value) delete input.dataset.dirty;
+      });
       flash(current());
     }
   });

@@ -150,6 +150,31 @@ def test_hints_that_come_during_a_refresh_wait_for_it_and_none_is_lost(
     assert violations.seen == []
 
 
+def test_what_is_typed_while_a_lever_call_is_on_its_way_is_not_taken_for_sent(
+    live_url: str, chromium: Any, tenants: Tenants
+) -> None:
+    """The call's success marks as sent only what it sent: a value typed again meanwhile stays the
+    operator's, and the next swap keeps it (the success used to drop every control's typed mark, so
+    the swap the call's own hint brought put the server's value over the one being typed)."""
+    page, violations = _lever_page(chromium, live_url, tenants.staff)
+    held: list[Any] = []
+    page.route("**/api/v1/scheduler/config/", lambda route: held.append(route))
+    _set(page, "#form-budget", {"budget": "9"})
+    deadline = time.monotonic() + 5
+    while not held:
+        assert time.monotonic() < deadline, "the lever sent nothing"
+        page.wait_for_timeout(50)
+    page.fill("#form-budget [name=budget]", "12")  # typed again while the first call is on its way
+    with page.expect_response(lambda response: "/dashboard/partials/" in response.url, timeout=5000):
+        held[0].continue_()
+        page.wait_for_selector("#form-budget.ok-flash", timeout=5000)
+        page.click("#summary")  # focus leaves: the region the hint moved is swapped now
+    page.wait_for_timeout(100)
+    assert SchedulerConfig.load().budget == 9
+    assert page.input_value("#form-budget [name=budget]") == "12"
+    assert violations.seen == []
+
+
 def test_ten_thousand_queued_charts_load_and_scroll(live_url: str, chromium: Any, tenants: Tenants) -> None:
     count = 12_000
     plan_queue([tenants.org_a, tenants.org_b], tenants.workflow, count)
