@@ -29,6 +29,7 @@ lint: venv
 
 # Benchmarks print figures; none is a timed test. Each uses databases and servers of its own.
 bench: venv
+	$(PY) bench/bench_machine.py
 	$(PY) bench/bench_core.py
 	$(PY) bench/bench_replan.py --sizes 10000,100000,1000000
 	$(PY) bench/bench_replan_plan.py

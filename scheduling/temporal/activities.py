@@ -81,23 +81,34 @@ class DemoActivities:
         """Work for `work.duration` seconds, heartbeating, then succeed or fail.
 
         Steps:
-        1. Sleep in slices of at most `HEARTBEAT_INTERVAL_SECONDS`, heartbeating after each, so the
-           server notices a dead worker within the heartbeat timeout and a cancellation reaches the
-           sleep (async activities are cancelled with `asyncio.CancelledError`).
-        2. Draw the failure with `run_fails`. A failure is non-retryable: fairsched's own retry
+        1. Resume from the seconds already worked, which an earlier attempt's heartbeats saved (it
+           lost its worker: `WORKER_LOSS_RETRY`): a restart of the workers costs the chart the work
+           since that attempt's last heartbeat, not all of it.
+        2. Sleep in slices of at most `HEARTBEAT_INTERVAL_SECONDS`, heartbeating the seconds worked
+           after each, so the server notices a dead worker within the heartbeat timeout and a
+           cancellation reaches the sleep (async activities are cancelled with
+           `asyncio.CancelledError`). A cancelled attempt (its worker stopping) heartbeats its
+           progress once more on the way out: the SDK sends the last heartbeat with the failure.
+        3. Draw the failure with `run_fails`. A failure is non-retryable: fairsched's own retry
            policy, not Temporal's, decides about another attempt. It is a `THROTTLE_ERROR_TYPE`
            error carrying the retry-after and provider when `throttle_retry_after` is set, a
            `DEMO_FAILURE_TYPE` one otherwise. Both are planned, so they are BENIGN: Temporal logs them
            at DEBUG instead of a warning with a traceback per failure.
 
-        Returns the seconds worked.
+        Returns the seconds this attempt worked.
         """
         loop = asyncio.get_running_loop()
         started = loop.time()
-        deadline = started + max(work.duration, 0.0)
-        while (remaining := deadline - loop.time()) > 0:
-            await asyncio.sleep(min(remaining, HEARTBEAT_INTERVAL_SECONDS))
-            activity.heartbeat()
+        saved = activity.info().heartbeat_details
+        done = float(saved[0]) if saved else 0.0
+        deadline = started + max(work.duration - done, 0.0)
+        try:
+            while (remaining := deadline - loop.time()) > 0:
+                await asyncio.sleep(min(remaining, HEARTBEAT_INTERVAL_SECONDS))
+                activity.heartbeat(done + loop.time() - started)
+        except asyncio.CancelledError:
+            activity.heartbeat(done + loop.time() - started)
+            raise
         if run_fails(work.chart_id, work.attempt, work.fail_probability):
             message = f"chart {work.chart_id} attempt {work.attempt} failed"
             if work.throttle_retry_after is not None:

@@ -140,25 +140,45 @@ def test_demo_workflow_completes(temporal_worker: str, temporal_hints: list[tupl
 def test_a_run_outlives_a_restart_of_its_worker(temporal_settings: Any, temporal_hints: list[tuple[int, str]]) -> None:
     """A worker stopped mid-run (a deploy, `make run` stopped and started again) hands the run to
     the next worker of its queue: the chart's attempt completes instead of failing with the
-    worker's shutdown and costing the chart one of its attempts."""
+    worker's shutdown and costing the chart one of its attempts. The next worker resumes the work
+    from the progress the stopped one saved with its last heartbeat, instead of starting over."""
     temporal_settings.TEMPORAL_WORKER_SHUTDOWN_SECONDS = 0.2
     queue = f"fairsched-test-{uuid.uuid4().hex[:12]}"
     first = WorkerThread(queue, temporal_hints)
     first.start()
     try:
-        workflow_id, run_id = start_demo(queue, chart_id=120, payload={"duration": 3.0})
+        workflow_id, run_id = start_demo(queue, chart_id=120, payload={"duration": 4.0})
+        eventually(lambda: started_activity_attempt(workflow_id) == 1)
         time.sleep(1.5)  # the first worker is working on it
     finally:
         first.stop()
     assert describe_workflow(workflow_id).status == "running"  # type: ignore[union-attr]
+    saved = saved_progress(workflow_id)
+    assert 1.0 <= saved < 4.0
     second = WorkerThread(queue, temporal_hints)
     second.start()
     try:
         outcome = closed_outcome(workflow_id)
+        result = temporal_call(lambda client: client.get_workflow_handle(workflow_id).result())
     finally:
         second.stop()
     assert (outcome.status, outcome.run_id, outcome.failure_message) == ("completed", run_id, None)
     assert temporal_hints == [(120, "completed")]
+    # The second attempt worked what was left (its sleep is on the loop's clock: never less, and
+    # starting over would have been the whole 4 s).
+    assert 4.0 - saved <= result["worked_seconds"] < 4.0 - saved / 2
+
+
+def saved_progress(workflow_id: str) -> float:
+    """The seconds worked that the workflow's pending activity saved with its last heartbeat."""
+
+    async def progress(client: Client) -> float:
+        handle = client.get_workflow_handle(workflow_id)
+        (pending,) = (await handle.describe()).raw_description.pending_activities
+        (details,) = await client.data_converter.decode(pending.heartbeat_details.payloads)
+        return float(details)
+
+    return temporal_call(progress)
 
 
 @pytest.mark.temporal
