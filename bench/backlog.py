@@ -18,6 +18,16 @@ from dataclasses import dataclass
 BASE_URL = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/fairsched")
 
 
+def best(action: Callable[[], object], runs: int = 3) -> float:
+    """The shortest wall time of `runs` runs of `action`, in seconds."""
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        action()
+        times.append(time.perf_counter() - started)
+    return min(times)
+
+
 def use_database(name: str) -> None:
     """Point DATABASE_URL (read when Django starts) at database `name` on BASE_URL's server."""
     os.environ["DATABASE_URL"] = BASE_URL.rsplit("/", 1)[0] + "/" + name

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -25,20 +23,11 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.backlog import BASE_URL
+from bench.backlog import BASE_URL, best
 
 LOOP_STEPS = 20_000_000
 SORTED = 10_000_000
 ROWS = 10_000_000
-
-
-def best_of(runs: int, work: Callable[[], object]) -> float:
-    times = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        work()
-        times.append(time.perf_counter() - started)
-    return min(times)
 
 
 def python_loop() -> int:
@@ -51,11 +40,9 @@ def python_loop() -> int:
 def main() -> None:
     values = np.random.default_rng(17).random(SORTED)
     with psycopg.connect(BASE_URL.rsplit("/", 1)[0] + "/postgres") as connection:
-        server = best_of(
-            3, lambda: connection.execute("SELECT sum(g) FROM generate_series(1, %s) g", (ROWS,)).fetchone()
-        )
-    loop = best_of(3, python_loop)
-    sort = best_of(3, lambda: np.sort(values))
+        server = best(lambda: connection.execute("SELECT sum(g) FROM generate_series(1, %s) g", (ROWS,)).fetchone())
+    loop = best(python_loop)
+    sort = best(lambda: np.sort(values))
     load = os.getloadavg()[0]
     print(
         f"this machine now: Python loop of {LOOP_STEPS:,} steps {loop:.2f} s, numpy sort of {SORTED:,} floats "

@@ -11,23 +11,13 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "fairsched.settings")
 
+from bench.backlog import best
 from common import strict
-
-
-def best(action: Callable[[], object], runs: int = 9) -> float:
-    times = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        action()
-        times.append(time.perf_counter() - started)
-    return min(times)
 
 
 def item(index: int) -> dict[str, object]:
@@ -42,8 +32,8 @@ def main() -> None:
     }
     print(f"{'body':<12} {'bytes':>10} {'json.loads':>12} {'strict.loads':>13} {'ratio':>6}")
     for name, body in bodies.items():
-        plain = best(lambda body=body: json.loads(body))
-        checked = best(lambda body=body: strict.loads(body))
+        plain = best(lambda body=body: json.loads(body), runs=9)
+        checked = best(lambda body=body: strict.loads(body), runs=9)
         print(f"{name:<12} {len(body):>10,} {plain * 1000:>10.2f}ms {checked * 1000:>11.2f}ms {checked / plain:>5.1f}x")
 
 
