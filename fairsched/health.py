@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import psycopg
 import redis
 from django.conf import settings
 from django.db import connection
@@ -54,10 +56,17 @@ class CheckFailed(Exception):
 
 
 def check_database() -> None:
-    """PostgreSQL answers a query."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT 1")
-        cursor.fetchone()
+    """PostgreSQL answers a query within `CHECK_TIMEOUT_SECONDS`.
+
+    On a connection of its own, with libpq's connect timeout (whole seconds, at least 2): Django's
+    would wait out the web server's pool (30 s for a connection) or, without a pool, a server that
+    takes the connection and never answers, for ever; a probe must be answered while its prober
+    still waits, and must not hold a web thread meanwhile.
+    """
+    params = connection.get_connection_params()
+    params["connect_timeout"] = max(2, math.ceil(CHECK_TIMEOUT_SECONDS))
+    with psycopg.connect(**params) as probe:
+        probe.execute("SELECT 1").fetchone()
 
 
 _migrations_applied = False

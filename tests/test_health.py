@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -99,7 +100,7 @@ def test_readyz_names_migrations_not_applied(client: Client, temporal_settings: 
     assert body["checks"]["migrations"] == "1 migrations not applied (run manage.py migrate)"
 
 
-def run_readyz(**overrides: str) -> subprocess.CompletedProcess[str]:
+def run_readyz(timeout: float = 60, **overrides: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "manage.py", "readyz"],
         cwd=ROOT,
@@ -107,7 +108,7 @@ def run_readyz(**overrides: str) -> subprocess.CompletedProcess[str]:
         capture_output=True,
         text=True,
         check=False,
-        timeout=60,
+        timeout=timeout,
     )
 
 
@@ -117,6 +118,20 @@ def test_readyz_command_names_an_unreachable_database_and_exits_1() -> None:
     assert "database: unreachable (OperationalError)" in result.stdout
     assert "migrations: database unavailable" in result.stdout
     assert "not ready: database, migrations" in result.stderr
+
+
+@pytest.mark.parametrize("pool", ["0", "1"])
+def test_readyz_names_a_database_that_never_answers_within_the_check_s_timeout(pool: str) -> None:
+    """A server that takes the connection and never answers (hung, or a proxy to nowhere) fails the
+    check after its timeout: a probe must get its 503 while the prober still waits, and must not hold
+    a web thread for the pool's 30 s wait (with the web server's pool) or for ever (without one)."""
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # the kernel accepts; nobody answers
+        port = silent.getsockname()[1]
+        result = run_readyz(
+            timeout=30, DATABASE_URL=f"postgres://postgres@127.0.0.1:{port}/nothing", FAIRSCHED_DB_POOL=pool
+        )
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "database: unreachable (ConnectionTimeout)" in result.stdout
 
 
 @pytest.mark.temporal
