@@ -173,8 +173,11 @@ DATABASE_URL = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:543
 DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
 if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
     raise ImproperlyConfigured("DATABASE_URL must point at PostgreSQL")
+# libpq waits for ever on a server that takes the connection and never answers; ?connect_timeout= in
+# DATABASE_URL changes this.
+DATABASES["default"].setdefault("OPTIONS", {}).setdefault("connect_timeout", 10)
 if env_bool("FAIRSCHED_DB_POOL", False):
-    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+    DATABASES["default"]["OPTIONS"]["pool"] = {
         "min_size": 2,
         "max_size": int(os.environ.get("FAIRSCHED_DB_POOL_SIZE", 16)),
     }

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -58,6 +60,29 @@ def test_only_postgresql_is_accepted() -> None:
     )
     assert result.returncode != 0
     assert "DATABASE_URL must point at PostgreSQL" in result.stderr
+
+
+@pytest.mark.parametrize(("query", "seconds"), [("", 10), ("?connect_timeout=3", 3)])
+def test_a_database_that_never_answers_fails_the_connection_after_its_timeout(query: str, seconds: int) -> None:
+    """Every process connects with a timeout (10 s unless DATABASE_URL says otherwise): a server that
+    takes the connection and never answers (hung, or a proxy to nowhere) is an error the process
+    reports and retries, not a web thread or a Celery pass held for ever."""
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # the kernel accepts; nobody answers
+        url = f"postgres://postgres@127.0.0.1:{silent.getsockname()[1]}/nothing{query}"
+        started = time.monotonic()
+        result = subprocess.run(
+            [sys.executable, "manage.py", "shell", "-c", "from django.db import connection; connection.ensure_connection()"],
+            cwd=ROOT,
+            env={**os.environ, "DATABASE_URL": url},
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+        )
+        waited = time.monotonic() - started
+    assert result.returncode != 0
+    assert "OperationalError" in result.stderr
+    assert seconds <= waited < seconds + 20  # the timeout, plus the interpreter's start
 
 
 def test_run_timeout_cancel_grace_and_throttle_settings_must_be_positive(monkeypatch: pytest.MonkeyPatch) -> None:
