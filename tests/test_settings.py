@@ -70,8 +70,9 @@ def test_a_database_that_never_answers_fails_the_connection_after_its_timeout(qu
     with socket.create_server(("127.0.0.1", 0)) as silent:  # the kernel accepts; nobody answers
         url = f"postgres://postgres@127.0.0.1:{silent.getsockname()[1]}/nothing{query}"
         started = time.monotonic()
+        connect = "from django.db import connection; connection.ensure_connection()"
         result = subprocess.run(
-            [sys.executable, "manage.py", "shell", "-c", "from django.db import connection; connection.ensure_connection()"],
+            [sys.executable, "manage.py", "shell", "-c", connect],
             cwd=ROOT,
             env={**os.environ, "DATABASE_URL": url},
             capture_output=True,
