@@ -1,5 +1,5 @@
-"""ASGI entry point: Django for HTTP (its WSGI handler in a thread pool: fairsched/wsgi_bridge.py), Channels
-for WebSockets (authenticated, origin-checked)."""
+"""ASGI entry point: Django for HTTP (its WSGI handler in a thread pool: fairsched/wsgi_bridge.py; `/healthz`
+on the event loop, however busy the pool), Channels for WebSockets (authenticated, origin-checked)."""
 
 import os
 
@@ -28,11 +28,12 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from fairsched.health import LivenessOnTheLoop  # noqa: E402
 from fairsched.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        "http": LivenessOnTheLoop(django_asgi_app),
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

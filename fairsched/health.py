@@ -1,7 +1,8 @@
 """Liveness and readiness: `/healthz` (the process answers) and `/readyz` (it can do its work).
 
-Both are answered by `HealthMiddleware`, first in the middleware stack, before the host check, the
-HTTPS redirect, sessions and authentication: a load balancer or an orchestrator probes a pod by its IP
+Both are answered by `HealthMiddleware`, first in the middleware stack (and `/healthz`, under ASGI, by
+`LivenessOnTheLoop` before a request thread is asked for), before the host check, the HTTPS redirect,
+sessions and authentication: a load balancer or an orchestrator probes a pod by its IP
 address over plain HTTP and without credentials, and must get the answer the process would give to a
 user, not a 400 for an unknown Host or a redirect.
 
@@ -25,6 +26,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import psycopg
 import redis
@@ -146,6 +148,36 @@ def _json(status: int, body: dict[str, object]) -> HttpResponse:
     response = HttpResponse(json.dumps(body), status=status, content_type="application/json")
     response["Cache-Control"] = "no-store"
     return response
+
+
+LIVENESS_BODY = json.dumps({"status": "ok"}).encode()
+
+
+class LivenessOnTheLoop:
+    """ASGI: answer `/healthz` (GET or HEAD) on the event loop, before a request thread is asked for.
+
+    The web server runs each request in one of `WEB_THREADS` threads (fairsched/wsgi_bridge.py), and a
+    database or Temporal outage holds them all (a pooled connection is waited for up to 30 s): queued
+    behind them, liveness probes would fail during any outage, and the orchestrator would restart
+    every web process for what a restart cannot mend. Its answer is `HealthMiddleware`'s, which still
+    answers everything else (a 405, `/readyz`) and `/healthz` where no ASGI server runs.
+    """
+
+    def __init__(self, app: Callable[..., Any]) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Callable[..., Any], send: Callable[..., Any]) -> None:
+        path = scope.get("path", "")[len(scope.get("root_path", "")) :].rstrip("/")
+        if scope["type"] != "http" or path != HEALTHZ_PATH or scope["method"] not in ("GET", "HEAD"):
+            await self.app(scope, receive, send)
+            return
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(LIVENESS_BODY)).encode()),
+            (b"cache-control", b"no-store"),
+        ]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": LIVENESS_BODY if scope["method"] == "GET" else b""})
 
 
 class HealthMiddleware:
