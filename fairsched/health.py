@@ -42,6 +42,9 @@ logger = logging.getLogger(__name__)
 HEALTHZ_PATH = "/healthz"
 READYZ_PATH = "/readyz"
 CHECK_TIMEOUT_SECONDS = 2.0
+PROBE_METHODS = ("GET", "HEAD")
+LIVENESS: dict[str, object] = {"status": "ok"}
+CACHE_CONTROL = "no-store"
 
 
 @dataclass(frozen=True)
@@ -146,11 +149,11 @@ def readiness_body(results: list[CheckResult]) -> tuple[int, dict[str, object]]:
 
 def _json(status: int, body: dict[str, object]) -> HttpResponse:
     response = HttpResponse(json.dumps(body), status=status, content_type="application/json")
-    response["Cache-Control"] = "no-store"
+    response["Cache-Control"] = CACHE_CONTROL
     return response
 
 
-LIVENESS_BODY = json.dumps({"status": "ok"}).encode()
+LIVENESS_BODY = json.dumps(LIVENESS).encode()
 
 
 class LivenessOnTheLoop:
@@ -168,13 +171,13 @@ class LivenessOnTheLoop:
 
     async def __call__(self, scope: dict[str, Any], receive: Callable[..., Any], send: Callable[..., Any]) -> None:
         path = scope.get("path", "")[len(scope.get("root_path", "")) :].rstrip("/")
-        if scope["type"] != "http" or path != HEALTHZ_PATH or scope["method"] not in ("GET", "HEAD"):
+        if scope["type"] != "http" or path != HEALTHZ_PATH or scope["method"] not in PROBE_METHODS:
             await self.app(scope, receive, send)
             return
         headers = [
             (b"content-type", b"application/json"),
             (b"content-length", str(len(LIVENESS_BODY)).encode()),
-            (b"cache-control", b"no-store"),
+            (b"cache-control", CACHE_CONTROL.encode()),
         ]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": LIVENESS_BODY if scope["method"] == "GET" else b""})
@@ -190,12 +193,12 @@ class HealthMiddleware:
         path = request.path_info.rstrip("/")
         if path not in (HEALTHZ_PATH, READYZ_PATH):
             return self.get_response(request)
-        if request.method not in ("GET", "HEAD"):
+        if request.method not in PROBE_METHODS:
             response = _json(405, {"detail": f'Method "{request.method}" not allowed.'})
-            response["Allow"] = "GET, HEAD"
+            response["Allow"] = ", ".join(PROBE_METHODS)
             return response
         if path == HEALTHZ_PATH:
-            return _json(200, {"status": "ok"})
+            return _json(200, LIVENESS)
         started = time.perf_counter()
         status, body = readiness_body(readiness_checks())
         body["seconds"] = round(time.perf_counter() - started, 3)
