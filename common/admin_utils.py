@@ -1,4 +1,5 @@
-"""Glue between the admin and the services: service errors become admin messages, not 500s."""
+"""Glue between the admin and the services: service errors become admin messages, not 500s, and a
+change form writes only what its user changed."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
 from django.db.models import Model
+from django.forms import ModelForm
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
 from common.errors import ServiceError
@@ -15,13 +18,64 @@ T = TypeVar("T")
 M = TypeVar("M", bound=Model)
 
 
+class EditedFieldsForm(ModelForm[Any]):
+    """A change form that tells its user's edits from what others changed since the page was opened.
+
+    Each field posts the value it was opened with (a hidden input), so `changed_data` lists only the
+    fields the user edited, not those someone else moved meanwhile (an operator's hold would otherwise
+    read as "weight 0 -> 1" and be undone). `clean` refuses an edited field whose stored value is no
+    longer the one the user saw: both edits were meant, and the later one must not silently win.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for field in self.fields.values():
+            field.show_hidden_initial = True
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        for name in self.changed_data:
+            bound, field = self[name], self.fields[name]
+            opened = field.hidden_widget().value_from_datadict(self.data, self.files, bound.html_initial_name)
+            if field.has_changed(bound.initial, opened):
+                current = getattr(self.instance, name)
+                shown = "empty" if current is None else current
+                self.add_error(
+                    name,
+                    f"{field.label or name} was changed by someone else since you opened this page: it is now "
+                    f"{shown}. Nothing was saved; check the value and save again.",
+                )
+        return cleaned
+
+
 class ServiceModelAdmin(admin.ModelAdmin[M]):
     """An admin whose saves call services: a refusal undoes the whole save and says why.
 
     `save_model` and `save_formset` let a `ServiceError` propagate. The admin runs a save in one
     transaction, so nothing of it is written; the user goes back to the page with the service's reason,
     never a "saved successfully" for a change that was refused.
+
+    A change form is an `EditedFieldsForm`, so `save_model` writes `form.changed_data` only (what the
+    user edited) and an edit of a field changed meanwhile is a form error. The row is locked before
+    the form compares the stored values (`get_object`), so no write slips between the check and the
+    services' writes.
     """
+
+    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
+        form = super().get_form(request, obj, change, **kwargs)
+        if obj is None:
+            return form
+        return type(form.__name__, (EditedFieldsForm, form), {})
+
+    def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None) -> M | None:
+        if request.method == "POST" and from_field is None:
+            # Inside the admin's transaction of the save: held until it commits. The lock is taken on
+            # the bare table, as `get_queryset` may group (PostgreSQL refuses FOR UPDATE with GROUP BY).
+            try:
+                list(self.model._default_manager.select_for_update().filter(pk=object_id))
+            except (ValueError, ValidationError):
+                return None
+        return super().get_object(request, object_id, from_field)
 
     def changeform_view(
         self, request: HttpRequest, object_id: str | None = None, form_url: str = "", extra_context: Any = None

@@ -109,8 +109,9 @@ class OrgAdmin(ServiceModelAdmin[Org]):
         for field in form.changed_data:
             if field in setters:
                 setters[field]()
-        if {"name", "slug"} & set(form.changed_data):
-            Org.objects.filter(pk=obj.pk).update(name=obj.name, slug=obj.slug)
+        renamed = {field: getattr(obj, field) for field in ("name", "slug") if field in form.changed_data}
+        if renamed:
+            Org.objects.filter(pk=obj.pk).update(**renamed)
 
     def save_formset(
         self, request: HttpRequest, form: Any, formset: BaseInlineFormSet[Any, Any, Any], change: bool

@@ -13,15 +13,21 @@ from django.http import HttpResponse
 
 
 def form_data(form: BaseForm) -> dict[str, Any]:
-    """The values an untouched form posts: its initial values; unchecked boxes and empty values are left out."""
+    """The values an untouched form posts: its initial values; unchecked boxes and empty values are left out.
+
+    A field that shows its initial value in a hidden input (the admin's change forms, to tell the
+    user's edits from someone else's) posts that value too, as the page does.
+    """
     data: dict[str, Any] = {}
-    for name in form.fields:
+    for name, field in form.fields.items():
         value = form[name].value()
         if value is None or value is False:
             continue
         if isinstance(value, dict | list):
             value = json.dumps(value)
         data[form.add_prefix(name)] = "on" if value is True else value
+        if field.show_hidden_initial:
+            data[form[name].html_initial_name] = data[form.add_prefix(name)]
     return data
 
 

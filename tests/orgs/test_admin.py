@@ -11,6 +11,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from charts.models import ChartState
+from orgs import services
 from orgs.models import Membership, Org, OrgChange, ProviderPause, Workflow, WorkflowCost
 from tests.admin_helpers import action_data, change_form_data, changelist_data, messages_of
 from tests.conftest import Tenants
@@ -184,6 +185,65 @@ def test_change_form_edits_go_through_the_services(staff_client: Client, tenants
     page = staff_client.get(url).content.decode()
     assert "change history" in page.lower()
     assert 'name="changes-0-field"' not in page
+
+
+def test_a_hold_made_while_the_form_was_open_survives_a_queue_limit_edit(
+    staff_client: Client, tenants: Tenants
+) -> None:
+    url = reverse("admin:orgs_org_change", args=[tenants.org_a.pk])
+    data = change_form_data(staff_client.get(url))
+    services.org_hold(org=tenants.org_a, actor="user:oscar")
+    data["queue_limit"] = "50"
+    assert staff_client.post(url, data).status_code == 302
+    org = Org.objects.get(pk=tenants.org_a.pk)
+    assert (org.weight, org.weight_before_hold, org.queue_limit) == (0, 2, 50)
+    assert history(org) == [("user:oscar", "hold", "weight 2", "held"), (STAFF, "queue_limit", "", "50")]
+
+
+def test_a_name_edit_leaves_a_slug_changed_meanwhile(staff_client: Client, tenants: Tenants) -> None:
+    url = reverse("admin:orgs_org_change", args=[tenants.org_a.pk])
+    data = change_form_data(staff_client.get(url))
+    Org.objects.filter(pk=tenants.org_a.pk).update(slug="acme-inc")
+    data["name"] = "Acme Corp"
+    assert staff_client.post(url, data).status_code == 302
+    org = Org.objects.get(pk=tenants.org_a.pk)
+    assert (org.name, org.slug) == ("Acme Corp", "acme-inc")
+
+
+def test_a_weight_changed_while_the_form_was_open_refuses_the_weight_edit(
+    staff_client: Client, tenants: Tenants
+) -> None:
+    url = reverse("admin:orgs_org_change", args=[tenants.org_a.pk])
+    data = change_form_data(staff_client.get(url))
+    services.org_weight_set(org=tenants.org_a, weight=5, actor="user:oscar")
+    data.update(weight="3", queue_limit="50")
+    response = staff_client.post(url, data)
+    assert response.status_code == 200
+    errors: Any = response.context["adminform"].form.errors
+    assert list(errors) == ["weight"]
+    assert "changed by someone else since you opened this page: it is now 5" in errors["weight"][0]
+    assert "it is now 5" in response.content.decode()
+    org = Org.objects.get(pk=tenants.org_a.pk)
+    assert (org.weight, org.queue_limit) == (5, None)
+    assert history(org) == [("user:oscar", "weight", "2", "5")]
+
+
+def test_a_workflow_edit_leaves_a_cost_changed_meanwhile(staff_client: Client, tenants: Tenants) -> None:
+    url = reverse("admin:orgs_workflow_change", args=[tenants.workflow.pk])
+    data = change_form_data(staff_client.get(url))
+    services.workflow_change(workflow=tenants.workflow, actor="user:oscar", default_cost=5)
+    data["run_timeout"] = "900"
+    assert staff_client.post(url, data).status_code == 302
+    workflow = Workflow.objects.get(pk=tenants.workflow.pk)
+    assert (workflow.default_cost, workflow.run_timeout) == (5, 900)
+
+    data = change_form_data(staff_client.get(url))
+    services.workflow_change(workflow=tenants.workflow, actor="user:oscar", default_cost=6)
+    data["default_cost"] = "2"
+    response = staff_client.post(url, data)
+    assert response.status_code == 200
+    assert "it is now 6" in response.context["adminform"].form.errors["default_cost"][0]
+    assert Workflow.objects.get(pk=tenants.workflow.pk).default_cost == 6
 
 
 def test_workflow_cost_inline_add_change_and_delete_go_through_the_service(

@@ -193,6 +193,32 @@ def test_an_admin_change_refused_by_the_service_writes_nothing(staff_client: Cli
     assert not ConfigChange.objects.exists()
 
 
+def test_a_budget_set_while_the_form_was_open_survives_a_max_attempts_edit(staff_client: Client) -> None:
+    url = reverse("admin:scheduling_schedulerconfig_change", args=[SchedulerConfig.load().pk])
+    data = change_form_data(staff_client.get(url))
+    services.scheduler_config_set(actor="user:oscar", budget=7)
+    data["max_attempts"] = "4"
+    assert staff_client.post(url, data).status_code == 302
+    config = SchedulerConfig.load()
+    assert (config.budget, config.max_attempts) == (7, 4)
+    assert changes() == [("user:oscar", "budget", "10", "7"), (ACTOR, "max_attempts", "3", "4")]
+
+
+def test_a_budget_set_while_the_form_was_open_refuses_the_budget_edit(staff_client: Client) -> None:
+    url = reverse("admin:scheduling_schedulerconfig_change", args=[SchedulerConfig.load().pk])
+    data = change_form_data(staff_client.get(url))
+    services.scheduler_config_set(actor="user:oscar", budget=7)
+    data.update(budget="8", max_attempts="4")
+    response = staff_client.post(url, data)
+    assert response.status_code == 200
+    errors: Any = response.context["adminform"].form.errors
+    assert list(errors) == ["budget"]
+    assert "changed by someone else since you opened this page: it is now 7" in errors["budget"][0]
+    config = SchedulerConfig.load()
+    assert (config.budget, config.max_attempts) == (7, 3)
+    assert changes() == [("user:oscar", "budget", "10", "7")]
+
+
 def test_a_backoff_ceiling_below_the_base_is_a_form_error(staff_client: Client) -> None:
     url = reverse("admin:scheduling_schedulerconfig_change", args=[SchedulerConfig.load().pk])
     data = change_form_data(staff_client.get(url))
