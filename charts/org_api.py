@@ -19,7 +19,7 @@ from rest_framework.response import Response
 from charts.selectors import org_summary
 from charts.serializers import OrgDetailSerializer, ReasonSerializer
 from common.actors import actor_for
-from common.api import CursorPagination, FairschedAPIView
+from common.api import ETAG, IF_MATCH, CursorPagination, FairschedAPIView, if_match_check, with_etag
 from orgs import services
 from orgs.access import IsStaffScope, visible_org_ids
 from orgs.models import Membership, Org, Workflow
@@ -112,20 +112,21 @@ class OrgViewSet(FairschedAPIView, viewsets.GenericViewSet[Org]):
         membership = services.membership_role_set(membership=membership, role=body.validated_data["role"], actor=actor)
         return Response(MembershipSerializer(membership).data)
 
-    @extend_schema(responses=OrgDetailSerializer)
+    @extend_schema(parameters=[ETAG], responses=OrgDetailSerializer)
     def retrieve(self, request: Request, slug: str) -> Response:
         org = org_get(org_ids=visible_org_ids(request), slug=slug)
-        return Response(OrgDetailSerializer(org_summary(org=org)).data)
+        return with_etag(Response(OrgDetailSerializer(org_summary(org=org)).data), org)
 
-    @extend_schema(request=OrgUpdateSerializer, responses=OrgDetailSerializer)
+    @extend_schema(parameters=[IF_MATCH, ETAG], request=OrgUpdateSerializer, responses=OrgDetailSerializer)
     def partial_update(self, request: Request, slug: str) -> Response:
         """Staff: change weight (0 holds), max_concurrency (null: no cap) and queue_limit (null: none)."""
         org = org_get(org_ids=None, slug=slug)
         body = OrgUpdateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data, actor = body.validated_data, actor_for(request.user)
-        # One transaction: a later field's refusal undoes the earlier ones.
+        # One transaction: a stale If-Match, or a later field's refusal, undoes the earlier ones.
         with transaction.atomic():
+            if_match_check(request, Org.objects.filter(pk=org.pk))
             if "weight" in data:
                 org = services.org_weight_set(org=org, weight=data["weight"], actor=actor, reason=data["reason"])
             if "max_concurrency" in data:
@@ -136,7 +137,8 @@ class OrgViewSet(FairschedAPIView, viewsets.GenericViewSet[Org]):
                 org = services.org_queue_limit_set(
                     org=org, queue_limit=data["queue_limit"], actor=actor, reason=data["reason"]
                 )
-        return Response(OrgDetailSerializer(org_summary(org=org_get(org_ids=None, slug=slug))).data)
+        org = org_get(org_ids=None, slug=slug)
+        return with_etag(Response(OrgDetailSerializer(org_summary(org=org)).data), org)
 
     @extend_schema(request=ReasonSerializer, responses=OrgDetailSerializer)
     @action(detail=True, methods=["post"])

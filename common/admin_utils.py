@@ -32,7 +32,7 @@ class EditedFieldsForm(ModelForm[Any]):
         for field in self.fields.values():
             field.show_hidden_initial = True
 
-    def clean(self) -> dict[str, Any]:
+    def clean(self) -> dict[str, Any] | None:
         cleaned = super().clean()
         for name in self.changed_data:
             bound, field = self[name], self.fields[name]

@@ -1,24 +1,28 @@
 """The REST API's generic shell: strict JSON bodies with a size limit, cursor pagination, error mapping.
 
 Services raise `ServiceError`s; the exception handler turns them into `{"field": ["message"]}` bodies
-with their HTTP status. Who the caller is and what it may reach is `orgs.access`.
+with their HTTP status. Who the caller is and what it may reach is `orgs.access`. A PATCH of one row
+may name the version it edits (`If-Match`, from the `ETag` its GET answered): `if_match_check`.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.db.models import Field, IntegerField
+from django.db.models import Field, IntegerField, Model, QuerySet
+from drf_spectacular.utils import OpenApiParameter
 from rest_framework import exceptions, pagination, status
 from rest_framework.parsers import BaseParser, JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from common import strict
-from common.errors import QueueFull, ServiceError
+from common.errors import PreconditionFailed, QueueFull, ServiceError
 
 if TYPE_CHECKING:
     from rest_framework.views import APIView
@@ -92,6 +96,61 @@ def _fits(field: Field[Any, Any] | None, position: str) -> bool:
     if isinstance(field, IntegerField):
         return position.isascii() and position.isdigit() and int(position) <= BIGINT_MAX
     return True
+
+
+# The OpenAPI account of the two headers, for the reads (ETag) and edits (both) of one row.
+ETAG = OpenApiParameter(
+    "ETag",
+    str,
+    OpenApiParameter.HEADER,
+    response=[200],
+    description="Strong validator of the row's editable values; send it back as If-Match to edit that version only.",
+)
+IF_MATCH = OpenApiParameter(
+    "If-Match",
+    str,
+    OpenApiParameter.HEADER,
+    description="ETag(s) of the version this edit is made on, or `*`: any other version is a 412 and "
+    "nothing is written. Without it the edit applies to whatever is stored.",
+)
+
+
+def etag(row: Model) -> str:
+    """A strong validator of what people set on `row`: its editable columns, hashed.
+
+    The columns the scheduler moves on its own (`editable=False`: predicted clear times, virtual
+    time, `updated_at`) are left out, so a replan does not turn every open edit stale; the counts
+    an answer adds around the row are not part of it either.
+    """
+    values = {field.attname: field.value_from_object(row) for field in row._meta.concrete_fields if field.editable}
+    digest = hashlib.sha256(json.dumps(values, sort_keys=True, default=str).encode()).hexdigest()
+    return f'"{digest[:32]}"'
+
+
+def if_match_check(request: Request, rows: QuerySet[Any]) -> None:
+    """Refuse (412) a write whose `If-Match` names neither the current ETag of the one row of `rows`
+    nor `*`; without the header, write as asked.
+
+    Call it inside the write's transaction: the row is read under its lock (`select_for_update`), so
+    no other write lands between the check and this one. A weak validator (`W/"..."`) never matches:
+    an edit needs the exact version.
+    """
+    header = request.headers.get("If-Match")
+    if header is None:
+        return
+    row = rows.select_for_update().get()
+    tags = {tag.strip() for tag in header.split(",")}
+    if "*" in tags or etag(row) in tags:
+        return
+    raise PreconditionFailed(
+        f"the {row._meta.verbose_name} changed since the If-Match ETag was read: nothing was written; "
+        "GET it again (the ETag header) and resend the change"
+    )
+
+
+def with_etag(response: Response, row: Model) -> Response:
+    response["ETag"] = etag(row)
+    return response
 
 
 class FairschedAPIView:

@@ -56,6 +56,12 @@ class Conflict(ServiceError):
     status = 409
 
 
+class PreconditionFailed(ServiceError):
+    """The caller's If-Match names a version of the object that is no longer the stored one (HTTP 412)."""
+
+    status = 412
+
+
 class QueueFull(ServiceError):
     """The org is at its queue limit: admission refused (HTTP 429, with Retry-After when its queue is
     expected to move; a held org's cannot move until it is released, and the body says so)."""

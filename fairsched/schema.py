@@ -7,7 +7,8 @@ the bad items by index (`{"items": {"3": {"workflow": ["..."]}}}`). Which answer
 - every operation: 400 (a bad query parameter or body), 401 (no or a bad token), 403 (not allowed),
   404 (not there, or not yours; also a forged pagination cursor), 429 (over a rate or an org's queue
   limit, with Retry-After);
-- operations that write: 409 (the current state forbids it);
+- operations that write: 409 (the current state forbids it); those taking If-Match: 412 (the row
+  changed since that ETag was read);
 - operations with a body: 413 (past FAIRSCHED_MAX_BODY_BYTES) and 415 (not JSON).
 """
 
@@ -22,6 +23,7 @@ ERRORS: dict[str, str] = {
     "403": "The caller may not do this (staff only, or a read-only membership).",
     "404": "No such object among those the caller can see, or a forged pagination cursor.",
     "409": "The object's current state does not allow this.",
+    "412": "If-Match names a version that is no longer the stored one: nothing was written; GET the ETag again.",
     "413": "The request body is larger than FAIRSCHED_MAX_BODY_BYTES.",
     "415": "The request body is not JSON (send Content-Type: application/json).",
     "429": "Over the caller's rate, or over the org's queue limit: retry after Retry-After seconds.",
@@ -83,6 +85,8 @@ def document_errors(result: dict[str, Any], generator: Any, request: Any, public
             codes = ["400", "401", "403", "404", "429"]
             if method in WRITES:
                 codes.append("409")
+            if any(p.get("in") == "header" and p.get("name") == "If-Match" for p in operation.get("parameters", [])):
+                codes.append("412")
             if method in WITH_BODY:
                 codes += ["413", "415"]
             responses = operation.setdefault("responses", {})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
@@ -16,7 +17,7 @@ from rest_framework.views import APIView
 
 from charts.services import PRIORITY
 from common.actors import actor_for
-from common.api import CursorPagination, FairschedAPIView
+from common.api import ETAG, IF_MATCH, CursorPagination, FairschedAPIView, if_match_check, with_etag
 from common.errors import InvalidInput, NotFound
 from common.strict import (
     StrictBooleanField,
@@ -81,16 +82,22 @@ class SchedulerConfigUpdateSerializer(StrictSerializer):
 class SchedulerConfigView(FairschedAPIView, APIView):
     permission_classes = STAFF
 
-    @extend_schema(responses=SchedulerConfigSerializer)
+    @extend_schema(parameters=[ETAG], responses=SchedulerConfigSerializer)
     def get(self, request: Request) -> Response:
-        return Response(SchedulerConfigSerializer(SchedulerConfig.load()).data)
+        config = SchedulerConfig.load()
+        return with_etag(Response(SchedulerConfigSerializer(config).data), config)
 
-    @extend_schema(request=SchedulerConfigUpdateSerializer, responses=SchedulerConfigSerializer)
+    @extend_schema(
+        parameters=[IF_MATCH, ETAG], request=SchedulerConfigUpdateSerializer, responses=SchedulerConfigSerializer
+    )
     def patch(self, request: Request) -> Response:
         body = SchedulerConfigUpdateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        config = services.scheduler_config_set(actor=actor_for(request.user), **body.validated_data)
-        return Response(SchedulerConfigSerializer(config).data)
+        with transaction.atomic():
+            if_match_check(request, SchedulerConfig.objects.filter(pk=SchedulerConfig.load().pk))
+            services.scheduler_config_set(actor=actor_for(request.user), **body.validated_data)
+        config = SchedulerConfig.load()  # as stored, for the ETag a GET will answer
+        return with_etag(Response(SchedulerConfigSerializer(config).data), config)
 
 
 class ProviderPauseSerializer(serializers.ModelSerializer[ProviderPause]):

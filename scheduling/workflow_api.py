@@ -3,6 +3,7 @@ expected duration: `scheduling.selectors.workflow_terms`); staff register and ch
 
 from __future__ import annotations
 
+from django.db import transaction
 from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema
 from rest_framework import status, viewsets
@@ -11,7 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from common.actors import actor_for
-from common.api import CursorPagination, FairschedAPIView
+from common.api import ETAG, IF_MATCH, CursorPagination, FairschedAPIView, if_match_check, with_etag
 from orgs import services
 from orgs.access import IsStaffScope, visible_org_ids
 from orgs.models import Org, Workflow
@@ -55,10 +56,11 @@ class WorkflowViewSet(FairschedAPIView, viewsets.GenericViewSet[Workflow]):
             WorkflowTermsSerializer(workflow_terms(workflows=page, org=org), many=True).data
         )
 
-    @extend_schema(parameters=[WorkflowTermsQuerySerializer], responses=WorkflowTermsSerializer)
+    @extend_schema(parameters=[WorkflowTermsQuerySerializer, ETAG], responses=WorkflowTermsSerializer)
     def retrieve(self, request: Request, name: str) -> Response:
-        (terms,) = workflow_terms(workflows=[workflow_get(name=name)], org=self._terms_org(request))
-        return Response(WorkflowTermsSerializer(terms).data)
+        workflow = workflow_get(name=name)
+        (terms,) = workflow_terms(workflows=[workflow], org=self._terms_org(request))
+        return with_etag(Response(WorkflowTermsSerializer(terms).data), workflow)
 
     def _terms_org(self, request: Request) -> Org | None:
         """The org named by `?org=` (unknown and foreign slugs: the same 400), else the caller's only
@@ -81,7 +83,7 @@ class WorkflowViewSet(FairschedAPIView, viewsets.GenericViewSet[Workflow]):
         workflow = services.workflow_register(actor=actor_for(request.user), **data)
         return Response(WorkflowSerializer(workflow).data, status=status.HTTP_201_CREATED)
 
-    @extend_schema(request=WorkflowUpdateSerializer, responses=WorkflowSerializer)
+    @extend_schema(parameters=[IF_MATCH, ETAG], request=WorkflowUpdateSerializer, responses=WorkflowSerializer)
     def partial_update(self, request: Request, name: str) -> Response:
         """Staff: change any of name, workflow type, task queue, default cost, run timeout (null: the
         deployment's default), provider (null: none) and params; runs started from now on use them."""
@@ -91,5 +93,8 @@ class WorkflowViewSet(FairschedAPIView, viewsets.GenericViewSet[Workflow]):
         data = dict(body.validated_data)
         if "provider" in data:
             data["provider"] = provider_for_input(data["provider"])
-        workflow = services.workflow_change(workflow=workflow, actor=actor_for(request.user), **data)
-        return Response(WorkflowSerializer(workflow).data)
+        with transaction.atomic():
+            if_match_check(request, Workflow.objects.filter(pk=workflow.pk))
+            workflow = services.workflow_change(workflow=workflow, actor=actor_for(request.user), **data)
+        workflow = workflow_get(name=workflow.name)  # as stored, for the ETag a GET will answer
+        return with_etag(Response(WorkflowSerializer(workflow).data), workflow)
