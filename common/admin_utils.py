@@ -34,6 +34,8 @@ class EditedFieldsForm(ModelForm[Any]):
 
     def clean(self) -> dict[str, Any] | None:
         cleaned = super().clean()
+        if self.instance._state.adding:  # a row being added: nobody else could have changed it
+            return cleaned
         for name in self.changed_data:
             bound, field = self[name], self.fields[name]
             opened = field.hidden_widget().value_from_datadict(self.data, self.files, bound.html_initial_name)

@@ -15,7 +15,7 @@ from django.forms import BaseInlineFormSet, ModelForm
 from django.http import HttpRequest
 
 from common.actors import actor_for
-from common.admin_utils import ServiceModelAdmin, apply_each
+from common.admin_utils import EditedFieldsForm, ServiceModelAdmin, apply_each
 from common.errors import InvalidInput
 from orgs import services
 from orgs.access import api_token_revoke
@@ -39,6 +39,7 @@ def bounded(db_field: Field[Any, Any], kwargs: dict[str, Any]) -> dict[str, Any]
 
 class WorkflowCostInline(admin.TabularInline[WorkflowCost, Org]):
     model = WorkflowCost
+    form = EditedFieldsForm  # a cost someone else set while the page was open is not written back
     extra = 0
     autocomplete_fields = ["workflow"]
 
@@ -48,6 +49,7 @@ class WorkflowCostInline(admin.TabularInline[WorkflowCost, Org]):
 
 class MembershipInline(admin.TabularInline[Membership, Org]):
     model = Membership
+    form = EditedFieldsForm  # nor a role someone else gave
     extra = 0
     autocomplete_fields = ["user"]
 

@@ -275,6 +275,28 @@ def test_workflow_cost_inline_add_change_and_delete_go_through_the_service(
     ]
 
 
+def test_inline_rows_changed_while_the_form_was_open_stay_as_left(staff_client: Client, tenants: Tenants) -> None:
+    WorkflowCost.objects.create(org=tenants.org_a, workflow=tenants.workflow, cost=4)
+    url = reverse("admin:orgs_org_change", args=[tenants.org_a.pk])
+    data = change_form_data(staff_client.get(url))
+    services.workflow_cost_set(org=tenants.org_a, workflow=tenants.workflow, cost=6, actor="user:oscar")
+    membership = Membership.objects.get(user=tenants.member_a)
+    services.membership_role_set(membership=membership, role=Membership.Role.VIEWER, actor="user:oscar")
+    data["queue_limit"] = "50"
+    assert staff_client.post(url, data).status_code == 302
+    assert WorkflowCost.objects.get(org=tenants.org_a).cost == 6
+    assert Membership.objects.get(user=tenants.member_a).role == Membership.Role.VIEWER
+
+    data = change_form_data(staff_client.get(url))
+    services.workflow_cost_set(org=tenants.org_a, workflow=tenants.workflow, cost=7, actor="user:oscar")
+    data.update({"workflow_costs-0-cost": "2", "queue_limit": "60"})
+    response = staff_client.post(url, data)
+    assert response.status_code == 200
+    assert "it is now 7" in response.content.decode()
+    assert WorkflowCost.objects.get(org=tenants.org_a).cost == 7
+    assert Org.objects.get(pk=tenants.org_a.pk).queue_limit == 50
+
+
 def test_moving_a_cost_row_to_another_workflow_moves_the_override(staff_client: Client, tenants: Tenants) -> None:
     simulate = WorkflowFactory(name="simulate", default_cost=3)
     WorkflowCost.objects.create(org=tenants.org_a, workflow=tenants.workflow, cost=4)
