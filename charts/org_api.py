@@ -23,7 +23,7 @@ from common.api import ETAG, IF_MATCH, CursorPagination, FairschedAPIView, if_ma
 from orgs import services
 from orgs.access import IsStaffScope, visible_org_ids
 from orgs.models import Membership, Org, Workflow
-from orgs.selectors import org_get, orgs_visible, user_for_input, workflow_costs
+from orgs.selectors import org_get, orgs_visible, user_for_input, workflow_cost_get, workflow_costs
 from orgs.serializers import (
     MembershipCreateSerializer,
     MembershipRoleSerializer,
@@ -126,7 +126,7 @@ class OrgViewSet(FairschedAPIView, viewsets.GenericViewSet[Org]):
         data, actor = body.validated_data, actor_for(request.user)
         # One transaction: a stale If-Match, or a later field's refusal, undoes the earlier ones.
         with transaction.atomic():
-            if_match_check(request, Org.objects.filter(pk=org.pk))
+            if_match_check(request, lambda: Org.objects.select_for_update().get(pk=org.pk))
             if "weight" in data:
                 org = services.org_weight_set(org=org, weight=data["weight"], actor=actor, reason=data["reason"])
             if "max_concurrency" in data:
@@ -163,25 +163,43 @@ class OrgViewSet(FairschedAPIView, viewsets.GenericViewSet[Org]):
         org = org_get(org_ids=None, slug=slug)
         return Response(WorkflowCostSerializer(workflow_costs(org=org), many=True).data)
 
-    @extend_schema(methods=["PUT"], request=WorkflowCostSetSerializer, responses=WorkflowCostSerializer)
-    @extend_schema(methods=["DELETE"], request=None, responses={204: None})
-    @action(detail=True, methods=["put", "delete"], url_path=r"costs/(?P<workflow>[^/]+)")
+    @extend_schema(methods=["GET"], parameters=[ETAG], responses=WorkflowCostSerializer)
+    @extend_schema(
+        methods=["PUT"],
+        parameters=[IF_MATCH, ETAG],
+        request=WorkflowCostSetSerializer,
+        responses=WorkflowCostSerializer,
+    )
+    @extend_schema(methods=["DELETE"], parameters=[IF_MATCH], request=None, responses={204: None})
+    @action(detail=True, methods=["get", "put", "delete"], url_path=r"costs/(?P<workflow>[^/]+)")
     def cost(self, request: Request, slug: str, workflow: str) -> Response:
-        """Staff: set (PUT) or remove (DELETE, back to the workflow's default) what one run costs the org."""
+        """Staff: what one run costs the org (GET; `cost` null: the workflow's default applies), set it
+        (PUT) or remove it (DELETE, back to the workflow's default)."""
         org = org_get(org_ids=None, slug=slug)
         found = Workflow.objects.filter(name=workflow).first() if "\x00" not in workflow else None
         if found is None:
             raise HttpNotFound("workflow not found")
+        if request.method == "GET":
+            override = workflow_cost_get(org=org, workflow=found)
+            return with_etag(Response(WorkflowCostSerializer(override).data), override)
         actor = actor_for(request.user)
-        if request.method == "DELETE":
-            services.workflow_cost_set(org=org, workflow=found, cost=None, actor=actor)
-            return Response(status=status.HTTP_204_NO_CONTENT)
-        body = WorkflowCostSetSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        services.workflow_cost_set(
-            org=org, workflow=found, cost=body.validated_data["cost"], actor=actor, reason=body.validated_data["reason"]
-        )
-        return Response({"workflow": found.name, "cost": body.validated_data["cost"]})
+        body = WorkflowCostSetSerializer(data=request.data) if request.method == "PUT" else None
+        if body is not None:
+            body.is_valid(raise_exception=True)
+        with transaction.atomic():
+            if_match_check(request, lambda: workflow_cost_get(org=org, workflow=found, for_update=True))
+            if body is None:
+                services.workflow_cost_set(org=org, workflow=found, cost=None, actor=actor)
+                return Response(status=status.HTTP_204_NO_CONTENT)
+            services.workflow_cost_set(
+                org=org,
+                workflow=found,
+                cost=body.validated_data["cost"],
+                actor=actor,
+                reason=body.validated_data["reason"],
+            )
+        override = workflow_cost_get(org=org, workflow=found)
+        return with_etag(Response(WorkflowCostSerializer(override).data), override)
 
     def _reason(self, request: Request) -> str:
         body = ReasonSerializer(data=request.data if isinstance(request.data, dict) else {})

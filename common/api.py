@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.db.models import Field, IntegerField, Model, QuerySet
+from django.db.models import Field, IntegerField, Model
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework import exceptions, pagination, status
 from rest_framework.parsers import BaseParser, JSONParser
@@ -127,18 +127,18 @@ def etag(row: Model) -> str:
     return f'"{digest[:32]}"'
 
 
-def if_match_check(request: Request, rows: QuerySet[Any]) -> None:
-    """Refuse (412) a write whose `If-Match` names neither the current ETag of the one row of `rows`
-    nor `*`; without the header, write as asked.
+def if_match_check(request: Request, current: Callable[[], Model]) -> None:
+    """Refuse (412) a write whose `If-Match` names neither the current ETag of the row nor `*`;
+    without the header, write as asked.
 
-    Call it inside the write's transaction: the row is read under its lock (`select_for_update`), so
-    no other write lands between the check and this one. A weak validator (`W/"..."`) never matches:
-    an edit needs the exact version.
+    Call it inside the write's transaction with `current` reading the row under the lock its service
+    takes (`select_for_update`): no other write lands between the check and this one. A weak
+    validator (`W/"..."`) never matches: an edit needs the exact version.
     """
     header = request.headers.get("If-Match")
     if header is None:
         return
-    row = rows.select_for_update().get()
+    row = current()
     tags = {tag.strip() for tag in header.split(",")}
     if "*" in tags or etag(row) in tags:
         return

@@ -82,6 +82,16 @@ def workflow_costs(*, org: Org) -> QuerySet[WorkflowCost]:
     return WorkflowCost.objects.filter(org=org).select_related("workflow").order_by("workflow__name")
 
 
+def workflow_cost_get(*, org: Org, workflow: Workflow, for_update: bool = False) -> WorkflowCost:
+    """The org's override of what one run of `workflow` costs; without one, an unsaved row with no
+    cost (the workflow's default applies). `for_update` locks the org first, as `workflow_cost_set`
+    does, so the override read stays the stored one until the transaction ends."""
+    if for_update:
+        Org.objects.select_for_update().filter(pk=org.pk).first()
+    found = WorkflowCost.objects.filter(org=org, workflow=workflow).select_related("workflow").first()
+    return found or WorkflowCost(org=org, workflow=workflow, cost=None)
+
+
 def provider_pauses(*, active_only: bool, now: datetime) -> QuerySet[ProviderPause]:
     pauses = ProviderPause.objects.select_related("provider", "org")
     return pauses.filter(until__gt=now) if active_only else pauses

@@ -94,7 +94,9 @@ class SchedulerConfigView(FairschedAPIView, APIView):
         body = SchedulerConfigUpdateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         with transaction.atomic():
-            if_match_check(request, SchedulerConfig.objects.filter(pk=SchedulerConfig.load().pk))
+            if_match_check(
+                request, lambda: SchedulerConfig.objects.select_for_update().get(pk=SchedulerConfig.load().pk)
+            )
             services.scheduler_config_set(actor=actor_for(request.user), **body.validated_data)
         config = SchedulerConfig.load()  # as stored, for the ETag a GET will answer
         return with_etag(Response(SchedulerConfigSerializer(config).data), config)

@@ -94,7 +94,7 @@ class WorkflowViewSet(FairschedAPIView, viewsets.GenericViewSet[Workflow]):
         if "provider" in data:
             data["provider"] = provider_for_input(data["provider"])
         with transaction.atomic():
-            if_match_check(request, Workflow.objects.filter(pk=workflow.pk))
+            if_match_check(request, lambda: Workflow.objects.select_for_update().get(pk=workflow.pk))
             workflow = services.workflow_change(workflow=workflow, actor=actor_for(request.user), **data)
         workflow = workflow_get(name=workflow.name)  # as stored, for the ETag a GET will answer
         return with_etag(Response(WorkflowSerializer(workflow).data), workflow)

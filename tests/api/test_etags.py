@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from orgs.models import Org, OrgChange, Workflow
+from orgs.models import Org, OrgChange, Workflow, WorkflowCost
 from scheduling.models import ConfigChange, SchedulerConfig
 from tests.conftest import Tenants
 from tests.factories import ChartFactory
@@ -114,10 +114,43 @@ def test_the_org_s_etag_is_its_row_not_its_chart_counts(tenants: Tenants, client
     assert staff.get("/api/v1/orgs/acme/")["ETag"] == opened
 
 
-@pytest.mark.parametrize("path", ["/api/v1/orgs/{slug}/", "/api/v1/workflows/{name}/", "/api/v1/scheduler/config/"])
-def test_the_schema_documents_etag_if_match_and_412(tenants: Tenants, path: str) -> None:
+def test_a_cost_answers_an_etag_and_a_stale_if_match_is_412(tenants: Tenants, client_for: Client) -> None:
+    staff, url = client_for(tenants.staff), "/api/v1/orgs/acme/costs/render/"
+    read = staff.get(url)
+    assert (read.status_code, read.json()) == (200, {"workflow": "render", "cost": None})
+    opened = read["ETag"]
+    assert STRONG.match(opened)
+    assert staff.put(url, {"cost": 4}, format="json").status_code == 200  # no If-Match: as before
+
+    for refused in (
+        staff.put(url, {"cost": 2}, format="json", HTTP_IF_MATCH=opened),
+        staff.delete(url, HTTP_IF_MATCH=opened),
+    ):
+        assert refused.status_code == 412
+        assert "changed since" in refused.json()["detail"][0]
+    assert WorkflowCost.objects.get(org=tenants.org_a).cost == 4
+    assert OrgChange.objects.count() == 1
+
+    current = staff.get(url)["ETag"]
+    put = staff.put(url, {"cost": 2}, format="json", HTTP_IF_MATCH=current)
+    assert put.status_code == 200
+    assert put["ETag"] == staff.get(url)["ETag"] != current
+    assert staff.delete(url, HTTP_IF_MATCH=put["ETag"]).status_code == 204
+    assert not WorkflowCost.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("path", "edit"),
+    [
+        ("/api/v1/orgs/{slug}/", "patch"),
+        ("/api/v1/workflows/{name}/", "patch"),
+        ("/api/v1/scheduler/config/", "patch"),
+        ("/api/v1/orgs/{slug}/costs/{workflow}/", "put"),
+    ],
+)
+def test_the_schema_documents_etag_if_match_and_412(tenants: Tenants, path: str, edit: str) -> None:
     schema = APIClient().get("/api/schema/?format=json").json()
-    get, patch = schema["paths"][path]["get"], schema["paths"][path]["patch"]
+    get, patch = schema["paths"][path]["get"], schema["paths"][path][edit]
     assert "ETag" in get["responses"]["200"]["headers"]
     assert "ETag" in patch["responses"]["200"]["headers"]
     (if_match,) = [p for p in patch["parameters"] if p["name"] == "If-Match"]
