@@ -89,7 +89,7 @@ def workflow_cost_get(*, org: Org, workflow: Workflow, for_update: bool = False)
     if for_update:
         Org.objects.select_for_update().filter(pk=org.pk).first()
     found = WorkflowCost.objects.filter(org=org, workflow=workflow).select_related("workflow").first()
-    return found or WorkflowCost(org=org, workflow=workflow, cost=None)
+    return found or WorkflowCost(org=org, workflow=workflow)  # cost unset: None
 
 
 def provider_pauses(*, active_only: bool, now: datetime) -> QuerySet[ProviderPause]:
