@@ -50,6 +50,11 @@ class EditedFieldsForm(ModelForm[Any]):
         return cleaned
 
 
+def edited_fields(form: type[ModelForm[Any]]) -> type[ModelForm[Any]]:
+    """The admin's form class, as an `EditedFieldsForm`."""
+    return type(form.__name__, (EditedFieldsForm, form), {})
+
+
 class ServiceModelAdmin(admin.ModelAdmin[M]):
     """An admin whose saves call services: a refusal undoes the whole save and says why.
 
@@ -57,17 +62,21 @@ class ServiceModelAdmin(admin.ModelAdmin[M]):
     transaction, so nothing of it is written; the user goes back to the page with the service's reason,
     never a "saved successfully" for a change that was refused.
 
-    A change form is an `EditedFieldsForm`, so `save_model` writes `form.changed_data` only (what the
-    user edited) and an edit of a field changed meanwhile is a form error. The row is locked before
-    the form compares the stored values (`get_object`), so no write slips between the check and the
-    services' writes.
+    A change form and the list's editable rows are `EditedFieldsForm`s, so `save_model` writes
+    `form.changed_data` only (what the user edited) and an edit of a field changed meanwhile is a form
+    error. On a change form the row is locked before the form compares the stored values
+    (`get_object`), so no write slips between the check and the services' writes; the list compares
+    before Django opens the transaction of its saves, so there a write landing in between still wins.
     """
 
     def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
         form = super().get_form(request, obj, change, **kwargs)
-        if obj is None:
-            return form
-        return type(form.__name__, (EditedFieldsForm, form), {})
+        return form if obj is None else edited_fields(form)
+
+    def get_changelist_form(self, request: HttpRequest, **kwargs: Any) -> Any:
+        """The list's editable columns too: a row someone else changed since the list was shown is not
+        written back when another row is saved."""
+        return edited_fields(super().get_changelist_form(request, **kwargs))
 
     def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None) -> M | None:
         if request.method == "POST" and from_field is None:

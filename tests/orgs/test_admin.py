@@ -107,6 +107,27 @@ def test_weight_edited_in_the_list_goes_through_the_service(staff_client: Client
     assert not OrgChange.objects.filter(org=tenants.org_b).exists()
 
 
+def test_a_hold_made_while_the_list_was_open_survives_another_row_s_edit(
+    staff_client: Client, tenants: Tenants
+) -> None:
+    data = changelist_data(staff_client.get(ORGS))
+    services.org_hold(org=tenants.org_a, actor="user:oscar")
+    index = {data[f"form-{i}-id"]: i for i in range(2)}
+    data[f"form-{index[tenants.org_b.pk]}-weight"] = "4"
+    assert staff_client.post(ORGS, data).status_code == 302
+    weights = dict(Org.objects.values_list("slug", "weight"))
+    assert weights == {"acme": 0, "beta": 4}
+    assert history(tenants.org_a) == [("user:oscar", "hold", "weight 2", "held")]
+
+    data = changelist_data(staff_client.get(ORGS))
+    services.org_release(org=tenants.org_a, actor="user:oscar")
+    data[f"form-{index[tenants.org_a.pk]}-weight"] = "5"
+    response = staff_client.post(ORGS, data)
+    assert response.status_code == 200
+    assert "it is now 2" in response.context["cl"].formset.errors[index[tenants.org_a.pk]]["weight"][0]
+    assert Org.objects.get(pk=tenants.org_a.pk).weight == 2
+
+
 def test_weight_zero_in_the_list_holds_and_release_restores(staff_client: Client, tenants: Tenants) -> None:
     data = changelist_data(staff_client.get(ORGS))
     index = next(i for i in range(2) if data[f"form-{i}-id"] == tenants.org_a.pk)
