@@ -446,3 +446,10 @@ def test_a_workflow_s_run_timeout_is_set_in_the_admin(staff_client: Client, tena
     assert staff_client.post(url, data).status_code == 302
     assert Workflow.objects.get(pk=tenants.workflow.pk).run_timeout == 900
     assert ">900<" in staff_client.get(reverse("admin:orgs_workflow_changelist")).content.decode()
+
+
+@pytest.mark.parametrize("object_id", ["abc", "99999999999999999999999", "999999"])
+def test_a_save_of_a_missing_or_malformed_id_is_the_admin_s_redirect(staff_client: Client, object_id: str) -> None:
+    response = staff_client.post(f"/admin/orgs/org/{object_id}/change/", {"queue_limit": "5"})
+    assert response.status_code == 302
+    assert not OrgChange.objects.exists()
