@@ -133,14 +133,16 @@ class ChartViewSet(FairschedAPIView, viewsets.GenericViewSet[Chart]):
             200: OpenApiResponse(BulkResultSerializer, description="Every item was a repeat."),
             403: OpenApiResponse(
                 description='A tenant asked for a staff lever in some items (`{"items": {"3":'
-                ' {"high_priority": [...]}}}`); nothing was written.'
+                ' {"high_priority": [...]}}}`) and nothing else was wrong (else: listed in the 400);'
+                " nothing was written."
             ),
         },
     )
     @action(detail=False, methods=["post"])
     def bulk(self, request: Request) -> Response:
         """Submit up to 10,000 charts of one org, all or nothing; a bad item is reported by its index
-        (`{"items": {"3": {"workflow": ["..."]}}}`) and nothing is written. The whole body is limited to
+        (`{"items": {"3": {"workflow": ["..."]}}}`), every problem of every item in one answer, and nothing
+        is written. The whole body is limited to
         DATA_UPLOAD_MAX_MEMORY_SIZE (5 MiB by default; larger is 413): keep payloads small in bulk."""
         with collector_paused():  # tens of thousands of objects, no cycle (common/memory.py)
             body = request.data
@@ -152,9 +154,9 @@ class ChartViewSet(FairschedAPIView, viewsets.GenericViewSet[Chart]):
             org = org_for_input(org_ids=visible_org_ids(request), slug=slug)
             require_write(request, org.pk)
             items = parse_bulk_items(body.get("items"))
-            if not scope_of(request).staff:
-                services.tenant_levers_check_bulk(items)
-            results = services.chart_submit_bulk(org=org, items=items, actor=actor_for(request.user))
+            results = services.chart_submit_bulk(
+                org=org, items=items, actor=actor_for(request.user), staff=scope_of(request).staff
+            )
             created = sum(1 for _, is_new in results if is_new)
             result = {
                 "created": created,
