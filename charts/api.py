@@ -28,6 +28,7 @@ from charts.serializers import (
     ChartLeverSerializer,
     ChartSerializer,
     ChartSubmitSerializer,
+    PageQuerySerializer,
     PrioritizeSerializer,
     ReasonSerializer,
     parse_bulk_items,
@@ -69,9 +70,12 @@ class ChartViewSet(FairschedAPIView, viewsets.GenericViewSet[Chart]):
         charts = charts_visible(
             org_ids=visible_org_ids(request),
             org_slug=wanted.get("org"),
-            state=wanted.get("state"),
+            states=wanted.get("state"),
             workflow=wanted.get("workflow"),
             external_id=wanted.get("external_id"),
+            created_after=wanted.get("created_after"),
+            created_before=wanted.get("created_before"),
+            updated_after=wanted.get("updated_after"),
         )
         page = self.paginate_queryset(charts)
         return self.get_paginated_response(ChartSerializer(page, many=True).data)
@@ -84,6 +88,7 @@ class ChartViewSet(FairschedAPIView, viewsets.GenericViewSet[Chart]):
     @action(detail=True, methods=["get"], pagination_class=ChartEventCursorPagination)
     def events(self, request: Request, pk: str) -> Response:
         """The chart's history, oldest first: when, from which state to which, why and who."""
+        PageQuerySerializer(data=request.query_params).is_valid(raise_exception=True)
         chart = self._chart(pk)
         paginator = ChartEventCursorPagination()
         page = paginator.paginate_queryset(chart_events(chart=chart), request, view=self) or []
@@ -206,13 +211,14 @@ class ChartViewSet(FairschedAPIView, viewsets.GenericViewSet[Chart]):
         )
         return self._fresh(chart)
 
-    @extend_schema(request=None, responses=ChartLeverSerializer)
+    @extend_schema(request=ReasonSerializer, responses=ChartLeverSerializer)
     @action(detail=True, methods=["post"], url_path="move-to-top")
     def move_to_top(self, request: Request, pk: str) -> Response:
-        """First among the org's own waiting charts (a tenant's priority stops at 10)."""
-        chart = self._writable(request, pk)
+        """First among the org's own waiting charts (a tenant's priority stops at 10), with an optional
+        reason recorded in the chart's history."""
+        chart, reason = self._writable(request, pk), self._reason(request)
         highest = PRIORITY.maximum if scope_of(request).staff else TENANT_PRIORITY.maximum
-        services.chart_move_to_top(chart=chart, actor=actor_for(request.user), highest=highest)
+        services.chart_move_to_top(chart=chart, actor=actor_for(request.user), highest=highest, reason=reason)
         return self._fresh(chart)
 
     @extend_schema(request=ReasonSerializer, responses=ChartLeverSerializer)

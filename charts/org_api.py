@@ -17,7 +17,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from charts.selectors import org_summary
-from charts.serializers import OrgDetailSerializer, ReasonSerializer
+from charts.serializers import OrgDetailSerializer, PageQuerySerializer, ReasonSerializer
 from common.actors import actor_for
 from common.api import CursorPagination, FairschedAPIView
 from orgs import services
@@ -59,6 +59,7 @@ class OrgViewSet(FairschedAPIView, viewsets.GenericViewSet[Org]):
         return orgs_visible(org_ids=visible_org_ids(self.request))
 
     def list(self, request: Request) -> Response:
+        PageQuerySerializer(data=request.query_params).is_valid(raise_exception=True)
         page = self.paginate_queryset(orgs_visible(org_ids=visible_org_ids(request)))
         return self.get_paginated_response(OrgSerializer(page, many=True).data)
 

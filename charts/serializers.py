@@ -14,9 +14,11 @@ from charts.waiting import chart_waiting
 from common.errors import InvalidInput
 from common.outputs import OutputFieldsOnce
 from common.strict import (
+    CommaChoiceField,
     StrictBooleanField,
     StrictCharField,
     StrictIntegerField,
+    StrictQuerySerializer,
     StrictSerializer,
     StrictSlugField,
 )
@@ -131,12 +133,25 @@ class ChartEventSerializer(serializers.Serializer[Any]):
     )
 
 
-class ChartFilterSerializer(serializers.Serializer[Any]):
-    state = serializers.ChoiceField(choices=ChartState.choices, required=False)
+class ChartFilterSerializer(StrictQuerySerializer):
+    """The charts list's filters, each at most once (with `cursor` and `page_size`, nothing else)."""
+
+    state = CommaChoiceField(
+        choices=ChartState.values,
+        required=False,
+        help_text=f"One or more states, separated by commas (`state=queued,running`): {', '.join(ChartState.values)}.",
+    )
     workflow = serializers.CharField(required=False, max_length=200)
     external_id = serializers.CharField(required=False, max_length=MAX_EXTERNAL_ID)
     org = serializers.SlugField(
         required=False, max_length=100, help_text="An org's slug (staff, or a member of several)."
+    )
+    created_after = serializers.DateTimeField(
+        required=False, help_text="Submitted after this time (ISO 8601, e.g. 2026-01-31T12:00:00Z)."
+    )
+    created_before = serializers.DateTimeField(required=False, help_text="Submitted before this time (ISO 8601).")
+    updated_after = serializers.DateTimeField(
+        required=False, help_text="Changed (a transition or a lever) after this time (ISO 8601)."
     )
 
 
@@ -207,6 +222,10 @@ class PrioritizeSerializer(StrictSerializer):
 
 class ReasonSerializer(StrictSerializer):
     reason = StrictCharField(required=False, allow_blank=True, max_length=500, default="")
+
+
+class PageQuerySerializer(StrictQuerySerializer):
+    """A list without filters: `cursor` and `page_size`, nothing else."""
 
 
 ITEM_KEYS = frozenset(BulkItemSerializer().fields)

@@ -531,9 +531,10 @@ def chart_resume(*, chart: Chart, actor: str, reason: str = "") -> Chart:
 
 
 def chart_prioritize(
-    *, chart: Chart, high_priority: bool | None = None, priority: int | None = None, actor: str
+    *, chart: Chart, high_priority: bool | None = None, priority: int | None = None, actor: str, reason: str = ""
 ) -> Chart:
-    """Set the high-priority flag and/or the tenant priority of a chart that has not started."""
+    """Set the high-priority flag and/or the tenant priority of a chart that has not started; the
+    history says what changed, and why when given a `reason`."""
     if high_priority is None and priority is None:
         raise InvalidInput("give high_priority or priority", field="high_priority")
     if high_priority is not None and not isinstance(high_priority, bool):
@@ -549,7 +550,7 @@ def chart_prioritize(
             fields["high_priority"] = high_priority
         if priority is not None:
             fields["priority"] = priority
-        Chart.objects.filter(pk=chart.pk).update(**fields)
+        Chart.objects.filter(pk=chart.pk).update(**fields, updated_at=timezone.now())
         for name, value in fields.items():
             setattr(chart, name, value)
         # Not a transition: the event keeps the state and says what changed, so the history is whole.
@@ -558,13 +559,15 @@ def chart_prioritize(
             from_state=locked.state,
             to_state=locked.state,
             actor=actor,
-            reason=", ".join(f"{name} set to {value}" for name, value in fields.items()),
+            reason="; ".join(
+                [", ".join(f"{name} set to {value}" for name, value in fields.items()), *([reason] if reason else [])]
+            )[:1000],
         )
         changed(kind="chart", org_id=chart.org_id, chart=chart.pk)
     return chart
 
 
-def chart_move_to_top(*, chart: Chart, actor: str, highest: int = PRIORITY.maximum) -> Chart:
+def chart_move_to_top(*, chart: Chart, actor: str, highest: int = PRIORITY.maximum, reason: str = "") -> Chart:
     """Put a chart first among its org's waiting charts by raising its priority above theirs
     (including the largest waiting bonus aging could give them), up to `highest` (a tenant's is
     the top of TENANT_PRIORITY)."""
@@ -577,7 +580,7 @@ def chart_move_to_top(*, chart: Chart, actor: str, highest: int = PRIORITY.maxim
         )
         bonus = SchedulerConfig.load().aging_cap
         priority = min(highest, (top if top is not None else 0) + bonus + 1)
-        return chart_prioritize(chart=chart, priority=max(priority, chart.priority), actor=actor)
+        return chart_prioritize(chart=chart, priority=max(priority, chart.priority), actor=actor, reason=reason)
 
 
 def chart_cancel(*, chart: Chart, actor: str, reason: str = "") -> Chart:

@@ -90,7 +90,7 @@ def _table_context(request: HttpRequest, org: Org) -> dict[str, Any]:
     if state not in ChartState.values:
         state = ""
     query = request.GET.get("q", "").strip()[:200].replace("\x00", "")
-    charts = charts_visible(org_ids=[org.pk], state=state or None)
+    charts = charts_visible(org_ids=[org.pk], states=[state] if state else None)
     if query:
         charts = charts.filter(external_id__startswith=query)
     page = Paginator(charts_in_queue_order(charts), PAGE_SIZE).get_page(request.GET.get("page"))
