@@ -177,7 +177,10 @@ def chart_submit_bulk(
             StagedRow(index, workflow_id, item.external_id, payload, item.high_priority, item.priority, payload_value)
         )
     if errors:
-        raise BulkForbidden(errors) if only_refused else BulkInvalid(errors)
+        conflicts = _repeats_with_another_workflow(org, rows)
+        for index in conflicts:
+            errors[index] = {"external_id": ["already submitted with another workflow"]}
+        raise BulkForbidden(errors) if only_refused and not conflicts else BulkInvalid(errors)
     if not items:
         return []
 
@@ -208,6 +211,17 @@ def chart_submit_bulk(
             changed(kind="charts", org_id=org.pk, submitted=len(created))
     by_external_id = {**existing, **{c.external_id: c for c in created}}
     return [(by_external_id[i.external_id], i.external_id not in existing) for i in items]
+
+
+def _repeats_with_another_workflow(org: Org, rows: Sequence[StagedRow]) -> list[int]:
+    """The good items (`rows`) of a refused bulk that repeat a chart of the org under another workflow,
+    so that the refusal lists them with the rest (when nothing else is wrong, step 4 finds them as the
+    rows are written)."""
+    ids = [row.external_id for row in rows]
+    if not ids:
+        return []
+    prior = dict(Chart.objects.filter(org_id=org.pk, external_id__in=ids).values_list("external_id", "workflow_id"))
+    return [row.item for row in rows if prior.get(row.external_id, row.workflow_id) != row.workflow_id]
 
 
 class StagedRow(NamedTuple):

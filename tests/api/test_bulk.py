@@ -159,3 +159,25 @@ def test_only_refused_levers_are_403_naming_each_item(tenants: Tenants, client_f
     assert response.status_code == 403
     assert set(response.json()["items"]["1"]) == {"high_priority", "priority"}
     assert not Chart.objects.exists()
+
+
+def test_a_repeat_with_another_workflow_is_listed_with_the_other_errors(tenants: Tenants, client_for: Client) -> None:
+    from tests.factories import WorkflowFactory
+
+    WorkflowFactory(name="simulate")
+    client = client_for(tenants.member_a)
+    assert (
+        client.post("/api/v1/charts/", {"workflow": "render", "external_id": "old"}, format="json").status_code == 201
+    )
+    body = {"items": [{"workflow": "simulate", "external_id": "old"}, {"workflow": "nope", "external_id": "new"}]}
+
+    response = client.post("/api/v1/charts/bulk/", body, format="json")
+
+    assert response.status_code == 400
+    assert response.json() == {
+        "items": {
+            "0": {"external_id": ["already submitted with another workflow"]},
+            "1": {"workflow": ["unknown workflow 'nope'"]},
+        }
+    }
+    assert Chart.objects.count() == 1
