@@ -28,7 +28,6 @@ from charts.serializers import (
     ChartLeverSerializer,
     ChartSerializer,
     ChartSubmitSerializer,
-    PageQuerySerializer,
     PrioritizeSerializer,
     ReasonSerializer,
     parse_bulk_items,
@@ -38,6 +37,7 @@ from common.actors import actor_for
 from common.api import CursorPagination, FairschedAPIView
 from common.errors import InvalidInput
 from common.memory import collector_paused
+from common.strict import PageQuerySerializer
 from orgs.access import require_write, scope_of, visible_org_ids
 from orgs.selectors import org_for_input
 

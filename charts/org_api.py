@@ -17,9 +17,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from charts.selectors import org_summary
-from charts.serializers import OrgDetailSerializer, PageQuerySerializer, ReasonSerializer
+from charts.serializers import OrgDetailSerializer, ReasonSerializer
 from common.actors import actor_for
 from common.api import CursorPagination, FairschedAPIView
+from common.strict import PageQuerySerializer
 from orgs import services
 from orgs.access import IsStaffScope, visible_org_ids
 from orgs.models import Membership, Org, Workflow

@@ -224,10 +224,6 @@ class ReasonSerializer(StrictSerializer):
     reason = StrictCharField(required=False, allow_blank=True, max_length=500, default="")
 
 
-class PageQuerySerializer(StrictQuerySerializer):
-    """A list without filters: `cursor` and `page_size`, nothing else."""
-
-
 ITEM_KEYS = frozenset(BulkItemSerializer().fields)
 
 

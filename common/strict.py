@@ -343,10 +343,14 @@ class StrictQuerySerializer(serializers.Serializer[Any]):
         return super().to_internal_value(data)
 
     def _repeated(self, key: str, values: list[str]) -> str:
-        if isinstance(self.fields[key], CommaChoiceField):
+        if isinstance(self.fields.get(key), CommaChoiceField):
             joined = ",".join(value[:40] for value in values[:5])
             return f"give {key} once; for several values separate them with commas: {key}={joined}"
         return f"give {key} once"
+
+
+class PageQuerySerializer(StrictQuerySerializer):
+    """A list without filters: `cursor` and `page_size`, nothing else."""
 
 
 @extend_schema_field(OpenApiTypes.STR)

@@ -249,6 +249,8 @@ def test_chart_events_and_orgs_refuse_unknown_parameters(tenants: Tenants, clien
     assert (events.status_code, events.json()) == (400, {"colour": ["unknown query parameter"]})
     assert (orgs.status_code, orgs.json()) == (400, {"colour": ["unknown query parameter"]})
     assert client.get(f"/api/v1/charts/{chart_a.pk}/events/?page_size=5").status_code == 200
+    repeated_page = client.get("/api/v1/orgs/?page_size=1&page_size=2")
+    assert (repeated_page.status_code, list(repeated_page.json())) == (400, ["page_size"])
 
 
 def test_move_to_top_takes_a_reason_and_nothing_else(tenants: Tenants, client_for: Client, chart_a: Chart) -> None:
