@@ -37,6 +37,7 @@ from common.actors import actor_for
 from common.api import CursorPagination, FairschedAPIView
 from common.errors import InvalidInput
 from common.memory import collector_paused
+from common.strict import PageQuerySerializer
 from orgs.access import require_write, scope_of, visible_org_ids
 from orgs.selectors import org_for_input
 
@@ -69,9 +70,12 @@ class ChartViewSet(FairschedAPIView, viewsets.GenericViewSet[Chart]):
         charts = charts_visible(
             org_ids=visible_org_ids(request),
             org_slug=wanted.get("org"),
-            state=wanted.get("state"),
+            states=wanted.get("state"),
             workflow=wanted.get("workflow"),
             external_id=wanted.get("external_id"),
+            created_after=wanted.get("created_after"),
+            created_before=wanted.get("created_before"),
+            updated_after=wanted.get("updated_after"),
         )
         page = self.paginate_queryset(charts)
         return self.get_paginated_response(ChartSerializer(page, many=True).data)
@@ -84,6 +88,7 @@ class ChartViewSet(FairschedAPIView, viewsets.GenericViewSet[Chart]):
     @action(detail=True, methods=["get"], pagination_class=ChartEventCursorPagination)
     def events(self, request: Request, pk: str) -> Response:
         """The chart's history, oldest first: when, from which state to which, why and who."""
+        PageQuerySerializer(data=request.query_params).is_valid(raise_exception=True)
         chart = self._chart(pk)
         paginator = ChartEventCursorPagination()
         page = paginator.paginate_queryset(chart_events(chart=chart), request, view=self) or []
@@ -133,14 +138,16 @@ class ChartViewSet(FairschedAPIView, viewsets.GenericViewSet[Chart]):
             200: OpenApiResponse(BulkResultSerializer, description="Every item was a repeat."),
             403: OpenApiResponse(
                 description='A tenant asked for a staff lever in some items (`{"items": {"3":'
-                ' {"high_priority": [...]}}}`); nothing was written.'
+                ' {"high_priority": [...]}}}`) and nothing else was wrong (else: listed in the 400);'
+                " nothing was written."
             ),
         },
     )
     @action(detail=False, methods=["post"])
     def bulk(self, request: Request) -> Response:
         """Submit up to 10,000 charts of one org, all or nothing; a bad item is reported by its index
-        (`{"items": {"3": {"workflow": ["..."]}}}`) and nothing is written. The whole body is limited to
+        (`{"items": {"3": {"workflow": ["..."]}}}`), every problem of every item in one answer, and nothing
+        is written. The whole body is limited to
         DATA_UPLOAD_MAX_MEMORY_SIZE (5 MiB by default; larger is 413): keep payloads small in bulk."""
         with collector_paused():  # tens of thousands of objects, no cycle (common/memory.py)
             body = request.data
@@ -152,9 +159,9 @@ class ChartViewSet(FairschedAPIView, viewsets.GenericViewSet[Chart]):
             org = org_for_input(org_ids=visible_org_ids(request), slug=slug)
             require_write(request, org.pk)
             items = parse_bulk_items(body.get("items"))
-            if not scope_of(request).staff:
-                services.tenant_levers_check_bulk(items)
-            results = services.chart_submit_bulk(org=org, items=items, actor=actor_for(request.user))
+            results = services.chart_submit_bulk(
+                org=org, items=items, actor=actor_for(request.user), staff=scope_of(request).staff
+            )
             created = sum(1 for _, is_new in results if is_new)
             result = {
                 "created": created,
@@ -204,13 +211,14 @@ class ChartViewSet(FairschedAPIView, viewsets.GenericViewSet[Chart]):
         )
         return self._fresh(chart)
 
-    @extend_schema(request=None, responses=ChartLeverSerializer)
+    @extend_schema(request=ReasonSerializer, responses=ChartLeverSerializer)
     @action(detail=True, methods=["post"], url_path="move-to-top")
     def move_to_top(self, request: Request, pk: str) -> Response:
-        """First among the org's own waiting charts (a tenant's priority stops at 10)."""
-        chart = self._writable(request, pk)
+        """First among the org's own waiting charts (a tenant's priority stops at 10), with an optional
+        reason recorded in the chart's history."""
+        chart, reason = self._writable(request, pk), self._reason(request)
         highest = PRIORITY.maximum if scope_of(request).staff else TENANT_PRIORITY.maximum
-        services.chart_move_to_top(chart=chart, actor=actor_for(request.user), highest=highest)
+        services.chart_move_to_top(chart=chart, actor=actor_for(request.user), highest=highest, reason=reason)
         return self._fresh(chart)
 
     @extend_schema(request=ReasonSerializer, responses=ChartLeverSerializer)

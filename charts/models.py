@@ -164,8 +164,11 @@ class Chart(models.Model):
                 name="chart_active_org_state_idx",
                 condition=Q(state__in=[s.value for s in ACTIVE_STATES]),
             ),
-            # The replan reads the charts submitted in the last arrival windows (`snapshot.recent_history`).
+            # The replan reads the charts submitted in the last arrival windows (`snapshot.recent_history`);
+            # the charts list filters by `created_after` and `created_before`.
             models.Index(fields=["created_at"], name="chart_created_at_idx"),
+            # The charts list's `updated_after` (every transition and lever sets `updated_at`).
+            models.Index(fields=["updated_at"], name="chart_updated_at_idx"),
             # Reconcile finds the few cancelled charts whose workflow may still run (`close_cancelled`).
             models.Index(
                 fields=["cancel_requested_at"],

@@ -20,6 +20,7 @@ from charts.selectors import org_summary
 from charts.serializers import OrgDetailSerializer, ReasonSerializer
 from common.actors import actor_for
 from common.api import ETAG, IF_MATCH, CursorPagination, FairschedAPIView, if_match_check, with_etag
+from common.strict import PageQuerySerializer
 from orgs import services
 from orgs.access import IsStaffScope, visible_org_ids
 from orgs.models import Membership, Org, Workflow
@@ -59,6 +60,7 @@ class OrgViewSet(FairschedAPIView, viewsets.GenericViewSet[Org]):
         return orgs_visible(org_ids=visible_org_ids(self.request))
 
     def list(self, request: Request) -> Response:
+        PageQuerySerializer(data=request.query_params).is_valid(raise_exception=True)
         page = self.paginate_queryset(orgs_visible(org_ids=visible_org_ids(request)))
         return self.get_paginated_response(OrgSerializer(page, many=True).data)
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from charts.serializers import ITEM_KEYS, parse_bulk_items
 from charts.services import Submission
 from common import strict
-from common.errors import BulkInvalid, InvalidInput
+from common.errors import InvalidInput
 
 REQUIRED_COLUMNS = ("workflow", "external_id")
 TRUE_WORDS = frozenset({"true", "yes", "1"})
@@ -30,40 +30,43 @@ class Upload:
     rows: list[str]
 
 
-class UploadInvalid(InvalidInput):
-    """Bad rows of a file, with where each is: nothing was submitted."""
-
-    def __init__(self, bulk: BulkInvalid, rows: list[str]) -> None:
-        super().__init__(bulk.message, field="file")
-        self.bulk = bulk
-        self.rows = rows
-
-
 def item_from_text(fields: Mapping[str, str]) -> dict[str, Any]:
+    """One chart from form text (`item_read`); raises InvalidInput naming the first field at fault."""
+    item, problems = item_read(fields)
+    if problems:
+        name, messages = next(iter(problems.items()))
+        raise InvalidInput(messages[0], field=name)
+    return item
+
+
+def item_read(fields: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, list[str]]]:
     """One chart from form or CSV text: `priority` a whole number, `payload` a JSON object,
-    `high_priority` true or false; empty means the API's default. Raises InvalidInput naming the field."""
+    `high_priority` true or false; empty means the API's default. Returns the item and what is wrong
+    with its text by field (a field at fault is left out of the item)."""
+    problems: dict[str, list[str]] = {}
     # What strict JSON refuses in the API's bodies (NUL, lone surrogates), refused here in form text too.
     problem = strict.find_problem(dict(fields))
     if problem is not None:
-        raise InvalidInput(f"{problem.field} {problem.message}", field=problem.field)
-    item: dict[str, Any] = {key: fields[key] for key in REQUIRED_COLUMNS if key in fields}
+        problems[problem.field] = [f"{problem.field} {problem.message}"]
+    item: dict[str, Any] = {key: fields[key] for key in REQUIRED_COLUMNS if key in fields and key not in problems}
     priority = fields.get("priority", "").strip()
-    if priority:
-        if not (priority.lstrip("+-").isascii() and priority.lstrip("+-").isdigit()):
-            raise InvalidInput(f"priority must be a whole number, got {priority[:20]!r}", field="priority")
-        item["priority"] = int(priority)
+    if priority and "priority" not in problems:
+        if priority.lstrip("+-").isascii() and priority.lstrip("+-").isdigit():
+            item["priority"] = int(priority)
+        else:
+            problems["priority"] = [f"priority must be a whole number, got {priority[:20]!r}"]
     payload = fields.get("payload", "").strip()
-    if payload:
+    if payload and "payload" not in problems:
         try:
             item["payload"] = strict.loads(payload)
         except strict.BadInput as bad:
-            raise InvalidInput(f"payload is not valid JSON: {bad.message}", field="payload") from None
+            problems["payload"] = [f"payload is not valid JSON: {bad.message}"]
     high = fields.get("high_priority", "").strip().lower()
-    if high not in TRUE_WORDS | FALSE_WORDS:
-        raise InvalidInput(f"high_priority must be true or false, got {high[:20]!r}", field="high_priority")
-    if high in TRUE_WORDS:
+    if "high_priority" not in problems and high not in TRUE_WORDS | FALSE_WORDS:
+        problems["high_priority"] = [f"high_priority must be true or false, got {high[:20]!r}"]
+    elif high in TRUE_WORDS:
         item["high_priority"] = True
-    return item
+    return item, problems
 
 
 def upload_read(*, name: str, raw: bytes, org_slug: str) -> Upload:
@@ -100,8 +103,9 @@ def _json_upload(text: str, org_slug: str) -> Upload:
 
 def _csv_upload(text: str) -> Upload:
     """1. Read the header: the required columns must be there, no unknown or repeated column.
-    2. Read each row into an item, noting its line; rows whose text is bad are collected by index.
-    3. Hand the items to `parse_bulk_items`, as the API does with a JSON body."""
+    2. Read each row into an item, noting its line, and what is wrong with its text.
+    3. Hand the items to `parse_bulk_items`, as the API does with a JSON body, each with the problems
+       of its text (a row of the wrong width has no item: only that problem)."""
     reader = csv.reader(io.StringIO(text, newline=""))
     try:
         header = [column.strip() for column in next(reader)]
@@ -115,25 +119,24 @@ def _csv_upload(text: str) -> Upload:
             )
         items: list[dict[str, Any]] = []
         rows: list[str] = []
-        errors: dict[int, dict[str, list[str]]] = {}
+        text_problems: list[dict[str, list[str]]] = []
         for values in reader:
             if not any(value.strip() for value in values):
                 continue
-            index = len(items)
-            rows.append(f"row {index + 1} (line {reader.line_num})")
+            rows.append(f"row {len(items) + 1} (line {reader.line_num})")
             if len(values) != len(header):
-                errors[index] = {"detail": [f"has {len(values)} values for {len(header)} columns"]}
                 items.append({})
+                text_problems.append({"detail": [f"has {len(values)} values for {len(header)} columns"]})
                 continue
-            try:
-                items.append(item_from_text(dict(zip(header, values, strict=True))))
-            except InvalidInput as bad:
-                errors[index] = bad.as_dict()
-                items.append({})
+            item, problems = item_read(dict(zip(header, values, strict=True)))
+            items.append(item)
+            text_problems.append(problems)
     except csv.Error as bad:
         raise InvalidInput(f"the file is not valid CSV at line {reader.line_num}: {bad}", field="file") from None
-    if errors:
-        raise UploadInvalid(BulkInvalid(errors), rows)
     if not items:
         raise InvalidInput("the file has a header but no charts", field="file")
-    return Upload(items=parse_bulk_items(items), rows=rows)
+    parsed = [
+        replace(item, problems=problems if "detail" in problems else {**item.problems, **problems})
+        for item, problems in zip(parse_bulk_items(items), text_problems, strict=True)
+    ]
+    return Upload(items=parsed, rows=rows)

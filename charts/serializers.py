@@ -11,12 +11,14 @@ from charts.models import Chart, ChartState, WaitingReason
 from charts.selectors import last_error_summary
 from charts.services import MAX_BULK_ITEMS, MAX_EXTERNAL_ID, PRIORITY, Submission
 from charts.waiting import chart_waiting
-from common.errors import BulkInvalid, InvalidInput
+from common.errors import InvalidInput
 from common.outputs import OutputFieldsOnce
 from common.strict import (
+    CommaChoiceField,
     StrictBooleanField,
     StrictCharField,
     StrictIntegerField,
+    StrictQuerySerializer,
     StrictSerializer,
     StrictSlugField,
 )
@@ -131,12 +133,25 @@ class ChartEventSerializer(serializers.Serializer[Any]):
     )
 
 
-class ChartFilterSerializer(serializers.Serializer[Any]):
-    state = serializers.ChoiceField(choices=ChartState.choices, required=False)
+class ChartFilterSerializer(StrictQuerySerializer):
+    """The charts list's filters, each at most once (with `cursor` and `page_size`, nothing else)."""
+
+    state = CommaChoiceField(
+        choices=ChartState.values,
+        required=False,
+        help_text=f"One or more states, separated by commas (`state=queued,running`): {', '.join(ChartState.values)}.",
+    )
     workflow = serializers.CharField(required=False, max_length=200)
     external_id = serializers.CharField(required=False, max_length=MAX_EXTERNAL_ID)
     org = serializers.SlugField(
         required=False, max_length=100, help_text="An org's slug (staff, or a member of several)."
+    )
+    created_after = serializers.DateTimeField(
+        required=False, help_text="Submitted after this time (ISO 8601, e.g. 2026-01-31T12:00:00Z)."
+    )
+    created_before = serializers.DateTimeField(required=False, help_text="Submitted before this time (ISO 8601).")
+    updated_after = serializers.DateTimeField(
+        required=False, help_text="Changed (a transition or a lever) after this time (ISO 8601)."
     )
 
 
@@ -215,40 +230,34 @@ ITEM_KEYS = frozenset(BulkItemSerializer().fields)
 def parse_bulk_items(items: object) -> list[Submission]:
     """Read bulk items without a serializer per item (10,000 of them must parse in milliseconds).
 
-    Only the shape is checked here (an object with string `workflow` and `external_id`, no unknown
-    keys); `chart_submit_bulk` validates the values. Errors are collected per item, by index."""
+    Only the list and each item's shape are read here: what is wrong with an item's shape (not an
+    object, an unknown key, no string `workflow` or `external_id`) goes into its `problems`, and
+    `chart_submit_bulk` reports it with what is wrong with its values, every item by index."""
     if not isinstance(items, list):
         raise InvalidInput("items must be a list of charts", field="items")
     if not items:
         raise InvalidInput("items must not be empty", field="items")
     if len(items) > MAX_BULK_ITEMS:
         raise InvalidInput(f"at most {MAX_BULK_ITEMS} charts per request, got {len(items)}", field="items")
-    errors: dict[int, dict[str, list[str]]] = {}
     parsed: list[Submission] = []
-    for index, item in enumerate(items):
+    for item in items:
         if not isinstance(item, dict):
-            errors[index] = {"detail": ["each item must be a JSON object"]}
+            parsed.append(Submission("", "", problems={"detail": ["each item must be a JSON object"]}))
             continue
-        problems: dict[str, list[str]] = {}
-        for key in item.keys() - ITEM_KEYS:
-            problems[str(key)] = ["unknown field"]
+        problems: dict[str, list[str]] = {str(key): ["unknown field"] for key in item.keys() - ITEM_KEYS}
         for key in ("workflow", "external_id"):
             if not isinstance(item.get(key), str):
                 problems[key] = ["this field is required and must be a string"]
-        if problems:
-            errors[index] = problems
-            continue
         parsed.append(
             Submission(
-                workflow=item["workflow"],
-                external_id=item["external_id"],
+                workflow=item.get("workflow", ""),
+                external_id=item.get("external_id", ""),
                 payload=item.get("payload"),
                 high_priority=item.get("high_priority", False),
                 priority=item.get("priority", 0),
+                problems=problems,
             )
         )
-    if errors:
-        raise BulkInvalid(errors)
     return parsed
 
 

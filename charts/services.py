@@ -8,6 +8,7 @@ without one waits for nobody (`chart_submit_bulk` says why each lock is there).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -66,43 +67,43 @@ CANCEL_WORKFLOW_TASK = "scheduling.tasks.cancel_workflow"
 
 @dataclass(frozen=True)
 class Submission:
-    """One chart to submit, as parsed by an interface."""
+    """One chart to submit, as parsed by an interface; `problems` are what the interface found wrong
+    while reading it (an unknown key, a value of the wrong type), reported with the service's own by
+    `chart_submit_bulk`. A field named there is not checked again; `detail` (not an item at all)
+    stops every check of the item."""
 
     workflow: str
     external_id: str
     payload: Mapping[str, Any] | None = None
     high_priority: bool = False
     priority: int = 0
+    problems: Mapping[str, list[str]] = dataclasses.field(default_factory=dict)
+
+
+def tenant_levers_refused(*, high_priority: object = None, priority: object = None) -> dict[str, list[str]]:
+    """What only staff may ask for, by field: the high-priority tier, or a priority outside
+    TENANT_PRIORITY. A value that no one may set (not a bool, past PRIORITY) is left to validation:
+    400, not 403."""
+    refused: dict[str, list[str]] = {}
+    if high_priority is True:
+        refused["high_priority"] = ["only operators (staff) may set high_priority; it jumps every org's share"]
+    low, high = TENANT_PRIORITY.minimum, TENANT_PRIORITY.maximum
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        return refused
+    if PRIORITY.minimum <= priority <= PRIORITY.maximum and not low <= priority <= high:
+        refused["priority"] = [
+            f"tenants may set priority from {low} to {high} (it orders the org's own charts); only staff go beyond"
+        ]
+    return refused
 
 
 def tenant_levers_check(*, high_priority: object = None, priority: object = None) -> None:
-    """Refuse what only staff may ask for: the high-priority tier, or a priority outside
-    TENANT_PRIORITY. Interfaces call it for tenants (org tokens, members' sessions). A value
-    that no one may set (not a bool, past PRIORITY) is left to validation: 400, not 403."""
-    if high_priority is True:
-        raise Forbidden(
-            "only operators (staff) may set high_priority; it jumps every org's share", field="high_priority"
-        )
-    low, high = TENANT_PRIORITY.minimum, TENANT_PRIORITY.maximum
-    if isinstance(priority, bool) or not isinstance(priority, int):
-        return
-    if PRIORITY.minimum <= priority <= PRIORITY.maximum and not low <= priority <= high:
-        raise Forbidden(
-            f"tenants may set priority from {low} to {high} (it orders the org's own charts); only staff go beyond",
-            field="priority",
-        )
-
-
-def tenant_levers_check_bulk(items: Sequence[Submission]) -> None:
-    """`tenant_levers_check` for every item of a bulk submission, the refusals by index."""
-    errors: dict[int, dict[str, list[str]]] = {}
-    for index, item in enumerate(items):
-        try:
-            tenant_levers_check(high_priority=item.high_priority, priority=item.priority)
-        except Forbidden as refused:
-            errors[index] = refused.as_dict()
-    if errors:
-        raise BulkForbidden(errors)
+    """Refuse (403) the first of `tenant_levers_refused`. Interfaces call it for tenants (org tokens,
+    members' sessions) on a single chart; `chart_submit_bulk` checks a bulk's items itself."""
+    refused = tenant_levers_refused(high_priority=high_priority, priority=priority)
+    if refused:
+        name, messages = next(iter(refused.items()))
+        raise Forbidden(messages[0], field=name)
 
 
 def chart_submit(
@@ -124,11 +125,15 @@ def chart_submit(
     return chart, created
 
 
-def chart_submit_bulk(*, org: Org, items: Sequence[Submission], actor: str) -> list[tuple[Chart, bool]]:
+def chart_submit_bulk(
+    *, org: Org, items: Sequence[Submission], actor: str, staff: bool = True
+) -> list[tuple[Chart, bool]]:
     """Submit many charts of one org, all or nothing.
 
-    1. Validate every item in one pass, writing the row each good one will be (bad items are
-       reported together, by index; nothing is written).
+    1. Validate every item in one pass, writing the row each good one will be. Every problem of
+       every item is reported together, by index and field (the interface's `problems`, the values,
+       a repeated external id and, for a tenant (`staff` false), the staff levers it asked for);
+       nothing is written. Refused levers alone are a 403 (`BulkForbidden`), else a 400.
     2. Read the org under a FOR KEY SHARE lock: until commit its queue limit and hold cannot change
        (every lever of the org locks it FOR UPDATE: `orgs.services._locked`) nor the org go, while
        the org's other submissions, and the dispatcher's plain UPDATEs of the row, go on. Then, if the
@@ -150,24 +155,32 @@ def chart_submit_bulk(*, org: Org, items: Sequence[Submission], actor: str) -> l
     names = list({item.workflow for item in items if isinstance(item.workflow, str)})
     workflows = {workflow.name: workflow for workflow in instances_where(Workflow, 't."name" = ANY(%s)', [names])}
     errors: dict[int, dict[str, list[str]]] = {}
+    only_refused = True
     seen: dict[str, int] = {}
     rows: list[StagedRow] = []
     for index, item in enumerate(items):
-        try:
-            payload_value, payload = _validated_payload(item, workflows)
-        except ServiceError as error:
-            errors[index] = error.as_dict()
+        problems, payload_value, payload = _item_check(item, workflows)
+        if "external_id" not in problems and isinstance(item.external_id, str):
+            if item.external_id in seen:
+                problems["external_id"] = [f"repeats item {seen[item.external_id]} of this request"]
+            else:
+                seen[item.external_id] = index
+        only_refused = only_refused and not problems
+        if not staff and "detail" not in problems:
+            refused = tenant_levers_refused(high_priority=item.high_priority, priority=item.priority)
+            problems.update({name: texts for name, texts in refused.items() if name not in problems})
+        if problems:
+            errors[index] = problems
             continue
-        if item.external_id in seen:
-            errors[index] = {"external_id": [f"repeats item {seen[item.external_id]} of this request"]}
-            continue
-        seen[item.external_id] = index
         workflow_id = workflows[item.workflow].pk
         rows.append(
             StagedRow(index, workflow_id, item.external_id, payload, item.high_priority, item.priority, payload_value)
         )
     if errors:
-        raise BulkInvalid(errors)
+        conflicts = _repeats_with_another_workflow(org, rows)
+        for index in conflicts:
+            errors[index] = {"external_id": ["already submitted with another workflow"]}
+        raise BulkForbidden(errors) if only_refused and not conflicts else BulkInvalid(errors)
     if not items:
         return []
 
@@ -198,6 +211,17 @@ def chart_submit_bulk(*, org: Org, items: Sequence[Submission], actor: str) -> l
             changed(kind="charts", org_id=org.pk, submitted=len(created))
     by_external_id = {**existing, **{c.external_id: c for c in created}}
     return [(by_external_id[i.external_id], i.external_id not in existing) for i in items]
+
+
+def _repeats_with_another_workflow(org: Org, rows: Sequence[StagedRow]) -> list[int]:
+    """The good items (`rows`) of a refused bulk that repeat a chart of the org under another workflow,
+    so that the refusal lists them with the rest (when nothing else is wrong, step 4 finds them as the
+    rows are written)."""
+    ids = [row.external_id for row in rows]
+    if not ids:
+        return []
+    prior = dict(Chart.objects.filter(org_id=org.pk, external_id__in=ids).values_list("external_id", "workflow_id"))
+    return [row.item for row in rows if prior.get(row.external_id, row.workflow_id) != row.workflow_id]
 
 
 class StagedRow(NamedTuple):
@@ -354,25 +378,45 @@ def _written_chart(
 _NO_PLAN = dict.fromkeys(PLAN_FIELDS)
 
 
-def _validated_payload(item: Submission, workflows: Mapping[str, Workflow]) -> tuple[dict[str, Any], str]:
-    """Check one item; return its payload, and as JSON text."""
+def _item_check(
+    item: Submission, workflows: Mapping[str, Workflow]
+) -> tuple[dict[str, list[str]], dict[str, Any], str]:
+    """Check every field of one item (those its `problems` name already are not checked again);
+    return the problems by field, and the payload, as a value and as JSON text."""
+    problems = {name: list(texts) for name, texts in item.problems.items()}
+    if "detail" in problems:
+        return problems, {}, "{}"
+
+    def check(name: str, problem: str | None) -> None:
+        if problem is not None and name not in problems:
+            problems[name] = [problem]
+
     problem = strict.id_problem(item.external_id, name="external_id")
-    if problem is not None:
-        raise InvalidInput(problem, field="external_id")
-    if len(item.external_id) > MAX_EXTERNAL_ID:
-        raise InvalidInput(f"external_id is longer than {MAX_EXTERNAL_ID} characters", field="external_id")
+    if problem is None and len(item.external_id) > MAX_EXTERNAL_ID:
+        problem = f"external_id is longer than {MAX_EXTERNAL_ID} characters"
+    check("external_id", problem)
     if not isinstance(item.workflow, str) or item.workflow not in workflows:
-        raise InvalidInput(f"unknown workflow {item.workflow!r}", field="workflow")
+        check("workflow", f"unknown workflow {item.workflow!r}")
+    value: dict[str, Any] = {}
+    payload = "{}"
     if item.payload is not None and not isinstance(item.payload, Mapping):
-        raise InvalidInput("payload must be a JSON object", field="payload")
-    value = dict(item.payload or {})
-    payload = _payload_text(value)
-    if len(payload) > MAX_PAYLOAD_BYTES:
-        raise InvalidInput(f"payload is larger than {MAX_PAYLOAD_BYTES} bytes", field="payload")
+        check("payload", "payload must be a JSON object")
+    elif "payload" not in problems:
+        value = dict(item.payload or {})
+        try:
+            payload = _payload_text(value)
+        except InvalidInput as bad:
+            check("payload", bad.message)
+        if len(payload) > MAX_PAYLOAD_BYTES:
+            check("payload", f"payload is larger than {MAX_PAYLOAD_BYTES} bytes")
     if not isinstance(item.high_priority, bool):
-        raise InvalidInput("high_priority must be true or false", field="high_priority")
-    _check_priority(item.priority)
-    return value, payload
+        check("high_priority", "high_priority must be true or false")
+    if "priority" not in problems:
+        try:
+            _check_priority(item.priority)
+        except InvalidInput as bad:
+            check("priority", bad.message)
+    return problems, value, payload
 
 
 def _payload_text(value: dict[str, Any]) -> str:
@@ -501,9 +545,10 @@ def chart_resume(*, chart: Chart, actor: str, reason: str = "") -> Chart:
 
 
 def chart_prioritize(
-    *, chart: Chart, high_priority: bool | None = None, priority: int | None = None, actor: str
+    *, chart: Chart, high_priority: bool | None = None, priority: int | None = None, actor: str, reason: str = ""
 ) -> Chart:
-    """Set the high-priority flag and/or the tenant priority of a chart that has not started."""
+    """Set the high-priority flag and/or the tenant priority of a chart that has not started; the
+    history says what changed, and why when given a `reason`."""
     if high_priority is None and priority is None:
         raise InvalidInput("give high_priority or priority", field="high_priority")
     if high_priority is not None and not isinstance(high_priority, bool):
@@ -519,7 +564,7 @@ def chart_prioritize(
             fields["high_priority"] = high_priority
         if priority is not None:
             fields["priority"] = priority
-        Chart.objects.filter(pk=chart.pk).update(**fields)
+        Chart.objects.filter(pk=chart.pk).update(**fields, updated_at=timezone.now())
         for name, value in fields.items():
             setattr(chart, name, value)
         # Not a transition: the event keeps the state and says what changed, so the history is whole.
@@ -528,13 +573,15 @@ def chart_prioritize(
             from_state=locked.state,
             to_state=locked.state,
             actor=actor,
-            reason=", ".join(f"{name} set to {value}" for name, value in fields.items()),
+            reason="; ".join(
+                [", ".join(f"{name} set to {value}" for name, value in fields.items()), *([reason] if reason else [])]
+            )[:1000],
         )
         changed(kind="chart", org_id=chart.org_id, chart=chart.pk)
     return chart
 
 
-def chart_move_to_top(*, chart: Chart, actor: str, highest: int = PRIORITY.maximum) -> Chart:
+def chart_move_to_top(*, chart: Chart, actor: str, highest: int = PRIORITY.maximum, reason: str = "") -> Chart:
     """Put a chart first among its org's waiting charts by raising its priority above theirs
     (including the largest waiting bonus aging could give them), up to `highest` (a tenant's is
     the top of TENANT_PRIORITY)."""
@@ -547,7 +594,7 @@ def chart_move_to_top(*, chart: Chart, actor: str, highest: int = PRIORITY.maxim
         )
         bonus = SchedulerConfig.load().aging_cap
         priority = min(highest, (top if top is not None else 0) + bonus + 1)
-        return chart_prioritize(chart=chart, priority=max(priority, chart.priority), actor=actor)
+        return chart_prioritize(chart=chart, priority=max(priority, chart.priority), actor=actor, reason=reason)
 
 
 def chart_cancel(*, chart: Chart, actor: str, reason: str = "") -> Chart:

@@ -30,7 +30,7 @@ from rest_framework.request import Request
 from charts import services
 from charts.drain import drain_plot
 from charts.models import CLAIMABLE_STATES, TERMINAL_STATES, Chart, ChartState
-from charts.portal_input import Upload, UploadInvalid, item_from_text, upload_read
+from charts.portal_input import Upload, item_from_text, upload_read
 from charts.selectors import (
     backlog_finishes,
     chart_events,
@@ -90,7 +90,7 @@ def _table_context(request: HttpRequest, org: Org) -> dict[str, Any]:
     if state not in ChartState.values:
         state = ""
     query = request.GET.get("q", "").strip()[:200].replace("\x00", "")
-    charts = charts_visible(org_ids=[org.pk], state=state or None)
+    charts = charts_visible(org_ids=[org.pk], states=[state] if state else None)
     if query:
         charts = charts.filter(external_id__startswith=query)
     page = Paginator(charts_in_queue_order(charts), PAGE_SIZE).get_page(request.GET.get("page"))
@@ -292,8 +292,8 @@ def submit_one(request: HttpRequest, org_slug: str) -> HttpResponse:
 @login_required
 @require_POST
 def submit_file(request: HttpRequest, org_slug: str) -> HttpResponse:
-    """Submit a CSV or JSON file of charts, all or nothing, as the API's bulk submit: every bad row is
-    reported by its row (and line) and field, and nothing is written."""
+    """Submit a CSV or JSON file of charts, all or nothing, as the API's bulk submit: every problem of
+    every bad row is reported by its row (and line) and field in one answer, and nothing is written."""
     org, refusal = _acting(request, org_slug)
     if refusal is not None:
         return refusal
@@ -306,10 +306,7 @@ def submit_file(request: HttpRequest, org_slug: str) -> HttpResponse:
         if limit is not None and file.size is not None and file.size > limit:
             raise FileTooLarge(f"the file is larger than {limit} bytes; split it")
         upload = upload_read(name=file.name or "", raw=file.read(), org_slug=org.slug)
-        services.tenant_levers_check_bulk(upload.items)
-        results = services.chart_submit_bulk(org=org, items=upload.items, actor=actor_for(request.user))
-    except UploadInvalid as bad:
-        return _refused(request, org, bad.bulk, rows=bad.rows)
+        results = services.chart_submit_bulk(org=org, items=upload.items, actor=actor_for(request.user), staff=False)
     except ServiceError as error:
         return _refused(request, org, error, rows=upload.rows if upload is not None else None)
     created = sum(1 for _, is_new in results if is_new)

@@ -16,6 +16,9 @@ import unicodedata
 from collections.abc import Iterable, Iterator
 from typing import Any, ClassVar
 
+from django.http import QueryDict
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.utils.serializer_helpers import BindingDict
 
@@ -313,3 +316,60 @@ def _with_children(
         child = getattr(field, "child", None)
         if child is not None:
             pending.append(child)
+
+
+# Query parameters ------------------------------------------------------------------------------------
+
+# What every paginated list takes besides its filters (`common.api.CursorPagination`).
+PAGINATION_PARAMETERS = frozenset({"cursor", "page_size"})
+
+
+class StrictQuerySerializer(serializers.Serializer[Any]):
+    """A list's query parameters: each filter is a field, given at most once; an unknown parameter is
+    refused by name, as is a repeated one (a filter of several values takes them with commas:
+    `CommaChoiceField`). Pagination's own parameters are left to the paginator."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, QueryDict):
+            errors: dict[str, list[str]] = {}
+            for key in sorted(data.keys()):
+                if key not in self.fields and key not in PAGINATION_PARAMETERS:
+                    errors[key] = ["unknown query parameter"]
+                elif len(data.getlist(key)) > 1:
+                    errors[key] = [self._repeated(key, data.getlist(key))]
+            if errors:
+                raise serializers.ValidationError(errors)
+            data = {key: data[key] for key in data if key in self.fields}
+        return super().to_internal_value(data)
+
+    def _repeated(self, key: str, values: list[str]) -> str:
+        if isinstance(self.fields.get(key), CommaChoiceField):
+            joined = ",".join(value[:40] for value in values[:5])
+            return f"give {key} once; for several values separate them with commas: {key}={joined}"
+        return f"give {key} once"
+
+
+class PageQuerySerializer(StrictQuerySerializer):
+    """A list without filters: `cursor` and `page_size`, nothing else."""
+
+
+@extend_schema_field(OpenApiTypes.STR)
+class CommaChoiceField(serializers.Field[list[str], str, str, Any]):
+    """Several choices in one query parameter, separated by commas (`state=queued,running`)."""
+
+    def __init__(self, *, choices: Iterable[str], **kwargs: Any) -> None:
+        self.choices = list(choices)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> list[str]:
+        if not isinstance(data, str):
+            raise serializers.ValidationError("must be a comma-separated list")
+        values = [value.strip() for value in data.split(",") if value.strip()]
+        unknown = [value for value in values if value not in self.choices]
+        if unknown or not values:
+            shown = ", ".join(repr(value[:40]) for value in unknown[:5]) or "nothing"
+            raise serializers.ValidationError(f"unknown {shown}; give one or more of {', '.join(self.choices)}")
+        return values
+
+    def to_representation(self, value: list[str]) -> str:
+        return ",".join(value)

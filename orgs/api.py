@@ -13,6 +13,7 @@ from rest_framework.response import Response
 
 from common.actors import actor_for
 from common.api import CursorPagination, FairschedAPIView
+from common.strict import PageQuerySerializer
 from orgs import services
 from orgs.access import IsStaffScope, api_token_grant, api_token_revoke, visible_org_ids
 from orgs.models import ApiToken, Provider
@@ -49,6 +50,7 @@ class ProviderViewSet(FairschedAPIView, viewsets.GenericViewSet[Provider]):
         return providers_visible(org_ids=visible_org_ids(self.request), now=timezone.now())
 
     def list(self, request: Request) -> Response:
+        PageQuerySerializer(data=request.query_params).is_valid(raise_exception=True)
         page = self.paginate_queryset(self.get_queryset())
         return self.get_paginated_response(ProviderSerializer(page, many=True).data)
 
@@ -85,6 +87,7 @@ class ApiTokenViewSet(FairschedAPIView, viewsets.GenericViewSet[ApiToken]):
         return ApiToken.objects.select_related("user", "org")
 
     def list(self, request: Request) -> Response:
+        PageQuerySerializer(data=request.query_params).is_valid(raise_exception=True)
         page = self.paginate_queryset(self.get_queryset())
         return self.get_paginated_response(ApiTokenSerializer(page, many=True).data)
 

@@ -7,7 +7,14 @@ from typing import Any
 
 from rest_framework import serializers
 
-from common.strict import StrictBooleanField, StrictCharField, StrictIntegerField, StrictSerializer, StrictSlugField
+from common.strict import (
+    StrictBooleanField,
+    StrictCharField,
+    StrictIntegerField,
+    StrictQuerySerializer,
+    StrictSerializer,
+    StrictSlugField,
+)
 from orgs.models import ApiToken, Membership, Org, Provider, ProviderPause, Workflow, WorkflowCost
 from orgs.services import COST, MAX_CONCURRENCY, QUEUE_LIMIT, RUN_TIMEOUT, WEIGHT, WORKFLOW_FIELDS
 
@@ -83,7 +90,7 @@ class WorkflowTermsSerializer(serializers.Serializer[Any]):
     )
 
 
-class WorkflowTermsQuerySerializer(serializers.Serializer[Any]):
+class WorkflowTermsQuerySerializer(StrictQuerySerializer):
     org = serializers.SlugField(
         required=False,
         max_length=100,

@@ -7,7 +7,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.permissions import IsAuthenticated
@@ -24,6 +24,7 @@ from common.strict import (
     StrictCharField,
     StrictFloatField,
     StrictIntegerField,
+    StrictQuerySerializer,
     StrictSerializer,
     StrictSlugField,
 )
@@ -122,6 +123,10 @@ class ProviderPauseCreateSerializer(StrictSerializer):
     reason = StrictCharField(required=False, allow_blank=True, max_length=500, default="")
 
 
+class ProviderPauseQuerySerializer(StrictQuerySerializer):
+    active = serializers.BooleanField(required=False, default=True, help_text="Only pauses still in force.")
+
+
 class PauseCursorPagination(CursorPagination):
     ordering = "-id"
 
@@ -137,11 +142,11 @@ class ProviderPauseViewSet(FairschedAPIView, viewsets.GenericViewSet[ProviderPau
     def get_queryset(self) -> QuerySet[ProviderPause]:
         return provider_pauses(active_only=False, now=timezone.now())
 
-    @extend_schema(
-        parameters=[OpenApiParameter("active", bool, description="Only pauses still in force (default true).")]
-    )
+    @extend_schema(parameters=[ProviderPauseQuerySerializer])
     def list(self, request: Request) -> Response:
-        active = request.query_params.get("active", "true").lower() not in {"0", "false", "no"}
+        query = ProviderPauseQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        active = query.validated_data["active"]
         page = self.paginate_queryset(provider_pauses(active_only=active, now=timezone.now()))
         return self.get_paginated_response(ProviderPauseSerializer(page, many=True).data)
 

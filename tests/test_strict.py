@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.http import QueryDict
 from rest_framework import serializers
 
 from common import strict
@@ -72,3 +73,27 @@ def test_partial_and_nested_serializers_build_their_own_fields() -> None:
     assert first.is_valid()
     assert not second.is_valid()
     assert first.validated_data == {"items": [{"name": "A", "count": 1}]}
+
+
+class _Query(strict.StrictQuerySerializer):
+    state = strict.CommaChoiceField(choices=["queued", "running", "paused"], required=False)
+    org = serializers.CharField(required=False)
+
+
+def _query(text: str) -> strict.StrictQuerySerializer:
+    query = _Query(data=QueryDict(text))
+    query.is_valid()
+    return query
+
+
+def test_a_query_takes_its_fields_once_and_several_choices_with_commas() -> None:
+    assert _query("state=queued,%20running&org=acme&cursor=x&page_size=5").validated_data == {
+        "state": ["queued", "running"],
+        "org": "acme",
+    }
+    assert _query("colour=red&org=acme").errors == {"colour": ["unknown query parameter"]}
+    assert "once" in _query("org=a&org=b").errors["org"][0]
+    assert "state=queued,running" in _query("state=queued&state=running").errors["state"][0]
+    assert "once" in _query("page_size=1&page_size=2").errors["page_size"][0]
+    assert "'bogus'" in _query("state=queued,bogus").errors["state"][0]
+    assert "state" in _query("state=,").errors

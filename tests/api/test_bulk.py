@@ -124,3 +124,60 @@ def test_staff_bulk_names_the_org(tenants: Tenants, client_for: Client) -> None:
 
     assert response.status_code == 201
     assert Chart.objects.filter(org=tenants.org_b).count() == 3
+
+
+def test_every_error_of_every_item_is_in_one_400(tenants: Tenants, client_for: Client) -> None:
+    body = {
+        "items": [
+            {"workflow": "no-such-workflow", "external_id": "e-0"},
+            {"workflow": "render", "external_id": "", "priority": 99},
+            {"workflow": "render", "external_id": "e-2", "priority": "abc", "colour": "red"},
+            {"workflow": "render", "external_id": "e-0", "high_priority": True},
+            {"external_id": 5, "payload": "text"},
+        ]
+    }
+
+    response = client_for(tenants.member_a).post("/api/v1/charts/bulk/", body, format="json")
+
+    assert response.status_code == 400
+    errors = response.json()["items"]
+    assert errors["0"] == {"workflow": ["unknown workflow 'no-such-workflow'"]}
+    assert set(errors["1"]) == {"external_id", "priority"}
+    assert "-10 to 10" in errors["1"]["priority"][0]
+    assert set(errors["2"]) == {"priority", "colour"}
+    assert set(errors["3"]) == {"external_id", "high_priority"}
+    assert "repeats item 0" in errors["3"]["external_id"][0]
+    assert set(errors["4"]) == {"workflow", "external_id", "payload"}
+    assert not Chart.objects.exists()
+
+
+def test_only_refused_levers_are_403_naming_each_item(tenants: Tenants, client_for: Client) -> None:
+    body = {"items": [*items(1), {"workflow": "render", "external_id": "h", "high_priority": True, "priority": 11}]}
+
+    response = client_for(tenants.member_a).post("/api/v1/charts/bulk/", body, format="json")
+
+    assert response.status_code == 403
+    assert set(response.json()["items"]["1"]) == {"high_priority", "priority"}
+    assert not Chart.objects.exists()
+
+
+def test_a_repeat_with_another_workflow_is_listed_with_the_other_errors(tenants: Tenants, client_for: Client) -> None:
+    from tests.factories import WorkflowFactory
+
+    WorkflowFactory(name="simulate")
+    client = client_for(tenants.member_a)
+    assert (
+        client.post("/api/v1/charts/", {"workflow": "render", "external_id": "old"}, format="json").status_code == 201
+    )
+    body = {"items": [{"workflow": "simulate", "external_id": "old"}, {"workflow": "nope", "external_id": "new"}]}
+
+    response = client.post("/api/v1/charts/bulk/", body, format="json")
+
+    assert response.status_code == 400
+    assert response.json() == {
+        "items": {
+            "0": {"external_id": ["already submitted with another workflow"]},
+            "1": {"workflow": ["unknown workflow 'nope'"]},
+        }
+    }
+    assert Chart.objects.count() == 1

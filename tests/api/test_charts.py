@@ -187,6 +187,84 @@ def test_list_filters(tenants: Tenants, client_for: Client) -> None:
     assert "state" in client.get("/api/v1/charts/?state=bogus").json()
 
 
+def test_list_refuses_unknown_and_repeated_parameters(tenants: Tenants, client_for: Client) -> None:
+    client = client_for(tenants.member_a)
+
+    unknown = client.get("/api/v1/charts/?colour=red&state=queued")
+    repeated = client.get("/api/v1/charts/?org=acme&org=beta")
+    repeated_state = client.get("/api/v1/charts/?state=queued&state=running")
+
+    assert (unknown.status_code, unknown.json()) == (400, {"colour": ["unknown query parameter"]})
+    assert repeated.status_code == 400
+    assert "once" in repeated.json()["org"][0]
+    assert repeated_state.status_code == 400
+    assert "state=queued,running" in repeated_state.json()["state"][0]
+    assert client.get("/api/v1/charts/?page_size=2&cursor=").status_code == 200
+
+
+def test_list_takes_several_states_with_commas(tenants: Tenants, client_for: Client) -> None:
+    queued = ChartFactory(org=tenants.org_a, workflow=tenants.workflow, external_id="q")
+    paused = ChartFactory(org=tenants.org_a, workflow=tenants.workflow, external_id="p", state=ChartState.PAUSED)
+    ChartFactory(org=tenants.org_a, workflow=tenants.workflow, external_id="c", state=ChartState.CANCELLED)
+    client = client_for(tenants.member_a)
+
+    response = client.get("/api/v1/charts/?state=queued,paused")
+    bad = client.get("/api/v1/charts/?state=queued,bogus")
+
+    assert {row["id"] for row in response.json()["results"]} == {queued.pk, paused.pk}
+    assert bad.status_code == 400
+    assert "bogus" in bad.json()["state"][0]
+
+
+def test_list_filters_by_when_created_and_updated(tenants: Tenants, client_for: Client) -> None:
+    now = timezone.now()
+    old = ChartFactory(org=tenants.org_a, workflow=tenants.workflow, external_id="old")
+    new = ChartFactory(org=tenants.org_a, workflow=tenants.workflow, external_id="new")
+    Chart.objects.filter(pk=old.pk).update(created_at=now - timedelta(days=2), updated_at=now - timedelta(days=2))
+    client = client_for(tenants.member_a)
+
+    def ids(query: str) -> set[int]:
+        response = client.get(f"/api/v1/charts/?{query}")
+        assert response.status_code == 200, response.json()
+        return {row["id"] for row in response.json()["results"]}
+
+    day_ago = (now - timedelta(days=1)).isoformat().replace("+00:00", "Z")
+    assert ids(f"created_after={day_ago}") == {new.pk}
+    assert ids(f"created_before={day_ago}") == {old.pk}
+    assert ids(f"updated_after={day_ago}") == {new.pk}
+    client.post(f"/api/v1/charts/{old.pk}/pause/", {}, format="json")
+    assert ids(f"updated_after={day_ago}") == {new.pk, old.pk}
+    for name in ("created_after", "created_before", "updated_after"):
+        bad = client.get(f"/api/v1/charts/?{name}=yesterday")
+        assert bad.status_code == 400
+        assert list(bad.json()) == [name]
+
+
+def test_chart_events_and_orgs_refuse_unknown_parameters(tenants: Tenants, client_for: Client, chart_a: Chart) -> None:
+    client = client_for(tenants.member_a)
+
+    events = client.get(f"/api/v1/charts/{chart_a.pk}/events/?colour=red")
+    orgs = client.get("/api/v1/orgs/?colour=red")
+
+    assert (events.status_code, events.json()) == (400, {"colour": ["unknown query parameter"]})
+    assert (orgs.status_code, orgs.json()) == (400, {"colour": ["unknown query parameter"]})
+    assert client.get(f"/api/v1/charts/{chart_a.pk}/events/?page_size=5").status_code == 200
+    repeated_page = client.get("/api/v1/orgs/?page_size=1&page_size=2")
+    assert (repeated_page.status_code, list(repeated_page.json())) == (400, ["page_size"])
+
+
+def test_move_to_top_takes_a_reason_and_nothing_else(tenants: Tenants, client_for: Client, chart_a: Chart) -> None:
+    client = client_for(tenants.member_a)
+    url = f"/api/v1/charts/{chart_a.pk}/move-to-top/"
+
+    bogus = client.post(url, {"bogus": 1}, format="json")
+    moved = client.post(url, {"reason": "the customer is waiting"}, format="json")
+
+    assert (bogus.status_code, bogus.json()) == (400, {"bogus": ["unknown field"]})
+    assert moved.status_code == 200
+    assert "the customer is waiting" in ChartEvent.objects.filter(chart=chart_a).latest("id").reason
+
+
 def test_list_paginates_with_a_cursor(tenants: Tenants, client_for: Client) -> None:
     for i in range(5):
         ChartFactory(org=tenants.org_a, workflow=tenants.workflow, external_id=f"c{i}")

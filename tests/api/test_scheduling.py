@@ -148,3 +148,16 @@ def test_plan_preview_refuses_unknown_names(tenants: Tenants, client_for: Client
     assert "workflow" in unknown_workflow.json()
     assert bad_weight.status_code == 400
     assert "weights" in bad_weight.json()
+
+
+def test_provider_pauses_query_is_strict(tenants: Tenants, client_for: Client) -> None:
+    client = client_for(tenants.staff)
+
+    unknown = client.get("/api/v1/provider-pauses/?colour=red")
+    bad = client.get("/api/v1/provider-pauses/?active=maybe")
+    repeated = client.get("/api/v1/provider-pauses/?active=true&active=false")
+
+    assert (unknown.status_code, unknown.json()) == (400, {"colour": ["unknown query parameter"]})
+    assert (bad.status_code, list(bad.json())) == (400, ["active"])
+    assert (repeated.status_code, list(repeated.json())) == (400, ["active"])
+    assert client.get("/api/v1/provider-pauses/?active=false&page_size=5").status_code == 200

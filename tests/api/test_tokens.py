@@ -127,3 +127,9 @@ def test_viewer_org_token_reads_but_does_not_write(tenants: Tenants, token_clien
     assert client.get(f"/api/v1/charts/{chart_a.pk}/").status_code == 200
     assert client.post(f"/api/v1/charts/{chart_a.pk}/cancel/").status_code == 403
     assert client.post("/api/v1/charts/", {"workflow": "render", "external_id": "v"}, format="json").status_code == 403
+
+
+def test_the_token_list_query_is_strict(tenants: Tenants, token_client: TokenClient, staff_token: str) -> None:
+    unknown = token_client(staff_token).get("/api/v1/tokens/?colour=red")
+
+    assert (unknown.status_code, unknown.json()) == (400, {"colour": ["unknown query parameter"]})

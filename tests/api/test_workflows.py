@@ -188,3 +188,19 @@ def test_the_schema_shows_the_terms(tenants: Tenants, client_for: Client) -> Non
     page = operation["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[-1]
     item = schema["components"]["schemas"][page]["properties"]["results"]["items"]["$ref"].rsplit("/", 1)[-1]
     assert {"name", "org", "cost", "expected_duration"} <= set(schema["components"]["schemas"][item]["properties"])
+
+
+@pytest.mark.parametrize("url", ["/api/v1/workflows/", "/api/v1/providers/"])
+def test_workflow_and_provider_queries_are_strict(tenants: Tenants, client_for: Client, url: str) -> None:
+    client = client_for(tenants.member_a)
+
+    unknown = client.get(f"{url}?colour=red")
+
+    assert (unknown.status_code, unknown.json()) == (400, {"colour": ["unknown query parameter"]})
+    assert client.get(f"{url}?page_size=5").status_code == 200
+
+
+def test_workflows_org_is_given_once(tenants: Tenants, client_for: Client) -> None:
+    repeated = client_for(tenants.staff).get("/api/v1/workflows/?org=acme&org=beta")
+
+    assert (repeated.status_code, list(repeated.json())) == (400, ["org"])

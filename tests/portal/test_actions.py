@@ -268,6 +268,57 @@ def test_a_bad_json_file_is_400_naming_row_and_field(
     assert not Chart.objects.exists()
 
 
+def test_a_csv_file_reports_every_error_of_every_row_in_one_400(tenants: Tenants, browser: Browser) -> None:
+    text = (
+        "workflow,external_id,priority,high_priority\n"
+        "no-such-workflow,c-1,,\n"
+        "render,,99,\n"
+        "render,c-3,abc,maybe\n"
+        "render,c-1,,true\n"
+    )
+
+    response = browser(tenants.member_a).post("/portal/acme/upload/", {"file": csv_file(text)})
+
+    assert response.status_code == 400
+    page = response.content.decode()
+    for problem in [
+        "row 1 (line 2): workflow: unknown workflow",
+        "row 2 (line 3): external_id:",
+        "row 2 (line 3): priority: tenants may set priority from -10 to 10",
+        "row 3 (line 4): priority: priority must be a whole number",
+        "row 3 (line 4): high_priority: high_priority must be true or false",
+        "row 4 (line 5): external_id: repeats item 0",
+        "row 4 (line 5): high_priority: only operators",
+    ]:
+        assert problem in page
+    assert not Chart.objects.exists()
+
+
+def test_a_json_file_reports_every_error_of_every_item_in_one_400(tenants: Tenants, browser: Browser) -> None:
+    data = json.dumps(
+        [
+            {"workflow": "no-such-workflow", "external_id": "j-1"},
+            {"workflow": "render", "external_id": "j-2", "priority": "abc", "high_priority": True},
+            {"workflow": "render", "colour": "red"},
+        ]
+    ).encode()
+    upload = SimpleUploadedFile("charts.json", data, content_type="application/json")
+
+    response = browser(tenants.member_a).post("/portal/acme/upload/", {"file": upload})
+
+    assert response.status_code == 400
+    page = response.content.decode()
+    for problem in [
+        "row 1: workflow: unknown workflow",
+        "row 2: priority:",
+        "row 2: high_priority: only operators",
+        "row 3: external_id:",
+        "row 3: colour: unknown field",
+    ]:
+        assert problem in page
+    assert not Chart.objects.exists()
+
+
 def test_a_file_is_all_or_nothing_past_the_queue_limit(tenants: Tenants, browser: Browser) -> None:
     tenants.org_a.queue_limit = 2
     tenants.org_a.save()
