@@ -119,7 +119,9 @@ class ChartLeverSerializer(ChartDetailSerializer):
 
 
 class ChartEventSerializer(serializers.Serializer[Any]):
-    """One transition in a chart's history (`charts.selectors.EventView`)."""
+    """One transition in a chart's history."""
+
+    # Built from `charts.selectors.EventView`.
 
     at = serializers.DateTimeField(help_text="When it happened.")
     from_state = serializers.CharField(help_text="The state before; empty for the submission.")
@@ -156,8 +158,9 @@ class ChartFilterSerializer(StrictQuerySerializer):
 
 
 class BulkItemSerializer(StrictSerializer):
-    """One chart of a submission: an item of a bulk (the schema; `parse_bulk_items` reads them fast),
-    and with its org the single submit (`ChartSubmitSerializer`)."""
+    """One chart to submit: an item of a bulk submission, or with its org a single submission."""
+
+    # The schema of a bulk's items; `parse_bulk_items` reads them on a faster path.
 
     workflow = StrictCharField(max_length=200, visible=True)
     external_id = StrictCharField(

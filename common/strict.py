@@ -260,15 +260,14 @@ class StrictBooleanField(serializers.BooleanField):
 
 
 class StrictSerializer(serializers.Serializer[Any]):
-    """A request body: a JSON object whose every key is a field; unknown keys are refused by name.
+    """A request body: a JSON object whose every key is a field; unknown keys are refused by name."""
 
-    Its fields are built once per class, not for every request: DRF deep-copies the declared fields
-    and binds them each time a serializer is made (~7% of a single submit's CPU, bench/bench_api.py).
-    Validating keeps nothing in a field: each reads its own options only (no context, no instance), and
-    errors and results stay on the serializer at hand, as do `validate_<field>` and `validate`. Two
-    cases build their own as DRF does: a partial update (the fields read `partial` from their root) and
-    a class holding a nested serializer (whose fields have a parent of their own).
-    """
+    # Its fields are built once per class, not for every request: DRF deep-copies the declared fields
+    # and binds them each time a serializer is made (bench/bench_api.py measures it). Validating keeps
+    # nothing in a field: each reads its own options only (no context, no instance), and errors and
+    # results stay on the serializer at hand, as do `validate_<field>` and `validate`. Two cases build
+    # their own as DRF does: a partial update (the fields read `partial` from their root) and a class
+    # holding a nested serializer (whose fields have a parent of their own).
 
     _fields_once: ClassVar[dict[type[StrictSerializer], BindingDict | None]] = {}
 

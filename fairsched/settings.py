@@ -193,6 +193,10 @@ CHANNEL_LAYERS = {
         "CONFIG": {"hosts": [REDIS_URL], "prefix": os.environ.get("CHANNELS_PREFIX", "fairsched")},
     }
 }
+# A live socket's frame over this many bytes closes it (code 1009); its session is re-checked (expired or
+# flushed: closed with 4401, as at logout) when a frame or an event arrives, at most once per interval.
+WEBSOCKET_MAX_FRAME_BYTES = int(env_positive("WEBSOCKET_MAX_FRAME_BYTES", 64 * 1024, whole=True))
+WEBSOCKET_SESSION_CHECK_SECONDS = env_positive("WEBSOCKET_SESSION_CHECK_SECONDS", 15)
 CACHES = {
     "default": {
         "BACKEND": "django.core.cache.backends.redis.RedisCache",

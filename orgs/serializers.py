@@ -60,7 +60,9 @@ class WorkflowCostSetSerializer(StrictSerializer):
 
 
 class WorkflowTermsSerializer(serializers.Serializer[Any]):
-    """A workflow with what it means for the caller's org (`scheduling.selectors.WorkflowTerms`)."""
+    """A workflow with what it means for the caller's org."""
+
+    # Built from `scheduling.selectors.WorkflowTerms`.
 
     name = serializers.CharField(source="workflow.name")
     default_cost = serializers.IntegerField(source="workflow.default_cost")

@@ -1,8 +1,12 @@
 """Hostile WebSocket clients over the full ASGI stack and the real Redis layer: unknown paths are refused
-at the handshake, bad frames are answered and ignored, and logging out closes the session's sockets."""
+at the handshake, bad frames are answered and ignored, an oversized frame closes the socket, and logging
+out, an expired session or a flushed one closes the session's sockets."""
 
 from __future__ import annotations
 
+import asyncio
+import datetime
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -11,11 +15,13 @@ from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
+from django.contrib.sessions.models import Session
 from django.db import connections
 from django.test import Client
+from django.utils import timezone
 
 from common.events import STAFF_GROUP, org_group
-from common.sockets import LOGGED_OUT
+from common.sockets import LOGGED_OUT, TOO_BIG
 from fairsched.asgi import application
 from tests.conftest import Tenants
 
@@ -83,7 +89,7 @@ FRAMES: list[Any] = [
     "null",
     '{"type": "ping", "type": "pong"}',
     '{"a": ' * 5000 + "1" + "}" * 5000,
-    "[" * 100_000,
+    "[" * 60_000,
     '{"type": "\\ud800"}',
     b"\x00\xff binary",
 ]
@@ -135,3 +141,104 @@ async def test_logout_closes_a_socket_opened_before_it(tenants: Tenants, who: st
     await layer.group_send(group, EVENT)
     assert (await other.receive_json_from(timeout=5))["type"] == "event"
     await other.disconnect()
+
+
+async def open_live(tenants: Tenants, who: str, path: str) -> tuple[WebsocketCommunicator, Client]:
+    client = await sync_to_async(logged_in)(getattr(tenants, who))
+    socket, connected = await open_socket(path, client)
+    assert connected
+    if path == "/ws/dashboard/":
+        assert await socket.receive_json_from() == {"type": "hello"}
+    return socket, client
+
+
+SOCKETS = [("staff", "/ws/dashboard/"), ("member_a", "/ws/portal/acme/")]
+
+
+@pytest.mark.parametrize("kind", ["text", "bytes"])
+@pytest.mark.parametrize(("who", "path"), SOCKETS)
+async def test_a_frame_over_the_limit_closes_the_socket(tenants: Tenants, who: str, path: str, kind: str) -> None:
+    socket, _ = await open_live(tenants, who, path)
+    frame = '{"type": "ping", "pad": "' + "é" * (settings.WEBSOCKET_MAX_FRAME_BYTES // 2) + '"}'
+    assert len(frame) < settings.WEBSOCKET_MAX_FRAME_BYTES < len(frame.encode())
+
+    await socket.send_input({"type": "websocket.receive", kind: frame.encode() if kind == "bytes" else frame})
+
+    assert await socket.receive_output(timeout=5) == {"type": "websocket.close", "code": TOO_BIG}
+
+
+@pytest.mark.parametrize(("who", "path"), SOCKETS)
+async def test_a_frame_at_the_limit_is_read(tenants: Tenants, who: str, path: str) -> None:
+    socket, _ = await open_live(tenants, who, path)
+    head, tail = '{"type": "ping", "pad": "', '"}'
+    frame = head + "a" * (settings.WEBSOCKET_MAX_FRAME_BYTES - len(head) - len(tail)) + tail
+    assert len(frame.encode()) == settings.WEBSOCKET_MAX_FRAME_BYTES
+
+    await socket.send_json_to(json.loads(frame))
+
+    assert await socket.receive_json_from(timeout=5) == {"type": "pong"}
+    await socket.disconnect()
+
+
+@sync_to_async
+def end_session(client: Client, how: str) -> None:
+    key = client.cookies[settings.SESSION_COOKIE_NAME].value
+    if how == "expired":
+        updated = Session.objects.filter(session_key=key).update(
+            expire_date=timezone.now() - datetime.timedelta(seconds=1)
+        )
+    else:
+        updated, _ = Session.objects.filter(session_key=key).delete()
+    assert updated == 1
+
+
+@pytest.mark.parametrize("how", ["expired", "flushed"])
+@pytest.mark.parametrize(("who", "path"), SOCKETS)
+async def test_an_ended_session_closes_its_socket_at_the_next_ping(
+    tenants: Tenants, who: str, path: str, how: str, settings: Any
+) -> None:
+    """The session is re-checked when a frame arrives, at most every WEBSOCKET_SESSION_CHECK_SECONDS."""
+    settings.WEBSOCKET_SESSION_CHECK_SECONDS = 0.2
+    socket, client = await open_live(tenants, who, path)
+    await socket.send_json_to({"type": "ping"})
+    assert await socket.receive_json_from(timeout=5) == {"type": "pong"}
+
+    await end_session(client, how)
+    await asyncio.sleep(0.3)
+    await socket.send_json_to({"type": "ping"})
+
+    assert await socket.receive_output(timeout=5) == {"type": "websocket.close", "code": LOGGED_OUT}
+
+
+@pytest.mark.parametrize("how", ["expired", "flushed"])
+@pytest.mark.parametrize(("who", "path"), SOCKETS)
+async def test_an_ended_session_closes_its_socket_at_the_next_event_once_due(
+    tenants: Tenants, who: str, path: str, how: str, settings: Any
+) -> None:
+    """A socket that never pings still re-checks its session, at most every WEBSOCKET_SESSION_CHECK_SECONDS."""
+    settings.WEBSOCKET_SESSION_CHECK_SECONDS = 0.2
+    socket, client = await open_live(tenants, who, path)
+    other, _ = await open_live(tenants, who, path)
+    group = STAFF_GROUP if who == "staff" else org_group(tenants.org_a.pk)
+    layer = get_channel_layer()
+
+    await end_session(client, how)
+    await asyncio.sleep(0.3)
+    await layer.group_send(group, EVENT)
+
+    assert await socket.receive_output(timeout=5) == {"type": "websocket.close", "code": LOGGED_OUT}
+    assert (await other.receive_json_from(timeout=5))["type"] == "event"
+    await other.disconnect()
+
+
+async def test_a_session_is_rechecked_at_most_once_per_interval(tenants: Tenants, settings: Any) -> None:
+    settings.WEBSOCKET_SESSION_CHECK_SECONDS = 3600
+    socket, client = await open_live(tenants, "staff", "/ws/dashboard/")
+    layer = get_channel_layer()
+
+    await end_session(client, "expired")
+    await socket.send_json_to({"type": "ping"})
+    assert await socket.receive_json_from(timeout=5) == {"type": "pong"}
+    await layer.group_send(STAFF_GROUP, EVENT)
+    assert (await socket.receive_json_from(timeout=5))["type"] == "event"
+    await socket.disconnect()

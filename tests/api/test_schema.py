@@ -23,6 +23,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from common.api import api_exception_handler
+from common.errors import Conflict, QueueFull
 from orgs.access import api_token_issue
 from scheduling import services
 from tests.conftest import Tenants
@@ -137,3 +139,100 @@ def test_every_operation_conforms(tenants: Tenants, wsgi_app: Any, who: str) -> 
             failures.append(f"{operation.method.upper()} {operation.path}: {error}")
     assert not failures, "\n\n".join(failures)
     assert len(calls) >= 20 * EXAMPLES_PER_OPERATION
+
+
+def _shape(body: Any) -> Any:
+    """What a client parses: the keys and the kind of each value (a list of strings, a string, ...)."""
+    if isinstance(body, dict):
+        return {key: _shape(value) for key, value in body.items()}
+    if isinstance(body, list):
+        return [_shape(value) for value in body[:1]]
+    return type(body).__name__
+
+
+def _real_errors(tenants: Tenants, settings: Any) -> dict[str, Any]:
+    """Each error status as the API really answers it (409 and 429 through the real exception handler)."""
+    member = APIClient()
+    member.credentials(HTTP_AUTHORIZATION=f"Token {api_token_issue(user=tenants.member_a, org=tenants.org_a)}")
+    stranger = APIClient()
+    stranger.credentials(HTTP_AUTHORIZATION="Token not-a-token")
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 100
+    answers = {
+        "400": member.post("/api/v1/charts/", {"external_id": "chart-0001"}, format="json"),
+        "401": stranger.get("/api/v1/charts/"),
+        "403": member.post("/api/v1/orgs/", {"slug": "beta", "name": "Beta"}, format="json"),
+        "404": member.get("/api/v1/charts/999999/"),
+        "413": member.post("/api/v1/charts/", {"external_id": "x" * 200}, format="json"),
+        "415": member.post("/api/v1/charts/", "workflow=render", content_type="text/plain"),
+    }
+    real = {code: answer.json() for code, answer in answers.items()}
+    assert {code: answer.status_code for code, answer in answers.items()} == {code: int(code) for code in answers}
+    real["409"] = api_exception_handler(Conflict("chart 7 is running and cannot be cancelled", field="state"), {}).data
+    real["429"] = api_exception_handler(QueueFull("acme's queue is full", retry_after=30), {}).data
+    return real
+
+
+def test_each_error_status_has_its_own_schema_and_a_true_example(tenants: Tenants, settings: Any) -> None:
+    schema = APIClient().get("/api/schema/?format=json").json()
+    components = schema["components"]["schemas"]
+    real = _real_errors(tenants, settings)
+
+    examples: dict[str, Any] = {}
+    for methods in schema["paths"].values():
+        for method, operation in methods.items():
+            for code, response in operation.get("responses", {}).items():
+                if code.startswith(("4", "5")):
+                    ref = response["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]
+                    assert ref == f"Error{code}", (method, code, ref)
+                    examples[code] = components[ref]["example"]
+
+    assert set(examples) >= {"400", "401", "403", "404", "409", "413", "415", "429"}
+    assert len({repr(example) for example in examples.values()}) == len(examples), examples
+    for code, body in real.items():
+        assert _shape(examples[code]) == _shape(body), (code, examples[code], body)
+        assert components[f"Error{code}"]["type"] == "object"
+
+
+# Words of implementation notes (benchmarks, the framework, code names), never of the public API.
+JARGON = re.compile(
+    r"\bCPU\b|\bDRF\b|deep-cop|\d\s*ms\b|\bms\b|#\d+|\bbench|\bµs\b"
+    r"|_[a-z]+_[a-z_]+\(|`parse_|Serializer\b|\.selectors\."
+)
+
+
+def test_descriptions_are_for_users(tenants: Tenants) -> None:
+    schema = APIClient().get("/api/schema/?format=json").json()
+    found: list[str] = []
+
+    def walk(node: Any, where: str) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "description" and isinstance(value, str) and JARGON.search(value):
+                    found.append(f"{where}: {value}")
+                walk(value, f"{where}/{key}")
+        elif isinstance(node, list):
+            for index, value in enumerate(node):
+                walk(value, f"{where}[{index}]")
+
+    walk(schema, "")
+    assert found == []
+
+
+def test_examples_look_like_real_data_and_payload_is_an_object(tenants: Tenants) -> None:
+    schema = APIClient().get("/api/schema/?format=json").json()
+    components = schema["components"]["schemas"]
+
+    for name in ("ChartSubmitRequest", "BulkItemRequest", "ChartDetail"):
+        assert components[name]["properties"]["payload"]["type"] == "object", name
+    assert components["ChartSubmitRequest"]["properties"]["external_id"]["example"] == "chart-0001"
+    assert components["ChartSubmitRequest"]["properties"]["org"]["example"] == "acme"
+    slugs = [
+        parameter
+        for path, methods in schema["paths"].items()
+        if path.startswith("/api/v1/orgs/{slug}/")
+        for operation in methods.values()
+        for parameter in operation.get("parameters", [])
+        if parameter["name"] == "slug"
+    ]
+    assert slugs
+    assert {parameter["schema"].get("example") for parameter in slugs} == {"acme"}
