@@ -38,6 +38,12 @@ ERROR_EXAMPLES: dict[str, dict[str, Any]] = {
     "403": {"detail": "Only staff may do this."},
     "404": {"detail": ["chart not found"]},
     "409": {"state": ["chart 1042 is running and cannot be cancelled"]},
+    "412": {
+        "detail": [
+            "the org changed since the If-Match ETag was read: nothing was written; "
+            "GET it again (the ETag header) and resend the change"
+        ]
+    },
     "413": {"detail": "The request body is too large."},
     "415": {"detail": 'Unsupported media type "text/plain" in request.'},
     "429": {"org": ["org acme has 1000 waiting charts; its queue limit is 1000"], "held": False},

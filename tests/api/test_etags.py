@@ -155,6 +155,8 @@ def test_the_schema_documents_etag_if_match_and_412(tenants: Tenants, path: str,
     assert "ETag" in patch["responses"]["200"]["headers"]
     (if_match,) = [p for p in patch["parameters"] if p["name"] == "If-Match"]
     assert (if_match["in"], if_match.get("required", False)) == ("header", False)
-    assert patch["responses"]["412"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/Error"}
+    assert patch["responses"]["412"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/Error412"
+    }
     assert "412" not in get["responses"]
     assert "412" not in schema["paths"]["/api/v1/orgs/{slug}/hold/"]["post"]["responses"]
