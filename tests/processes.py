@@ -4,6 +4,7 @@ Enabled with `pytest_plugins = ["tests.processes"]` in the root conftest.
 
 - `start(args, ...)` starts a process in a session (so a process group) of its own and records
   the group; `end(process)` ends the whole group: SIGTERM, then SIGKILL after a grace.
+- `service(start_temporal(...))` records a service fairsched.devservices started.
 - `running(args, ...)` is both around a block: the group is ended however the block leaves, a
   failure or pytest-timeout's timeout (its signal method raises in the test) included.
 - At the session's end every recorded group that still has a live process is killed and named,
@@ -27,25 +28,30 @@ from typing import Any
 
 import pytest
 
+from fairsched.devservices import EmbeddedService
+
 GRACE_SECONDS = 10.0
 
 # Process group id -> the process that leads it, for every group a test started and did not end.
-_groups: dict[int, subprocess.Popen[bytes]] = {}
+_groups: dict[int, subprocess.Popen[Any]] = {}
 
 
-def start(args: Sequence[str], **popen: Any) -> subprocess.Popen[bytes]:
+def start(args: Sequence[str], **popen: Any) -> subprocess.Popen[Any]:
     """`subprocess.Popen(args, **popen)` in a session of its own, recorded until `end`."""
-    process: subprocess.Popen[bytes] = subprocess.Popen(list(args), start_new_session=True, **popen)
+    process: subprocess.Popen[Any] = subprocess.Popen(list(args), start_new_session=True, **popen)
     _groups[process.pid] = process
     return process
 
 
-def track(process: subprocess.Popen[bytes]) -> None:
-    """Record a process that leads its own session but was started elsewhere (fairsched.devservices)."""
-    _groups[process.pid] = process
+def service(started: EmbeddedService) -> EmbeddedService:
+    """Record the process of a service fairsched.devservices started (in a session of its own); its
+    own `stop` ends it."""
+    if started.process is not None:
+        _groups[started.process.process.pid] = started.process.process
+    return started
 
 
-def end(process: subprocess.Popen[bytes], grace: float = GRACE_SECONDS) -> int:
+def end(process: subprocess.Popen[Any], grace: float = GRACE_SECONDS) -> int:
     """End the process's whole group: SIGTERM, SIGKILL to whatever is left after `grace` seconds;
     returns the leader's exit status."""
     _end_group(process.pid, grace)
@@ -54,7 +60,7 @@ def end(process: subprocess.Popen[bytes], grace: float = GRACE_SECONDS) -> int:
 
 
 @contextmanager
-def running(args: Sequence[str], grace: float = GRACE_SECONDS, **popen: Any) -> Iterator[subprocess.Popen[bytes]]:
+def running(args: Sequence[str], grace: float = GRACE_SECONDS, **popen: Any) -> Iterator[subprocess.Popen[Any]]:
     """`start` for the block, `end` however it leaves."""
     process = start(args, **popen)
     try:
@@ -103,7 +109,7 @@ def _end_group(group: int, grace: float) -> None:
 
 def _survivors() -> dict[int, list[int]]:
     """Recorded groups with a live member, each with those members' pids."""
-    for process in _groups.values():
+    for process in list(_groups.values()):  # a copy: a load run's thread may end its process meanwhile
         process.poll()
     return {group: pids for group in list(_groups) if (pids := members(group))}
 
