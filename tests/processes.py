@@ -5,7 +5,7 @@ Enabled with `pytest_plugins = ["tests.processes"]` in the root conftest.
 - `start(args, ...)` starts a process in a session (so a process group) of its own and records
   the group; `end(process)` ends the whole group: SIGTERM, then SIGKILL after a grace.
 - `service(start_temporal(...))` records a service fairsched.devservices started.
-- `running(args, ...)` is both around a block: the group is ended however the block leaves, a
+- `running(args, ...)` is `start` and `end` around a block: the group is ended however the block leaves, a
   failure or pytest-timeout's timeout (its signal method raises in the test) included.
 - At the session's end every recorded group that still has a live process is killed and named,
   and the session fails. Session fixtures (the Temporal dev server) are torn down before that, so
@@ -32,7 +32,8 @@ from fairsched.devservices import EmbeddedService
 
 GRACE_SECONDS = 10.0
 
-# Process group id -> the process that leads it, for every group a test started and did not end.
+# Process group id -> the process that leads it, for every group started here and not ended by `end`
+# (a service's own `stop` leaves it here, without a live member: only those with one are reported).
 _groups: dict[int, subprocess.Popen[Any]] = {}
 
 
@@ -120,6 +121,7 @@ def _describe(group: int) -> str:
     return command[:200]
 
 
+@pytest.hookimpl(trylast=True)  # after other plugins' own session-end stops (tests/tools/loadtest's runs)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     survivors = _survivors()
     if not survivors:
