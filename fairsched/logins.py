@@ -58,7 +58,11 @@ def locked_out(
     response = render(
         request,
         "registration/locked_out.html",
-        {"minutes": minutes, "failures": settings.AXES_FAILURE_LIMIT},
+        {
+            "minutes": minutes,
+            "failures": settings.AXES_FAILURE_LIMIT,
+            "address_failures": settings.FAIRSCHED_LOGIN_ADDRESS_FAILURES,
+        },
         status=429,
     )
     response["Retry-After"] = str(int(cooloff.total_seconds()))

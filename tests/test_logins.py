@@ -73,6 +73,7 @@ def test_repeated_failures_from_one_address_lock_it_out(tenants: Tenants, passwo
 
     assert locked.status_code == 429
     assert int(locked["Retry-After"]) == int(settings.AXES_COOLOFF_TIME.total_seconds())
+    assert f"or {settings.FAIRSCHED_LOGIN_ADDRESS_FAILURES} from this address" in locked.content.decode()
     assert attempt(path, "bob", "right-horse-battery", address="10.9.9.9").status_code == 429
     assert attempt(path, "bob", "right-horse-battery", address="10.9.9.10").status_code == 302
 
