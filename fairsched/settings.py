@@ -113,15 +113,19 @@ MIDDLEWARE = [
     "axes.middleware.AxesMiddleware",
 ]
 
-# Login throttling (django-axes; see fairsched/logins.py): failures are counted per username and per
-# address; either one past the limit is locked out for the cool-off, with 429 and Retry-After.
+# Login throttling (django-axes; see fairsched/logins.py): failures are counted per (username, address)
+# and per address, each against its own limit (the address's higher: one address may serve many users);
+# past it, that pair or that address is locked out for the cool-off, with 429 and Retry-After.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
 AXES_FAILURE_LIMIT = int(os.environ.get("FAIRSCHED_LOGIN_FAILURES", 5))
+FAIRSCHED_LOGIN_ADDRESS_FAILURES = int(os.environ.get("FAIRSCHED_LOGIN_ADDRESS_FAILURES", 20))
 AXES_COOLOFF_TIME = timedelta(minutes=env_float("FAIRSCHED_LOGIN_COOLOFF_MINUTES", 15))
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+# The order matters: fairsched.logins.PairAndAddressHandler reads the pair first, the address second.
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "ip_address"]
+AXES_HANDLER = "fairsched.logins.PairAndAddressHandler"
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "fairsched.logins.locked_out"
 # Behind a proxy, the address is the left-most of X-Forwarded-For only when the proxy is trusted to set it.

@@ -14,7 +14,7 @@ from common import events
 from orgs.models import Membership, Org, Workflow
 from tests.factories import MembershipFactory, OrgFactory, UserFactory, WorkflowFactory
 
-pytest_plugins = ["tests.temporal_server", "tests.browser", "tests.db_flush"]
+pytest_plugins = ["tests.processes", "tests.temporal_server", "tests.browser", "tests.db_flush", "pytester"]
 
 
 @pytest.fixture(autouse=True)

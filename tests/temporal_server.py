@@ -24,6 +24,7 @@ import pytest
 from fairsched.devservices import free_port, start_temporal
 from scheduling.temporal.client import reset_client
 from scheduling.temporal.worker import run_worker
+from tests.processes import service
 
 WORKER_STOP_TIMEOUT_SECONDS = 30.0
 
@@ -31,7 +32,7 @@ WORKER_STOP_TIMEOUT_SECONDS = 30.0
 @pytest.fixture(scope="session")
 def temporal_server() -> Iterator[str]:
     """Address ("127.0.0.1:PORT") of a Temporal dev server that lives for the test session."""
-    server = start_temporal(port=free_port())
+    server = service(start_temporal(port=free_port()))
     try:
         yield server.value
     finally:

@@ -17,6 +17,7 @@ import pytest
 from django.conf import settings
 
 from tests.database import database_url
+from tests.processes import end, start
 
 pytestmark = [pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,10 +65,10 @@ def worker(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], set[int]]]
     }
     log_path = tmp_path / "worker.log"
     with log_path.open("wb") as log:
-        process = subprocess.Popen(
+        process = start(
             [sys.executable, "-m", "celery", "-A", "fairsched", "worker", "--concurrency", "2", "--loglevel",
              "INFO", "-Q", f"signaltest-{os.getpid()}", "--without-gossip", "--without-mingle"],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
     try:
         deadline = time.monotonic() + READY_SECONDS
@@ -77,9 +78,7 @@ def worker(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], set[int]]]
             time.sleep(0.2)
         yield process, children_of(process.pid)
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(10)
+        end(process)
 
 
 def wait_exit(process: subprocess.Popen[bytes], pids: set[int]) -> int:

@@ -25,6 +25,7 @@ from fairsched.devservices import (
     temporal_ready,
     wait_until,
 )
+from tests.processes import service
 
 
 def test_free_port_is_bindable_until_taken() -> None:
@@ -75,7 +76,7 @@ def test_child_that_ignores_sigterm_is_killed() -> None:
 
 
 def test_embedded_redis_answers_ping_and_stops(tmp_path: Path) -> None:
-    redis = start_redis(tmp_path)
+    redis = service(start_redis(tmp_path))
     port = int(redis.value.rsplit(":", 1)[1].split("/")[0])
     try:
         assert redis.variable == "REDIS_URL"
@@ -92,7 +93,7 @@ def test_embedded_redis_answers_ping_and_stops(tmp_path: Path) -> None:
 
 
 def test_embedded_temporal_serves_keeps_its_file_and_stops(tmp_path: Path) -> None:
-    temporal = start_temporal(port=free_port(), db_file=tmp_path / "temporal.db", log_dir=tmp_path)
+    temporal = service(start_temporal(port=free_port(), db_file=tmp_path / "temporal.db", log_dir=tmp_path))
     try:
         assert temporal.variable == "TEMPORAL_ADDRESS"
         assert temporal_ready(temporal.value)
@@ -105,7 +106,7 @@ def test_embedded_temporal_serves_keeps_its_file_and_stops(tmp_path: Path) -> No
 
 
 def test_embedded_postgres_serves_its_database(tmp_path: Path) -> None:
-    postgres = start_postgres(tmp_path)
+    postgres = service(start_postgres(tmp_path))
     try:
         assert postgres.variable == "DATABASE_URL"
         settings = dj_database_url.parse(postgres.value)

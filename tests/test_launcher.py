@@ -7,12 +7,14 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from fairsched.devservices import EMBEDDABLE_VARIABLES, REPO_ROOT, executable, free_port
 from fairsched.launcher import app_commands, banner, services_to_embed
+from tests.processes import end, start
 
 
 @pytest.mark.parametrize(
@@ -60,24 +62,36 @@ sys.exit(launcher.run(os.environ))
 """
 
 
-def supervised_launcher(tmp_path: Path, *, sleep_seconds: int, worker: str = "sleeper") -> subprocess.Popen[str]:
-    """The launcher with stand-in children (a web server and a sleeping `worker`) and external services."""
-    env = {
-        **os.environ,
-        "DATABASE_URL": "postgres://external/db",
-        "REDIS_URL": "redis://external:6379/0",
-        "TEMPORAL_ADDRESS": "external:7233",
-        "FAIRSCHED_DATA_DIR": str(tmp_path),
-        "PORT": str(free_port()),
-    }
-    return subprocess.Popen(
-        [sys.executable, "-c", SUPERVISED_DRIVER, env["PORT"], str(sleep_seconds), worker],
-        cwd=REPO_ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+@pytest.fixture
+def supervised_launcher(tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[str]]]:
+    """Starts the launcher with stand-in children (a web server and a sleeping `worker`) and external
+    services; what it started is ended after the test."""
+    launched: list[subprocess.Popen[str]] = []
+
+    def launch(*, sleep_seconds: int, worker: str = "sleeper") -> subprocess.Popen[str]:
+        env = {
+            **os.environ,
+            "DATABASE_URL": "postgres://external/db",
+            "REDIS_URL": "redis://external:6379/0",
+            "TEMPORAL_ADDRESS": "external:7233",
+            "FAIRSCHED_DATA_DIR": str(tmp_path),
+            "PORT": str(free_port()),
+        }
+        launched.append(
+            start(
+                [sys.executable, "-c", SUPERVISED_DRIVER, env["PORT"], str(sleep_seconds), worker],
+                cwd=REPO_ROOT,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        )
+        return launched[-1]
+
+    yield launch
+    for process in launched:
+        end(process)
 
 
 def read_until(process: subprocess.Popen[str], marker: str) -> str:
@@ -90,8 +104,8 @@ def read_until(process: subprocess.Popen[str], marker: str) -> str:
     raise AssertionError(f"{marker!r} never printed:\n{seen}")
 
 
-def test_sigterm_stops_the_children_and_exits_0(tmp_path: Path) -> None:
-    launcher = supervised_launcher(tmp_path, sleep_seconds=60)
+def test_sigterm_stops_the_children_and_exits_0(supervised_launcher: Callable[..., subprocess.Popen[str]]) -> None:
+    launcher = supervised_launcher(sleep_seconds=60)
     started = read_until(launcher, "Ctrl-C stops everything.")
     assert "/admin/" in started
     assert "demo says: admin / secret" in started
@@ -106,8 +120,8 @@ def test_sigterm_stops_the_children_and_exits_0(tmp_path: Path) -> None:
     assert "launcher: sleeper stopped (-15)" in rest
 
 
-def test_a_dying_child_stops_everything_and_exits_1(tmp_path: Path) -> None:
-    launcher = supervised_launcher(tmp_path, sleep_seconds=2)
+def test_a_dying_child_stops_everything_and_exits_1(supervised_launcher: Callable[..., subprocess.Popen[str]]) -> None:
+    launcher = supervised_launcher(sleep_seconds=2)
 
     output, _ = launcher.communicate(timeout=30)
 
@@ -116,8 +130,10 @@ def test_a_dying_child_stops_everything_and_exits_1(tmp_path: Path) -> None:
     assert "launcher: web stopped" in output
 
 
-def test_a_crashed_worker_is_started_again_until_it_crashes_too_often(tmp_path: Path) -> None:
-    launcher = supervised_launcher(tmp_path, sleep_seconds=0, worker="celery")
+def test_a_crashed_worker_is_started_again_until_it_crashes_too_often(
+    supervised_launcher: Callable[..., subprocess.Popen[str]],
+) -> None:
+    launcher = supervised_launcher(sleep_seconds=0, worker="celery")
 
     output, _ = launcher.communicate(timeout=60)
 

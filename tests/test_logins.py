@@ -31,29 +31,49 @@ def passwords(tenants: Tenants) -> None:
 
 
 @pytest.mark.parametrize("path", LOGINS)
-def test_repeated_failures_for_one_user_lock_it_out_with_a_clear_429(
+def test_repeated_failures_for_one_user_from_one_address_lock_that_pair_out_with_a_clear_429(
     tenants: Tenants, passwords: None, path: str
 ) -> None:
-    for index in range(settings.AXES_FAILURE_LIMIT - 1):
-        response = attempt(path, "stella", "wrong", address=f"10.0.1.{index}")
+    for _ in range(settings.AXES_FAILURE_LIMIT - 1):
+        response = attempt(path, "stella", "wrong", address="10.0.1.1")
         assert response.status_code == 200  # the form again, with its error
 
-    locked = attempt(path, "stella", "wrong", address="10.0.2.1")
+    locked = attempt(path, "stella", "wrong", address="10.0.1.1")
 
     assert locked.status_code == 429
     assert int(locked["Retry-After"]) == int(settings.AXES_COOLOFF_TIME.total_seconds())
     assert "Too many failed logins" in locked.content.decode()
-    # Locked: even the right password, from yet another address, waits out the cool-off.
-    assert attempt(path, "stella", "right-horse-battery", address="10.0.3.1").status_code == 429
-    # Another user is not locked.
-    assert attempt(path, "bob", "right-horse-battery", address="10.0.4.1").status_code == 302
+    # Locked: even the right password, from that address, waits out the cool-off.
+    assert attempt(path, "stella", "right-horse-battery", address="10.0.1.1").status_code == 429
+    # Another user from that address is not locked.
+    assert attempt(path, "bob", "right-horse-battery", address="10.0.1.1").status_code == 302
+
+
+@pytest.mark.parametrize("path", LOGINS)
+def test_failures_for_a_user_from_one_address_do_not_lock_it_out_from_another(
+    tenants: Tenants, passwords: None, path: str
+) -> None:
+    """Knowing a username is not enough to lock its owner out of the portal from anywhere."""
+    for _ in range(settings.AXES_FAILURE_LIMIT):
+        attempt(path, "stella", "wrong", address="10.6.6.6")
+    assert attempt(path, "stella", "right-horse-battery", address="10.6.6.6").status_code == 429
+
+    assert attempt(path, "stella", "right-horse-battery", address="10.0.3.1").status_code == 302
 
 
 @pytest.mark.parametrize("path", LOGINS)
 def test_repeated_failures_from_one_address_lock_it_out(tenants: Tenants, passwords: None, path: str) -> None:
-    for index in range(settings.AXES_FAILURE_LIMIT):
-        attempt(path, f"guess{index}", "wrong", address="10.9.9.9")
+    assert settings.FAIRSCHED_LOGIN_ADDRESS_FAILURES > settings.AXES_FAILURE_LIMIT
+    for index in range(settings.FAIRSCHED_LOGIN_ADDRESS_FAILURES - 1):
+        assert attempt(path, f"guess{index}", "wrong", address="10.9.9.9").status_code == 200
+    assert attempt(path, "bob", "right-horse-battery", address="10.9.9.9").status_code == 302
+    attempt(path, "bob", "wrong", address="10.9.9.8")  # another address's failure does not count here
 
+    locked = attempt(path, "guess-last", "wrong", address="10.9.9.9")
+
+    assert locked.status_code == 429
+    assert int(locked["Retry-After"]) == int(settings.AXES_COOLOFF_TIME.total_seconds())
+    assert f"or {settings.FAIRSCHED_LOGIN_ADDRESS_FAILURES} from this address" in locked.content.decode()
     assert attempt(path, "bob", "right-horse-battery", address="10.9.9.9").status_code == 429
     assert attempt(path, "bob", "right-horse-battery", address="10.9.9.10").status_code == 302
 
@@ -61,9 +81,9 @@ def test_repeated_failures_from_one_address_lock_it_out(tenants: Tenants, passwo
 def test_the_admin_and_portal_count_together(tenants: Tenants, passwords: None) -> None:
     """One attacker cannot double its guesses by alternating between the two forms."""
     for index in range(settings.AXES_FAILURE_LIMIT):
-        attempt(LOGINS[index % 2], "bob", "wrong", address=f"10.0.5.{index}")
+        attempt(LOGINS[index % 2], "bob", "wrong", address="10.0.5.1")
 
-    assert attempt("/accounts/login/", "bob", "right-horse-battery", address="10.0.6.1").status_code == 429
+    assert attempt("/accounts/login/", "bob", "right-horse-battery", address="10.0.5.1").status_code == 429
 
 
 def test_a_success_resets_the_count(tenants: Tenants, passwords: None) -> None:

@@ -33,6 +33,7 @@ from orgs.models import Membership
 from scheduling.services import scheduler_config_set
 from tests.database import database_url
 from tests.factories import MembershipFactory, OrgFactory, UserFactory, WorkflowFactory
+from tests.processes import end, start
 
 pytestmark = [pytest.mark.temporal, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 ROOT = Path(__file__).resolve().parents[1]
@@ -100,11 +101,9 @@ class Stack:
                 os.killpg(process.pid, signal.SIGTERM)
         codes = {}
         for name, process in self.processes.items():
-            try:
-                codes[name] = process.wait(STOP_SECONDS)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                codes[name] = process.wait()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(STOP_SECONDS)
+            codes[name] = end(process, grace=0)  # what is left of the group once its leader has exited
         return codes
 
 
@@ -135,9 +134,9 @@ def stack(temporal_settings: Any, tmp_path: Path) -> Iterator[Stack]:
             name = f"{kind}.{instance + 1}"
             logs.append(tmp_path / f"{name}.log")
             with logs[-1].open("wb") as sink:
-                processes[name] = subprocess.Popen(
+                processes[name] = start(
                     ["sh", "-c", command], cwd=ROOT, env={**env, "PORT": str(port + instance)},
-                    stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
+                    stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT,
                 )  # fmt: skip
     running = Stack(processes, logs, [f"http://127.0.0.1:{port + i}" for i in range(INSTANCES)], queue)
     try:

@@ -19,6 +19,7 @@ import pytest
 
 from fairsched.devservices import free_port
 from fairsched.launcher import procfile_commands
+from tests.processes import running
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN_DIR = Path(sys.executable).parent
@@ -48,17 +49,14 @@ def web_server(log: Path, **overrides: str) -> Iterator[tuple[subprocess.Popen[b
         "PYTHONUNBUFFERED": "1",
         **overrides,
     }
-    with log.open("wb") as sink:
-        server = subprocess.Popen(
+    with (
+        log.open("wb") as sink,
+        running(
             ["sh", "-c", procfile_commands()["web"]], cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT
-        )
-    try:
+        ) as server,
+    ):
         wait_for_text(log, "Started server process")
         yield server, port
-    finally:
-        if server.poll() is None:
-            server.kill()
-            server.wait()
 
 
 def slow_readyz(port: int, answer: dict[str, object]) -> threading.Thread:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from fairsched.devservices import ServiceError, free_port, port_accepts, wait_until
+from tests.processes import running
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
@@ -67,8 +68,9 @@ def daphne(env: Mapping[str, str], *, port: int | None = None, log_to: Path | No
     with tempfile.TemporaryDirectory(prefix="fairsched-live-") as tmp:
         full_env = {**os.environ, **env, "STATIC_ROOT": str(static_root), "PYTHONUNBUFFERED": "1"}
         log = log_to or Path(tmp) / "daphne.log"
-        with log.open("wb") as out:
-            proc = subprocess.Popen(
+        with (
+            log.open("wb") as out,
+            running(
                 [
                     str(Path(sys.executable).parent / "daphne"),
                     "-b",
@@ -81,17 +83,10 @@ def daphne(env: Mapping[str, str], *, port: int | None = None, log_to: Path | No
                 env=full_env,
                 stdout=out,
                 stderr=subprocess.STDOUT,
-            )
-            try:
-                _wait_for_port(port, proc, log)
-                yield f"http://127.0.0.1:{port}"
-            finally:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+            ) as proc,
+        ):
+            _wait_for_port(port, proc, log)
+            yield f"http://127.0.0.1:{port}"
 
 
 def launch_chromium(playwright: Any) -> Any:

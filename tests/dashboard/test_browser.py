@@ -25,6 +25,7 @@ from tests.dashboard.conftest import plan_queue
 from tests.dashboard.live import CHROMIUM, daphne, session_cookie
 from tests.database import database_url
 from tests.factories import ProviderFactory
+from tests.processes import service
 
 pytestmark = [
     pytest.mark.browser,
@@ -508,7 +509,7 @@ def test_the_page_reconnects_and_resyncs_after_a_redis_blip(
     django_db_setup: None, chromium: Any, tenants: Tenants, tmp_path: Path
 ) -> None:
     redis_port = free_port()
-    redis = start_redis(tmp_path, port=redis_port)
+    redis = service(start_redis(tmp_path, port=redis_port))
     redis_url = f"redis://127.0.0.1:{redis_port}/0"
     env = {"DATABASE_URL": database_url(), "REDIS_URL": redis_url, "CELERY_BROKER_URL": redis_url}
     try:
@@ -522,7 +523,7 @@ def test_the_page_reconnects_and_resyncs_after_a_redis_blip(
             page.wait_for_selector("body[data-live=reconnecting]", timeout=10_000)
             # Changed while the channel layer was down: only the resync after the reconnect shows it.
             org_services.org_hold(org=tenants.org_b, actor="user:test")
-            redis = start_redis(tmp_path, port=redis_port)
+            redis = service(start_redis(tmp_path, port=redis_port))
             page.wait_for_selector("body[data-live=live]", timeout=20_000)
             page.wait_for_function(
                 "() => document.querySelector('tr[data-org=\"beta\"] [data-hold]')?.textContent === 'Release'",

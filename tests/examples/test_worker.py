@@ -34,6 +34,7 @@ from scheduling.replan import plan_refresh
 from scheduling.temporal.client import describe_workflow, temporal_call
 from tests.admin_helpers import change_form_data
 from tests.factories import MembershipFactory, OrgFactory, ProviderFactory, UserFactory
+from tests.processes import end, start
 
 EXAMPLE = REPO_ROOT / "examples" / "worker.py"
 WORKFLOW_TYPE = "example.render"
@@ -67,7 +68,7 @@ def _passes_driven_by_the_test(monkeypatch: pytest.MonkeyPatch) -> None:
 def running_example(address: str, task_queue: str, cwd: Path) -> Iterator[subprocess.Popen[str]]:
     """`python -I examples/worker.py` polling `task_queue`, from when it polls; stopped with SIGTERM
     after (unless the test killed it), which it must answer by exiting 0."""
-    worker = subprocess.Popen(
+    worker = start(
         [sys.executable, "-I", str(EXAMPLE), "--address", address, "--task-queue", task_queue],
         cwd=cwd,
         stdout=subprocess.PIPE,
@@ -80,9 +81,14 @@ def running_example(address: str, task_queue: str, cwd: Path) -> Iterator[subpro
         assert first.strip() == f"polling {task_queue}", first + worker.stdout.read()
         yield worker
     finally:
-        if worker.poll() is None:  # not killed by the test
+        stopped_here = worker.poll() is None  # not killed by the test
+        if stopped_here:
             worker.send_signal(signal.SIGTERM)
-            assert worker.wait(WORKER_START_SECONDS) == 0
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                worker.wait(WORKER_START_SECONDS)
+        status = end(worker)
+        if stopped_here:
+            assert status == 0
 
 
 @pytest.fixture

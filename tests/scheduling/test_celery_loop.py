@@ -22,6 +22,8 @@ from scheduling.services import scheduler_config_set
 from scheduling.temporal.client import describe_workflow
 from tests.database import database_url
 from tests.factories import OrgFactory, WorkflowFactory
+from tests.processes import end
+from tests.processes import start as start_process
 
 pytestmark = [pytest.mark.temporal, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,11 +44,11 @@ def celery_worker(temporal_settings: Any, tmp_path: Path) -> Iterator[Callable[[
 
     def start() -> subprocess.Popen[bytes]:
         log = (tmp_path / f"worker{len(children)}.log").open("wb")
-        child = subprocess.Popen(
+        child = start_process(
             [sys.executable, "-m", "celery", "-A", "fairsched", "worker", "-B", "--concurrency", "2",
              "--loglevel", "INFO", "--schedule", str(tmp_path / "beat-schedule"), "-Q", "celery",
              "--without-gossip", "--without-mingle"],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
         children.append(child)
         return child
@@ -54,12 +56,7 @@ def celery_worker(temporal_settings: Any, tmp_path: Path) -> Iterator[Callable[[
     _purge_broker()
     yield start
     for child in children:
-        if child.poll() is None:
-            os.killpg(child.pid, signal.SIGTERM)
-            try:
-                child.wait(15)
-            except subprocess.TimeoutExpired:
-                os.killpg(child.pid, signal.SIGKILL)
+        end(child, grace=15)
     _purge_broker()
 
 

@@ -22,6 +22,7 @@ from scheduling.temporal.connection import (
     connect_arguments,
     connect_client,
 )
+from tests.processes import service
 
 
 def test_plain_connection_has_no_tls_and_no_key() -> None:
@@ -117,7 +118,7 @@ async def test_start_up_waits_for_a_server_that_comes_up_later(caplog: pytest.Lo
     while not any("not reachable (attempt 1)" in record.getMessage() for record in caplog.records):
         assert not connecting.done()
         await asyncio.sleep(0.1)
-    server = await asyncio.to_thread(start_temporal, port=port)
+    server = service(await asyncio.to_thread(start_temporal, port=port))
     try:
         client = await connecting
         assert await client.service_client.check_health()

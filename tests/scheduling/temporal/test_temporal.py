@@ -35,6 +35,7 @@ from scheduling.temporal.client import (
 )
 from scheduling.temporal.worker import RECONCILE_HINT_TASK
 from scheduling.temporal.workflows import DEMO_WORKFLOW_TYPE, WORKER_LOSS_RETRY
+from tests.processes import end, service, start
 from tests.temporal_server import WorkerThread
 
 T = TypeVar("T")
@@ -388,8 +389,14 @@ def test_forked_child_connects_afresh(temporal_worker: str) -> None:
     answers = context.Queue()
     child = context.Process(target=_forked_child, args=(workflow_id, answers))
     child.start()
-    answer = answers.get(timeout=WAIT_SECONDS)
-    child.join(WAIT_SECONDS)
+    try:
+        answer = answers.get(timeout=WAIT_SECONDS)
+        child.join(WAIT_SECONDS)
+    finally:
+        # A forked child shares pytest's process group (tests.processes cannot end it as a group).
+        if child.is_alive():
+            child.kill()
+            child.join()
 
     assert answer == {
         "run_id": run_id,
@@ -405,7 +412,7 @@ def test_forked_child_connects_afresh(temporal_worker: str) -> None:
 
 @pytest.mark.temporal
 def test_worker_command_hints_celery_and_stops_on_sigterm(temporal_settings: Any, tmp_path: Path) -> None:
-    broker = start_redis(tmp_path)
+    broker = service(start_redis(tmp_path))
     queue = f"fairsched-command-{uuid.uuid4().hex[:8]}"
     env = {
         **os.environ,
@@ -415,7 +422,7 @@ def test_worker_command_hints_celery_and_stops_on_sigterm(temporal_settings: Any
         "CELERY_BROKER_URL": broker.value,
         "PYTHONUNBUFFERED": "1",
     }
-    command = subprocess.Popen(
+    command = start(
         [sys.executable, "manage.py", "temporal_worker", "--task-queue", queue],
         cwd=REPO_ROOT,
         env=env,
@@ -431,8 +438,11 @@ def test_worker_command_hints_celery_and_stops_on_sigterm(temporal_settings: Any
         assert headers[0]["eta"] is not None
     finally:
         command.send_signal(signal.SIGTERM)
-        output, _ = command.communicate(timeout=WAIT_SECONDS)
-        broker.stop()
+        try:
+            output, _ = command.communicate(timeout=WAIT_SECONDS)
+        finally:
+            end(command)
+            broker.stop()
         print(output.decode())  # pytest shows it when the test fails
 
     assert command.returncode == 0, output.decode()

@@ -4,6 +4,7 @@ folder's conftest)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from fairsched.devservices import REPO_ROOT
+from tests.processes import end, start
 
 
 @dataclass(frozen=True)
@@ -40,7 +42,7 @@ class BackgroundRun:
 
     def start(self) -> None:
         with (self.folder / "stderr.log").open("wb") as stderr:
-            self._process = subprocess.Popen(
+            self._process = start(
                 [sys.executable, "-m", "tools.loadtest.runner", *self.spec.args, "--drain-timeout", "90",
                  "--out", str(self.out)],
                 cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=stderr,
@@ -56,6 +58,7 @@ class BackgroundRun:
             self._timed_out = True
             self.stop()
         finally:
+            end(self._process, grace=0)  # what is left of its group once it has exited
             self._ended.set()
 
     def cancel(self) -> None:
@@ -68,11 +71,9 @@ class BackgroundRun:
         if process is None or process.poll() is not None:
             return
         process.send_signal(signal.SIGTERM)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        end(process, grace=0)
 
     def log(self) -> dict[str, Any]:
         """The event log, once the run has ended; fails with the runner's last output if it failed."""
