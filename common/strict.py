@@ -319,14 +319,15 @@ def _with_children(
 
 # Query parameters ------------------------------------------------------------------------------------
 
-# What every paginated list takes besides its filters (`common.api.CursorPagination`).
-PAGINATION_PARAMETERS = frozenset({"cursor", "page_size"})
+# What every paginated list takes besides its filters: the paginator's (`common.api.CursorPagination`)
+# and DRF's renderer choice (`?format=api` opens the browsable page, `?format=json` the JSON).
+PAGINATION_PARAMETERS = frozenset({"cursor", "page_size", "format"})
 
 
 class StrictQuerySerializer(serializers.Serializer[Any]):
     """A list's query parameters: each filter is a field, given at most once; an unknown parameter is
     refused by name, as is a repeated one (a filter of several values takes them with commas:
-    `CommaChoiceField`). Pagination's own parameters are left to the paginator."""
+    `CommaChoiceField`). Pagination's own parameters and `format` are left to DRF."""
 
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, QueryDict):
