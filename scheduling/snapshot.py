@@ -147,7 +147,7 @@ class Durations:
     @classmethod
     def load(cls, *, org_id: int | None = None, workflow_ids: Collection[int] | None = None) -> Durations:
         """Every statistic; or, given an org and workflows, only those that `of` needs for them."""
-        pair: dict[tuple[int, int], _Sums] = {}
+        pair: dict[tuple[int, int], core_durations.DurationState] = {}
         by_org: dict[int, _Sums] = defaultdict(_Sums)
         by_workflow: dict[int, _Sums] = defaultdict(_Sums)
         population = _Sums()
@@ -155,20 +155,25 @@ class Durations:
         if workflow_ids is not None:
             stats = stats.filter(Q(workflow_id__in=list(workflow_ids)) | Q(org_id=org_id))
         for stat in stats:
-            pair[(stat.org_id, stat.workflow_id)] = _Sums()
-            for sums in (pair[(stat.org_id, stat.workflow_id)], by_org[stat.org_id], by_workflow[stat.workflow_id]):
+            pair[(stat.org_id, stat.workflow_id)] = duration_state(stat)
+            for sums in (by_org[stat.org_id], by_workflow[stat.workflow_id], population):
                 sums.add(stat)
-            population.add(stat)
         default_spread = population.spread()
         if default_spread is None:
             default_spread = float(settings.FAIRSCHED_DEFAULT_DURATION_SPREAD)
         return cls(
-            pair={key: sums.mean_sigma(default_spread) for key, sums in pair.items()},
+            pair={key: _pair_estimate(state, default_spread) for key, state in pair.items()},
             by_org={key: sums.mean_sigma(default_spread) for key, sums in by_org.items()},
             by_workflow={key: sums.mean_sigma(default_spread) for key, sums in by_workflow.items()},
             default=float(settings.FAIRSCHED_DEFAULT_DURATION),
             default_spread=default_spread,
         )
+
+
+def _pair_estimate(state: core_durations.DurationState, unknown_spread: float) -> tuple[float, float]:
+    """(mean seconds, log sigma) of a pair by the pure rule, the sigma `unknown_spread` under two runs."""
+    sigma = state.log_sigma
+    return state.mean_seconds, unknown_spread if sigma is None else sigma
 
 
 @dataclass
