@@ -10,16 +10,16 @@ WARMUP_RUNS runs are known (before, against the workflow's runs over every org i
    the streak.
 2. A run more than HOLD_SIGMAS spreads away is held out of the means: it only counts in the streak.
    One that ran across an outage of the workers says nothing of the next runs, and once the streak
-   ends it is forgotten (added even clipped, one such run moved the mean of ten runs by 13%).
+   ends it is forgotten (added, even clipped, it moved the mean of a young pair by a tenth).
 3. CHANGE_RUNS runs in a row on one side are a lasting change, not outliers: the mean jumps to those
    runs (the state restarts from them, keeping its spread), so a workflow that became 4x slower is
    learned within a few runs instead of a memory of clipped ones.
 4. Any other run is added with its weight.
 
-Why a streak and not a wider clip: three runs in a row on one side beyond two spreads are rare for
-a steady pair (about 1e-5 for lognormal runs), while a lasting change of 2x or more lies beyond two
+Why a streak and not a wider clip: four runs in a row on one side beyond 1.5 spreads are rare for a
+steady pair (about 2e-5 for lognormal runs), while a lasting change of 2x or more lies beyond 1.5
 spreads of any pair whose spread is within SIGMA_FLOOR; a smaller drift is followed by the fading
-memory. Holding out runs beyond three spreads cuts a lognormal pair's tail by 0.3% of its runs,
+memory. Holding out runs beyond three spreads cuts 0.3% of a lognormal pair's runs from its tail,
 which lowers its learned spread by about 1.5%. The figures are in bench/bench_durations.py.
 """
 
@@ -31,8 +31,8 @@ from dataclasses import dataclass, replace
 DURATION_MEMORY = 50
 WARMUP_RUNS = 5
 HOLD_SIGMAS = 3.0
-CHANGE_SIGMAS = 2.0
-CHANGE_RUNS = 3
+CHANGE_SIGMAS = 1.5
+CHANGE_RUNS = 4
 SIGMA_FLOOR = 0.3
 MIN_SECONDS = 0.001
 

@@ -53,7 +53,7 @@ def test_a_young_pair_is_clipped_against_its_workflow_over_every_org(tenants: Te
         duration_record(org_id=tenants.org_b.pk, workflow_id=tenants.workflow.pk, seconds=seconds)
     stat = record(tenants, [8.0, 610.0])
     assert stat.mean == pytest.approx(8.0, rel=0.25)
-    assert stat.count == 1  # the far run is held out: a lasting change would take two more like it
+    assert stat.count == 1  # the far run is held out: a lasting change would take three more like it
     assert stat.streak == 1
 
 

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduling.core.durations import (
+    CHANGE_RUNS,
     DURATION_MEMORY,
     DurationState,
     duration_estimate,
@@ -80,7 +81,7 @@ def test_the_state_stays_sound_on_any_runs(durations: list[float]) -> None:
     assert 0 < state.count <= DURATION_MEMORY
     assert estimate[0] > 0
     assert estimate[1] >= 0
-    assert abs(state.streak) < 3
+    assert abs(state.streak) < CHANGE_RUNS
 
 
 def test_nothing_is_estimated_before_the_first_run() -> None:
