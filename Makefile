@@ -35,6 +35,7 @@ bench: venv
 	$(PY) bench/bench_replan_plan.py
 	$(PY) bench/bench_what_if.py
 	$(PY) bench/bench_reconcile.py
+	$(PY) bench/bench_durations.py
 	$(PY) bench/bench_fair_service.py
 	$(PY) bench/bench_latency.py
 	$(PY) bench/bench_api.py

@@ -249,9 +249,10 @@ class ChartEvent(models.Model):
 
 
 class DurationStat(models.Model):
-    """Sums of finished run durations for one (org, workflow), for their mean and lognormal spread:
-    `count` runs' worth, the older runs faded and the outliers clipped as `duration_record` adds
-    them (scheduling.reconcile)."""
+    """What the ETAs learned of one (org, workflow)'s finished runs, the state of the pure rule
+    `scheduling.core.durations.duration_learn` (`duration_record` in scheduling.reconcile applies it):
+    the fading means kept as `count` runs' worth of sums (so that pairs pool by adding them), and the
+    streak of the latest runs outside the pair's usual band with their raw sums."""
 
     org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="duration_stats")
     workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="duration_stats")
@@ -259,6 +260,9 @@ class DurationStat(models.Model):
     total_seconds = models.FloatField(default=0.0)
     sum_log = models.FloatField(default=0.0)
     sum_log_sq = models.FloatField(default=0.0)
+    streak = models.IntegerField(default=0)
+    streak_seconds = models.FloatField(default=0.0)
+    streak_sum_log = models.FloatField(default=0.0)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

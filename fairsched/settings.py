@@ -245,6 +245,9 @@ TEMPORAL_WORKER_SHUTDOWN_SECONDS = env_float("TEMPORAL_WORKER_SHUTDOWN_SECONDS",
 
 # Fallback expected duration of a chart (seconds) when no run of its org or workflow has finished yet.
 FAIRSCHED_DEFAULT_DURATION = env_float("FAIRSCHED_DEFAULT_DURATION", 60.0)
+# Spread (log-sigma) of that fallback duration while no pair has two finished runs; once some have,
+# the spread pooled over every pair's runs is used instead. The ETA band widens by it.
+FAIRSCHED_DEFAULT_DURATION_SPREAD = env_positive("FAIRSCHED_DEFAULT_DURATION_SPREAD", 0.5)
 # Seconds a workflow run may take when its workflow sets no run timeout: Temporal's execution timeout.
 FAIRSCHED_RUN_TIMEOUT = int(env_positive("FAIRSCHED_RUN_TIMEOUT", 86400, whole=True))
 # Seconds a cancelled chart's workflow has to close after its cancel request before it is terminated.

@@ -30,7 +30,9 @@ from common.events import changed
 from orgs.models import Org, Provider
 from orgs.services import provider_get_or_create, provider_throttle_record
 from scheduling import metrics
+from scheduling.core.durations import WARMUP_RUNS, duration_learn
 from scheduling.models import SchedulerConfig
+from scheduling.snapshot import DURATION_STATE_FIELDS, duration_state, duration_state_write
 from scheduling.temporal.client import (
     WorkflowOutcome,
     cancel_workflow,
@@ -245,60 +247,31 @@ def retry_delay(*, attempt: int, base: float, ceiling: float, rng: random.Random
     return timedelta(seconds=raw * (0.5 + 0.5 * (rng or random).random()))
 
 
-# How the learned durations weigh runs (`duration_record`). Beyond DURATION_MEMORY runs of a pair the
-# older ones fade: each new run weighs 1/DURATION_MEMORY of what is learned. Once CLIP_FROM_RUNS runs are
-# known, a run is taken at most CLIP_SIGMAS learned spreads of log-duration (never fewer than
-# CLIP_SIGMA_FLOOR, e^0.9 = 2.5x) from the pair's geometric mean.
-DURATION_MEMORY = 100
-CLIP_FROM_RUNS = 5
-CLIP_SIGMAS = 3.0
-CLIP_SIGMA_FLOOR = 0.3
-
-
 def duration_record(*, org_id: int, workflow_id: int, seconds: float) -> None:
     """Add one finished run to the (org, workflow) statistics the ETAs learn from.
 
     1. Lock the pair's row (made at its first run), so that two passes never add over each other.
-    2. Clip a run far outside what the pair's runs take (its workflow's over every org while the pair
-       has few), in log space (see CLIP_SIGMAS): one that ran across an outage of the workers, or
-       waited on a stalled service, says nothing of the next runs, and taken whole it moved every
-       ETA of the queue (a 610 s run among 8 s ones made the mean of a dozen runs 54 s). A lasting
-       change still comes through: each clipped run moves the mean and widens the spread, so the
-       clip follows within a memory of runs.
-    3. Fade the older runs: with DURATION_MEMORY runs known, the sums are scaled to one run fewer's
-       worth before this one is added (an exponential forgetting, whose `count` stays the number of
-       runs the sums are worth), so a workflow that has become slower or faster is learned anew.
+    2. While the pair has few runs, read its workflow's over every org: what it usually takes, to tell
+       an outlier by (a run across an outage of the workers made the mean of a dozen 8 s runs 54 s).
+    3. Apply the pure rule (`core.durations.duration_learn`: outliers clipped, a lasting change
+       followed within a few runs, older runs fading) to the row's state and write it back.
     """
-    seconds = max(seconds, 0.001)
-    log = math.log(seconds)
     with transaction.atomic():
         stat, _ = DurationStat.objects.select_for_update().get_or_create(org_id=org_id, workflow_id=workflow_id)
-        if (usual := _usual_log_duration(stat)) is not None:
-            mean_log, spread = usual
-            reach = CLIP_SIGMAS * max(spread, CLIP_SIGMA_FLOOR)
-            if abs(log - mean_log) > reach:
-                log = mean_log + math.copysign(reach, log - mean_log)
-                seconds = math.exp(log)
-        kept = min(stat.count, DURATION_MEMORY - 1)
-        scale = kept / stat.count if stat.count else 0.0
-        stat.count = kept + 1
-        stat.total_seconds = stat.total_seconds * scale + seconds
-        stat.sum_log = stat.sum_log * scale + log
-        stat.sum_log_sq = stat.sum_log_sq * scale + log * log
-        stat.save(update_fields=["count", "total_seconds", "sum_log", "sum_log_sq", "updated_at"])
+        state = duration_state(stat)
+        usual = _workflow_log_duration(workflow_id) if state.count < WARMUP_RUNS else None
+        duration_state_write(stat, duration_learn(state, seconds, usual=usual))
+        stat.save(update_fields=[*DURATION_STATE_FIELDS, "updated_at"])
 
 
-def _usual_log_duration(stat: DurationStat) -> tuple[float, float] | None:
-    """(mean, spread) of log-duration that a run of `stat`'s pair is clipped against: the pair's own
-    once it has CLIP_FROM_RUNS runs, else its workflow's over every org (the durations' fallback), else
-    None: too little is known to tell an outlier."""
-    count, sum_log, sum_log_sq = stat.count, stat.sum_log, stat.sum_log_sq
-    if count < CLIP_FROM_RUNS:
-        pooled = DurationStat.objects.filter(workflow_id=stat.workflow_id).aggregate(
-            count=Sum("count"), sum_log=Sum("sum_log"), sum_log_sq=Sum("sum_log_sq")
-        )
-        count, sum_log, sum_log_sq = pooled["count"] or 0, pooled["sum_log"], pooled["sum_log_sq"]
-    if count < CLIP_FROM_RUNS:
+def _workflow_log_duration(workflow_id: int) -> tuple[float, float] | None:
+    """(mean, spread) of log-duration of the workflow's runs over every org, or None under
+    WARMUP_RUNS runs: too little is known to tell an outlier."""
+    pooled = DurationStat.objects.filter(workflow_id=workflow_id).aggregate(
+        count=Sum("count"), sum_log=Sum("sum_log"), sum_log_sq=Sum("sum_log_sq")
+    )
+    count, sum_log, sum_log_sq = pooled["count"] or 0, pooled["sum_log"], pooled["sum_log_sq"]
+    if count < WARMUP_RUNS:
         return None
     return sum_log / count, log_spread(count=count, sum_log=sum_log, sum_log_sq=sum_log_sq) or 0.0
 

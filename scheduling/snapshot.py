@@ -52,6 +52,7 @@ from charts.models import (
 )
 from orgs.models import Org, ProviderPause, Workflow, WorkflowCost
 from scheduling import copy_binary, core, packed_rows
+from scheduling.core import durations as core_durations
 from scheduling.core import service as core_service
 from scheduling.core.planner import cyclic_gc_paused
 from scheduling.models import SchedulerConfig
@@ -76,54 +77,108 @@ def to_datetime(seconds: float | None) -> datetime | None:
     return None if seconds is None else datetime.fromtimestamp(seconds, tz=UTC)
 
 
+# The DurationStat fields that hold a pair's `core.durations.DurationState` (`duration_state_write`).
+DURATION_STATE_FIELDS = (
+    "count",
+    "total_seconds",
+    "sum_log",
+    "sum_log_sq",
+    "streak",
+    "streak_seconds",
+    "streak_sum_log",
+)
+
+
+def duration_state(stat: DurationStat) -> core_durations.DurationState:
+    """The pure rule's state of a pair's row: its fading means, kept as `count` runs' worth of sums."""
+    if stat.count == 0:
+        return core_durations.DurationState()
+    mean_log = stat.sum_log / stat.count
+    return core_durations.DurationState(
+        count=stat.count,
+        mean_seconds=stat.total_seconds / stat.count,
+        mean_log=mean_log,
+        var_log=max(0.0, stat.sum_log_sq / stat.count - mean_log * mean_log),
+        streak=stat.streak,
+        streak_seconds=stat.streak_seconds,
+        streak_log=stat.streak_sum_log,
+    )
+
+
+def duration_state_write(stat: DurationStat, state: core_durations.DurationState) -> None:
+    """Set `stat`'s DURATION_STATE_FIELDS to `state` (the caller saves them)."""
+    stat.count = state.count
+    stat.total_seconds = state.count * state.mean_seconds
+    stat.sum_log = state.count * state.mean_log
+    stat.sum_log_sq = state.count * (state.var_log + state.mean_log * state.mean_log)
+    stat.streak = state.streak
+    stat.streak_seconds = state.streak_seconds
+    stat.streak_sum_log = state.streak_log
+
+
 @dataclass(frozen=True)
 class Durations:
     """Expected run time of a chart by (org, workflow), with the learned spread of log(duration).
 
     The mean falls back from the (org, workflow) to the org's runs, then the workflow's, then the
-    configured default; the spread (log sigma) follows the same chain and is 0 where nothing is known.
+    configured default; the spread (log sigma) follows the same chain, and where a level knows too
+    little for one (nothing, or a single run) it is `default_spread`: the spread pooled over every
+    pair loaded when they hold two runs or more, else FAIRSCHED_DEFAULT_DURATION_SPREAD. So the ETA
+    band of a chart is widest where least is known, never collapsed.
     """
 
     pair: dict[tuple[int, int], tuple[float, float]]
     by_org: dict[int, tuple[float, float]]
     by_workflow: dict[int, tuple[float, float]]
     default: float
+    default_spread: float
 
     def of(self, org_id: int | None, workflow_id: int) -> tuple[float, float]:
         """(mean seconds, log sigma) for a chart of this org and workflow (no org: any org's)."""
         if org_id is None:
-            return self.by_workflow.get(workflow_id) or (self.default, 0.0)
+            return self.by_workflow.get(workflow_id) or (self.default, self.default_spread)
         return (
             self.pair.get((org_id, workflow_id))
             or self.by_org.get(org_id)
             or self.by_workflow.get(workflow_id)
-            or (self.default, 0.0)
+            or (self.default, self.default_spread)
         )
 
     @classmethod
     def load(cls, *, org_id: int | None = None, workflow_ids: Collection[int] | None = None) -> Durations:
         """Every statistic; or, given an org and workflows, only those that `of` needs for them."""
-        pair: dict[tuple[int, int], tuple[float, float]] = {}
+        pair: dict[tuple[int, int], core_durations.DurationState] = {}
         by_org: dict[int, _Sums] = defaultdict(_Sums)
         by_workflow: dict[int, _Sums] = defaultdict(_Sums)
+        population = _Sums()
         stats = DurationStat.objects.filter(count__gt=0)
         if workflow_ids is not None:
             stats = stats.filter(Q(workflow_id__in=list(workflow_ids)) | Q(org_id=org_id))
         for stat in stats:
-            pair[(stat.org_id, stat.workflow_id)] = (stat.total_seconds / stat.count, stat.log_sigma or 0.0)
-            by_org[stat.org_id].add(stat)
-            by_workflow[stat.workflow_id].add(stat)
+            pair[(stat.org_id, stat.workflow_id)] = duration_state(stat)
+            for sums in (by_org[stat.org_id], by_workflow[stat.workflow_id], population):
+                sums.add(stat)
+        default_spread = population.spread()
+        if default_spread is None:
+            default_spread = float(settings.FAIRSCHED_DEFAULT_DURATION_SPREAD)
         return cls(
-            pair=pair,
-            by_org={key: sums.mean_sigma() for key, sums in by_org.items()},
-            by_workflow={key: sums.mean_sigma() for key, sums in by_workflow.items()},
+            pair={key: _pair_estimate(state, default_spread) for key, state in pair.items()},
+            by_org={key: sums.mean_sigma(default_spread) for key, sums in by_org.items()},
+            by_workflow={key: sums.mean_sigma(default_spread) for key, sums in by_workflow.items()},
             default=float(settings.FAIRSCHED_DEFAULT_DURATION),
+            default_spread=default_spread,
         )
+
+
+def _pair_estimate(state: core_durations.DurationState, unknown_spread: float) -> tuple[float, float]:
+    """(mean seconds, log sigma) of a pair by the pure rule, the sigma `unknown_spread` under two runs."""
+    sigma = state.log_sigma
+    return state.mean_seconds, unknown_spread if sigma is None else sigma
 
 
 @dataclass
 class _Sums:
-    """Pooled duration sums of several (org, workflow) statistics."""
+    """Pooled duration sums of one or several (org, workflow) statistics."""
 
     count: int = 0
     total: float = 0.0
@@ -136,9 +191,13 @@ class _Sums:
         self.sum_log += stat.sum_log
         self.sum_log_sq += stat.sum_log_sq
 
-    def mean_sigma(self) -> tuple[float, float]:
-        spread = log_spread(count=self.count, sum_log=self.sum_log, sum_log_sq=self.sum_log_sq)
-        return self.total / self.count, spread or 0.0
+    def spread(self) -> float | None:
+        return log_spread(count=self.count, sum_log=self.sum_log, sum_log_sq=self.sum_log_sq)
+
+    def mean_sigma(self, unknown_spread: float) -> tuple[float, float]:
+        """(mean seconds, log sigma), the sigma `unknown_spread` under two runs."""
+        spread = self.spread()
+        return self.total / self.count, unknown_spread if spread is None else spread
 
 
 @dataclass(frozen=True)

@@ -521,3 +521,15 @@ def test_a_claim_during_a_replan_s_swap_does_not_deadlock_with_it(
     claimed = Chart.objects.get(pk=chart.pk)
     assert claimed.state == ChartState.DISPATCHING
     assert Org.objects.get(pk=acme.pk).served == pytest.approx(acme.served + 0.5)
+
+
+def test_a_chart_of_a_workflow_never_seen_gets_a_band(settings: Any) -> None:
+    """Nothing has finished anywhere: the default duration carries FAIRSCHED_DEFAULT_DURATION_SPREAD."""
+    settings.FAIRSCHED_DEFAULT_DURATION_SPREAD = 0.5
+    scheduler_config_set(actor=ACTOR, budget=1)
+    WorkflowFactory(name="new")
+    org = OrgFactory(slug="acme")
+    chart_submit_bulk(org=org, items=[Submission("new", f"n{i}") for i in range(2)], actor=ACTOR)
+    plan_refresh()
+    for chart in Chart.objects.all():
+        assert chart.eta_low < chart.eta < chart.eta_high  # type: ignore[attr-defined]

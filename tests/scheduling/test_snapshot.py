@@ -408,3 +408,21 @@ def test_charts_read_in_halves_come_in_the_order_of_their_ids(monkeypatch: pytes
     assert charts.created.tolist() == [
         to_seconds(created) for created in Chart.objects.order_by("id").values_list("created_at", flat=True)
     ]
+
+
+def test_unknown_durations_take_the_spread_pooled_over_every_pair(tenants: Tenants, settings: Any) -> None:
+    """A workflow never seen, and a pair of a single run, are as spread as every pair's runs pooled;
+    with no pair of two runs, the configured FAIRSCHED_DEFAULT_DURATION_SPREAD."""
+    settings.FAIRSCHED_DEFAULT_DURATION_SPREAD = 0.7
+    once, never = WorkflowFactory(name="once"), WorkflowFactory(name="never")
+    duration_record(org_id=tenants.org_a.pk, workflow_id=once.pk, seconds=10)
+    assert Durations.load().of(tenants.org_a.pk, once.pk) == (10.0, 0.7)
+    assert Durations.load().of(None, never.pk) == (settings.FAIRSCHED_DEFAULT_DURATION, 0.7)
+    for seconds in (40, 60, 90):
+        duration_record(org_id=tenants.org_b.pk, workflow_id=tenants.workflow.pk, seconds=seconds)
+    logs = [math.log(seconds) for seconds in (10, 40, 60, 90)]
+    centre = sum(logs) / len(logs)
+    pooled = math.sqrt(sum((log - centre) ** 2 for log in logs) / len(logs))
+    durations = Durations.load()
+    assert durations.of(tenants.org_a.pk, once.pk) == pytest.approx((10.0, pooled))
+    assert durations.of(None, never.pk) == pytest.approx((settings.FAIRSCHED_DEFAULT_DURATION, pooled))

@@ -1,0 +1,113 @@
+"""How the ETAs learn a pair's run durations: one pure rule, `duration_learn`, from finished runs.
+
+The state of an (org, workflow) pair is a fading mean of the run seconds, a fading mean and variance
+of log(seconds), and the streak of the latest runs outside the pair's usual band. A run is weighed
+1 / min(runs known, DURATION_MEMORY), so older runs fade once DURATION_MEMORY are known. Once
+WARMUP_RUNS runs are known (before, against the workflow's runs over every org if given):
+
+1. A run more than CHANGE_SIGMAS spreads of log-duration from the mean (never under SIGMA_FLOOR)
+   joins the streak of its side (above or below); a run inside the band, or on the other side, ends
+   the streak.
+2. A run more than HOLD_SIGMAS spreads away is held out of the means: it only counts in the streak.
+   One that ran across an outage of the workers says nothing of the next runs, and once the streak
+   ends it is forgotten (added, even clipped, it moved the mean of a young pair by a tenth).
+3. CHANGE_RUNS runs in a row on one side are a lasting change, not outliers: the mean jumps to those
+   runs (the state restarts from them, keeping its spread), so a workflow that became 4x slower is
+   learned within a few runs instead of a memory of clipped ones.
+4. Any other run is added with its weight.
+
+Why a streak and not a wider clip: four runs in a row on one side beyond 1.5 spreads are rare for a
+steady pair (about 2e-5 for lognormal runs), while a lasting change of 2x or more lies beyond 1.5
+spreads of any pair whose spread is within SIGMA_FLOOR; a smaller drift is followed by the fading
+memory. Holding out runs beyond three spreads cuts 0.3% of a lognormal pair's runs from its tail,
+which lowers its learned spread by about 1.5%. The figures are in bench/bench_durations.py.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+DURATION_MEMORY = 50
+WARMUP_RUNS = 5
+HOLD_SIGMAS = 3.0
+CHANGE_SIGMAS = 1.5
+CHANGE_RUNS = 4
+SIGMA_FLOOR = 0.3
+MIN_SECONDS = 0.001
+
+
+@dataclass(frozen=True)
+class DurationState:
+    """What is kept of one pair's runs: `count` runs' worth of fading means, and the streak of the
+    latest runs beyond the change band (`streak` > 0 above, < 0 below; their raw sums alongside)."""
+
+    count: int = 0
+    mean_seconds: float = 0.0
+    mean_log: float = 0.0
+    var_log: float = 0.0
+    streak: int = 0
+    streak_seconds: float = 0.0
+    streak_log: float = 0.0
+
+    @property
+    def log_sigma(self) -> float | None:
+        """Standard deviation of log(duration); None under two runs."""
+        return math.sqrt(max(0.0, self.var_log)) if self.count >= 2 else None
+
+
+def duration_estimate(state: DurationState) -> tuple[float, float] | None:
+    """(mean seconds, log sigma) that the ETAs use for the pair; None before its first run."""
+    if state.count == 0:
+        return None
+    return state.mean_seconds, state.log_sigma or 0.0
+
+
+def duration_learn(state: DurationState, seconds: float, *, usual: tuple[float, float] | None = None) -> DurationState:
+    """The state after one more finished run of `seconds` (steps 1 to 4 in the module's docstring).
+
+    `usual` is the (mean, sigma) of log-duration to tell outliers by while the pair has fewer than
+    WARMUP_RUNS runs (its workflow's over every org); without it a young pair takes runs as they are.
+    """
+    seconds = max(seconds, MIN_SECONDS)
+    log = math.log(seconds)
+    band = _band(state, usual)
+    streak, streak_seconds, streak_log = 0, 0.0, 0.0
+    if band is not None:
+        mean_log, sigma = band
+        distance = log - mean_log
+        if abs(distance) > CHANGE_SIGMAS * sigma:
+            side = 1 if distance > 0 else -1
+            if state.streak * side > 0:
+                streak, streak_seconds, streak_log = state.streak + side, state.streak_seconds, state.streak_log
+            else:
+                streak = side
+            streak_seconds, streak_log = streak_seconds + seconds, streak_log + log
+            if abs(streak) >= CHANGE_RUNS:
+                runs = abs(streak)
+                return DurationState(
+                    count=runs, mean_seconds=streak_seconds / runs, mean_log=streak_log / runs, var_log=state.var_log
+                )
+        if abs(distance) > HOLD_SIGMAS * sigma:
+            return replace(state, streak=streak, streak_seconds=streak_seconds, streak_log=streak_log)
+    weight = 1.0 / min(state.count + 1, DURATION_MEMORY)
+    delta = log - state.mean_log
+    return replace(
+        state,
+        count=min(state.count + 1, DURATION_MEMORY),
+        mean_seconds=state.mean_seconds + weight * (seconds - state.mean_seconds),
+        mean_log=state.mean_log + weight * delta,
+        var_log=(1.0 - weight) * (state.var_log + weight * delta * delta),
+        streak=streak,
+        streak_seconds=streak_seconds,
+        streak_log=streak_log,
+    )
+
+
+def _band(state: DurationState, usual: tuple[float, float] | None) -> tuple[float, float] | None:
+    """(mean, sigma floored) of log-duration that a run is measured against, or None: too little known."""
+    if state.count >= WARMUP_RUNS:
+        return state.mean_log, max(state.log_sigma or 0.0, SIGMA_FLOOR)
+    if usual is not None:
+        return usual[0], max(usual[1], SIGMA_FLOOR)
+    return None
