@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("charts", "0010_durationstat_verbose_name"),
+        ("charts", "0011_chart_updated_at_idx"),
     ]
 
     operations = [
