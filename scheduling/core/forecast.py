@@ -45,6 +45,7 @@ from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import islice
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -478,14 +479,76 @@ def _normal_cdf(z: NDArray[np.float64]) -> NDArray[np.float64]:
     return np.where(z >= 0, 1.0 - tail, tail)
 
 
+@dataclass(frozen=True, slots=True)
+class Remaining:
+    """What is left of a run that has lasted a while: the mean, p10 and p90 of D - e given D > e."""
+
+    mean: float
+    low: float
+    high: float
+
+
+def remaining_time(*, elapsed: float, avg: float, sigma: float) -> Remaining:
+    """The time left to a run that has lasted `elapsed` (e) seconds, its duration D lognormal with
+    mean `avg` and log-sigma `sigma` (> 0): the mean, p10 and p90 of D - e given D > e, all > 0.
+
+    1. mu = ln(avg) - sigma^2 / 2 and z = (ln e - mu) / sigma, where e has reached in D's law; a run
+       not yet begun (e <= 0) has its whole duration (and -e) still to go.
+    2. The mean: E[D | D > e] = avg * Phi(sigma - z) / (1 - Phi(z)), each tail by erfc so that it
+       keeps its precision far past the median.
+    3. The quantiles: the p-quantile of D given D > e is exp(mu - sigma * Phi^-1((1 - p) * tail)),
+       tail = 1 - Phi(z) (the inverse taken on the small side, exact down to tails of 1e-300).
+    4. Where the tail underflows (z past ~37) or rounding leaves the results out of order, (log D -
+       ln e) / sigma given D > e is exponential with rate z (the normal's tail): mean
+       e * sigma / (z - sigma), quantiles e * (e^(sigma * y_p) - 1) with y_p = -ln(1 - p) / z.
+    """
+    mu = math.log(avg) - sigma * sigma / 2
+    if elapsed <= 0:
+        median = math.exp(mu)
+        return Remaining(
+            avg - elapsed, median * math.exp(-Z90 * sigma) - elapsed, median * math.exp(Z90 * sigma) - elapsed
+        )
+    z = (math.log(elapsed) - mu) / sigma
+    tail = math.erfc(z / math.sqrt(2)) / 2
+    if tail > 1e-300:
+        mean = avg * math.erfc((z - sigma) / math.sqrt(2)) / 2 / tail - elapsed
+        low = math.exp(mu - sigma * _STANDARD.inv_cdf(0.9 * tail)) - elapsed
+        high = math.exp(mu - sigma * _STANDARD.inv_cdf(0.1 * tail)) - elapsed
+        if 0 < low < mean < high and math.isfinite(mean):
+            return Remaining(mean, low, high)
+    z = max(z, 2 * sigma)  # past ~37 here, far beyond any learned sigma
+
+    def left(p: float) -> float:
+        return elapsed * math.expm1(-sigma * math.log1p(-p) / z)
+
+    return Remaining(elapsed * sigma / (z - sigma), left(0.1), left(0.9))
+
+
+_STANDARD = NormalDist()
+
+
 def running_band(*, now: float, started: Sequence[float], avg: Sequence[float], spread: Sequence[float]) -> Bands:
-    """p10-p90 finish of running charts: their duration's p10 and p90 from their start, not before now."""
+    """p10-p90 finish of running charts: now plus the p10 and p90 of the time left to each run
+    given how long it has lasted (`remaining_time`); the ETA itself without a spread."""
     low, high = [], []
     for chart_started, mean, sigma in zip(started, avg, spread, strict=True):
-        median = mean * math.exp(-sigma * sigma / 2)
-        low.append(max(now, chart_started + median * math.exp(-Z90 * sigma)))
-        high.append(max(now, chart_started + median * math.exp(Z90 * sigma)))
+        if sigma > 0:
+            remaining = remaining_time(elapsed=now - chart_started, avg=mean, sigma=sigma)
+            low.append(now + remaining.low)
+            high.append(now + remaining.high)
+        else:
+            finish = max(now, chart_started + mean)
+            low.append(finish)
+            high.append(finish)
     return Bands(low, high)
+
+
+def running_finish(*, now: float, started: float, avg: float, sigma: float) -> float:
+    """When a running chart is expected to finish: max(now, started + avg) without a spread (the
+    contract's rule), else now plus its expected time left given how long it has lasted."""
+    if sigma > 0:
+        return now + remaining_time(elapsed=now - started, avg=avg, sigma=sigma).mean
+    return max(now, started + avg)
 
 
 def spreads(spread: Sequence[float] | NDArray[np.float64], count: int) -> NDArray[np.float64]:

@@ -15,7 +15,16 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .dispatcher import Dispatcher
-from .forecast import Forecast, eta_bands, expected_charts, forecast, median_last_finish, running_band, spreads
+from .forecast import (
+    Forecast,
+    eta_bands,
+    expected_charts,
+    forecast,
+    median_last_finish,
+    running_band,
+    running_finish,
+    spreads,
+)
 from .lanes import lane_replay
 from .model import (
     Arrival,
@@ -87,7 +96,8 @@ def _plan(scenario: Scenario) -> Plan:
     1. The queue, with the charts the scenario's `arrivals` foresee after the real ones (`_queue`).
     2. The fair order of the eligible queued charts (`fair_order_indices`).
     3. Their columns in that order; each chart occupies c = min(cost, budget) units. Running
-       charts finish at max(now, started + avg) (`_columns`).
+       charts finish at max(now, started + avg), or with a spread at now plus their expected time
+       left given how long they have run (`forecast.running_finish`), for every replay (`_columns`).
     4. Starts and ETAs (start + avg): the lane simulation where no cap, later `available_at` or
        retry budget can touch a chart of the order (and the lanes stay small), else the event
        replay: `org_replay` when no retry budget applies to a chart of the order, `EventReplay` when
@@ -223,7 +233,10 @@ def _columns(
         pending=[] if lanes else pending,
         retry=retry,
         running_org=chart_org[queued_count:].tolist(),
-        running_finish=[max(now, chart.started + chart.avg) for chart in running],
+        running_finish=[
+            running_finish(now=now, started=chart.started, avg=chart.avg, sigma=sigma)
+            for chart, sigma in zip(running, spreads(scenario.running_spread, len(running)).tolist(), strict=True)
+        ],
         running_units=running_units,
     )
 

@@ -15,6 +15,7 @@ import sys
 
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scheduling.core import (
     Arrival,
@@ -26,7 +27,7 @@ from scheduling.core import (
     plan,
     plan_to_json,
 )
-from scheduling.core.forecast import MAX_ARRIVAL_SHARE, MAX_EXPECTED, Z90, eta_bands, expected_charts
+from scheduling.core.forecast import MAX_ARRIVAL_SHARE, MAX_EXPECTED, Z90, eta_bands, expected_charts, remaining_time
 from tests.scheduling.core.support import scenarios
 
 
@@ -40,9 +41,9 @@ def test_without_spread_or_arrivals_the_band_is_the_eta(scenario: Scenario) -> N
 
 @given(scenarios())
 @settings(max_examples=150, deadline=None)
-def test_a_spread_never_moves_the_point_plan_and_the_band_holds_it(scenario: Scenario) -> None:
-    spread = [0.2 + 0.1 * (index % 4) for index in range(len(scenario.queued) + len(scenario.running))]
-    queued_spread, running_spread = spread[: len(scenario.queued)], spread[len(scenario.queued) :]
+def test_a_queued_spread_never_moves_the_point_plan_and_the_band_holds_it(scenario: Scenario) -> None:
+    queued_spread = [0.2 + 0.1 * (index % 4) for index in range(len(scenario.queued))]
+    running_spread = [0.0] * len(scenario.running)
     banded = plan(Scenario(**{**_fields(scenario), "spread": queued_spread, "running_spread": running_spread}))
     plain = plan(scenario)
     assert banded.order == plain.order
@@ -67,6 +68,24 @@ def test_a_spread_never_moves_the_point_plan_and_the_band_holds_it(scenario: Sce
             assert low is not None
             assert high is not None
             assert low <= latest <= clear <= high
+
+
+@given(scenarios())
+@settings(max_examples=150, deadline=None)
+def test_a_running_chart_with_a_spread_finishes_after_now_within_its_band(scenario: Scenario) -> None:
+    running_spread = [0.2 + 0.1 * (index % 4) for index in range(len(scenario.running))]
+    result = plan(
+        Scenario(**{**_fields(scenario), "spread": [0.0] * len(scenario.queued), "running_spread": running_spread})
+    )
+    for chart in scenario.running:
+        eta, low, high = result.eta[chart.id], result.eta_low[chart.id], result.eta_high[chart.id]
+        assert eta is not None
+        assert low is not None
+        assert high is not None
+        assert scenario.now < low < eta < high
+    for chart_id, eta in result.eta.items():
+        if eta is not None:
+            assert result.eta_low[chart_id] <= eta + 1e-9 or eta <= scenario.now
 
 
 def _fields(scenario: Scenario) -> dict[str, object]:
@@ -199,13 +218,12 @@ def test_bands_with_expected_arrivals_hold_about_eight_in_ten() -> None:
     assert abs(result.eta["a59"] - last[len(last) // 2]) < 10
 
 
-def test_a_running_chart_band_is_its_duration_quantiles_from_its_start() -> None:
+def test_a_running_chart_band_is_its_time_left_quantiles_from_now() -> None:
     running = [RunningChart("r", "a", started=0, avg=10.0)]
     result = plan(Scenario(now=2, budget=1, running=running, running_spread=[0.5]))
     low, high = result.eta_low["r"], result.eta_high["r"]
-    median = 10 * math.exp(-0.125)
-    assert low == max(2, median * math.exp(-1.2815515655446004 * 0.5))
-    assert high == median * math.exp(1.2815515655446004 * 0.5)
+    remaining = remaining_time(elapsed=2, avg=10.0, sigma=0.5)
+    assert (low, result.eta["r"], high) == (2 + remaining.low, 2 + remaining.mean, 2 + remaining.high)
     assert result.org_clear_low["a"] == low
     assert result.org_clear_high["a"] == high
 
@@ -238,7 +256,7 @@ def test_an_org_clear_time_counts_its_running_charts_and_not_a_chart_without_a_s
     result = plan(Scenario(now=2, budget=4, running=running, queued=[paused], spread=[0.5], running_spread=[0.5] * 3))
     alone = plan(Scenario(now=2, budget=4, running=running[:1], running_spread=[0.5]))
     assert result.eta["p"] is None
-    assert result.org_clear["a"] > alone.org_clear["a"] == 10.0  # three runs: one runs long
+    assert result.org_clear["a"] > alone.org_clear["a"] == alone.eta["r0"]  # three runs: one runs long
 
 
 def run_cli(document: object) -> subprocess.CompletedProcess[str]:
@@ -309,3 +327,67 @@ def test_arrivals_feed_back_on_the_later_side_up_to_a_share_of_the_budget(share:
     real = Z90 * 10.0 * math.sqrt(math.expm1(0.25))
     assert bands.high[1] == pytest.approx(20.0 + real / (1 - min(share, MAX_ARRIVAL_SHARE)))
     assert bands.low[1] == pytest.approx(20.0 - real)
+
+
+def test_an_overdue_running_chart_with_a_spread_is_expected_to_finish_after_now() -> None:
+    running = [RunningChart("r", "a", started=0, avg=10.0)]
+    result = plan(Scenario(now=100, budget=1, running=running, running_spread=[0.3]))
+    assert result.eta_low["r"] > 100
+    assert result.eta_low["r"] < result.eta["r"] < result.eta_high["r"]
+
+
+def test_the_chart_behind_an_overdue_one_starts_at_its_expected_finish() -> None:
+    running = [RunningChart("r", "a", started=0, avg=10.0)]
+    queued = [QueuedChart("q", "a", created=0, avg=5.0)]
+    result = plan(Scenario(now=100, budget=1, running=running, queued=queued, spread=[0.0], running_spread=[0.3]))
+    assert result.start["q"] == result.eta["r"] > 100
+    assert result.eta["q"] == result.eta["r"] + 5.0
+
+
+def test_a_running_chart_without_a_spread_keeps_the_contract_rule() -> None:
+    running = [RunningChart("r", "a", started=0, avg=10.0), RunningChart("s", "a", started=95, avg=10.0)]
+    result = plan(Scenario(now=100, budget=2, running=running, running_spread=[0.0, 0.0]))
+    assert result.eta == {"r": 100, "s": 105.0}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    elapsed=st.floats(min_value=0.01, max_value=1e6),
+    avg=st.floats(min_value=0.1, max_value=1e5),
+    sigma=st.floats(min_value=0.01, max_value=1.5),
+)
+def test_the_remaining_time_of_a_started_run_is_positive_and_banded(elapsed: float, avg: float, sigma: float) -> None:
+    remaining = remaining_time(elapsed=elapsed, avg=avg, sigma=sigma)
+    assert 0 < remaining.low < remaining.mean < remaining.high
+    assert all(math.isfinite(value) for value in (remaining.low, remaining.mean, remaining.high))
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    elapsed=st.floats(min_value=0.01, max_value=1e4),
+    longer=st.floats(min_value=1.01, max_value=10.0),
+    avg=st.floats(min_value=0.1, max_value=1e3),
+    sigma=st.floats(min_value=0.01, max_value=1.5),
+)
+def test_the_expected_finish_of_a_started_run_moves_later_as_it_runs(
+    elapsed: float, longer: float, avg: float, sigma: float
+) -> None:
+    sooner = remaining_time(elapsed=elapsed, avg=avg, sigma=sigma)
+    later = remaining_time(elapsed=elapsed * longer, avg=avg, sigma=sigma)
+    assert elapsed + sooner.mean <= elapsed * longer + later.mean
+
+
+@pytest.mark.parametrize(("elapsed", "sigma"), [(5.0, 0.5), (10.0, 0.3), (20.0, 0.8), (3.0, 1.2)])
+def test_the_remaining_time_matches_a_monte_carlo_estimate(elapsed: float, sigma: float) -> None:
+    rng = random.Random(7)
+    mu = math.log(10.0) - sigma * sigma / 2
+    left = sorted(d - elapsed for d in (rng.lognormvariate(mu, sigma) for _ in range(400_000)) if d > elapsed)
+    remaining = remaining_time(elapsed=elapsed, avg=10.0, sigma=sigma)
+    assert remaining.mean == pytest.approx(sum(left) / len(left), rel=0.03)
+    assert remaining.low == pytest.approx(left[len(left) // 10], rel=0.05)
+    assert remaining.high == pytest.approx(left[len(left) * 9 // 10], rel=0.05)
+
+
+def test_far_in_the_tail_the_remaining_time_is_still_positive() -> None:
+    remaining = remaining_time(elapsed=1e9, avg=1.0, sigma=0.1)
+    assert 0 < remaining.low < remaining.mean < remaining.high
