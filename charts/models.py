@@ -90,13 +90,14 @@ PLAN_FIELDS = (
     "waiting_reason",
     "waiting_until",
     "head_of_line",
+    "expected_duration",
 )
 
 
 class ChartManager(models.Manager["Chart"]):
     """Charts with their plan joined in: `position`, `predicted_start`, `eta`, `eta_low`, `eta_high`,
-    `waiting_reason`, `waiting_until`, `head_of_line` can be read, filtered and ordered on as if they
-    were columns of the chart."""
+    `waiting_reason`, `waiting_until`, `head_of_line`, `expected_duration` can be read, filtered and
+    ordered on as if they were columns of the chart."""
 
     def get_queryset(self) -> models.QuerySet[Chart]:
         return super().get_queryset().annotate(**{name: F(f"plan__{name}") for name in PLAN_FIELDS})
@@ -148,6 +149,23 @@ class Chart(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # The ETA it was promised, kept to measure how good the promises were (`scheduling.accuracy`):
+    # at enqueue, from its first plan (made at `enqueue_planned_at`, set once by the replan, also when
+    # that plan gave it no ETA), and at its start, from the plan its last claim was made by (the claim's
+    # time is `claimed_at`). At its success, the error of each and whether it landed in its band.
+    enqueue_planned_at = models.DateTimeField(null=True, blank=True, editable=False)
+    eta_at_enqueue = models.DateTimeField(null=True, blank=True, editable=False)
+    eta_low_at_enqueue = models.DateTimeField(null=True, blank=True, editable=False)
+    eta_high_at_enqueue = models.DateTimeField(null=True, blank=True, editable=False)
+    eta_at_start = models.DateTimeField(null=True, blank=True, editable=False)
+    eta_low_at_start = models.DateTimeField(null=True, blank=True, editable=False)
+    eta_high_at_start = models.DateTimeField(null=True, blank=True, editable=False)
+    eta_error_at_enqueue = models.FloatField(
+        null=True, blank=True, editable=False, help_text="|finish - ETA| / (finish - time of the prediction)."
+    )
+    eta_in_band_at_enqueue = models.BooleanField(null=True, blank=True, editable=False)
+    eta_error_at_start = models.FloatField(null=True, blank=True, editable=False)
+    eta_in_band_at_start = models.BooleanField(null=True, blank=True, editable=False)
 
     objects = ChartManager()
 
@@ -169,6 +187,11 @@ class Chart(models.Model):
             models.Index(fields=["created_at"], name="chart_created_at_idx"),
             # The charts list's `updated_after` (every transition and lever sets `updated_at`).
             models.Index(fields=["updated_at"], name="chart_updated_at_idx"),
+            # The dashboard's ETA accuracy reads the last hour's finished charts (`scheduling.accuracy`);
+            # a chart enters it at its finish only (no cost to a submission).
+            models.Index(
+                fields=["finished_at"], name="chart_finished_at_idx", condition=Q(finished_at__isnull=False)
+            ),
             # Reconcile finds the few cancelled charts whose workflow may still run (`close_cancelled`).
             models.Index(
                 fields=["cancel_requested_at"],
@@ -217,6 +240,11 @@ class ChartPlan(models.Model):
         null=True,
         blank=True,
         help_text="The chart heading the line that this one, which would fit, waits behind.",
+    )
+    # What the plan expects an in-flight chart's run to last (seconds; null for a waiting chart): a
+    # run past it is overdue, "running longer than usual" (`charts.overdue`).
+    expected_duration = models.FloatField(
+        null=True, blank=True, help_text="An in-flight chart's expected run time in seconds (null: waiting)."
     )
 
     class Meta:

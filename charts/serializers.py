@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from charts.models import Chart, ChartState, WaitingReason
+from charts.running import chart_overdue
 from charts.selectors import last_error_summary
 from charts.services import MAX_BULK_ITEMS, MAX_EXTERNAL_ID, PRIORITY, Submission
 from charts.waiting import chart_waiting
@@ -49,6 +51,18 @@ class ChartSerializer(OutputFieldsOnce, serializers.ModelSerializer[Chart]):
     available_at = serializers.DateTimeField(
         read_only=True, allow_null=True, help_text="The end of the chart's own retry backoff; null without one."
     )
+    # A run past what the plan expects of it (`charts.running`).
+    expected_duration = serializers.FloatField(
+        read_only=True,
+        allow_null=True,
+        help_text="For a chart in flight: how long the plan expects its run to take, in seconds (what its ETA"
+        " was computed from); null for a chart that is not in flight or not yet planned.",
+    )
+    overdue = serializers.SerializerMethodField(
+        help_text="True when the chart is running and has run longer than expected_duration (running longer"
+        " than usual): its eta and band are then its expected time left given how long it has run, never"
+        " before the replan that made them. False otherwise."
+    )
 
     class Meta:
         model = Chart
@@ -65,6 +79,8 @@ class ChartSerializer(OutputFieldsOnce, serializers.ModelSerializer[Chart]):
             "eta",
             "eta_low",
             "eta_high",
+            "expected_duration",
+            "overdue",
             "waiting_reason",
             "waiting_until",
             "available_at",
@@ -78,6 +94,10 @@ class ChartSerializer(OutputFieldsOnce, serializers.ModelSerializer[Chart]):
 
     def get_last_error(self, chart: Chart) -> str:
         return last_error_summary(chart.last_error)
+
+    @extend_schema_field(serializers.BooleanField())
+    def get_overdue(self, chart: Chart) -> bool:
+        return chart_overdue(chart, now=timezone.now())
 
     @extend_schema_field(serializers.ChoiceField(choices=WaitingReason.choices, allow_null=True))
     def get_waiting_reason(self, chart: Chart) -> str | None:

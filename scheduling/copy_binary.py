@@ -26,9 +26,9 @@ TRAILER = struct.pack(">h", -1)
 # 2000-01-01 00:00 UTC, PostgreSQL's epoch, in seconds since the Unix epoch.
 POSTGRES_EPOCH = 946_684_800.0
 
-Kind = Literal["int8", "int4", "int2", "bool", "timestamptz", "text"]
+Kind = Literal["int8", "int4", "int2", "bool", "timestamptz", "float8", "text"]
 # The send format of each fixed-width kind, as a numpy type.
-WIRE = {"int8": ">i8", "int4": ">i4", "int2": ">i2", "bool": "?", "timestamptz": ">i8"}
+WIRE = {"int8": ">i8", "int4": ">i4", "int2": ">i2", "bool": "?", "timestamptz": ">i8", "float8": ">f8"}
 # Microseconds from PostgreSQL's epoch to the Unix epoch (a timestamptz's send format counts from its own).
 UNIX_EPOCH_MICROS = -946_684_800_000_000
 
@@ -39,7 +39,7 @@ class Column:
     none). A text column holds codes into `labels` (the few distinct values it takes)."""
 
     kind: Kind
-    values: npt.NDArray[np.int64]
+    values: npt.NDArray[np.int64] | npt.NDArray[np.float64]  # floats for float8 only
     null: npt.NDArray[np.bool_] | None = None
     labels: tuple[bytes, ...] = ()
 
@@ -67,6 +67,13 @@ def timestamps(seconds: Sequence[float | None] | npt.NDArray[np.float64]) -> Col
     null = np.isnan(array)
     micros = np.rint((np.where(null, POSTGRES_EPOCH, array) - POSTGRES_EPOCH) * 1e6).astype(np.int64)
     return Column("timestamptz", micros, null if null.any() else None)
+
+
+def floats(values: Sequence[float | None] | npt.NDArray[np.float64]) -> Column:
+    """A float8 column; None or NaN is NULL."""
+    array = _floats(values)
+    null = np.isnan(array)
+    return Column("float8", np.where(null, 0.0, array), null if null.any() else None)
 
 
 def texts(values: Sequence[str | None]) -> Column:

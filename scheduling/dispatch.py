@@ -33,6 +33,7 @@ from common.actors import DISPATCHER
 from common.events import changed
 from orgs.models import Org
 from scheduling import metrics
+from scheduling.accuracy import start_promise
 from scheduling.core.dispatcher import SKIP_CAPPED, SKIP_RETRY, SKIP_UNAVAILABLE, START, STOP, Dispatcher
 from scheduling.core.service import start_service
 from scheduling.snapshot import load_dispatch_view, to_seconds
@@ -217,6 +218,8 @@ def _claim(chart: Chart) -> bool:
 
 
 def _claim_row(chart: Chart, attempt: int, workflow_id: str) -> bool:
+    """The claim's compare-and-swap; it also records the ETA and band that the plan this walk read
+    gave the chart (joined in by the chart manager): its promise at start (`scheduling.accuracy`)."""
     return transition_if(
         chart.pk,
         [chart.state],
@@ -231,6 +234,7 @@ def _claim_row(chart: Chart, attempt: int, workflow_id: str) -> bool:
         claimed_at=timezone.now(),
         temporal_workflow_id=workflow_id,
         temporal_run_id="",
+        **start_promise(chart),
     )
 
 

@@ -31,6 +31,8 @@ logger = logging.getLogger(__name__)
 PREFIX = "fairsched:metrics:"
 WAIT_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400)
 PASS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+# An ETA's error as a share of the time that was left when it was made (`scheduling.core.accuracy`).
+ERROR_BUCKETS = (0.025, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1, 2, 5)
 
 
 @cache
@@ -122,6 +124,17 @@ def observe_dispatch(*, latency: float, started: int, skips: dict[tuple[str, str
     _safely("dispatch", record)
 
 
+def observe_eta_outcome(*, org: str, at: str, error: float, in_band: bool) -> None:
+    """A finished chart's promise at `at` ("enqueue" or "start", `scheduling.accuracy`): its relative
+    error, and whether the finish landed inside its p10-p90 band."""
+
+    def record() -> None:
+        _observe("eta_error_ratio", f"{org}|{at}", error, ERROR_BUCKETS)
+        _redis().hincrby(f"{PREFIX}eta_in_band", f"{org}|{at}|{'true' if in_band else 'false'}", 1)
+
+    _safely("eta outcome", record)
+
+
 def observe_replan(seconds: float) -> None:
     _safely("replan", lambda: _observe("replan_duration", "all", seconds, PASS_BUCKETS))
 
@@ -155,6 +168,13 @@ COUNTERS: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
         ("org",),
     ),
     ("failed_cost_units", "Cost units of the runs that did not succeed", "failed_cost", ("org",)),
+    (
+        "eta_in_band",
+        "Finished charts whose finish landed inside (in_band=true) or outside the p10-p90 band of the ETA they"
+        " were given at enqueue or at start",
+        "eta_in_band",
+        ("org", "at", "in_band"),
+    ),
 )
 
 
@@ -216,6 +236,15 @@ class FairschedCollector(Collector):
             ("dispatch_latency", "Seconds per dispatch pass", PASS_BUCKETS, None),
         ):
             yield _histogram(client, name, doc, buckets, label)
+        yield _histogram(
+            client,
+            "eta_error_ratio",
+            "|finish - ETA| / (finish - time of the prediction) of finished charts, by the ETA they were given"
+            " at enqueue or at start",
+            ERROR_BUCKETS,
+            ("org", "at"),
+            unit="",
+        )
 
 
 def _waiting_reasons() -> GaugeMetricFamily:
@@ -236,9 +265,17 @@ def _waiting_reasons() -> GaugeMetricFamily:
 
 
 def _histogram(
-    client: redis.Redis, name: str, doc: str, buckets: tuple[float, ...], label: str | None
+    client: redis.Redis,
+    name: str,
+    doc: str,
+    buckets: tuple[float, ...],
+    label: str | tuple[str, ...] | None,
+    *,
+    unit: str = "_seconds",
 ) -> HistogramMetricFamily:
-    family = HistogramMetricFamily(f"fairsched_{name}_seconds", doc, labels=[label] if label else [])
+    """A histogram from its Redis hash; several labels are one key, their values joined by "|"."""
+    labels = [label] if isinstance(label, str) else list(label or ())
+    family = HistogramMetricFamily(f"fairsched_{name}{unit}", doc, labels=labels)
     raw = _hash(client, f"{PREFIX}hist:{name}")
     by_label: dict[str, dict[str, float]] = {}
     for key, value in raw.items():
@@ -250,7 +287,7 @@ def _histogram(
         for bound in (*buckets, "+Inf"):
             cumulative += fields.get(str(bound), 0.0)
             points.append((str(bound), cumulative))
-        family.add_metric([series] if label else [], points, fields.get("sum", 0.0))
+        family.add_metric(series.split("|", len(labels) - 1) if labels else [], points, fields.get("sum", 0.0))
     return family
 
 

@@ -30,6 +30,7 @@ from common.events import changed
 from orgs.models import Org, Provider
 from orgs.services import provider_get_or_create, provider_throttle_record
 from scheduling import metrics
+from scheduling.accuracy import finish_scores
 from scheduling.core.durations import WARMUP_RUNS, duration_learn
 from scheduling.models import SchedulerConfig
 from scheduling.snapshot import DURATION_STATE_FIELDS, duration_state, duration_state_write
@@ -194,12 +195,16 @@ def _requeue(chart: Chart) -> bool:
 
 
 def _succeed(chart: Chart, outcome: WorkflowOutcome, result: ReconcileResult) -> None:
+    """A completed run: `succeeded`, its duration learned, and the ETAs it was promised scored against
+    its finish (`scheduling.accuracy`), in the same statement; the metrics after."""
     finished = outcome.close_time or timezone.now()
+    scores, outcomes = finish_scores(chart, finished=finished)
     with transaction.atomic():
         if not transition_if(
             chart.pk, IN_FLIGHT_STATES, ChartState.SUCCEEDED, actor=RECONCILER, reason="workflow completed",
             where={"temporal_workflow_id": chart.temporal_workflow_id},
             finished_at=finished, started_at=outcome.start_time, temporal_run_id=outcome.run_id, last_error="",
+            **scores,
         ):  # fmt: skip
             return
         duration_record(
@@ -209,6 +214,8 @@ def _succeed(chart: Chart, outcome: WorkflowOutcome, result: ReconcileResult) ->
     metrics.observe_finish(
         org=chart.org.slug, cost=chart.cost or 1, retry=is_retry(state=chart.state, attempt=chart.attempt)
     )
+    for at, scored in outcomes:
+        metrics.observe_eta_outcome(org=chart.org.slug, at=at, error=scored.error, in_band=scored.in_band)
 
 
 def _fail(

@@ -13,7 +13,7 @@ import numpy as np
 from django.db import connection, transaction
 from psycopg.copy import QueuedLibpqWriter
 
-from charts.models import ChartPlan, WaitingReason
+from charts.models import Chart, ChartPlan, WaitingReason
 from common.events import STAFF_GROUP, broadcast
 from orgs.models import Org
 from scheduling import copy_binary, core, metrics
@@ -46,9 +46,10 @@ def plan_refresh(*, now: datetime | None = None) -> ReplanResult:
     2. Plan it with the core: order, ETAs and their p10-p90 bands, with the arrivals the snapshot
        expects (`scheduling.core.forecast`), and why each chart waits.
     3. In one transaction: build the next plan table aside (every chart's position, start, ETA and
-       band, and why it waits: `charts.models.WaitingReason`), write the orgs' clear-times, keep a
-       `QueueSample` for the plots, and swap the next plan table in for the plan table
-       (`write_plan`: `_build_next_plan`, `_swap_in_next_plan`).
+       band, and why it waits: `charts.models.WaitingReason`; an in-flight chart's expected duration),
+       write the orgs' clear-times, record the first plan of the charts no replan has planned yet
+       (`_record_first_plans`), keep a `QueueSample` for the plots, and swap the next plan table in
+       for the plan table (`write_plan`: `_build_next_plan`, `_swap_in_next_plan`).
     4. After commit, broadcast a summary to the live pages.
     """
     begun = time.perf_counter()
@@ -75,13 +76,14 @@ def plan_refresh(*, now: datetime | None = None) -> ReplanResult:
 
 def write_plan(snapshot: Snapshot, plan: core.Plan) -> None:
     """Step 3 of `plan_refresh`: in one transaction, build the next plan table, write the orgs'
-    clear-times and a `QueueSample`, and swap the next plan table in."""
+    clear-times, the first plans of new charts and a `QueueSample`, and swap the next plan table in."""
     with transaction.atomic():
         # Replans write the same rows; taking turns here keeps two of them from deadlocking.
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [REPLAN_LOCK])
         indexes = _build_next_plan(snapshot, plan)
         org_clear = _write_org_clear(snapshot, plan)
+        _record_first_plans(snapshot)
         _write_sample(snapshot, plan, org_clear)
         _swap_in_next_plan(indexes)  # last: it locks the plan table until the commit
 
@@ -208,7 +210,7 @@ class PlanIndex:
 # the server reads one block while the next is encoded, and a block's arrays stay in the caches).
 PLAN_COLUMNS = (
     "chart_id", "position", "predicted_start", "eta", "eta_low", "eta_high", "waiting_reason", "waiting_until",
-    "head_of_line",
+    "head_of_line", "expected_duration",
 )  # fmt: skip
 PLAN_BLOCK_ROWS = 65_536
 # What an index build's sort takes per row: 65 bytes measured (trace_sort: 63,639 kB for a million
@@ -221,7 +223,8 @@ def _plan_rows(snapshot: Snapshot, plan: core.Plan) -> Iterator[dict[str, copy_b
     each worked out when the COPY asks for it. The rows are the plan's arrays (`PlanArrays`):
     the charts of the order first, in order, so their places are 0, 1, 2, ... and the rest have
     none; each chart's id is the snapshot's, gathered by the plan's indices into the queue (no key
-    read back from its digits). The core's lists (why each chart waits) are read a block at a time."""
+    read back from its digits). The core's lists (why each chart waits) are read a block at a time.
+    The expected duration is the in-flight charts' own (the scenario's `avg`), NULL for the rest."""
     _check_aligned(snapshot)
     arrays = plan.arrays
     ids = np.concatenate((snapshot.waiting.id[arrays.queued], snapshot.in_flight.id))
@@ -229,6 +232,8 @@ def _plan_rows(snapshot: Snapshot, plan: core.Plan) -> Iterator[dict[str, copy_b
     positions = copy_binary.Column("int4", places, places >= len(plan.order))
     reasons = _reasons(plan, snapshot.provider_paused)
     until, head = plan.waiting_until.column(), plan.head_of_line.column()
+    running_avg = [chart.avg for chart in snapshot.scenario.running]
+    expected = copy_binary.floats(np.concatenate((np.full(len(ids) - len(running_avg), np.nan), running_avg)))
     for begin in range(0, len(ids), PLAN_BLOCK_ROWS):
         block = slice(begin, begin + PLAN_BLOCK_ROWS)
         yield {
@@ -238,6 +243,7 @@ def _plan_rows(snapshot: Snapshot, plan: core.Plan) -> Iterator[dict[str, copy_b
             "waiting_reason": copy_binary.texts(reasons[block]),
             "waiting_until": copy_binary.timestamps(until[block]),
             "head_of_line": _chart_id_column(head[block]),
+            "expected_duration": expected.rows(block),
         }
 
 
@@ -317,6 +323,38 @@ def _write_org_clear(snapshot: Snapshot, plan: core.Plan) -> dict[str, datetime 
             ],
         )
     return clear
+
+
+def _record_first_plans(snapshot: Snapshot) -> None:
+    """Record the plan this replan made for each waiting chart that no replan had planned yet (its
+    first plan after its submission: the ETA and band it was promised at enqueue, which its finish
+    is measured against, `scheduling.accuracy`), and when that plan was made, also for a chart the
+    plan gives no ETA (held, paused): it is recorded once either way. Steps:
+
+    1. The charts: those the snapshot read as unplanned (`ActiveCharts.unplanned`), still unplanned.
+    2. Each one's row in the next plan table (built by now; none: no ETA).
+    3. One UPDATE of those charts. Their rows are locked SKIP LOCKED: a chart someone holds (a lever
+       or a transition under way) is never waited for (this transaction holds every org's row, which
+       a claim takes before its chart's: waiting here could deadlock); the next replan records it
+       while it still waits, else it keeps no enqueue ETA.
+    Only new charts are written, so a replan writes rows in proportion to the submissions since the
+    last one, not to the queue.
+    """
+    waiting = snapshot.waiting
+    new = waiting.id[waiting.unplanned]
+    if not len(new):
+        return
+    chart_table = Chart._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {chart_table} AS c SET enqueue_planned_at = %s, eta_at_enqueue = p.eta,"  # noqa: S608
+            " eta_low_at_enqueue = p.eta_low, eta_high_at_enqueue = p.eta_high"
+            f" FROM (SELECT id FROM {chart_table} WHERE id = ANY(%s) AND enqueue_planned_at IS NULL"
+            " FOR UPDATE SKIP LOCKED) AS v"
+            f" LEFT JOIN {NEXT_PLAN_TABLE} AS p ON p.chart_id = v.id"
+            " WHERE c.id = v.id",
+            [snapshot.now, new.tolist()],
+        )
 
 
 def _seconds(value: float | None) -> float | None:

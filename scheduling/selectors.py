@@ -11,12 +11,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Count, F, IntegerField, OuterRef, Q, Subquery, Sum
-from django.db.models.functions import Coalesce
+from django.db.models import Aggregate, Avg, Count, F, FloatField, IntegerField, OuterRef, Q, Subquery, Sum
+from django.db.models.functions import Cast, Coalesce
 from django.utils import timezone
 
 from charts.models import ACTIVE_STATES, CLAIMABLE_STATES, IN_FLIGHT_STATES, Chart, ChartEvent, ChartState
+from charts.running import run_overdue
 from orgs.models import Org, OrgChange, Provider, ProviderPause, Workflow, WorkflowCost
+from scheduling.accuracy import AT_ENQUEUE, AT_START
 from scheduling.models import ConfigChange, QueueSample, SchedulerConfig
 from scheduling.snapshot import Durations
 
@@ -82,6 +84,36 @@ def summary(*, load: Load | None = None) -> dict[str, Any]:
         "running": count(*IN_FLIGHT_STATES),
         "planned_at": _iso(latest["at"]) if latest else None,
         "global_clear": _iso(latest["global_clear"]) if latest else None,
+    }
+
+
+class Median(Aggregate):
+    """The median of a column (PostgreSQL's `percentile_cont(0.5)`; NULLs are left out)."""
+
+    function = "PERCENTILE_CONT"
+    template = "%(function)s(0.5) WITHIN GROUP (ORDER BY %(expressions)s)"
+    output_field = FloatField()
+
+
+ACCURACY_WINDOW = timedelta(hours=1)
+
+
+def eta_accuracy(*, window: timedelta = ACCURACY_WINDOW, now: datetime | None = None) -> dict[str, dict[str, Any]]:
+    """How the promises of the charts that succeeded in the last `window` held, at enqueue and at
+    start (`scheduling.accuracy`): for each, how many were scored, their median relative error and the
+    share that finished inside their band (None when none was scored). One query, a range of
+    `chart_finished_at_idx`."""
+    now = now or timezone.now()
+    aggregates: dict[str, Any] = {}
+    for at in (AT_ENQUEUE, AT_START):
+        error, in_band = f"eta_error_at_{at}", f"eta_in_band_at_{at}"
+        aggregates[f"{at}_charts"] = Count(error)
+        aggregates[f"{at}_median"] = Median(error)
+        aggregates[f"{at}_in_band"] = Avg(Cast(in_band, IntegerField()))
+    row = Chart.objects.filter(finished_at__gte=now - window, state=ChartState.SUCCEEDED).aggregate(**aggregates)
+    return {
+        at: {"charts": row[f"{at}_charts"], "median_error": row[f"{at}_median"], "in_band": row[f"{at}_in_band"]}
+        for at in (AT_ENQUEUE, AT_START)
     }
 
 
@@ -192,9 +224,10 @@ def outside_plan(*, limit: int = 100) -> dict[str, Any]:
 def in_flight(*, now: datetime | None = None) -> dict[str, Any]:
     """Charts being dispatched or running, longest-running first, with elapsed and expected seconds.
 
-    Expected is the duration the plan expects of the run: the planner's rule (`snapshot.Durations`: the
-    mean run of the chart's (org, workflow), else of its org, else of its workflow, else the default
-    duration). Three queries.
+    Expected is the duration the plan expects of the run (`ChartPlan.expected_duration`); for a chart
+    no plan has seen in flight yet, the planner's rule (`snapshot.Durations`: the mean run of the
+    chart's (org, workflow), else of its org, else of its workflow, else the default duration).
+    `overdue`: it has run longer than that. Three queries.
     """
     now = now or timezone.now()
     durations = Durations.load()
@@ -217,6 +250,9 @@ def in_flight(*, now: datetime | None = None) -> dict[str, Any]:
             "claimed_at",
             "started_at",
             "eta",
+            "eta_low",
+            "eta_high",
+            "expected_duration",
             "org_id",
             "workflow_id",
         )
@@ -224,7 +260,9 @@ def in_flight(*, now: datetime | None = None) -> dict[str, Any]:
     rows = []
     for row in values:
         began = row["started_at"] or row["claimed_at"]
-        expected = durations.of(row["org_id"], row["workflow_id"])[0]
+        expected = row["expected_duration"]
+        if expected is None:  # not in a plan yet: the planner's rule now
+            expected = durations.of(row["org_id"], row["workflow_id"])[0]
         rows.append(
             {
                 "id": row["id"],
@@ -238,6 +276,9 @@ def in_flight(*, now: datetime | None = None) -> dict[str, Any]:
                 "elapsed": (now - began).total_seconds() if began is not None else 0.0,
                 "expected": expected,
                 "eta": _iso(row["eta"]),
+                "eta_low": _iso(row["eta_low"]),
+                "eta_high": _iso(row["eta_high"]),
+                "overdue": run_overdue(started_at=row["started_at"], expected_duration=expected, now=now),
             }
         )
     return {"total": charts.count(), "rows": rows}

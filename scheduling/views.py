@@ -71,7 +71,7 @@ class Shared:
 def _summary(shared: Shared) -> dict[str, Any]:
     summary = selectors.summary(load=shared.load)
     share = min(100.0, 100.0 * summary["cost_in_use"] / max(1, summary["budget"]))
-    return {"summary": summary, "budget_share": share}
+    return {"summary": summary, "budget_share": share, "accuracy": selectors.eta_accuracy()}
 
 
 def _config(shared: Shared) -> dict[str, Any]:

@@ -9,6 +9,9 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from charts.models import IN_FLIGHT_STATES, Chart
+from charts.running import duration_words, overdue_words
+
 register = template.Library()
 
 # A band whose far end is this close is shown to the second: minutes away, "13:52-13:52" would say nothing.
@@ -19,16 +22,7 @@ DASH = "\u2013"
 def relative(at: datetime, now: datetime) -> str:
     """'in 40 s', 'in 4 min', 'in 2 h 5 min', 'in 3 days', or the same with 'ago' for the past."""
     seconds = round((at - now).total_seconds())
-    size = abs(seconds)
-    if size < 60:
-        amount = f"{size} s"
-    elif size < 90 * 60:
-        amount = f"{round(size / 60)} min"
-    elif size < 48 * 3600:
-        hours, minutes = divmod(round(size / 60), 60)
-        amount = f"{hours} h {minutes} min" if minutes else f"{hours} h"
-    else:
-        amount = f"{round(size / 86400)} days"
+    amount = duration_words(abs(seconds))
     return f"in {amount}" if seconds >= 0 else f"{amount} ago"
 
 
@@ -47,6 +41,30 @@ def when(at: datetime | None) -> SafeString | str:
 
 
 @register.simple_tag
+def finish_when(at: datetime | None) -> SafeString | str:
+    """A running chart's ETA as `when` shows it, never in the past: an ETA the clock has passed (the
+    next replan has not yet moved it) is 'any moment now'; the page's script keeps it so
+    (`data-not-past`, static/portal/times.js)."""
+    if at is None:
+        return DASH
+    now = timezone.now()
+    utc = at.astimezone(UTC)
+    if utc <= now:
+        return format_html(
+            '<time datetime="{}" data-not-past>{}</time> <span class="relative"></span>', utc.isoformat(), ANY_MOMENT
+        )
+    return format_html(
+        '<time datetime="{}" data-not-past>{} UTC</time> <span class="relative">({})</span>',
+        utc.isoformat(),
+        utc.strftime("%Y-%m-%d %H:%M:%S"),
+        relative(utc, now),
+    )
+
+
+ANY_MOMENT = "any moment now"
+
+
+@register.simple_tag
 def band(low: datetime | None, high: datetime | None) -> str:
     """'13:52-14:10 UTC' (an en dash), to the second ('13:52:05-13:52:40 UTC') when the band ends within the hour,
     with the date when it spans days; empty without a band."""
@@ -57,3 +75,15 @@ def band(low: datetime | None, high: datetime | None) -> str:
     if low.date() != high.date():
         shape = f"%Y-%m-%d {shape}"
     return f"{low.strftime(shape)}{DASH}{high.strftime(shape)} UTC"
+
+
+@register.simple_tag
+def overdue(chart: Chart) -> str:
+    """'Running longer than usual (...)' for an in-flight chart past its expected duration, else ''."""
+    return overdue_words(chart, now=timezone.now())
+
+
+@register.simple_tag
+def eta_when(chart: Chart) -> SafeString | str:
+    """A chart's ETA: `finish_when` for a chart in flight (never in the past), else `when`."""
+    return finish_when(chart.eta) if chart.state in IN_FLIGHT_STATES else when(chart.eta)  # type: ignore[attr-defined]

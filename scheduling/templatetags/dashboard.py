@@ -4,10 +4,12 @@ a partial reads correctly before that, and the exact time is always in the title
 
 from __future__ import annotations
 
+from datetime import datetime
 from html import escape
 from typing import Any
 
 from django import template
+from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
@@ -34,6 +36,27 @@ def eta(iso: str | None, low: str | None, high: str | None) -> str:
         f'<span title="{iso}; p10-p90: {low} to {high}" data-rel="{iso}">{iso[11:19]}</span> <small class="band">'
         f'(<span data-rel="{low}">{low[11:19]}</span>{DASH}<span data-rel="{high}">{high[11:19]}</span>)</small>'
     )
+
+
+@register.simple_tag
+def running_eta(iso: str | None, low: str | None, high: str | None) -> SafeString:
+    """A running chart's ETA and band as `eta` writes them, marked never to show in the past: the page's
+    script writes "any moment" for a time the clock has passed (the next replan has not moved it yet),
+    and so does the server for one already past."""
+    html = eta(iso and escape(iso), low and escape(low), high and escape(high)).replace(
+        "data-rel=", "data-not-past data-rel="
+    )
+    if iso and datetime.fromisoformat(iso) <= timezone.now():
+        html = html.replace(f">{escape(iso)[11:19]}<", ">any moment<", 1)
+    return mark_safe(html)  # noqa: S308 - the times are escaped above
+
+
+@register.simple_tag
+def promise(score: dict[str, Any]) -> str:
+    """One line of the ETA accuracy panel (`selectors.eta_accuracy`): '12% off, 78% in band (40)'."""
+    if not score["charts"]:
+        return "no finished chart"
+    return f"{score['median_error']:.0%} off, {score['in_band']:.0%} in band ({score['charts']})"
 
 
 # The org table's rows: 500 orgs, re-rendered at every replan's hint. A row shows its org's levers and

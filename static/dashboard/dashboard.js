@@ -563,7 +563,9 @@
   // every second, which held back the swaps a hint asks for.
   function ticks(root) {
     root.querySelectorAll("[data-rel]").forEach((el) => {
-      const text = rel(el.dataset.rel || null);
+      // A running chart's ETA is never shown in the past (`running_eta`): the next replan moves it.
+      const passed = el.hasAttribute("data-not-past") && Date.parse(el.dataset.rel) <= now();
+      const text = passed ? "any moment" : rel(el.dataset.rel || null);
       if (el.textContent !== text) el.textContent = text;
     });
     root.querySelectorAll("[data-started]").forEach((el) => {

@@ -21,8 +21,14 @@
 
   function update() {
     document.querySelectorAll("time + .relative").forEach(function (span) {
-      const at = Date.parse(span.previousElementSibling.getAttribute("datetime"));
-      if (!Number.isNaN(at)) span.textContent = "(" + relative(at - Date.now()) + ")";
+      const time = span.previousElementSibling;
+      const at = Date.parse(time.getAttribute("datetime"));
+      if (Number.isNaN(at)) return;
+      // A running chart's ETA is never shown in the past (portal_time `finish_when`).
+      if (time.hasAttribute("data-not-past") && at <= Date.now()) {
+        time.textContent = "any moment now";
+        span.textContent = "";
+      } else span.textContent = "(" + relative(at - Date.now()) + ")";
     });
   }
 
