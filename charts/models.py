@@ -189,9 +189,7 @@ class Chart(models.Model):
             models.Index(fields=["updated_at"], name="chart_updated_at_idx"),
             # The dashboard's ETA accuracy reads the last hour's finished charts (`scheduling.accuracy`);
             # a chart enters it at its finish only (no cost to a submission).
-            models.Index(
-                fields=["finished_at"], name="chart_finished_at_idx", condition=Q(finished_at__isnull=False)
-            ),
+            models.Index(fields=["finished_at"], name="chart_finished_at_idx", condition=Q(finished_at__isnull=False)),
             # Reconcile finds the few cancelled charts whose workflow may still run (`close_cancelled`).
             models.Index(
                 fields=["cancel_requested_at"],

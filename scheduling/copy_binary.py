@@ -16,7 +16,7 @@ import math
 import struct
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -134,7 +134,7 @@ def _block(columns: Sequence[Column]) -> Iterator[memoryview]:
         choices = len(column.labels) + 1 if column.kind == "text" else 2
         part = column.values if column.kind == "text" else column.null
         if part is not None:
-            layout = layout * choices + part
+            layout = layout * choices + cast("npt.NDArray[np.int64]", part)  # text codes, or NULL marks
     order = np.argsort(layout, kind="stable")
     _, starts = np.unique(layout[order], return_index=True)
     for index, start in enumerate(starts):

@@ -14,7 +14,9 @@ from django.utils import timezone
 from charts.models import Chart, ChartPlan, ChartState
 from charts.services import Submission, chart_submit_bulk
 from orgs.services import org_hold
+from scheduling import dispatch as dispatch_module
 from scheduling import metrics
+from scheduling import reconcile as reconcile_module
 from scheduling.accuracy import finish_scores
 from scheduling.core.accuracy import MIN_HORIZON, eta_outcome
 from scheduling.dispatch import dispatch_run
@@ -24,10 +26,20 @@ from scheduling.selectors import eta_accuracy
 from scheduling.temporal.client import WorkflowOutcome
 from tests.conftest import Tenants
 from tests.factories import ChartFactory
-from tests.scheduling.test_reconcile import FakeTemporal, counters, temporal  # noqa: F401 (the fixture)
+from tests.scheduling.test_reconcile import FakeTemporal, counters
 
 pytestmark = pytest.mark.django_db
 ACTOR = "user:test"
+
+
+@pytest.fixture
+def temporal(monkeypatch: pytest.MonkeyPatch, announced: Any) -> FakeTemporal:
+    """test_reconcile's fake Temporal: started workflows run until the test closes them."""
+    fake = FakeTemporal()
+    monkeypatch.setattr(dispatch_module, "start_chart_workflow", fake.start)
+    monkeypatch.setattr(reconcile_module, "describe_workflow", fake.describe)
+    monkeypatch.setattr(reconcile_module, "list_open_workflow_ids", lambda: set())
+    return fake
 
 
 @pytest.fixture(autouse=True)
@@ -72,7 +84,8 @@ def test_the_first_plan_after_submit_is_recorded_once(tenants: Tenants) -> None:
     plans = {plan.chart_id: plan for plan in ChartPlan.objects.all()}
     recorded = {chart.pk: chart for chart in Chart.objects.filter(pk__in=[c.pk for c in charts])}
     planned_at = {chart.enqueue_planned_at for chart in recorded.values()}
-    assert len(planned_at) == 1 and None not in planned_at
+    assert len(planned_at) == 1
+    assert None not in planned_at
     for chart in recorded.values():
         plan = plans[chart.pk]
         assert (chart.eta_at_enqueue, chart.eta_low_at_enqueue, chart.eta_high_at_enqueue) == (
@@ -84,12 +97,13 @@ def test_the_first_plan_after_submit_is_recorded_once(tenants: Tenants) -> None:
     plan_refresh(now=timezone.now() + timedelta(seconds=30))
 
     again = {chart.pk: chart for chart in Chart.objects.filter(pk__in=[c.pk for c in charts])}
-    assert all(
-        (again[pk].enqueue_planned_at, again[pk].eta_at_enqueue) == (recorded[pk].enqueue_planned_at, recorded[pk].eta_at_enqueue)
-        for pk in recorded
-    )  # fmt: skip
+    for pk, chart in recorded.items():
+        assert (again[pk].enqueue_planned_at, again[pk].eta_at_enqueue) == (
+            chart.enqueue_planned_at, chart.eta_at_enqueue,
+        )  # fmt: skip
     newcomer = Chart.objects.get(pk=later[0].pk)
-    assert newcomer.enqueue_planned_at is not None and newcomer.enqueue_planned_at > planned_at.pop()
+    assert newcomer.enqueue_planned_at is not None
+    assert newcomer.enqueue_planned_at > planned_at.pop()
     assert newcomer.eta_at_enqueue == ChartPlan.objects.get(pk=newcomer.pk).eta
     assert first.ordered == 3
 
@@ -155,7 +169,8 @@ def test_a_success_scores_both_promises_and_counts_them(tenants: Tenants, tempor
     }
     histogram = metrics._redis().hgetall(f"{metrics.PREFIX}hist:eta_error_ratio")
     fields = {key.decode(): float(value) for key, value in histogram.items()}  # type: ignore[union-attr]
-    assert fields["acme|enqueue|count"] == 1 and fields["acme|start|count"] == 1
+    assert fields["acme|enqueue|count"] == 1
+    assert fields["acme|start|count"] == 1
     assert fields["acme|enqueue|sum"] == pytest.approx(done.eta_error_at_enqueue)
 
     staff = Client()
@@ -175,7 +190,8 @@ def test_failures_are_not_scored(tenants: Tenants, temporal: FakeTemporal) -> No
     reconcile_run()
     failed = Chart.objects.get(pk=chart.pk)
     assert failed.state == ChartState.RETRY_WAIT
-    assert failed.eta_error_at_enqueue is None and failed.eta_error_at_start is None
+    assert failed.eta_error_at_enqueue is None
+    assert failed.eta_error_at_start is None
     assert counters("eta_in_band") == {}
 
 

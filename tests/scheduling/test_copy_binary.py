@@ -76,3 +76,15 @@ def test_no_rows_is_an_empty_copy() -> None:
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM copied")
         assert cursor.fetchone() == (0,)
+
+
+def test_floats_arrive_to_the_bit_and_nan_or_none_as_null() -> None:
+    values: list[float | None] = [0.0, -1.5, 63.25, 1e-300, 1.7976931348623157e308, None, float("nan"), 1 / 3]
+    columns = [copy_binary.integers(list(range(len(values)))), copy_binary.floats(values)]
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE TEMP TABLE floats (id bigint, value float8)")
+        with cursor.connection.cursor().copy("COPY floats (id, value) FROM STDIN (FORMAT binary)") as copy:
+            copy.write(copy_binary.encode(columns))
+        cursor.execute("SELECT value FROM floats ORDER BY id")
+        read = [value for (value,) in cursor.fetchall()]
+    assert read == [None if value is None or value != value else value for value in values]

@@ -63,7 +63,9 @@ def test_the_plan_keeps_each_running_chart_s_expected_duration(runs: tuple[Chart
     assert plans[waiting.pk].expected_duration is None
     # The overdue run's ETA is after the plan's now, with a band of some width around it.
     late_plan = plans[late.pk]
-    assert late_plan.eta is not None and late_plan.eta_low is not None and late_plan.eta_high is not None
+    assert late_plan.eta is not None
+    assert late_plan.eta_low is not None
+    assert late_plan.eta_high is not None
     assert begun < late_plan.eta_low < late_plan.eta < late_plan.eta_high
     late_chart, fresh_chart = Chart.objects.get(pk=late.pk), Chart.objects.get(pk=fresh.pk)
     assert chart_overdue(late_chart, now=timezone.now())
@@ -108,7 +110,7 @@ def test_the_portal_says_running_longer_than_usual(tenants: Tenants, runs: tuple
     assert re.search(r'<time datetime="[^"]+" data-not-past>[-0-9: ]+ UTC</time> <span class="relative">\(in ', page)
     assert "longer than usual" not in fresh_page
     assert table.count("Running longer than usual") == 1
-    assert " ago)" not in page.split("<h2 id=\"history-heading\">")[0].split("<dt>ETA</dt>")[1].split("</div>")[0]
+    assert " ago)" not in page.split('<h2 id="history-heading">')[0].split("<dt>ETA</dt>")[1].split("</div>")[0]
 
 
 def test_a_running_eta_the_clock_has_passed_shows_as_any_moment_now(tenants: Tenants) -> None:
@@ -142,7 +144,8 @@ def test_the_dashboard_in_flight_panel_says_it_with_the_new_eta(
     late, fresh, _ = runs
     plan_refresh()
     rows = {row["id"]: row for row in in_flight()["rows"]}
-    assert rows[late.pk]["overdue"] and not rows[fresh.pk]["overdue"]
+    assert rows[late.pk]["overdue"]
+    assert not rows[fresh.pk]["overdue"]
     assert rows[late.pk]["expected"] == ChartPlan.objects.get(pk=late.pk).expected_duration
     assert rows[late.pk]["eta_low"] < rows[late.pk]["eta"] < rows[late.pk]["eta_high"]
 
@@ -154,7 +157,8 @@ def test_the_dashboard_in_flight_panel_says_it_with_the_new_eta(
     fresh_row = partial.split(f'data-chart="{fresh.pk}"')[1].split("</tr>")[0]
     assert "running longer than usual" in late_row
     assert "running longer than usual" not in fresh_row
-    assert 'data-not-past data-rel="' in late_row and 'class="band"' in late_row
+    assert 'data-not-past data-rel="' in late_row
+    assert 'class="band"' in late_row
     assert "any moment" not in late_row  # its ETA is ahead
 
 
