@@ -149,14 +149,10 @@ class Chart(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
-    # The ETA it was promised, kept to measure how good the promises were (`scheduling.accuracy`):
-    # at enqueue, from its first plan (made at `enqueue_planned_at`, set once by the replan, also when
-    # that plan gave it no ETA), and at its start, from the plan its last claim was made by (the claim's
-    # time is `claimed_at`). At its success, the error of each and whether it landed in its band.
-    enqueue_planned_at = models.DateTimeField(null=True, blank=True, editable=False)
-    eta_at_enqueue = models.DateTimeField(null=True, blank=True, editable=False)
-    eta_low_at_enqueue = models.DateTimeField(null=True, blank=True, editable=False)
-    eta_high_at_enqueue = models.DateTimeField(null=True, blank=True, editable=False)
+    # The ETA it was promised at its start, kept to measure how good the promises were
+    # (`scheduling.accuracy`): from the plan its last claim was made by (the claim's time is
+    # `claimed_at`); its promise at enqueue is its `ChartPromise`. At its success, the error of each
+    # and whether it landed in its band.
     eta_at_start = models.DateTimeField(null=True, blank=True, editable=False)
     eta_low_at_start = models.DateTimeField(null=True, blank=True, editable=False)
     eta_high_at_start = models.DateTimeField(null=True, blank=True, editable=False)
@@ -250,6 +246,29 @@ class ChartPlan(models.Model):
 
     def __str__(self) -> str:
         return f"{self.chart_id} at {self.position}"
+
+
+class ChartPromise(models.Model):
+    """The ETA and p10-p90 band a chart was given by its first plan after its submission (its
+    promise at enqueue), and when that plan was made; written once per chart by the replan
+    (`scheduling.replan._record_first_plans`), read at the chart's success (`scheduling.accuracy`).
+
+    A table of its own, not columns of the chart: the replan inserts the new charts' rows in bulk
+    into this narrow table, where an update of as many chart rows (and of their many indexes) cost
+    the first replan after a bulk submission of 100k charts 25 s (`bench/bench_replan.py`). No
+    foreign-key constraint, as for the plan: a check per inserted row for derived data.
+    """
+
+    chart = models.OneToOneField(
+        Chart, primary_key=True, on_delete=models.CASCADE, db_constraint=False, related_name="promise"
+    )
+    planned_at = models.DateTimeField(help_text="When the plan that gave it was made.")
+    eta = models.DateTimeField(null=True, blank=True, help_text="Null: that plan gave it no ETA (held, paused).")
+    eta_low = models.DateTimeField(null=True, blank=True)
+    eta_high = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.chart_id} promised {self.eta}"
 
 
 class ChartEvent(models.Model):

@@ -1,8 +1,8 @@
 """How good the ETAs were, measured on the charts that finish.
 
-Every chart keeps two promises (columns of `Chart`):
+Every chart keeps two promises:
 - at enqueue: the ETA and p10-p90 band of its first plan after its submission, and when that plan
-  was made (`replan._record_first_plans`, once per chart);
+  was made (its `ChartPromise`, written by `replan._record_first_plans`, once per chart);
 - at start: the ETA and band of the plan its claim was made by (`dispatch._claim_row`, at each claim;
   the claim's `claimed_at` is the time of the prediction), so a retried chart is measured on the run
   that finished.
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from charts.models import Chart
+from charts.models import Chart, ChartPromise
 from scheduling.core.accuracy import Outcome, eta_outcome
 from scheduling.snapshot import to_seconds
 
@@ -50,16 +50,19 @@ class Promise:
 
 
 def chart_promises(chart: Chart) -> list[Promise]:
-    """The promises the chart holds (none where its plan gave it no ETA)."""
-    promises = []
-    for at, predicted_at, eta, low, high in (
-        (AT_ENQUEUE, chart.enqueue_planned_at, chart.eta_at_enqueue, chart.eta_low_at_enqueue,
-         chart.eta_high_at_enqueue),
-        (AT_START, chart.claimed_at, chart.eta_at_start, chart.eta_low_at_start, chart.eta_high_at_start),
-    ):  # fmt: skip
-        if predicted_at is not None and eta is not None:
-            promises.append(Promise(at, predicted_at, eta, low or eta, high or eta))
-    return promises
+    """The promises the chart holds (none where its plan gave it no ETA). One query (its promise at
+    enqueue)."""
+    given: list[tuple[str, datetime | None, datetime | None, datetime | None, datetime | None]] = [
+        (AT_START, chart.claimed_at, chart.eta_at_start, chart.eta_low_at_start, chart.eta_high_at_start)
+    ]
+    enqueue = ChartPromise.objects.filter(chart_id=chart.pk).first()
+    if enqueue is not None:
+        given.insert(0, (AT_ENQUEUE, enqueue.planned_at, enqueue.eta, enqueue.eta_low, enqueue.eta_high))
+    return [
+        Promise(at, predicted_at, eta, low or eta, high or eta)
+        for at, predicted_at, eta, low, high in given
+        if predicted_at is not None and eta is not None
+    ]
 
 
 def finish_scores(chart: Chart, *, finished: datetime) -> tuple[dict[str, Any], list[tuple[str, Outcome]]]:

@@ -13,14 +13,14 @@ import numpy as np
 from django.db import connection, transaction
 from psycopg.copy import QueuedLibpqWriter
 
-from charts.models import Chart, ChartPlan, WaitingReason
+from charts.models import ChartPlan, ChartPromise, WaitingReason
 from common.events import STAFF_GROUP, broadcast
 from orgs.models import Org
 from scheduling import copy_binary, core, metrics
 from scheduling.core.model import PlanArrays
 from scheduling.core.waiting import Reason
 from scheduling.models import QueueSample
-from scheduling.snapshot import Snapshot, chart_ids, chart_key, load_snapshot, org_key, to_datetime
+from scheduling.snapshot import Snapshot, chart_ids, chart_key, load_snapshot, org_key, to_datetime, to_seconds
 
 logger = logging.getLogger(__name__)
 
@@ -326,35 +326,43 @@ def _write_org_clear(snapshot: Snapshot, plan: core.Plan) -> dict[str, datetime 
 
 
 def _record_first_plans(snapshot: Snapshot) -> None:
-    """Record the plan this replan made for each waiting chart that no replan had planned yet (its
-    first plan after its submission: the ETA and band it was promised at enqueue, which its finish
-    is measured against, `scheduling.accuracy`), and when that plan was made, also for a chart the
-    plan gives no ETA (held, paused): it is recorded once either way. Steps:
+    """Record the plan this replan made for each waiting chart that no replan had planned yet: its
+    first plan after its submission, the ETA and band it was promised at enqueue, which its finish
+    is measured against (`charts.models.ChartPromise`, `scheduling.accuracy`), and when that plan was
+    made; also for a chart the plan gives no ETA (held, paused): a chart is recorded once either way.
+    Steps:
 
-    1. The charts: those the snapshot read as unplanned (`ActiveCharts.unplanned`), still unplanned.
-    2. Each one's row in the next plan table (built by now; none: no ETA).
-    3. One UPDATE of those charts. Their rows are locked SKIP LOCKED: a chart someone holds (a lever
-       or a transition under way) is never waited for (this transaction holds every org's row, which
-       a claim takes before its chart's: waiting here could deadlock); the next replan records it
-       while it still waits, else it keeps no enqueue ETA.
-    Only new charts are written, so a replan writes rows in proportion to the submissions since the
-    last one, not to the queue.
+    1. The candidates: the waiting charts submitted since the previous replan's instant (the last
+       `QueueSample`), less `FIRST_PLAN_MARGIN` for the submissions that committed after that
+       replan read the queue; every waiting chart when there was none. A chart the previous replans
+       already recorded is among them only while it is that recent.
+    2. One INSERT of their rows of the next plan table (built by now) into the promises; a chart that
+       has one keeps it (ON CONFLICT DO NOTHING).
+    So a replan writes rows in proportion to the submissions since the last one, into a narrow table
+    of its own: nothing of the chart rows (see `ChartPromise`), no lock on them.
     """
     waiting = snapshot.waiting
-    new = waiting.id[waiting.unplanned]
-    if not len(new):
+    previous = QueueSample.objects.order_by("-at").values_list("at", flat=True).first()
+    if previous is None:
+        candidates = waiting.id
+    else:
+        since = to_seconds(previous - FIRST_PLAN_MARGIN)
+        candidates = waiting.id[waiting.created >= since]
+    if not len(candidates):
         return
-    chart_table = Chart._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(
-            f"UPDATE {chart_table} AS c SET enqueue_planned_at = %s, eta_at_enqueue = p.eta,"  # noqa: S608
-            " eta_low_at_enqueue = p.eta_low, eta_high_at_enqueue = p.eta_high"
-            f" FROM (SELECT id FROM {chart_table} WHERE id = ANY(%s) AND enqueue_planned_at IS NULL"
-            " FOR UPDATE SKIP LOCKED) AS v"
-            f" LEFT JOIN {NEXT_PLAN_TABLE} AS p ON p.chart_id = v.id"
-            " WHERE c.id = v.id",
-            [snapshot.now, new.tolist()],
+            f"INSERT INTO {ChartPromise._meta.db_table} (chart_id, planned_at, eta, eta_low, eta_high)"  # noqa: S608
+            f" SELECT p.chart_id, %s, p.eta, p.eta_low, p.eta_high FROM {NEXT_PLAN_TABLE} AS p"
+            " WHERE p.chart_id = ANY(%s) ON CONFLICT (chart_id) DO NOTHING",
+            [snapshot.now, candidates.tolist()],
         )
+
+
+# How long before the previous replan's instant a submission still counts as possibly unseen by it
+# (`_record_first_plans`): longer than a submission's transaction takes from its `created_at` to its
+# commit (a bulk of 10,000 charts commits within seconds).
+FIRST_PLAN_MARGIN = timedelta(minutes=1)
 
 
 def _seconds(value: float | None) -> float | None:

@@ -528,8 +528,7 @@ class ActiveCharts:
     """The waiting and in-flight charts as aligned columns, one array a field. Times are seconds since
     the Unix epoch (the `Epoch` of each column, to the bit), NaN for none: `available_at` without a
     backoff, `started` neither started nor claimed; `cost` 0 where none is recorded; `state` the
-    index of the chart's state in `ACTIVE_STATES`; `unplanned` whether no replan has recorded the
-    chart's first plan yet (`Chart.enqueue_planned_at`, which the replan then sets)."""
+    index of the chart's state in `ACTIVE_STATES`."""
 
     id: NDArray[np.int64]
     org_id: NDArray[np.int64]
@@ -542,7 +541,6 @@ class ActiveCharts:
     attempt: NDArray[np.int32]
     cost: NDArray[np.int32]
     started: NDArray[np.float64]
-    unplanned: NDArray[np.bool_]
 
     @classmethod
     def load(cls) -> ActiveCharts:
@@ -568,8 +566,7 @@ class ActiveCharts:
             "priority_attempt": (_bits(F("priority"), 32).bitor(_bits(F("attempt"))), "int8"),
             "cost_state_high": (
                 _bits(Coalesce("cost", 0), 32)
-                .bitor(_bits(state, 2))
-                .bitor(_bits(Case(When(enqueue_planned_at__isnull=True, then=1), default=0), 1))
+                .bitor(_bits(state, 1))
                 .bitor(_bits(Cast("high_priority", IntegerField()))),
                 "int8",
             ),
@@ -639,16 +636,11 @@ def _bits(value: Any, shift: int = 0) -> Any:
 
 # Where each small field sits in its int8 (`ActiveCharts.load`): (shift, width in bits, numpy type).
 # The fields below priority and cost are never negative (attempt and cost by their CHECKs, state an
-# index, unplanned and high_priority 0 or 1), so OR-ing them in leaves the bits above them alone, and
-# the top field, read by an arithmetic shift, keeps its sign.
+# index, high_priority 0 or 1), so OR-ing them in leaves the bits above them alone, and the top
+# field, read by an arithmetic shift, keeps its sign.
 _SMALL_FIELDS: dict[str, dict[str, tuple[int, int, type[np.generic]]]] = {
     "priority_attempt": {"priority": (32, 32, np.int32), "attempt": (0, 32, np.int32)},
-    "cost_state_high": {
-        "cost": (32, 32, np.int32),
-        "state": (2, 30, np.int16),
-        "unplanned": (1, 1, np.bool_),
-        "high_priority": (0, 1, np.bool_),
-    },
+    "cost_state_high": {"cost": (32, 32, np.int32), "state": (1, 31, np.int16), "high_priority": (0, 1, np.bool_)},
 }
 
 

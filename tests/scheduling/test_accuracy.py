@@ -11,7 +11,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from charts.models import Chart, ChartPlan, ChartState
+from charts.models import Chart, ChartPlan, ChartPromise, ChartState
 from charts.services import Submission, chart_submit_bulk
 from orgs.services import org_hold
 from scheduling import dispatch as dispatch_module
@@ -20,8 +20,9 @@ from scheduling import reconcile as reconcile_module
 from scheduling.accuracy import finish_scores
 from scheduling.core.accuracy import MIN_HORIZON, eta_outcome
 from scheduling.dispatch import dispatch_run
+from scheduling.models import QueueSample
 from scheduling.reconcile import duration_record, reconcile_run
-from scheduling.replan import plan_refresh
+from scheduling.replan import FIRST_PLAN_MARGIN, plan_refresh
 from scheduling.selectors import eta_accuracy
 from scheduling.temporal.client import WorkflowOutcome
 from tests.conftest import Tenants
@@ -77,45 +78,57 @@ def test_the_error_is_relative_to_the_time_left_when_predicted() -> None:
 # Recording the promises ----------------------------------------------------------------------------
 
 
+def promises(charts: list[Chart]) -> dict[int, ChartPromise]:
+    return {promise.chart_id: promise for promise in ChartPromise.objects.filter(chart__in=charts)}
+
+
 def test_the_first_plan_after_submit_is_recorded_once(tenants: Tenants) -> None:
     learned(tenants)
     charts = submit(tenants, 3)
     first = plan_refresh()
     plans = {plan.chart_id: plan for plan in ChartPlan.objects.all()}
-    recorded = {chart.pk: chart for chart in Chart.objects.filter(pk__in=[c.pk for c in charts])}
-    planned_at = {chart.enqueue_planned_at for chart in recorded.values()}
-    assert len(planned_at) == 1
-    assert None not in planned_at
-    for chart in recorded.values():
-        plan = plans[chart.pk]
-        assert (chart.eta_at_enqueue, chart.eta_low_at_enqueue, chart.eta_high_at_enqueue) == (
-            plan.eta, plan.eta_low, plan.eta_high,
-        )  # fmt: skip
-        assert chart.eta_low_at_enqueue < chart.eta_at_enqueue < chart.eta_high_at_enqueue
+    recorded = promises(charts)
+    assert recorded.keys() == {chart.pk for chart in charts}
+    planned_at = {promise.planned_at for promise in recorded.values()}
+    assert planned_at == {QueueSample.objects.get().at}
+    for chart_id, promise in recorded.items():
+        plan = plans[chart_id]
+        assert (promise.eta, promise.eta_low, promise.eta_high) == (plan.eta, plan.eta_low, plan.eta_high)
+        assert promise.eta_low < promise.eta < promise.eta_high  # type: ignore[operator]
 
     later = submit(tenants, 1, org=tenants.org_b)
     plan_refresh(now=timezone.now() + timedelta(seconds=30))
 
-    again = {chart.pk: chart for chart in Chart.objects.filter(pk__in=[c.pk for c in charts])}
-    for pk, chart in recorded.items():
-        assert (again[pk].enqueue_planned_at, again[pk].eta_at_enqueue) == (
-            chart.enqueue_planned_at, chart.eta_at_enqueue,
-        )  # fmt: skip
-    newcomer = Chart.objects.get(pk=later[0].pk)
-    assert newcomer.enqueue_planned_at is not None
-    assert newcomer.enqueue_planned_at > planned_at.pop()
-    assert newcomer.eta_at_enqueue == ChartPlan.objects.get(pk=newcomer.pk).eta
+    again = promises(charts)
+    for chart_id, promise in recorded.items():
+        assert (again[chart_id].planned_at, again[chart_id].eta) == (promise.planned_at, promise.eta)
+    newcomer = promises(later)[later[0].pk]
+    assert newcomer.planned_at > planned_at.pop()
+    assert newcomer.eta == ChartPlan.objects.get(pk=later[0].pk).eta
     assert first.ordered == 3
+
+
+def test_a_submission_the_previous_replan_did_not_see_yet_is_recorded(tenants: Tenants) -> None:
+    """A chart whose transaction committed after the previous replan read the queue has a `created_at`
+    before that replan: it counts within FIRST_PLAN_MARGIN. One older than that that no replan
+    recorded (waiting since before the release that records promises) gets none."""
+    plan_refresh()
+    previous = QueueSample.objects.get().at
+    unseen = ChartFactory(org=tenants.org_a, workflow=tenants.workflow, created_at=previous - timedelta(seconds=20))
+    old = ChartFactory(
+        org=tenants.org_a, workflow=tenants.workflow, created_at=previous - FIRST_PLAN_MARGIN - timedelta(seconds=1)
+    )
+    plan_refresh()
+    assert set(promises([unseen, old])) == {unseen.pk}
 
 
 def test_a_chart_whose_first_plan_has_no_eta_is_recorded_without_one(tenants: Tenants) -> None:
     org_hold(org=tenants.org_b, actor=ACTOR, reason="test")
     (held,) = submit(tenants, 1, org=tenants.org_b)
     plan_refresh()
-    chart = Chart.objects.get(pk=held.pk)
-    assert chart.enqueue_planned_at is not None
-    assert chart.eta_at_enqueue is None
-    assert finish_scores(chart, finished=timezone.now()) == ({}, [])
+    promise = promises([held])[held.pk]
+    assert promise.eta is None
+    assert finish_scores(Chart.objects.get(pk=held.pk), finished=timezone.now()) == ({}, [])
 
 
 def test_a_claim_records_the_eta_of_the_plan_it_was_made_by(tenants: Tenants, temporal: FakeTemporal) -> None:
@@ -148,14 +161,14 @@ def test_a_success_scores_both_promises_and_counts_them(tenants: Tenants, tempor
     (chart,) = submit(tenants, 1)
     plan_refresh()
     dispatch_run()
-    promised = Chart.objects.get(pk=chart.pk)
-    # It finishes inside its band at enqueue, later than its band at start.
-    finished_in_band = promised.eta_at_enqueue + (promised.eta_high_at_enqueue - promised.eta_at_enqueue) / 2
+    enqueue = ChartPromise.objects.get(pk=chart.pk)
+    # It finishes inside its band at enqueue, between its ETA and the band's late end.
+    finished_in_band = enqueue.eta + (enqueue.eta_high - enqueue.eta) / 2  # type: ignore[operator]
     done = complete(temporal, chart, finished=finished_in_band)
 
     assert done.state == ChartState.SUCCEEDED
-    left = (finished_in_band - done.enqueue_planned_at).total_seconds()
-    assert done.eta_error_at_enqueue == pytest.approx((finished_in_band - done.eta_at_enqueue).total_seconds() / left)
+    left = (finished_in_band - enqueue.planned_at).total_seconds()
+    assert done.eta_error_at_enqueue == pytest.approx((finished_in_band - enqueue.eta).total_seconds() / left)
     assert done.eta_in_band_at_enqueue is True
     left_at_start = (finished_in_band - done.claimed_at).total_seconds()
     assert done.eta_error_at_start == pytest.approx(
