@@ -4,6 +4,7 @@ the clock passes it (before the next replan moves it) it reads "any moment now",
 from __future__ import annotations
 
 import os
+import re
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,7 @@ def test_an_overdue_run_s_eta_never_reads_as_past(live_url: str, chromium: Any, 
     page.goto(f"{live_url}/portal/acme/charts/{chart.pk}/")
     assert "Running longer than usual" in page.locator(".overdue").inner_text()
     eta = page.locator("dt:text-is('ETA') + dd")
-    assert "(in 50 s)" in eta.inner_text()
+    assert re.search(r"\(in \d+ s\)", eta.inner_text())
     page.clock.fast_forward("01:30")
     page.wait_for_function("() => document.querySelector('time[data-not-past]').textContent === 'any moment now'")
 
