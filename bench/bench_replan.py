@@ -283,6 +283,17 @@ then the load alone and the persist alone, three times each (medians of wall tim
 #   100k: pass 0.38 s (load 0.09, core plan 0.17, persist 0.13); target 1.0 s met.
 #   1M:   pass 2.76 s (load 0.71, core plan 0.82, persist 1.22), all three 2.76-2.92 s; target 5 s met.
 #         Load alone 0.68 s wall (backends 0.55 s CPU, client 0.29); persist alone 0.95 s (backend 0.90).
+#
+# Issue 25 (2026-12-02, 19:01-19:10 UTC, load average 8-14: six engineers' tests on 2 cores), the plan's
+# expected duration of in-flight charts (a float8 column, NULL for the waiting) and the promises at
+# enqueue (`replan._record_first_plans`). This bench, `--sizes 10000,100000`, branch and main (cc9e1f6)
+# alternated twice; "first pass" is the warm pass, now printed (it records the first plans):
+#   100k pass    branch 5.98 / 2.42 s (persist 1.60 / 0.75), main 4.16 / 2.23 s (persist 1.58 / 0.64)
+#   100k persist alone, CPU client / backend: branch 0.10 / 0.27 and 0.09 / 0.28 s, main 0.12 / 0.35
+#        and 0.10 / 0.26 s: no difference above the noise.
+# The first plans of 100k new charts (a bulk upload, every chart new; /tmp script, not kept): 1.25 s of a
+# 3.57 s first pass, 0.011 s in the next pass. Tried first and dropped: the promise as columns of the
+# chart, set by an UPDATE of the new charts' rows (their many indexes rewritten): 25-27 s for 100k.
 
 from __future__ import annotations
 
