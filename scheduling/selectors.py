@@ -347,7 +347,7 @@ def recent_events(*, limit: int = 50) -> list[dict[str, Any]]:
             "actor": change.actor,
             "org": None,
             "text": f"{change.field}: {change.old_value} → {change.new_value}",
-            "reason": "",
+            "reason": change.reason,
         }
         for change in ConfigChange.objects.order_by("-at", "-id")[:limit]
     ]
