@@ -149,22 +149,24 @@ class OrgViewSet(FairschedAPIView, viewsets.GenericViewSet[Org]):
         org = org_get(org_ids=None, slug=slug)
         return with_etag(Response(OrgDetailSerializer(org_summary(org=org)).data), org)
 
-    @extend_schema(request=HoldSerializer, responses=OrgDetailSerializer)
+    @extend_schema(parameters=[ETAG], request=HoldSerializer, responses=OrgDetailSerializer)
     @action(detail=True, methods=["post"])
     def hold(self, request: Request, slug: str) -> Response:
         """Staff: hold the org (weight 0); its charts stay queued and never dispatch. The reason is
         written for the customer: the org's members see it as `hold_reason` until the release."""
         org = org_get(org_ids=None, slug=slug)
         services.org_hold(org=org, actor=actor_for(request.user), reason=self._reason(request, HoldSerializer))
-        return Response(OrgDetailSerializer(org_summary(org=org_get(org_ids=None, slug=slug))).data)
+        org = org_get(org_ids=None, slug=slug)
+        return with_etag(Response(OrgDetailSerializer(org_summary(org=org)).data), org)
 
-    @extend_schema(request=ReasonSerializer, responses=OrgDetailSerializer)
+    @extend_schema(parameters=[ETAG], request=ReasonSerializer, responses=OrgDetailSerializer)
     @action(detail=True, methods=["post"])
     def release(self, request: Request, slug: str) -> Response:
         """Staff: release a held org, restoring its weight from before the hold."""
         org = org_get(org_ids=None, slug=slug)
         services.org_release(org=org, actor=actor_for(request.user), reason=self._reason(request))
-        return Response(OrgDetailSerializer(org_summary(org=org_get(org_ids=None, slug=slug))).data)
+        org = org_get(org_ids=None, slug=slug)
+        return with_etag(Response(OrgDetailSerializer(org_summary(org=org)).data), org)
 
     @extend_schema(responses=WorkflowCostSerializer(many=True))
     @action(detail=True, methods=["get"], pagination_class=None)

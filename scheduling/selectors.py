@@ -16,6 +16,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from charts.models import ACTIVE_STATES, CLAIMABLE_STATES, IN_FLIGHT_STATES, Chart, ChartEvent, ChartState
+from common.api import etag
 from orgs.models import Org, OrgChange, Provider, ProviderPause, Workflow, WorkflowCost
 from scheduling.models import ConfigChange, QueueSample, SchedulerConfig
 from scheduling.snapshot import Durations
@@ -281,6 +282,8 @@ def org_rows(*, load: Load | None = None, org_id: int | None = None) -> list[dic
             "clear_low": _iso(org.clear_low, "seconds"),
             "clear_high": _iso(org.clear_high, "seconds"),
             "costs": costs.get(org.pk, {}),
+            # The ETag the org's API read answers: the editor's edits send it back (If-Match).
+            "etag": etag(org),
             **per_org.get(org.pk, empty),
         }
         for org in orgs

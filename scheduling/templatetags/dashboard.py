@@ -43,7 +43,8 @@ def eta(iso: str | None, low: str | None, high: str | None) -> str:
 # format string: the template engine takes a quarter of a second per node-heavy row loop at 500 orgs.
 ORG_ROW = (
     '<tr id="org-{id}"{oob} data-org="{slug}" data-held="{held}" data-weight="{weight}" data-cap="{cap}"'
-    ' data-limit="{queue_limit}" data-clear="{clear}" data-queued="{queued}" data-running="{running}"{held_class}>'
+    ' data-limit="{queue_limit}" data-etag="{etag}" data-clear="{clear}" data-queued="{queued}"'
+    ' data-running="{running}"{held_class}>'
     '<td><button type="button" class="link" data-edit>{slug}</button> <small>{name}</small></td>'
     '<td class="num">{weight}</td><td>{hold}</td><td class="num">{cap}</td><td class="num">{queue_limit}</td>'
     "<td>{costs}</td>"
@@ -78,6 +79,7 @@ def org_rows(orgs: list[dict[str, Any]], swap: bool = False) -> SafeString:
                 weight=org["weight"],
                 cap=cap,
                 queue_limit=queue_limit,
+                etag=escape(org["etag"]),
                 clear=clear or "",
                 queued=org["queued"],
                 paused=org["paused"],
