@@ -221,8 +221,9 @@ class OrgViewSet(FairschedAPIView, viewsets.GenericViewSet[Org]):
         and the reason given."""
         PageQuerySerializer(data=request.query_params).is_valid(raise_exception=True)
         org = org_get(org_ids=None, slug=slug)
-        page = self.paginate_queryset(OrgChange.objects.filter(org=org))
-        return self.get_paginated_response(OrgChangeSerializer(page, many=True).data)
+        paginator = OrgChangeCursorPagination()
+        page = paginator.paginate_queryset(OrgChange.objects.filter(org=org), request, view=self) or []
+        return paginator.get_paginated_response(OrgChangeSerializer(page, many=True).data)
 
     def _reason(self, request: Request, serializer: type[ReasonSerializer | HoldSerializer] = ReasonSerializer) -> str:
         body = serializer(data=request.data if isinstance(request.data, dict) else {})

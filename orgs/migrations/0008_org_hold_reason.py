@@ -4,15 +4,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('orgs', '0007_drop_authtoken_table'),
+        ("orgs", "0007_drop_authtoken_table"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='org',
-            name='hold_reason',
-            field=models.CharField(blank=True, editable=False, help_text='Why the org is held, written for its members (they see it); cleared on release.', max_length=500),
+            model_name="org",
+            name="hold_reason",
+            field=models.CharField(
+                blank=True,
+                editable=False,
+                help_text="Why the org is held, written for its members (they see it); cleared on release.",
+                max_length=500,
+            ),
         ),
     ]

@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('scheduling', '0004_arrival_window_decay'),
+        ("scheduling", "0004_arrival_window_decay"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='configchange',
-            name='reason',
+            model_name="configchange",
+            name="reason",
             field=models.CharField(blank=True, max_length=500),
         ),
     ]
