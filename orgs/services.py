@@ -109,13 +109,21 @@ def org_weight_set(*, org: Org, weight: int, actor: str, reason: str = "") -> Or
 def org_hold(*, org: Org, actor: str, reason: str = "") -> Org:
     """Hold the org: weight 0, so its charts stay queued and visible but never dispatch.
 
-    The reason is written for the customer: the org's members see it (portal, API) until the release."""
+    The reason is written for the customer: the org's members see it (portal, API) until the release.
+    Holding a held org again with another reason replaces the reason its members see."""
+    reason = reason[:500]
     with transaction.atomic():
         org = _locked(org)
         if org.is_held:
+            if reason and reason != org.hold_reason:
+                org.hold_reason = reason
+                org.save(update_fields=["hold_reason", "updated_at"])
+                # The reason before is the previous hold line's: this line says only that it changed.
+                org_change_log(org, actor=actor, field="hold", old="held", new="held", reason=reason)
+                changed(kind="org", org_id=org.pk, replan=False)
             return org
         old = org.weight
-        org.weight_before_hold, org.weight, org.hold_reason = old, 0, reason[:500]
+        org.weight_before_hold, org.weight, org.hold_reason = old, 0, reason
         org.save(update_fields=["weight", "weight_before_hold", "hold_reason", "updated_at"])
         org_change_log(org, actor=actor, field="hold", old=f"weight {old}", new="held", reason=reason)
         changed(kind="org", org_id=org.pk)

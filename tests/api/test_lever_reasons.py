@@ -245,6 +245,27 @@ def test_a_member_sees_the_hold_reason_and_it_is_cleared_on_release(
     assert Org.objects.get(slug="acme").hold_reason == ""
 
 
+def test_holding_a_held_org_again_replaces_the_reason_its_members_see(
+    tenants: Tenants, staff: APIClient, client_for: Client
+) -> None:
+    staff.patch("/api/v1/orgs/acme/", {"weight": 0, "reason": "internal: abuse suspected"}, format="json")
+    again = staff.post("/api/v1/orgs/acme/hold/", {"reason": "Paused while we check your usage"}, format="json")
+
+    assert again.status_code == 200
+    assert client_for(tenants.member_a).get("/api/v1/orgs/acme/").json()["hold_reason"] == (
+        "Paused while we check your usage"
+    )
+    assert [(c["field"], c["old_value"], c["new_value"], c["reason"]) for c in org_history(staff)[:2]] == [
+        ("hold", "held", "held", "Paused while we check your usage"),
+        ("weight", "2", "0", "internal: abuse suspected"),
+    ]
+    # The same again, or none: nothing changes.
+    staff.post("/api/v1/orgs/acme/hold/", {"reason": "Paused while we check your usage"}, format="json")
+    staff.post("/api/v1/orgs/acme/hold/", {}, format="json")
+    assert len(org_history(staff)) == 2
+    assert Org.objects.get(slug="acme").hold_reason == "Paused while we check your usage"
+
+
 def test_a_hold_by_weight_0_shows_the_member_no_reason(tenants: Tenants, staff: APIClient, client_for: Client) -> None:
     staff.patch("/api/v1/orgs/acme/", {"weight": 0, "reason": "internal: abuse suspected"}, format="json")
 
