@@ -274,6 +274,7 @@ def org_rows(*, load: Load | None = None, org_id: int | None = None) -> list[dic
             "name": org.name,
             "weight": org.weight,
             "held": org.is_held,
+            "hold_reason": org.hold_reason,
             "weight_before_hold": org.weight_before_hold,
             "max_concurrency": org.max_concurrency,
             "queue_limit": org.queue_limit,

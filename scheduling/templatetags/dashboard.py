@@ -52,7 +52,7 @@ ORG_ROW = (
     '<td class="num">{cost_in_use}</td><td>{clears}</td><td class="err" data-err></td></tr>\n'
 )
 HOLD = '<button type="button" data-hold>Hold</button>'
-RELEASE = '<button type="button" class="warn" data-hold title="release restores weight {weight}">Release</button>'
+RELEASE = '<button type="button" class="warn" data-hold title="release restores weight {weight}{told}">Release</button>'
 COST = '<span class="tag" data-workflow="{}" data-cost="{}">{}={}</span>'
 
 
@@ -85,7 +85,12 @@ def org_rows(orgs: list[dict[str, Any]], swap: bool = False) -> SafeString:
                 paused=org["paused"],
                 running=org["running"],
                 cost_in_use=org["cost_in_use"],
-                hold=RELEASE.format(weight=org["weight_before_hold"] or 1) if held else HOLD,
+                hold=RELEASE.format(
+                    weight=org["weight_before_hold"] or 1,
+                    told=f"; its members read: {escape(org['hold_reason'])}" if org["hold_reason"] else "",
+                )
+                if held
+                else HOLD,
                 costs=" ".join(COST.format(name, cost, name, cost) for name, cost in costs),
                 clears='<span class="badge held">held</span>' if held else eta(clear, low, high),
             )
