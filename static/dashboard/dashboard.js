@@ -789,23 +789,27 @@
       renderResult();
     }
 
+    // Each change goes through its own lever, with the panel's reason (kept in its history).
     async function apply() {
       const err = $("#whatif-err");
+      const reason = reasonOf("#whatif-reason");
+      const withReason = (body) => (reason ? { ...(body || {}), reason } : body);
       const config = changes.filter((c) => CONFIG.includes(c.kind));
       if (config.length) {
         const body = Object.fromEntries(config.map((c) => [c.kind, c.value]));
-        if (!(await api("PATCH", "/api/v1/scheduler/config/", body, err))) return;
+        if (!(await api("PATCH", "/api/v1/scheduler/config/", withReason(body), err))) return;
         changes = changes.filter((c) => !CONFIG.includes(c.kind));
         renderChanges();
       }
       while (changes.length) {
         const [method, url, body] = call(changes[0]);
-        if (!(await api(method, url, body, err))) return;
+        if (!(await api(method, url, withReason(body), err))) return;
         changes.shift();
         renderChanges();
       }
       preview = null;
       renderResult();
+      reasonUsed("#whatif-reason");
       toast("applied", true);
     }
 

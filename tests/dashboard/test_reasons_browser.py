@@ -94,7 +94,7 @@ def test_levers_pulled_with_a_reason_show_it_in_the_events(live_url: str, chromi
     page.fill("#form-budget [name=budget]", "12")
     page.press("#form-budget [name=budget]", "Enter")
     _until(lambda: SchedulerConfig.load().budget == 12)
-    assert ConfigChange.objects.get().reason == "more workers tonight"
+    assert ConfigChange.objects.get(field="budget").reason == "more workers tonight"
     page.wait_for_selector(f"{events} li:has-text('more workers tonight')", timeout=5000)
 
     # A chart lever with the queue's reason.
@@ -104,6 +104,20 @@ def test_levers_pulled_with_a_reason_show_it_in_the_events(live_url: str, chromi
     _until(lambda: ChartEvent.objects.filter(chart=chart, to_state=ChartState.PAUSED).exists())
     assert ChartEvent.objects.get(chart=chart, to_state=ChartState.PAUSED).reason == "customer asked by phone"
     page.wait_for_selector(f"{events} li:has-text('customer asked by phone')", timeout=5000)
+
+    # The what-if panel's Apply all: each change through its lever, with the panel's reason.
+    page.select_option("#form-whatif [name=kind]", "hold")
+    page.select_option("#form-whatif [name=org]", "acme")
+    page.click("#form-whatif button[type=submit]")
+    page.select_option("#form-whatif [name=kind]", "budget")
+    page.fill("#form-whatif [name=value]", "14")
+    page.click("#form-whatif button[type=submit]")
+    page.fill("#whatif-reason", "Planned maintenance tonight")
+    page.click("#whatif-apply")
+    page.wait_for_function("() => document.querySelector('#whatif-changes').children.length === 0", timeout=10_000)
+    assert Org.objects.get(slug="acme").hold_reason == "Planned maintenance tonight"
+    assert ConfigChange.objects.filter(field="budget").first().reason == "Planned maintenance tonight"  # type: ignore[union-attr]
+    assert page.input_value("#whatif-reason") == ""
 
     # A bad reason: the API's 400 names it beside the control, nothing is written.
     page.click('tr[data-org="acme"] [data-edit]')
