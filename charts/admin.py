@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib import admin
@@ -12,7 +13,7 @@ from django.http import HttpRequest
 from charts import services
 from charts.models import Chart, ChartEvent, ChartState, DurationStat
 from common.actors import actor_for
-from common.admin_utils import ServiceModelAdmin, apply_each
+from common.admin_utils import ReasonActionForm, ServiceModelAdmin, action_reason, apply_each
 from orgs.admin import OrgAdmin
 from orgs.models import Org
 
@@ -49,6 +50,7 @@ class ChartAdmin(ServiceModelAdmin[Chart]):
     show_full_result_count = False
     inlines = [ChartEventInline]
     actions = ["pause", "resume", "make_high_priority", "move_to_top", "cancel"]
+    action_form = ReasonActionForm
     readonly_fields = [
         "state", "attempt", "runs", "available_at", "cost", "last_error", "temporal_workflow_id", "temporal_run_id",
         "claimed_at", "started_at", "finished_at", "cancel_requested_at", "position", "predicted_start", "eta",
@@ -113,34 +115,36 @@ class ChartAdmin(ServiceModelAdmin[Chart]):
 
     @admin.action(description="Pause the selected charts")
     def pause(self, request: HttpRequest, queryset: QuerySet[Chart]) -> None:
-        actor = actor_for(request.user)
-        apply_each(self, request, queryset, lambda c: services.chart_pause(chart=c, actor=actor), "Paused")
+        self._each(request, queryset, lambda c, **who: services.chart_pause(chart=c, **who), "Paused")
 
     @admin.action(description="Resume the selected charts")
     def resume(self, request: HttpRequest, queryset: QuerySet[Chart]) -> None:
-        actor = actor_for(request.user)
-        apply_each(self, request, queryset, lambda c: services.chart_resume(chart=c, actor=actor), "Resumed")
+        self._each(request, queryset, lambda c, **who: services.chart_resume(chart=c, **who), "Resumed")
 
     @admin.action(description="Give the selected charts high priority")
     def make_high_priority(self, request: HttpRequest, queryset: QuerySet[Chart]) -> None:
-        actor = actor_for(request.user)
-        apply_each(
-            self,
+        self._each(
             request,
             queryset,
-            lambda c: services.chart_prioritize(chart=c, high_priority=True, actor=actor),
+            lambda c, **who: services.chart_prioritize(chart=c, high_priority=True, **who),
             "Prioritized",
         )
 
     @admin.action(description="Move the selected charts to the top of their org's queue")
     def move_to_top(self, request: HttpRequest, queryset: QuerySet[Chart]) -> None:
-        actor = actor_for(request.user)
-        apply_each(self, request, queryset, lambda c: services.chart_move_to_top(chart=c, actor=actor), "Moved")
+        self._each(request, queryset, lambda c, **who: services.chart_move_to_top(chart=c, **who), "Moved")
 
     @admin.action(description="Cancel the selected charts")
     def cancel(self, request: HttpRequest, queryset: QuerySet[Chart]) -> None:
+        self._each(request, queryset, lambda c, **who: services.chart_cancel(chart=c, **who), "Cancelled")
+
+    def _each(self, request: HttpRequest, queryset: QuerySet[Chart], lever: Callable[..., object], verb: str) -> None:
+        """Pull `lever` on every selected chart, as the user who acts and with the action bar's reason."""
+        reason = action_reason(self, request)
+        if reason is None:
+            return
         actor = actor_for(request.user)
-        apply_each(self, request, queryset, lambda c: services.chart_cancel(chart=c, actor=actor), "Cancelled")
+        apply_each(self, request, queryset, lambda c: lever(c, actor=actor, reason=reason), verb)
 
 
 # The orgs' page with each org's queued and running charts: orgs.admin registers it without them (that

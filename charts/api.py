@@ -197,17 +197,19 @@ class ChartViewSet(FairschedAPIView, viewsets.GenericViewSet[Chart]):
     @action(detail=True, methods=["post"])
     def prioritize(self, request: Request, pk: str) -> Response:
         """Set `priority` (tenants: -10 to 10, their own charts' order inside the org's share) and/or
-        `high_priority` (staff only)."""
+        `high_priority` (staff only), with an optional reason recorded in the chart's history."""
         chart = self._writable(request, pk)
         levers = PrioritizeSerializer(data=request.data)
         levers.is_valid(raise_exception=True)
+        data = levers.validated_data
         if not scope_of(request).staff:
-            services.tenant_levers_check(**levers.validated_data)
+            services.tenant_levers_check(high_priority=data["high_priority"], priority=data["priority"])
         services.chart_prioritize(
             chart=chart,
-            high_priority=levers.validated_data["high_priority"],
-            priority=levers.validated_data["priority"],
+            high_priority=data["high_priority"],
+            priority=data["priority"],
             actor=actor_for(request.user),
+            reason=data["reason"],
         )
         return self._fresh(chart)
 

@@ -17,18 +17,19 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from charts.selectors import org_summary
-from charts.serializers import OrgDetailSerializer, ReasonSerializer
+from charts.serializers import HoldSerializer, OrgDetailSerializer, ReasonSerializer
 from common.actors import actor_for
 from common.api import ETAG, IF_MATCH, CursorPagination, FairschedAPIView, if_match_check, with_etag
 from common.strict import PageQuerySerializer
 from orgs import services
 from orgs.access import IsStaffScope, visible_org_ids
-from orgs.models import Membership, Org, Workflow
+from orgs.models import Membership, Org, OrgChange, Workflow
 from orgs.selectors import org_get, orgs_visible, user_for_input, workflow_cost_get, workflow_costs
 from orgs.serializers import (
     MembershipCreateSerializer,
     MembershipRoleSerializer,
     MembershipSerializer,
+    OrgChangeSerializer,
     OrgCreateSerializer,
     OrgSerializer,
     OrgUpdateSerializer,
@@ -36,11 +37,17 @@ from orgs.serializers import (
     WorkflowCostSetSerializer,
 )
 
-STAFF_ACTIONS = frozenset({"create", "partial_update", "hold", "release", "costs", "cost", "members", "member"})
+STAFF_ACTIONS = frozenset(
+    {"create", "partial_update", "hold", "release", "costs", "cost", "members", "member", "history"}
+)
 
 
 class OrgCursorPagination(CursorPagination):
     ordering = "slug"
+
+
+class OrgChangeCursorPagination(CursorPagination):
+    ordering = "-id"
 
 
 class OrgViewSet(FairschedAPIView, viewsets.GenericViewSet[Org]):
@@ -142,21 +149,24 @@ class OrgViewSet(FairschedAPIView, viewsets.GenericViewSet[Org]):
         org = org_get(org_ids=None, slug=slug)
         return with_etag(Response(OrgDetailSerializer(org_summary(org=org)).data), org)
 
-    @extend_schema(request=ReasonSerializer, responses=OrgDetailSerializer)
+    @extend_schema(parameters=[ETAG], request=HoldSerializer, responses=OrgDetailSerializer)
     @action(detail=True, methods=["post"])
     def hold(self, request: Request, slug: str) -> Response:
-        """Staff: hold the org (weight 0); its charts stay queued and never dispatch."""
+        """Staff: hold the org (weight 0); its charts stay queued and never dispatch. The reason is
+        written for the customer: the org's members see it as `hold_reason` until the release."""
         org = org_get(org_ids=None, slug=slug)
-        services.org_hold(org=org, actor=actor_for(request.user), reason=self._reason(request))
-        return Response(OrgDetailSerializer(org_summary(org=org_get(org_ids=None, slug=slug))).data)
+        services.org_hold(org=org, actor=actor_for(request.user), reason=self._reason(request, HoldSerializer))
+        org = org_get(org_ids=None, slug=slug)
+        return with_etag(Response(OrgDetailSerializer(org_summary(org=org)).data), org)
 
-    @extend_schema(request=ReasonSerializer, responses=OrgDetailSerializer)
+    @extend_schema(parameters=[ETAG], request=ReasonSerializer, responses=OrgDetailSerializer)
     @action(detail=True, methods=["post"])
     def release(self, request: Request, slug: str) -> Response:
         """Staff: release a held org, restoring its weight from before the hold."""
         org = org_get(org_ids=None, slug=slug)
         services.org_release(org=org, actor=actor_for(request.user), reason=self._reason(request))
-        return Response(OrgDetailSerializer(org_summary(org=org_get(org_ids=None, slug=slug))).data)
+        org = org_get(org_ids=None, slug=slug)
+        return with_etag(Response(OrgDetailSerializer(org_summary(org=org)).data), org)
 
     @extend_schema(responses=WorkflowCostSerializer(many=True))
     @action(detail=True, methods=["get"], pagination_class=None)
@@ -172,11 +182,11 @@ class OrgViewSet(FairschedAPIView, viewsets.GenericViewSet[Org]):
         request=WorkflowCostSetSerializer,
         responses=WorkflowCostSerializer,
     )
-    @extend_schema(methods=["DELETE"], parameters=[IF_MATCH], request=None, responses={204: None})
+    @extend_schema(methods=["DELETE"], parameters=[IF_MATCH], request=ReasonSerializer, responses={204: None})
     @action(detail=True, methods=["get", "put", "delete"], url_path=r"costs/(?P<workflow>[^/]+)")
     def cost(self, request: Request, slug: str, workflow: str) -> Response:
         """Staff: what one run costs the org (GET; `cost` null: the workflow's default applies), set it
-        (PUT) or remove it (DELETE, back to the workflow's default)."""
+        (PUT) or remove it (DELETE, back to the workflow's default; its optional body: a reason)."""
         org = org_get(org_ids=None, slug=slug)
         found = Workflow.objects.filter(name=workflow).first() if "\x00" not in workflow else None
         if found is None:
@@ -191,7 +201,8 @@ class OrgViewSet(FairschedAPIView, viewsets.GenericViewSet[Org]):
         with transaction.atomic():
             if_match_check(request, lambda: workflow_cost_get(org=org, workflow=found, for_update=True))
             if body is None:
-                services.workflow_cost_set(org=org, workflow=found, cost=None, actor=actor)
+                reason = self._reason(request)
+                services.workflow_cost_set(org=org, workflow=found, cost=None, actor=actor, reason=reason)
                 return Response(status=status.HTTP_204_NO_CONTENT)
             services.workflow_cost_set(
                 org=org,
@@ -203,8 +214,19 @@ class OrgViewSet(FairschedAPIView, viewsets.GenericViewSet[Org]):
         override = workflow_cost_get(org=org, workflow=found)
         return with_etag(Response(WorkflowCostSerializer(override).data), override)
 
-    def _reason(self, request: Request) -> str:
-        body = ReasonSerializer(data=request.data if isinstance(request.data, dict) else {})
+    @extend_schema(responses=OrgChangeSerializer(many=True))
+    @action(detail=True, methods=["get"], pagination_class=OrgChangeCursorPagination)
+    def history(self, request: Request, slug: str) -> Response:
+        """Staff: the org's change history, newest first: who pulled which lever, from what to what,
+        and the reason given."""
+        PageQuerySerializer(data=request.query_params).is_valid(raise_exception=True)
+        org = org_get(org_ids=None, slug=slug)
+        paginator = OrgChangeCursorPagination()
+        page = paginator.paginate_queryset(OrgChange.objects.filter(org=org), request, view=self) or []
+        return paginator.get_paginated_response(OrgChangeSerializer(page, many=True).data)
+
+    def _reason(self, request: Request, serializer: type[ReasonSerializer | HoldSerializer] = ReasonSerializer) -> str:
+        body = serializer(data=request.data if isinstance(request.data, dict) else {})
         body.is_valid(raise_exception=True)
         reason: str = body.validated_data["reason"]
         return reason

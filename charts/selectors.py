@@ -164,7 +164,9 @@ def events_as_seen(*, events: Sequence[ChartEvent], org_id: int, staff: bool) ->
     2. `user:<name>` when that user is a member of the chart's org (a colleague), else `staff`, so
        that no operator's username leaves the company; one query for the page's names;
     3. the reason's first line, shortened, as for the last error: reasons of failures carry the
-       workflow's error, whose later lines can name hosts, paths and code.
+       workflow's error, whose later lines can name hosts, paths and code;
+    4. no reason at all for an event of someone outside the org (shown as `staff`): an operator's
+       reason is internal (the one written for the customer is a hold's, on the org).
     """
     if staff:
         return [EventView(e.at, e.from_state, e.to_state, e.reason, e.actor) for e in events]
@@ -186,7 +188,11 @@ def events_as_seen(*, events: Sequence[ChartEvent], org_id: int, staff: bool) ->
             return name
         return STAFF_ACTOR
 
-    return [EventView(e.at, e.from_state, e.to_state, last_error_summary(e.reason), actor(e.actor)) for e in events]
+    seen = [(e, actor(e.actor)) for e in events]
+    return [
+        EventView(e.at, e.from_state, e.to_state, "" if who == STAFF_ACTOR else last_error_summary(e.reason), who)
+        for e, who in seen
+    ]
 
 
 def last_error_summary(text: str) -> str:

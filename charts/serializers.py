@@ -17,6 +17,7 @@ from common.errors import InvalidInput
 from common.outputs import OutputFieldsOnce
 from common.strict import (
     CommaChoiceField,
+    ReasonField,
     StrictBooleanField,
     StrictCharField,
     StrictIntegerField,
@@ -241,10 +242,18 @@ class PrioritizeSerializer(StrictSerializer):
         **PRIORITY.limits,
         help_text="Orders the org's own charts inside its share. Tenants: -10 to 10; staff: -1000 to 1000.",
     )
+    reason = ReasonField()
 
 
 class ReasonSerializer(StrictSerializer):
-    reason = StrictCharField(required=False, allow_blank=True, max_length=500, default="")
+    reason = ReasonField()
+
+
+class HoldSerializer(StrictSerializer):
+    reason = ReasonField(
+        help_text="Why, written for the customer: the org's members see it (portal, `hold_reason`) until the"
+        " release. At most 500 characters, one line."
+    )
 
 
 ITEM_KEYS = frozenset(BulkItemSerializer().fields)
@@ -298,6 +307,10 @@ class OrgDetailSerializer(serializers.Serializer[Any]):
     name = serializers.CharField(source="org.name")
     weight = serializers.IntegerField(source="org.weight")
     held = serializers.BooleanField(source="org.is_held")
+    hold_reason = serializers.CharField(
+        source="org.hold_reason",
+        help_text="Why the org is held, written for its members (empty: not held, or no reason given).",
+    )
     max_concurrency = serializers.IntegerField(source="org.max_concurrency", allow_null=True)
     queue_limit = serializers.IntegerField(source="org.queue_limit", allow_null=True)
     clear_at = serializers.DateTimeField(allow_null=True, help_text="When its backlog is predicted to be done.")

@@ -6,13 +6,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
+from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.helpers import ActionForm
 from django.core.exceptions import ValidationError
 from django.db.models import Model
 from django.forms import ModelForm
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
 from common.errors import ServiceError
+from common.strict import REASON_MAX_LENGTH, reason_problem
 
 T = TypeVar("T")
 M = TypeVar("M", bound=Model)
@@ -48,6 +51,37 @@ class EditedFieldsForm(ModelForm[Any]):
                     f"{shown}. Nothing was saved; check the value and save again.",
                 )
         return cleaned
+
+
+def _reason_valid(value: str) -> None:
+    problem = reason_problem(value)
+    if problem is not None:
+        raise ValidationError(problem)
+
+
+def reason_field(help_text: str = "Why, in one line: kept in the history, for staff.") -> forms.CharField:
+    """A change form's optional reason, checked as the API checks it; the services write it in the
+    history of whatever the save changed."""
+    return forms.CharField(
+        required=False, max_length=REASON_MAX_LENGTH, strip=True, validators=[_reason_valid], help_text=help_text
+    )
+
+
+class ReasonActionForm(ActionForm):
+    """The list's action bar with a reason for the action, passed to the service of each row."""
+
+    reason = forms.CharField(required=False, label="Reason (optional):")
+
+
+def action_reason(model_admin: admin.ModelAdmin[Any], request: HttpRequest) -> str | None:
+    """The reason typed in the action bar (`ReasonActionForm`), stripped; None, with the refusal shown,
+    when it is not acceptable (the action then changes nothing)."""
+    reason = request.POST.get("reason", "").strip()
+    problem = reason_problem(reason)
+    if problem is not None:
+        model_admin.message_user(request, f"Nothing was changed: {problem}.", messages.ERROR)
+        return None
+    return reason
 
 
 def edited_fields(form: type[ModelForm[Any]]) -> type[ModelForm[Any]]:

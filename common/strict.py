@@ -227,6 +227,41 @@ class StrictSlugField(StrictCharField, serializers.SlugField):
     pass
 
 
+# Why a lever was pulled, in one line: every lever's body takes it, stored in its history.
+REASON_MAX_LENGTH = 500
+
+
+def reason_problem(value: str) -> str | None:
+    """Why `value` is not an acceptable reason (too long, or holding control or invisible
+    characters), or None; the admin's and the portal's forms check with it as the API does."""
+    if len(value) > REASON_MAX_LENGTH:
+        return f"reason must be at most {REASON_MAX_LENGTH} characters (got {len(value)})"
+    if value and not (value.isascii() and value.isprintable()):
+        for char in value:
+            if unicodedata.category(char) in HIDDEN_CATEGORIES:
+                return f"reason must not contain control or invisible characters (found U+{ord(char):04X})"
+    return None
+
+
+class ReasonField(StrictCharField):
+    """A lever's optional reason: stripped, at most `REASON_MAX_LENGTH` characters, no control or
+    invisible characters (a newline included: it is one line); absent or empty is ""."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault(
+            "help_text",
+            f"Why, in one line (at most {REASON_MAX_LENGTH} characters): kept in the history, for staff.",
+        )
+        super().__init__(required=False, allow_blank=True, default="", max_length=REASON_MAX_LENGTH, **kwargs)
+
+    def to_internal_value(self, data: Any) -> str:
+        value = super().to_internal_value(data)
+        problem = reason_problem(value)
+        if problem is not None:
+            raise serializers.ValidationError(problem)
+        return value
+
+
 class StrictIntegerField(serializers.IntegerField):
     """A JSON whole number (not a string, a float or a boolean), within PostgreSQL's integer unless
     told otherwise."""

@@ -7,7 +7,7 @@ from charts.api import ChartViewSet
 from charts.org_api import OrgViewSet
 from charts.status_api import chart_status_view
 from orgs.api import ApiTokenViewSet, ProviderViewSet
-from scheduling.api import PlanPreviewView, ProviderPauseViewSet, SchedulerConfigView
+from scheduling.api import PlanPreviewView, ProviderPauseViewSet, SchedulerConfigHistoryView, SchedulerConfigView
 from scheduling.workflow_api import WorkflowViewSet
 
 router = DefaultRouter()
@@ -31,6 +31,7 @@ chart_detail = next(
 urlpatterns = [
     re_path(chart_detail.pattern.regex.pattern, chart_status_view(chart_detail.callback), name="chart-status"),
     path("scheduler/config/", SchedulerConfigView.as_view(), name="scheduler-config"),
+    path("scheduler/config/history/", SchedulerConfigHistoryView.as_view(), name="scheduler-config-history"),
     path("scheduler/plan-preview/", PlanPreviewView.as_view(), name="plan-preview"),
     *router.urls,
 ]

@@ -15,7 +15,14 @@ from django.forms import BaseInlineFormSet, ModelForm
 from django.http import HttpRequest
 
 from common.actors import actor_for
-from common.admin_utils import EditedFieldsForm, ServiceModelAdmin, apply_each
+from common.admin_utils import (
+    EditedFieldsForm,
+    ReasonActionForm,
+    ServiceModelAdmin,
+    action_reason,
+    apply_each,
+    reason_field,
+)
 from common.errors import InvalidInput
 from orgs import services
 from orgs.access import api_token_revoke
@@ -69,6 +76,17 @@ class OrgChangeInline(admin.TabularInline[OrgChange, Org]):
         return False
 
 
+class OrgForm(ModelForm[Org]):
+    reason = reason_field(
+        "Why, in one line: kept in the history with each change this save makes (staff only; the reason"
+        " the org's members see is the one given with the Hold action)."
+    )
+
+    class Meta:
+        model = Org
+        fields = ["name", "slug", "weight", "max_concurrency", "queue_limit"]
+
+
 @admin.register(Org)
 class OrgAdmin(ServiceModelAdmin[Org]):
     """The orgs' page. The charts app registers it again with each org's queued and running charts
@@ -79,9 +97,13 @@ class OrgAdmin(ServiceModelAdmin[Org]):
     search_fields = ["name", "slug"]
     prepopulated_fields = {"slug": ["name"]}
     readonly_fields = ["clear_at", "created_at", "updated_at"]
-    fields = ["name", "slug", "weight", "max_concurrency", "queue_limit", "clear_at", "created_at", "updated_at"]
+    form = OrgForm
+    fields = [
+        "name", "slug", "weight", "max_concurrency", "queue_limit", "reason", "clear_at", "created_at", "updated_at",
+    ]  # fmt: skip
     inlines = [WorkflowCostInline, MembershipInline, OrgChangeInline]
     actions = ["hold", "release"]
+    action_form = ReasonActionForm
 
     @admin.display(boolean=True)
     def held(self, org: Org) -> bool:
@@ -103,10 +125,15 @@ class OrgAdmin(ServiceModelAdmin[Org]):
             )
             obj.pk = created.pk
             return
+        reason = form.cleaned_data.get("reason", "")
         setters = {
-            "weight": lambda: services.org_weight_set(org=obj, weight=obj.weight, actor=actor),
-            "max_concurrency": lambda: services.org_cap_set(org=obj, max_concurrency=obj.max_concurrency, actor=actor),
-            "queue_limit": lambda: services.org_queue_limit_set(org=obj, queue_limit=obj.queue_limit, actor=actor),
+            "weight": lambda: services.org_weight_set(org=obj, weight=obj.weight, actor=actor, reason=reason),
+            "max_concurrency": lambda: services.org_cap_set(
+                org=obj, max_concurrency=obj.max_concurrency, actor=actor, reason=reason
+            ),
+            "queue_limit": lambda: services.org_queue_limit_set(
+                org=obj, queue_limit=obj.queue_limit, actor=actor, reason=reason
+            ),
         }
         for field in form.changed_data:
             if field in setters:
@@ -133,20 +160,23 @@ class OrgAdmin(ServiceModelAdmin[Org]):
             return
         actor = actor_for(request.user)
         org = form.instance
+        reason = form.cleaned_data.get("reason", "")  # the change form's reason, for its costs too
         formset.new_objects, formset.changed_objects, formset.deleted_objects = [], [], []
         edited = [f for f in formset.forms if f.has_changed() and "workflow" in f.cleaned_data]
         for inline_form in edited:
             previous = inline_form.initial.get("workflow")  # the row's workflow before the edit (a pk)
             deleted = inline_form.cleaned_data.get("DELETE", False)
             if previous is not None and (deleted or previous != inline_form.cleaned_data["workflow"].pk):
-                services.workflow_cost_set(org=org, workflow=Workflow.objects.get(pk=previous), cost=None, actor=actor)
+                services.workflow_cost_set(
+                    org=org, workflow=Workflow.objects.get(pk=previous), cost=None, actor=actor, reason=reason
+                )
             if deleted:
                 formset.deleted_objects.append(inline_form.instance)
         for inline_form in edited:
             if inline_form.cleaned_data.get("DELETE", False):
                 continue
             workflow, cost = inline_form.cleaned_data["workflow"], inline_form.cleaned_data["cost"]
-            services.workflow_cost_set(org=org, workflow=workflow, cost=cost, actor=actor)
+            services.workflow_cost_set(org=org, workflow=workflow, cost=cost, actor=actor, reason=reason)
             if inline_form.instance.pk is None:
                 formset.new_objects.append(inline_form.instance)
             else:
@@ -165,15 +195,25 @@ class OrgAdmin(ServiceModelAdmin[Org]):
             else:
                 services.membership_role_set(membership=instance, role=instance.role, actor=actor)
 
-    @admin.action(description="Hold the selected orgs (nothing of theirs dispatches)")
+    @admin.action(description="Hold the selected orgs (nothing of theirs dispatches; their members see the reason)")
     def hold(self, request: HttpRequest, queryset: QuerySet[Org]) -> None:
-        actor = actor_for(request.user)
-        apply_each(self, request, queryset, lambda org: services.org_hold(org=org, actor=actor), "Held")
+        actor, reason = actor_for(request.user), action_reason(self, request)
+        if reason is not None:
+            apply_each(
+                self, request, queryset, lambda org: services.org_hold(org=org, actor=actor, reason=reason), "Held"
+            )
 
     @admin.action(description="Release the selected orgs")
     def release(self, request: HttpRequest, queryset: QuerySet[Org]) -> None:
-        actor = actor_for(request.user)
-        apply_each(self, request, queryset, lambda org: services.org_release(org=org, actor=actor), "Released")
+        actor, reason = actor_for(request.user), action_reason(self, request)
+        if reason is not None:
+            apply_each(
+                self,
+                request,
+                queryset,
+                lambda org: services.org_release(org=org, actor=actor, reason=reason),
+                "Released",
+            )
 
 
 @admin.register(Workflow)
@@ -233,6 +273,7 @@ class ProviderPauseAdmin(ServiceModelAdmin[ProviderPause]):
     fields = ["provider", "org", "until", "reason"]
     autocomplete_fields = ["provider", "org"]
     actions = ["end_now"]
+    action_form = ReasonActionForm
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return obj is None and super().has_change_permission(request, obj)
@@ -247,12 +288,14 @@ class ProviderPauseAdmin(ServiceModelAdmin[ProviderPause]):
 
     @admin.action(description="End the selected pauses now")
     def end_now(self, request: HttpRequest, queryset: QuerySet[ProviderPause]) -> None:
-        actor = actor_for(request.user)
+        actor, reason = actor_for(request.user), action_reason(self, request)
+        if reason is None:
+            return
         apply_each(
             self,
             request,
             queryset.select_related("provider", "org"),
-            lambda pause: services.provider_resume(provider=pause.provider, org=pause.org, actor=actor),
+            lambda pause: services.provider_resume(provider=pause.provider, org=pause.org, actor=actor, reason=reason),
             "Ended",
         )
 

@@ -67,7 +67,9 @@ class ProviderViewSet(FairschedAPIView, viewsets.GenericViewSet[Provider]):
         body = ProviderResumeSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         org = org_for_input(org_ids=None, slug=body.validated_data["org"]) if body.validated_data["org"] else None
-        ended = services.provider_resume(provider=provider, org=org, actor=actor_for(request.user))
+        ended = services.provider_resume(
+            provider=provider, org=org, actor=actor_for(request.user), reason=body.validated_data["reason"]
+        )
         return Response({"ended": ended})
 
 

@@ -16,6 +16,12 @@ class Org(models.Model):
     weight_before_hold = models.PositiveIntegerField(
         null=True, blank=True, editable=False, help_text="The weight a release restores."
     )
+    hold_reason = models.CharField(
+        max_length=500,
+        blank=True,
+        editable=False,
+        help_text="Why the org is held, written for its members (they see it); cleared on release.",
+    )
     max_concurrency = models.PositiveIntegerField(
         null=True, blank=True, help_text="At most this many charts of the org run at once (empty: no cap)."
     )

@@ -8,6 +8,7 @@ from typing import Any
 from rest_framework import serializers
 
 from common.strict import (
+    ReasonField,
     StrictBooleanField,
     StrictCharField,
     StrictIntegerField,
@@ -15,12 +16,15 @@ from common.strict import (
     StrictSerializer,
     StrictSlugField,
 )
-from orgs.models import ApiToken, Membership, Org, Provider, ProviderPause, Workflow, WorkflowCost
+from orgs.models import ApiToken, Membership, Org, OrgChange, Provider, ProviderPause, Workflow, WorkflowCost
 from orgs.services import COST, MAX_CONCURRENCY, QUEUE_LIMIT, RUN_TIMEOUT, WEIGHT, WORKFLOW_FIELDS
 
 
 class OrgSerializer(serializers.ModelSerializer[Org]):
     held = serializers.BooleanField(source="is_held", read_only=True, help_text="Weight 0: nothing dispatches.")
+    hold_reason = serializers.CharField(
+        read_only=True, help_text="Why the org is held, written for its members (empty: not held, or no reason)."
+    )
 
     class Meta:
         model = Org
@@ -29,6 +33,7 @@ class OrgSerializer(serializers.ModelSerializer[Org]):
             "name",
             "weight",
             "held",
+            "hold_reason",
             "max_concurrency",
             "queue_limit",
             "clear_at",
@@ -42,7 +47,7 @@ class OrgUpdateSerializer(StrictSerializer):
     weight = StrictIntegerField(required=False, **WEIGHT.limits)
     max_concurrency = StrictIntegerField(required=False, allow_null=True, **MAX_CONCURRENCY.limits)
     queue_limit = StrictIntegerField(required=False, allow_null=True, **QUEUE_LIMIT.limits)
-    reason = StrictCharField(required=False, allow_blank=True, max_length=500, default="")
+    reason = ReasonField()
 
 
 class WorkflowCostSerializer(serializers.ModelSerializer[WorkflowCost]):
@@ -56,7 +61,16 @@ class WorkflowCostSerializer(serializers.ModelSerializer[WorkflowCost]):
 
 class WorkflowCostSetSerializer(StrictSerializer):
     cost = StrictIntegerField(**COST.limits)
-    reason = StrictCharField(required=False, allow_blank=True, max_length=500, default="")
+    reason = ReasonField()
+
+
+class OrgChangeSerializer(serializers.ModelSerializer[OrgChange]):
+    """One line of an org's change history: who pulled which lever, from what to what, and why."""
+
+    class Meta:
+        model = OrgChange
+        fields = ["id", "at", "actor", "field", "old_value", "new_value", "reason"]
+        read_only_fields = fields
 
 
 class WorkflowTermsSerializer(serializers.Serializer[Any]):
@@ -110,6 +124,7 @@ class ProviderResumeSerializer(StrictSerializer):
     org = StrictSlugField(
         max_length=100, required=False, allow_null=True, default=None, help_text="null: the pause for everyone"
     )
+    reason = ReasonField()
 
 
 class ProviderResumeResultSerializer(serializers.Serializer[Any]):

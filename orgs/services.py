@@ -87,7 +87,10 @@ def org_create(
 
 
 def org_weight_set(*, org: Org, weight: int, actor: str, reason: str = "") -> Org:
-    """Set the org's weight; 0 holds it like `org_hold`, remembering the weight a release restores."""
+    """Set the org's weight; 0 holds it like `org_hold`, remembering the weight a release restores.
+
+    The reason stays internal: a weight set to 0 shows the org's members no hold reason (`org_hold`'s
+    reason is the one written for them)."""
     weight = WEIGHT.check(weight, field="weight")
     with transaction.atomic():
         org = _locked(org)
@@ -96,21 +99,32 @@ def org_weight_set(*, org: Org, weight: int, actor: str, reason: str = "") -> Or
             return org
         org.weight = weight
         org.weight_before_hold = (old or org.weight_before_hold) if weight == 0 else None
-        org.save(update_fields=["weight", "weight_before_hold", "updated_at"])
+        org.hold_reason = ""
+        org.save(update_fields=["weight", "weight_before_hold", "hold_reason", "updated_at"])
         org_change_log(org, actor=actor, field="weight", old=old, new=weight, reason=reason)
         changed(kind="org", org_id=org.pk)
     return org
 
 
 def org_hold(*, org: Org, actor: str, reason: str = "") -> Org:
-    """Hold the org: weight 0, so its charts stay queued and visible but never dispatch."""
+    """Hold the org: weight 0, so its charts stay queued and visible but never dispatch.
+
+    The reason is written for the customer: the org's members see it (portal, API) until the release.
+    Holding a held org again with another reason replaces the reason its members see."""
+    reason = reason[:500]
     with transaction.atomic():
         org = _locked(org)
         if org.is_held:
+            if reason and reason != org.hold_reason:
+                org.hold_reason = reason
+                org.save(update_fields=["hold_reason", "updated_at"])
+                # The reason before is the previous hold line's: this line says only that it changed.
+                org_change_log(org, actor=actor, field="hold", old="held", new="held", reason=reason)
+                changed(kind="org", org_id=org.pk, replan=False)
             return org
         old = org.weight
-        org.weight_before_hold, org.weight = old, 0
-        org.save(update_fields=["weight", "weight_before_hold", "updated_at"])
+        org.weight_before_hold, org.weight, org.hold_reason = old, 0, reason
+        org.save(update_fields=["weight", "weight_before_hold", "hold_reason", "updated_at"])
         org_change_log(org, actor=actor, field="hold", old=f"weight {old}", new="held", reason=reason)
         changed(kind="org", org_id=org.pk)
     return org
@@ -123,8 +137,8 @@ def org_release(*, org: Org, actor: str, reason: str = "") -> Org:
         if not org.is_held:
             return org
         org.weight = org.weight_before_hold or 1
-        org.weight_before_hold = None
-        org.save(update_fields=["weight", "weight_before_hold", "updated_at"])
+        org.weight_before_hold, org.hold_reason = None, ""
+        org.save(update_fields=["weight", "weight_before_hold", "hold_reason", "updated_at"])
         org_change_log(org, actor=actor, field="hold", old="held", new=f"weight {org.weight}", reason=reason)
         changed(kind="org", org_id=org.pk)
     return org
@@ -400,7 +414,7 @@ def provider_throttle_record(
     return pauses
 
 
-def provider_resume(*, provider: Provider, org: Org | None = None, actor: str) -> int:
+def provider_resume(*, provider: Provider, org: Org | None = None, actor: str, reason: str = "") -> int:
     """End the provider's current pauses for one org, or its pause for everyone when org is None."""
     now = timezone.now()
     with transaction.atomic():
@@ -408,7 +422,7 @@ def provider_resume(*, provider: Provider, org: Org | None = None, actor: str) -
         if ended:
             if org is not None:
                 org_change_log(
-                    org, actor=actor, field=f"provider:{provider.slug}", old="paused", new="resumed", reason=""
+                    org, actor=actor, field=f"provider:{provider.slug}", old="paused", new="resumed", reason=reason
                 )
             changed(kind="provider", org_id=org.pk if org else None, provider=provider.slug)
     return ended

@@ -10,14 +10,23 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 
 from common.actors import actor_for
-from common.admin_utils import ServiceModelAdmin
+from common.admin_utils import ServiceModelAdmin, reason_field
 from scheduling.models import ConfigChange, SchedulerConfig
-from scheduling.services import scheduler_config_set
+from scheduling.services import CONFIG_BOUNDS, scheduler_config_set
+
+
+class SchedulerConfigForm(ModelForm[SchedulerConfig]):
+    reason = reason_field("Why, in one line: kept in the change log with each setting this save changes.")
+
+    class Meta:
+        model = SchedulerConfig
+        fields = ["budget", "policy", *(name for name in CONFIG_BOUNDS if name != "budget")]
 
 
 @admin.register(SchedulerConfig)
 class SchedulerConfigAdmin(ServiceModelAdmin[SchedulerConfig]):
     list_display = ["__str__", "budget", "policy", "max_attempts", "updated_at"]
+    form = SchedulerConfigForm
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -32,13 +41,13 @@ class SchedulerConfigAdmin(ServiceModelAdmin[SchedulerConfig]):
     def save_model(
         self, request: HttpRequest, obj: SchedulerConfig, form: ModelForm[SchedulerConfig], change: bool
     ) -> None:
-        values = {field: form.cleaned_data[field] for field in form.changed_data}
-        scheduler_config_set(actor=actor_for(request.user), **values)
+        values = {field: form.cleaned_data[field] for field in form.changed_data if field != "reason"}
+        scheduler_config_set(actor=actor_for(request.user), reason=form.cleaned_data.get("reason", ""), **values)
 
 
 @admin.register(ConfigChange)
 class ConfigChangeAdmin(admin.ModelAdmin[ConfigChange]):
-    list_display = ["at", "actor", "field", "old_value", "new_value"]
+    list_display = ["at", "actor", "field", "old_value", "new_value", "reason"]
     list_filter = ["field"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:

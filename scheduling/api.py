@@ -10,16 +10,20 @@ from django.utils import timezone
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.generics import ListAPIView
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from charts.serializers import ReasonSerializer
 from charts.services import PRIORITY
 from common.actors import actor_for
 from common.api import ETAG, IF_MATCH, CursorPagination, FairschedAPIView, if_match_check, with_etag
 from common.errors import InvalidInput, NotFound
 from common.strict import (
+    PageQuerySerializer,
+    ReasonField,
     StrictBooleanField,
     StrictCharField,
     StrictFloatField,
@@ -34,7 +38,7 @@ from orgs.models import Org, Provider, ProviderPause, Workflow
 from orgs.selectors import provider_pauses
 from orgs.services import COST, MAX_CONCURRENCY, QUEUE_LIMIT, WEIGHT
 from scheduling import services
-from scheduling.models import SchedulerConfig
+from scheduling.models import ConfigChange, SchedulerConfig
 from scheduling.services import AGING_CAP, BUDGET, MAX_ATTEMPTS
 
 STAFF = [IsAuthenticated, IsStaffScope]
@@ -78,6 +82,35 @@ class SchedulerConfigUpdateSerializer(StrictSerializer):
     backoff_ceiling = StrictFloatField(required=False)
     retry_budget_share = StrictFloatField(required=False)
     arrival_window = StrictFloatField(required=False)
+    reason = ReasonField()
+
+
+class ConfigChangeSerializer(serializers.ModelSerializer[ConfigChange]):
+    """One line of the configuration's change log: who changed which setting, from what to what, why."""
+
+    class Meta:
+        model = ConfigChange
+        fields = ["id", "at", "actor", "field", "old_value", "new_value", "reason"]
+        read_only_fields = fields
+
+
+class ConfigChangeCursorPagination(CursorPagination):
+    ordering = "-id"
+
+
+class SchedulerConfigHistoryView(FairschedAPIView, ListAPIView[ConfigChange]):
+    """Staff: the configuration's change log, newest first, with each change's reason."""
+
+    permission_classes = STAFF
+    serializer_class = ConfigChangeSerializer
+    pagination_class = ConfigChangeCursorPagination
+
+    def get_queryset(self) -> QuerySet[ConfigChange]:
+        return ConfigChange.objects.all()
+
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        PageQuerySerializer(data=request.query_params).is_valid(raise_exception=True)
+        return super().get(request, *args, **kwargs)
 
 
 class SchedulerConfigView(FairschedAPIView, APIView):
@@ -120,7 +153,7 @@ class ProviderPauseCreateSerializer(StrictSerializer):
     provider = StrictSlugField(max_length=100)
     org = StrictSlugField(max_length=100, required=False, allow_null=True, default=None)
     until = serializers.DateTimeField()
-    reason = StrictCharField(required=False, allow_blank=True, max_length=500, default="")
+    reason = ReasonField()
 
 
 class ProviderPauseQuerySerializer(StrictQuerySerializer):
@@ -168,14 +201,20 @@ class ProviderPauseViewSet(FairschedAPIView, viewsets.GenericViewSet[ProviderPau
         )
         return Response(ProviderPauseSerializer(pause).data, status=status.HTTP_201_CREATED)
 
-    @extend_schema(request=None, responses=inline_serializer("PauseEnded", {"ended": serializers.IntegerField()}))
+    @extend_schema(
+        request=ReasonSerializer, responses=inline_serializer("PauseEnded", {"ended": serializers.IntegerField()})
+    )
     @action(detail=True, methods=["post"])
     def end(self, request: Request, pk: str) -> Response:
         """End the pause now, with any other pause in force for the same provider and org."""
         pause = ProviderPause.objects.select_related("provider", "org").filter(pk=int(pk)).first()
         if pause is None:
             raise NotFound("pause not found")
-        ended = org_services.provider_resume(provider=pause.provider, org=pause.org, actor=actor_for(request.user))
+        body = ReasonSerializer(data=request.data if isinstance(request.data, dict) else {})
+        body.is_valid(raise_exception=True)
+        ended = org_services.provider_resume(
+            provider=pause.provider, org=pause.org, actor=actor_for(request.user), reason=body.validated_data["reason"]
+        )
         return Response({"ended": ended})
 
 

@@ -83,6 +83,7 @@ class ConfigChange(models.Model):
     field = models.CharField(max_length=100)
     old_value = models.CharField(max_length=200, blank=True)
     new_value = models.CharField(max_length=200, blank=True)
+    reason = models.CharField(max_length=500, blank=True)
     at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from charts.models import ACTIVE_STATES, CLAIMABLE_STATES, IN_FLIGHT_STATES, Chart, ChartEvent, ChartState
 from charts.running import run_overdue
+from common.api import etag
 from orgs.models import Org, OrgChange, Provider, ProviderPause, Workflow, WorkflowCost
 from scheduling.accuracy import AT_ENQUEUE, AT_START
 from scheduling.models import ConfigChange, QueueSample, SchedulerConfig
@@ -314,6 +315,7 @@ def org_rows(*, load: Load | None = None, org_id: int | None = None) -> list[dic
             "name": org.name,
             "weight": org.weight,
             "held": org.is_held,
+            "hold_reason": org.hold_reason,
             "weight_before_hold": org.weight_before_hold,
             "max_concurrency": org.max_concurrency,
             "queue_limit": org.queue_limit,
@@ -322,6 +324,8 @@ def org_rows(*, load: Load | None = None, org_id: int | None = None) -> list[dic
             "clear_low": _iso(org.clear_low, "seconds"),
             "clear_high": _iso(org.clear_high, "seconds"),
             "costs": costs.get(org.pk, {}),
+            # The ETag the org's API read answers: the editor's edits send it back (If-Match).
+            "etag": etag(org),
             **per_org.get(org.pk, empty),
         }
         for org in orgs
@@ -388,7 +392,7 @@ def recent_events(*, limit: int = 50) -> list[dict[str, Any]]:
             "actor": change.actor,
             "org": None,
             "text": f"{change.field}: {change.old_value} → {change.new_value}",
-            "reason": "",
+            "reason": change.reason,
         }
         for change in ConfigChange.objects.order_by("-at", "-id")[:limit]
     ]

@@ -33,16 +33,16 @@ from scheduling.snapshot import (
 )
 
 
-def budget_set(*, budget: int, actor: str) -> SchedulerConfig:
+def budget_set(*, budget: int, actor: str, reason: str = "") -> SchedulerConfig:
     """Set the total budget. Lowering it below what runs preempts nothing: dispatch waits for the drain."""
-    return scheduler_config_set(actor=actor, budget=budget)
+    return scheduler_config_set(actor=actor, reason=reason, budget=budget)
 
 
-def policy_set(*, policy: str, actor: str, quantum: float | None = None) -> SchedulerConfig:
+def policy_set(*, policy: str, actor: str, quantum: float | None = None, reason: str = "") -> SchedulerConfig:
     values: dict[str, Any] = {"policy": policy}
     if quantum is not None:
         values["quantum"] = quantum
-    return scheduler_config_set(actor=actor, **values)
+    return scheduler_config_set(actor=actor, reason=reason, **values)
 
 
 # The bounds of every configuration field, for every surface (admin, API, dashboard, what-if):
@@ -73,8 +73,9 @@ def config_value_check(name: str, value: object) -> Any:
     return CONFIG_BOUNDS[name].check(value, field=name)
 
 
-def scheduler_config_set(*, actor: str, **values: Any) -> SchedulerConfig:
-    """Change any of the configuration's fields at once; all are validated before anything is written."""
+def scheduler_config_set(*, actor: str, reason: str = "", **values: Any) -> SchedulerConfig:
+    """Change any of the configuration's fields at once; all are validated before anything is written.
+    Each changed field is a line of the change log (`ConfigChange`), with `reason`."""
     cleaned: dict[str, Any] = {}
     for name, value in values.items():
         if name == "policy":
@@ -91,7 +92,9 @@ def scheduler_config_set(*, actor: str, **values: Any) -> SchedulerConfig:
         SchedulerConfig.objects.get_or_create(id=1)
         config = SchedulerConfig.objects.select_for_update().get(id=1)
         changes = [
-            ConfigChange(actor=actor, field=name, old_value=str(getattr(config, name)), new_value=str(value))
+            ConfigChange(
+                actor=actor, field=name, old_value=str(getattr(config, name)), new_value=str(value), reason=reason[:500]
+            )
             for name, value in cleaned.items()
             if getattr(config, name) != value
         ]

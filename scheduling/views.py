@@ -22,6 +22,7 @@ from django.utils.safestring import mark_safe
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
+from common.api import etag
 from common.errors import InvalidInput, NotFound, ServiceError
 from orgs.models import Org
 from scheduling import selectors
@@ -75,7 +76,9 @@ def _summary(shared: Shared) -> dict[str, Any]:
 
 
 def _config(shared: Shared) -> dict[str, Any]:
-    return {"config": SchedulerConfig.load(), "policies": SchedulerConfig.Policy.choices}
+    config = SchedulerConfig.load()
+    # Its forms send back the ETag of the values they show (If-Match): an edit made meanwhile is a 412.
+    return {"config": config, "config_etag": etag(config), "policies": SchedulerConfig.Policy.choices}
 
 
 def _orgs(shared: Shared) -> dict[str, Any]:

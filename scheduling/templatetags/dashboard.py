@@ -66,7 +66,8 @@ def promise(score: dict[str, Any]) -> str:
 # format string: the template engine takes a quarter of a second per node-heavy row loop at 500 orgs.
 ORG_ROW = (
     '<tr id="org-{id}"{oob} data-org="{slug}" data-held="{held}" data-weight="{weight}" data-cap="{cap}"'
-    ' data-limit="{queue_limit}" data-clear="{clear}" data-queued="{queued}" data-running="{running}"{held_class}>'
+    ' data-limit="{queue_limit}" data-etag="{etag}" data-clear="{clear}" data-queued="{queued}"'
+    ' data-running="{running}"{held_class}>'
     '<td><button type="button" class="link" data-edit>{slug}</button> <small>{name}</small></td>'
     '<td class="num">{weight}</td><td>{hold}</td><td class="num">{cap}</td><td class="num">{queue_limit}</td>'
     "<td>{costs}</td>"
@@ -74,7 +75,7 @@ ORG_ROW = (
     '<td class="num">{cost_in_use}</td><td>{clears}</td><td class="err" data-err></td></tr>\n'
 )
 HOLD = '<button type="button" data-hold>Hold</button>'
-RELEASE = '<button type="button" class="warn" data-hold title="release restores weight {weight}">Release</button>'
+RELEASE = '<button type="button" class="warn" data-hold title="release restores weight {weight}{told}">Release</button>'
 COST = '<span class="tag" data-workflow="{}" data-cost="{}">{}={}</span>'
 
 
@@ -101,12 +102,18 @@ def org_rows(orgs: list[dict[str, Any]], swap: bool = False) -> SafeString:
                 weight=org["weight"],
                 cap=cap,
                 queue_limit=queue_limit,
+                etag=escape(org["etag"]),
                 clear=clear or "",
                 queued=org["queued"],
                 paused=org["paused"],
                 running=org["running"],
                 cost_in_use=org["cost_in_use"],
-                hold=RELEASE.format(weight=org["weight_before_hold"] or 1) if held else HOLD,
+                hold=RELEASE.format(
+                    weight=org["weight_before_hold"] or 1,
+                    told=f"; its members read: {escape(org['hold_reason'])}" if org["hold_reason"] else "",
+                )
+                if held
+                else HOLD,
                 costs=" ".join(COST.format(name, cost, name, cost) for name, cost in costs),
                 clears='<span class="badge held">held</span>' if held else eta(clear, low, high),
             )

@@ -94,13 +94,17 @@
 
   // Call the API; show its refusal next to the control and as a toast. `err` is the slot, or a
   // function that finds it when the answer comes (a swap may have replaced the control meanwhile).
+  // `ifMatch`: the ETag of the version the operator saw (an edit of a row); a 412 (someone else changed
+  // it meanwhile, nothing was written) goes to `onStale`, which says so and shows what is there now;
+  // `onEtag` gets the ETag a successful edit answers (the version it made; null for none).
   // Returns the answer's body ({} when it has none), or null when refused or unreachable.
-  async function api(method, url, body, err) {
+  async function api(method, url, body, err, { ifMatch, onStale, onEtag } = {}) {
     const slot = () => (typeof err === "function" ? err() : err);
     let errEl = slot();
     if (errEl) errEl.textContent = "";
     const headers = { "X-CSRFToken": csrf, Accept: "application/json" };
     if (body !== undefined) headers["Content-Type"] = "application/json";
+    if (ifMatch) headers["If-Match"] = ifMatch;
     let response;
     try {
       response = await fetch(url, {
@@ -115,6 +119,13 @@
     }
     let data = null;
     try { data = await response.json(); } catch (error) { data = null; }
+    if (response.status === 412 && onStale) {
+      const text = await onStale();
+      errEl = slot();
+      if (errEl) errEl.textContent = text;
+      toast(text);
+      return null;
+    }
     if (!response.ok) {
       const text = errorText(data, response.status);
       errEl = slot();
@@ -122,6 +133,7 @@
       toast(text);
       return null;
     }
+    if (onEtag) await onEtag(response.headers.get("ETag"));
     return data || {};
   }
 
@@ -204,6 +216,9 @@
     const focused = document.activeElement;
     target.__focused = focused && focused.name && target.contains(focused) ? controlKey(focused) : null;
     target.__errors = [...target.querySelectorAll("[data-err]")].map((slot) => slot.textContent);
+    // A form typed into keeps the ETag of the version its operator saw (the new one is someone else's).
+    target.__etags = [...target.querySelectorAll("form[data-etag]")].filter((form) => form.querySelector("[data-dirty]"))
+      .map((form) => [form.dataset.api + " " + (form.querySelector("[name]") || {}).name, form.dataset.etag]);
     target.__swapped = true;
   });
   // Fired for every element swapped in, with the details of the region swapped last: each region is
@@ -215,7 +230,13 @@
     // A row swapped whole (outerHTML) is a new element with the old one's id.
     const target = swapped.isConnected ? swapped : document.getElementById(swapped.id);
     if (!target) return;
-    for (const key of ["__typed", "__focused", "__errors"]) target[key] = swapped[key];
+    for (const key of ["__typed", "__focused", "__errors", "__etags"]) target[key] = swapped[key];
+    const etags = new Map(target.__etags || []);
+    delete target.__etags;
+    target.querySelectorAll("form[data-etag]").forEach((form) => {
+      const key = form.dataset.api + " " + (form.querySelector("[name]") || {}).name;
+      if (etags.has(key)) form.dataset.etag = etags.get(key);
+    });
     const typed = new Map(target.__typed || []);
     const focused = target.__focused;
     // A refusal stays shown where it was (the slots of a region are the same ones after a swap).
@@ -255,9 +276,12 @@
   // when every value is null (a cost left empty goes back to the default: DELETE). A button's body
   // is its data-body. The org table's rows name no call: their Hold/Release and their org's editor
   // act on the row's org (below), so that 500 rows do not carry 500 copies of the same URLs.
+  // data-reason-from names the input whose text goes as the call's `reason` (one reason input serves
+  // several forms); data-etag is the ETag of the values the form shows, sent as If-Match.
   function formCall(form) {
     let [method, url] = form.dataset.api.split(" ");
     const body = {};
+    const reason = reasonOf(form.dataset.reasonFrom);
     for (const input of form.querySelectorAll("[name]")) {
       const placeholder = "{" + input.name + "}";
       if (url.includes(placeholder)) { url = url.replace(placeholder, encodeURIComponent(input.value)); continue; }
@@ -270,8 +294,43 @@
       body[input.name] = v;
     }
     const values = Object.values(body);
-    if (form.dataset.nullMethod && values.length && values.every((v) => v === null)) return { method: form.dataset.nullMethod, url, body: undefined };
+    if (form.dataset.nullMethod && values.length && values.every((v) => v === null)) {
+      return { method: form.dataset.nullMethod, url, body: reason ? { reason } : undefined };
+    }
+    if (reason) body.reason = reason;
     return { method, url, body };
+  }
+
+  // The text of a reason input (by selector), trimmed; "" when there is none.
+  function reasonOf(selector) {
+    const input = selector ? $(selector) : null;
+    return input ? input.value.trim() : "";
+  }
+  function reasonUsed(selector) {
+    const input = selector ? $(selector) : null;
+    if (input) { input.value = ""; delete input.dataset.dirty; }
+  }
+
+  // A 412 on a form's edit: read what is stored now (GET of the same URL), put it in the form's
+  // controls with its ETag, and say what changed. Nothing was written; the operator decides again.
+  async function stale(form, url) {
+    const read = url.replace(/\?.*$/, "");
+    let now = null;
+    try {
+      const response = await fetch(read, { credentials: "same-origin", headers: { Accept: "application/json" } });
+      if (response.ok) { now = await response.json(); form.dataset.etag = response.headers.get("ETag") || ""; }
+    } catch (error) { now = null; }
+    want(["orgs", "config", "events"]);
+    if (!now) return "changed by someone else meanwhile: nothing was saved; reload to see the current values";
+    const shown = [];
+    for (const input of form.querySelectorAll("input[name], select[name]")) {
+      if (!(input.name in now) || ["org", "workflow", "reason"].includes(input.name)) continue;
+      const v = now[input.name];
+      input.value = v == null ? "" : String(v);
+      delete input.dataset.dirty;
+      shown.push(`${input.name.replace("_", " ")} ${v == null ? "none" : v}`);
+    }
+    return `changed by someone else meanwhile: now ${shown.join(", ") || "different"}. Nothing was saved; check and set again.`;
   }
 
   // Where a control's refusal is shown: the nearest row, form or section around it that has a slot.
@@ -296,40 +355,78 @@
     if (!form) return;
     e.preventDefault();
     const { method, url, body } = formCall(form);
+    // An edit of a row sends the version its form shows; the version it makes is then every such
+    // form's of the same call (the editor's weight, cap and queue limit; the scheduler's three forms).
+    const siblings = () => document.querySelectorAll(`form[data-etag][data-api="${CSS.escape(form.dataset.api)}"]`);
+    const options = !("etag" in form.dataset) ? {} : {
+      ifMatch: form.dataset.etag,
+      onStale: () => stale(current(), url),
+      onEtag: async (etag) => {
+        const made = etag || (await etagOf(url.replace(/\?.*$/, ""), ""));
+        siblings().forEach((other) => { other.dataset.etag = made; });
+      },
+    };
     // The same form after a swap: its call and its first control's name say which one it is.
     const first = form.querySelector("[name]");
     const again = `form[data-api="${CSS.escape(form.dataset.api)}"]` + (first ? `:has([name="${CSS.escape(first.name)}"])` : "");
     const current = () => (form.isConnected ? form : document.querySelector(again) || form);
     // What this call sends: a control typed into again while it is on its way is still the operator's.
     const sent = new Map([...form.querySelectorAll("[name]")].map((input) => [input.name, input.value]));
-    if (await api(method, url, body, () => errSlot(current()))) {
+    const answer = await api(method, url, body, () => errSlot(current()), options);
+    if (answer) {
       current().querySelectorAll("[data-dirty]").forEach((input) => {
         if (sent.get(input.name) === input.value) delete input.dataset.dirty;
       });
+      if (body && body.reason) reasonUsed(form.dataset.reasonFrom);
       flash(current());
     }
   });
+
+  // The ETag of a row the API reads (its GET), or `fallback` when it cannot be read.
+  async function etagOf(url, fallback) {
+    try {
+      const response = await fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } });
+      return (response.ok && response.headers.get("ETag")) || fallback;
+    } catch (error) { return fallback; }
+  }
 
   document.addEventListener("click", async (e) => {
     const button = e.target.closest("button[data-api]");
     if (!button) return;
     const [method, url] = button.dataset.api.split(" ");
+    const body = button.dataset.body ? JSON.parse(button.dataset.body) : {};
+    const reason = reasonOf(button.dataset.reasonFrom);
+    if (reason) body.reason = reason;
     button.disabled = true;
-    const ok = await api(method, url, button.dataset.body ? JSON.parse(button.dataset.body) : {}, errSlot(button));
+    const ok = await api(method, url, body, errSlot(button));
     button.disabled = false;
+    if (ok && reason) reasonUsed(button.dataset.reasonFrom);
     if (ok) flash(button);
   });
 
-  // An org row's Hold/Release acts on the row's org: POST /api/v1/orgs/<slug>/hold/ (or release/).
+  // An org row's Hold/Release acts on the row's org: POST /api/v1/orgs/<slug>/hold/ (or release/); the
+  // org editor's does the same for its org, with the editor's reason (a hold's is written for the
+  // customer: the org's members see it until the release).
   document.addEventListener("click", async (e) => {
-    const button = e.target.closest("tr[data-org] button[data-hold]");
+    const button = e.target.closest("tr[data-org] button[data-hold], #org-editor button[data-editor-hold]");
     if (!button) return;
-    const row = button.closest("tr[data-org]");
+    const inEditor = button.matches("[data-editor-hold]");
+    const row = inEditor ? orgRow(orgEditor.org()) : button.closest("tr[data-org]");
+    if (!row) return;
+    const slug = row.dataset.org;
     const action = row.dataset.held === "1" ? "release" : "hold";
+    const reason = inEditor ? reasonOf("#org-reason") : "";
     button.disabled = true;
-    const ok = await api("POST", `/api/v1/orgs/${encodeURIComponent(row.dataset.org)}/${action}/`, {}, () => errSlot(orgRow(row.dataset.org) || row));
+    const err = () => (inEditor ? errSlot(button) : errSlot(orgRow(slug) || row));
+    // The editor's forms of this org show values a hold leaves as they were: they take its new version.
+    const onEtag = (etag) => {
+      if (!etag || orgEditor.org() !== slug) return;
+      $("#org-editor").querySelectorAll("form[data-etag]:not(.costs)").forEach((form) => { form.dataset.etag = etag; });
+    };
+    const ok = await api("POST", `/api/v1/orgs/${encodeURIComponent(slug)}/${action}/`, reason ? { reason } : {}, err, { onEtag });
     button.disabled = false;
-    if (ok) flash(orgRow(row.dataset.org) || row);
+    if (ok && reason) reasonUsed("#org-reason");
+    if (ok) flash(inEditor ? button : orgRow(slug) || row);
   });
   const orgRow = (slug) => document.querySelector(`#org-rows tr[data-org="${CSS.escape(slug)}"]`);
 
@@ -348,12 +445,27 @@
       return tag ? tag.dataset.cost : "";
     }
 
+    // A form's controls show the row's values, and the form keeps the ETag of the version they show:
+    // while the operator has typed into it, neither moves, so that their edit is sent with the version
+    // they saw (a change made meanwhile is then a 412, never silently overwritten).
     function fill(row, force) {
+      $("[data-editor-hold]", editor).textContent = row.dataset.held === "1" ? "Release" : "Hold";
       const values = { weight: row.dataset.weight, max_concurrency: row.dataset.cap, queue_limit: row.dataset.limit, cost: cost(row) };
       for (const [name, v] of Object.entries(values)) {
         const input = $(`[name=${name}]`, editor);
-        if (force || !input.dataset.dirty) { input.value = v; delete input.dataset.dirty; }
+        if (!force && input.dataset.dirty) continue;
+        const moved = input.value !== v;
+        input.value = v;
+        delete input.dataset.dirty;
+        if (input.form === costForm) { if (force || moved) costEtag(); } else input.form.dataset.etag = row.dataset.etag;
       }
+    }
+
+    // The cost of one (org, workflow) is a row of its own: its ETag comes from its API read.
+    async function costEtag() {
+      const url = `/api/v1/orgs/${encodeURIComponent(slug)}/costs/${encodeURIComponent(costForm.workflow.value)}/`;
+      costForm.dataset.etag = "";
+      costForm.dataset.etag = await etagOf(url, "");
     }
 
     function open(row, focus) {
@@ -364,6 +476,7 @@
       $("#org-editor-slug").textContent = slug;
       editor.querySelectorAll("[name=org]").forEach((input) => { input.value = slug; });
       editor.querySelectorAll("[data-err]").forEach((err) => { err.textContent = ""; });
+      reasonUsed("#org-reason"); // a reason typed for another org is not this one's
       row.setAttribute("aria-current", "true");
       fill(row, true);
       editor.hidden = false;
@@ -396,7 +509,7 @@
     editor.addEventListener("keydown", (e) => { if (e.key === "Escape") close(); });
     costForm.workflow.addEventListener("change", () => {
       const row = slug && orgRow(slug);
-      if (row) { costForm.cost.value = cost(row); delete costForm.cost.dataset.dirty; }
+      if (row) { costForm.cost.value = cost(row); delete costForm.cost.dataset.dirty; costEtag(); }
     });
 
     return { rowSwapped, org: () => slug };
@@ -417,10 +530,13 @@
     const act = button.dataset.act;
     if (act === "cancel" && !confirm("Cancel chart " + id + "?")) return;
     const body = act === "priority" ? { high_priority: button.dataset.hp === "1" } : {};
+    const reason = reasonOf("#lever-reason");
+    if (reason) body.reason = reason;
     button.disabled = true;
     const ok = await api("POST", `/api/v1/charts/${encodeURIComponent(id)}/${CHART_LEVERS[act]}/`, body, row.closest("#queue-rows") ? $("#queue-err") : errSlot(button));
     button.disabled = false;
     if (!ok) return;
+    if (reason) reasonUsed("#lever-reason");
     row.classList.add("ok-flash");
     // The broadcast refreshes every open dashboard; this one does not wait for it to see its own change.
     want(["queue"]);
@@ -675,23 +791,27 @@
       renderResult();
     }
 
+    // Each change goes through its own lever, with the panel's reason (kept in its history).
     async function apply() {
       const err = $("#whatif-err");
+      const reason = reasonOf("#whatif-reason");
+      const withReason = (body) => (reason ? { ...(body || {}), reason } : body);
       const config = changes.filter((c) => CONFIG.includes(c.kind));
       if (config.length) {
         const body = Object.fromEntries(config.map((c) => [c.kind, c.value]));
-        if (!(await api("PATCH", "/api/v1/scheduler/config/", body, err))) return;
+        if (!(await api("PATCH", "/api/v1/scheduler/config/", withReason(body), err))) return;
         changes = changes.filter((c) => !CONFIG.includes(c.kind));
         renderChanges();
       }
       while (changes.length) {
         const [method, url, body] = call(changes[0]);
-        if (!(await api(method, url, body, err))) return;
+        if (!(await api(method, url, withReason(body), err))) return;
         changes.shift();
         renderChanges();
       }
       preview = null;
       renderResult();
+      reasonUsed("#whatif-reason");
       toast("applied", true);
     }
 

@@ -87,7 +87,7 @@ def test_chart_page_shows_history_with_reasons_and_actors_as_a_tenant_may_see_th
     rows = re.findall(r"<tr>\s*<td>(.*?)</td>\s*<td>(.*?)</td>\s*<td>(.*?)</td>\s*<td>(.*?)</td>", page, re.S)
     seen = [(change, reason, actor) for _, change, reason, actor in rows]
     assert ("queued → paused", "hold on", "user:alice") in seen
-    assert ("paused → queued", "ops", "staff") in seen  # an operator's name and detail stay internal
+    assert ("paused → queued", "\u2013", "staff") in seen  # an operator's name and reason stay internal
     assert ("queued → dispatching", "\u2013", "system:dispatcher") in seen
     assert "stella" not in page
     assert "db-7" not in page
