@@ -321,6 +321,30 @@ def test_a_well_known_org_keeps_its_own_rate() -> None:
     assert _org_rate(result, "o0") == pytest.approx(0.01, rel=0.15)
 
 
+def test_an_org_that_submits_in_bulks_is_forecast_as_bursts_not_a_rate() -> None:
+    # bulk uploads 50 charts at once every 10 minutes beside c's steady stream: no stream of bulk's
+    # is expected (read as a rate, 50 charts per 600 s would push every ETA back), the bursts come
+    # as their size and frequency, and only widen the band's upper side.
+    now = 3_000.0
+    bulks = [Submission("bulk", 300.0 + 600.0 * index, 10.0, count=50) for index in range(5)]
+    steady = stream("c", rate=0.05, start=0.0, end=now)
+    history = History([*bulks, *steady], since=0.0, decay=DECAY)
+    result = forecast(history, now=now, budget=4, backlog=100.0)
+    assert {arrival.org for arrival in result.arrivals} == {"c"}
+    assert result.burst_work == pytest.approx(50 * 10.0)
+    memory = 5 * DECAY  # BURST_MEMORY decays
+    weights = sum(math.exp(-(now - bulk.created) / memory) for bulk in bulks)
+    assert result.burst_rate == pytest.approx(weights / (memory * -math.expm1(-now / memory)))
+    queued = backlog(40)
+    spread = [0.3] * len(queued)
+    with_bulks = plan(Scenario(now=now, budget=4, queued=queued, spread=spread, history=history))
+    without = plan(Scenario(now=now, budget=4, queued=queued, spread=spread, history=History(steady, since=0.0)))
+    last = queued[-1].id
+    assert with_bulks.eta[last] == without.eta[last]
+    assert with_bulks.eta_low[last] == without.eta_low[last]
+    assert with_bulks.eta_high[last] > without.eta_high[last]  # type: ignore[operator]
+
+
 def test_a_burst_widens_the_upper_side_by_the_share_of_it_that_lands_ahead() -> None:
     # One bulk upload of 600 unit-seconds expected per 600 s, over a wait of 600 s on 4 lanes: its
     # p90 count (1 + Z90 x 1) of which BURST_AHEAD lands before the chart; the lower side is untouched.
