@@ -143,11 +143,12 @@ def forecast(history: History, *, now: float, budget: int, backlog: float, typic
        (no shorter than MIN_SPAN_SHARE x decay, no longer than the span). A steady submission of
        age a counts e^(-a / decay); an org's exposure is decay x (1 - e^(-span / decay)), the same
        weights summed over its span (unbiased on a history shorter than the decay).
-    3. Each org's rate shrunk toward what orgs usually do (`_org_prior`, gamma-Poisson): with the
-       population's prior (a, b), an org's rate is (n + a) / (exposure + b) for its decayed count n,
-       each (org, avg, cost, spread) taking its own count and the prior's a as one more stream of
-       the population's typical chart: a young org is near the prior, a well-known one near its own
-       rate. Past MAX_STREAM_LOAD of the budget in all, every rate is scaled down alike to it.
+    3. Each (org, avg, cost, spread)'s rate: its count over its org's exposure; a young org's (one
+       measured over less than the span) shrunk toward what orgs usually do (`_org_prior`,
+       gamma-Poisson): with the population's prior (a, b), (n + a) / (exposure + b) for its decayed
+       count n, each stream taking its own count and the prior's a as one more stream of the
+       population's typical chart, so a young org's first charts are not read as its pace. Past
+       MAX_STREAM_LOAD of the budget in all, every rate is scaled down alike to it.
     4. Bursts: their count, decayed BURST_MEMORY times slower, over a span at least MIN_SPAN_SHARE
        of that memory, and their mean work.
     5. The horizon: with rho the share of the budget the streams take (at most MAX_HORIZON_SHARE),
@@ -168,6 +169,7 @@ def forecast(history: History, *, now: float, budget: int, backlog: float, typic
     steady: dict[Steady, float] = defaultdict(float)
     exposure: dict[str, float] = {}
     first_seen: dict[str, float] = {}
+    young: set[str] = set()
     burst_weight = burst_work = evidence = 0.0
     for org, submissions in by_org.items():
         submissions.sort()
@@ -196,7 +198,9 @@ def forecast(history: History, *, now: float, budget: int, backlog: float, typic
                 if org not in exposure:
                     exposure[org] = decay * -math.expm1(-seen / decay)
                     first_seen[org] = created
-    rates = _shrunk_rates(steady, exposure, decay=decay, budget=budget)
+                    if seen < span:
+                        young.add(org)
+    rates = _shrunk_rates(steady, exposure, young, decay=decay, budget=budget)
     rho = sum(rate * avg * min(cost, budget) for (_, avg, cost, _), rate in rates.items()) / budget
     if rho > MAX_STREAM_LOAD:
         rates = {key: rate * MAX_STREAM_LOAD / rho for key, rate in rates.items()}
@@ -261,11 +265,15 @@ def _org_prior(counts: dict[str, float], exposure: dict[str, float], decay: floa
 
 
 def _shrunk_rates(
-    steady: dict[Steady, float], exposure: dict[str, float], *, decay: float, budget: int
+    steady: dict[Steady, float], exposure: dict[str, float], young: set[str], *, decay: float, budget: int
 ) -> dict[Steady, float]:
-    """Each stream's rate, its org shrunk toward the prior (the doc of `forecast`, step 3)."""
+    """Each stream's rate, a `young` org's shrunk toward the prior (the doc of `forecast`, step 3).
+
+    Only the young: the orgs' rates are skewed (a few large, many small) where a gamma fits only
+    roughly, and on the open-arrival simulator's steady workload shrinking every org moved the
+    large ones' rates down and their deep charts' ETAs early."""
     counts = _org_totals(steady)
-    a, b = _org_prior(counts, exposure, decay)
+    a, b = _org_prior(counts, exposure, decay) if young else (0.0, 0.0)
     if not b:
         return {key: weight / exposure[key[0]] for key, weight in steady.items()}
     total = sum(steady.values())
@@ -274,8 +282,8 @@ def _shrunk_rates(
     spread = sum(weight * sigma for (*_, sigma), weight in steady.items()) / total
     rates: dict[Steady, float] = defaultdict(float)
     for key, weight in steady.items():
-        rates[key] += weight / (exposure[key[0]] + b)
-    for org in counts:
+        rates[key] += weight / (exposure[key[0]] + (b if key[0] in young else 0.0))
+    for org in young:
         rates[(org, work, 1, spread)] += a / (exposure[org] + b)
     return rates
 
