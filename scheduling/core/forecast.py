@@ -72,10 +72,19 @@ BURST_GAP = 1.0
 MIN_SPAN_SHARE = 0.25
 # With no history, orgs not seen yet are expected to take this share of the budget, less what the
 # orgs seen take (newcomer risk); the share fades as history grows, by e every decay. They are not
-# here yet: their stream ramps in over NEWCOMER_RAMP decays (`Arrival.ramp`). Both chosen on the
-# open-arrival simulator: a load at once made the head of a cold backlog late and its tail early.
+# here yet: with no org seen coming, they are expected to come over NEWCOMER_RAMP decays. Both
+# chosen on the open-arrival simulator: a load at once made the head of a cold backlog late and its
+# tail early.
 NEWCOMER_LOAD = 0.7
 NEWCOMER_RAMP = 0.5
+# With no org seen to tell what an org submits, a newcomer is expected to take this share of the
+# budget; and at most MAX_NEWCOMERS of them are expected (each is a stream of its own).
+NEW_ORG_LOAD = 0.05
+MAX_NEWCOMERS = 50
+# An org's rate is shrunk toward the population's (`_org_prior`) once this many orgs are seen, the
+# prior counting as at most PRIOR_EXPOSURE decays of the org's own history.
+PRIOR_ORGS = 2
+PRIOR_EXPOSURE = 1.0
 # An org first seen within the history is measured from its first submission, pushed back by
 # NEW_ORG_GAPS of its mean gaps: it began before its first chart came, and one chart is not yet a
 # rate. Measured from `since` instead, a new org's rate is underestimated for a whole decay.
@@ -115,8 +124,10 @@ class Forecast:
     newcomer_load: float
 
 
-# The org the newcomers' expected charts are given (no real org id starts with "~").
-NEWCOMERS = "~newcomers"
+# The org each expected newcomer's charts are given: NEWCOMERS + "-<n>" (no real org id starts with "~").
+NEWCOMERS = "~newcomer"
+
+Steady = tuple[str, float, int, float]  # (org, avg, cost, spread): one steady stream
 
 
 def forecast(history: History, *, now: float, budget: int, backlog: float, typical_avg: float = 0.0) -> Forecast:
@@ -130,18 +141,22 @@ def forecast(history: History, *, now: float, budget: int, backlog: float, typic
     2. The span of history: now - since, at least MIN_SPAN_SHARE x decay; an org first seen within
        it is measured over its own span, (now - first) x (n + NEW_ORG_GAPS) / n for its n charts
        (no shorter than MIN_SPAN_SHARE x decay, no longer than the span). A steady submission of
-       age a counts e^(-a / decay); each (org, avg, cost, spread)'s rate is its count over
-       decay x (1 - e^(-span / decay)), the same weights summed over the span: a rate with decay
-       over several windows, and unbiased on a history shorter than the decay. Past
+       age a counts e^(-a / decay); an org's exposure is decay x (1 - e^(-span / decay)), the same
+       weights summed over its span (unbiased on a history shorter than the decay).
+    3. Each (org, avg, cost, spread)'s rate: its count over its org's exposure; a young org's (one
+       measured over less than the span) shrunk toward what orgs usually do (`_org_prior`,
+       gamma-Poisson): with the population's prior (a, b), (n + a) / (exposure + b) for its decayed
+       count n, each stream taking its own count and the prior's a as one more stream of the
+       population's typical chart, so a young org's first charts are not read as its pace. Past
        MAX_STREAM_LOAD of the budget in all, every rate is scaled down alike to it.
-    3. Bursts: their count, decayed BURST_MEMORY times slower, over a span at least MIN_SPAN_SHARE
+    4. Bursts: their count, decayed BURST_MEMORY times slower, over a span at least MIN_SPAN_SHARE
        of that memory, and their mean work.
-    4. The horizon: with rho the share of the budget the streams take (at most MAX_HORIZON_SHARE),
+    5. The horizon: with rho the share of the budget the streams take (at most MAX_HORIZON_SHARE),
        the backlog drains in backlog / (1 - rho) seconds, and arrivals after a chart's start no
        longer touch it: the streams run until now + that.
-    5. Newcomers: orgs not seen yet are expected to take q = max(0, NEWCOMER_LOAD - rho) x
-       e^(-span / decay) of the budget, as one more stream of charts of `typical_avg` seconds (the
-       org NEWCOMERS) that ramps in over NEWCOMER_RAMP x decay; q also widens the band (`eta_bands`).
+    6. Newcomers: orgs not seen yet are expected to take q = max(0, NEWCOMER_LOAD - rho) x
+       e^(-span / decay) of the budget, as the orgs they will be (`_newcomers`), each with its own
+       turn; q also widens the band (`eta_bands`).
     """
     decay = history.decay
     since = min([history.since, *(s.created for s in history.submissions)])
@@ -151,14 +166,16 @@ def forecast(history: History, *, now: float, budget: int, backlog: float, typic
     for s in history.submissions:
         if s.created <= now and s.count > 0:
             by_org[s.org].append((s.created, s.count, s.avg, s.cost, s.spread))
-    steady: dict[tuple[str, float, int, float], float] = defaultdict(float)
-    org_scale: dict[str, float] = {}
+    steady: dict[Steady, float] = defaultdict(float)
+    exposure: dict[str, float] = {}
+    first_seen: dict[str, float] = {}
+    young: set[str] = set()
     burst_weight = burst_work = evidence = 0.0
     for org, submissions in by_org.items():
         submissions.sort()
         count = sum(submission[1] for submission in submissions)
         began = (now - submissions[0][0]) * (count + NEW_ORG_GAPS) / count
-        org_scale[org] = decay * -math.expm1(-min(span, max(began, MIN_SPAN_SHARE * decay)) / decay)
+        seen = min(span, max(began, MIN_SPAN_SHARE * decay))
         groups: list[list[tuple[float, int, float, int, float]]] = []
         last = -math.inf
         for submission in submissions:
@@ -178,26 +195,138 @@ def forecast(history: History, *, now: float, budget: int, backlog: float, typic
                 weight = count * math.exp(-(now - created) / decay)
                 steady[(org, avg, cost, spread)] += weight
                 evidence += weight
-    rates = {key: weight / org_scale[key[0]] for key, weight in steady.items()}
+                if org not in exposure:
+                    exposure[org] = decay * -math.expm1(-seen / decay)
+                    first_seen[org] = created
+                    if seen < span:
+                        young.add(org)
+    rates = _shrunk_rates(steady, exposure, young, decay=decay, budget=budget)
     rho = sum(rate * avg * min(cost, budget) for (_, avg, cost, _), rate in rates.items()) / budget
     if rho > MAX_STREAM_LOAD:
         rates = {key: rate * MAX_STREAM_LOAD / rho for key, rate in rates.items()}
         rho = MAX_STREAM_LOAD
     newcomer_load = max(0.0, NEWCOMER_LOAD - rho) * math.exp(-span / decay)
-    if newcomer_load > 0 and typical_avg > 0:
-        rates[(NEWCOMERS, typical_avg, 1, 0.0)] = newcomer_load * budget / typical_avg
-        rho += newcomer_load
-    until = now + backlog / (1.0 - min(rho, MAX_HORIZON_SHARE))
+    expects_newcomers = newcomer_load > 0 and typical_avg > 0
+    until = now + backlog / (1.0 - min(rho + (newcomer_load if expects_newcomers else 0.0), MAX_HORIZON_SHARE))
+    arrivals = [
+        Arrival(org, rate, until, avg, cost, spread) for (org, avg, cost, spread), rate in sorted(rates.items())
+    ]
+    if expects_newcomers:
+        arrivals += _newcomers(
+            newcomer_load,
+            org_rates=_org_totals(rates),
+            first_seen=first_seen,
+            since=since,
+            now=now,
+            until=until,
+            decay=decay,
+            budget=budget,
+            typical_avg=typical_avg,
+        )
     return Forecast(
-        arrivals=[
-            Arrival(org, rate, until, avg, cost, spread, ramp=NEWCOMER_RAMP * decay if org == NEWCOMERS else 0.0)
-            for (org, avg, cost, spread), rate in sorted(rates.items())
-        ],
+        arrivals=arrivals,
         evidence=evidence,
         burst_rate=burst_weight / (memory * -math.expm1(-max(span, MIN_SPAN_SHARE * memory) / memory)),
         burst_work=burst_work / burst_weight if burst_weight else 0.0,
         newcomer_load=newcomer_load,
     )
+
+
+def _org_totals(rates: dict[Steady, float]) -> dict[str, float]:
+    """Each org's rate: the sum of its streams'."""
+    totals: dict[str, float] = defaultdict(float)
+    for (org, *_), rate in rates.items():
+        totals[org] += rate
+    return totals
+
+
+def _org_prior(counts: dict[str, float], exposure: dict[str, float], decay: float) -> tuple[float, float]:
+    """The gamma prior (a, b) of an org's rate, from the population of orgs seen (empirical Bayes),
+    so that an org of decayed count n over `exposure` T has the rate (n + a) / (T + b).
+
+    1. The mean rate m = sum n / sum T (pooled), and the spread of the orgs' own rates n / T
+       around it, less what a Poisson count alone would spread: v = var(n / T) - m x mean(T2 / T^2),
+       T2 = decay / 2 x (1 - e^(-2 span / decay)) the sum of the squared weights over the org's span
+       (recovered from T). With fewer than PRIOR_ORGS orgs, no prior (a = b = 0).
+    2. The prior's strength b = m / v seconds of exposure (a gamma of mean m and variance v), at
+       most PRIOR_EXPOSURE x decay: orgs alike (v <= 0) make the strongest prior; a = m x b.
+    """
+    if len(counts) < PRIOR_ORGS:
+        return 0.0, 0.0
+    mean = sum(counts.values()) / sum(exposure.values())
+    own = [counts[org] / exposure[org] for org in counts]
+    spread = sum((rate - mean) ** 2 for rate in own) / len(own)
+    # T = decay (1 - e^(-s / decay)), so 1 - e^(-2 s / decay) = 1 - (1 - T / decay)^2.
+    noise = mean * sum(decay / 2 * (1 - (1 - t / decay) ** 2) / t**2 for t in exposure.values()) / len(exposure)
+    between = spread - noise
+    strongest = PRIOR_EXPOSURE * decay
+    strength = strongest if between <= 0 else min(mean / between, strongest)
+    return mean * strength, strength
+
+
+def _shrunk_rates(
+    steady: dict[Steady, float], exposure: dict[str, float], young: set[str], *, decay: float, budget: int
+) -> dict[Steady, float]:
+    """Each stream's rate, a `young` org's shrunk toward the prior (the doc of `forecast`, step 3).
+
+    Only the young: the orgs' rates are skewed (a few large, many small) where a gamma fits only
+    roughly, and on the open-arrival simulator's steady workload shrinking every org moved the
+    large ones' rates down and their deep charts' ETAs early."""
+    counts = _org_totals(steady)
+    a, b = _org_prior(counts, exposure, decay) if young else (0.0, 0.0)
+    if not b:
+        return {key: weight / exposure[key[0]] for key, weight in steady.items()}
+    total = sum(steady.values())
+    # The population's typical chart: its mean work per chart on one unit, and its mean spread.
+    work = sum(weight * avg * min(cost, budget) for (_, avg, cost, _), weight in steady.items()) / total
+    spread = sum(weight * sigma for (*_, sigma), weight in steady.items()) / total
+    rates: dict[Steady, float] = defaultdict(float)
+    for key, weight in steady.items():
+        rates[key] += weight / (exposure[key[0]] + (b if key[0] in young else 0.0))
+    for org in young:
+        rates[(org, work, 1, spread)] += a / (exposure[org] + b)
+    return rates
+
+
+def _newcomers(
+    load: float,
+    *,
+    org_rates: dict[str, float],
+    first_seen: dict[str, float],
+    since: float,
+    now: float,
+    until: float,
+    decay: float,
+    budget: int,
+    typical_avg: float,
+) -> list[Arrival]:
+    """The orgs not seen yet, expected to take `load` of the budget once they have come, as the orgs
+    they will be: each its own stream of charts of `typical_avg` seconds (weight 1 in the order, so
+    each its own turn in the rounds, as a newcomer has), beginning when it is expected to come.
+
+    1. Each one's rate: what an org seen submits on average (the mean of their rates), or with none
+       seen NEW_ORG_LOAD of the budget; so k = ceil(load / its share) of them, which share `load`.
+    2. How often they come: the orgs first seen after `since` (weighted e^(-age / decay), and by
+       1 - e^(-rate x (first - since)), how unlikely an org of its rate was to be silent until
+       then), over the history's exposure, with a prior of k orgs over NEWCOMER_RAMP x decay:
+       lambda = (seen + k) / (exposure + NEWCOMER_RAMP x decay) orgs a second.
+    3. The j-th comes (j + 1/2) / lambda seconds from now (`Arrival.after`); it counts only if
+       before `until`.
+    """
+    per_org = sum(org_rates.values()) / len(org_rates) * typical_avg / budget if org_rates else NEW_ORG_LOAD
+    count = max(1, min(MAX_NEWCOMERS, math.ceil(load / max(per_org, load / MAX_NEWCOMERS))))
+    seen = sum(
+        math.exp(-(now - first) / decay) * -math.expm1(-org_rates.get(org, 0.0) * (first - since))
+        for org, first in first_seen.items()
+    )
+    ramp = NEWCOMER_RAMP * decay
+    every = (decay * -math.expm1(-max(now - since, 0.0) / decay) + ramp) / (seen + count)
+    rate = load * budget / count / typical_avg
+    return [
+        Arrival(f"{NEWCOMERS}-{index}", rate, until, typical_avg, 1, 0.0, after=(index + 0.5) * every)
+        for index in range(count)
+        if now + (index + 0.5) * every < until
+    ]
 
 
 def expected_charts(
@@ -206,23 +335,25 @@ def expected_charts(
     """The charts `arrivals` foresee, as queued columns (ids "~arrival-N"; the numeric ones arrays),
     with their spreads.
 
-    The k-th chart of an arrival comes at now + (k + 1/2) / rate, while that is before `until`
-    (with a ramp, when the expected count rate x (t - ramp x (1 - e^(-t / ramp))) reaches k + 1/2).
+    The k-th chart of an arrival comes at now + after + (k + 1/2) / rate, while that is before
+    `until` (with a ramp, when the expected count rate x (t - ramp x (1 - e^(-t / ramp))) reaches
+    k + 1/2, t counted from now + after).
     When all of them together exceed `max(MAX_EXPECTED, queued // 4)`, every horizon is cut by the
     same factor so that they fit.
     """
-    streams = [a for a in arrivals if a.rate > 0 and a.until > now]
-    expected = sum(a.rate * (a.until - now) for a in streams)
+    streams = [a for a in arrivals if a.rate > 0 and a.until > now + a.after]
+    expected = sum(a.rate * (a.until - now - a.after) for a in streams)
     limit = max(MAX_EXPECTED, queued // 4)
     shrink = min(1.0, limit / expected) if expected else 1.0
     times: list[NDArray[np.float64]] = []
     left = limit
     for arrival in streams:
         until = now + (arrival.until - now) * shrink
+        begins = now + arrival.after
         comes = (
-            np.array(list(islice(_ramped(arrival, now, until), left)), dtype=np.float64)
+            np.array(list(islice(_ramped(arrival, begins, until), left)), dtype=np.float64)
             if arrival.ramp > 0
-            else _evenly(arrival.rate, now, until)
+            else _evenly(arrival.rate, begins, until)
         )
         times.append(comes[:left])
         left -= len(times[-1])

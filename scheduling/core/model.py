@@ -71,7 +71,8 @@ class Arrival:
     """Charts an org is expected to submit (an extension, see `scheduling.core.forecast`): one of
     the given expected duration, cost and spread every 1 / `rate` seconds from now until `until`.
     With a `ramp` (seconds, 0 by default) the stream starts slowly: its rate t seconds from now is
-    `rate` x (1 - e^(-t / ramp)), as for orgs not seen yet, which must first arrive."""
+    `rate` x (1 - e^(-t / ramp)). With `after` (seconds, 0 by default) it begins only that long from
+    now, as for an org not seen yet, which must first arrive."""
 
     org: str
     rate: float
@@ -80,6 +81,7 @@ class Arrival:
     cost: int = 1
     spread: float = 0.0
     ramp: float = 0.0
+    after: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

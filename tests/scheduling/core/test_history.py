@@ -8,6 +8,8 @@ import math
 import random
 import subprocess
 import sys
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -15,6 +17,8 @@ import pytest
 
 from scheduling.core import (
     History,
+    OrgPolicy,
+    QueueColumns,
     QueuedChart,
     Scenario,
     ScenarioError,
@@ -30,6 +34,7 @@ from scheduling.core.forecast import (
     MAX_STREAM_LOAD,
     MIN_SPAN_SHARE,
     NEW_ORG_GAPS,
+    NEW_ORG_LOAD,
     NEWCOMER_LOAD,
     NEWCOMER_RAMP,
     NEWCOMERS,
@@ -166,22 +171,26 @@ def test_thin_history_expects_newcomers_and_widens_the_band() -> None:
     assert thin.eta_high[last] - thin.eta[last] >= thin.eta[last] - thin.eta_low[last]  # type: ignore[operator]
 
 
-def test_newcomers_ramp_in_they_must_first_arrive() -> None:
+def test_newcomers_come_one_after_another_as_orgs_of_their_own() -> None:
     # The head of a cold backlog runs before orgs not seen yet can have come: it keeps its ETA.
     queued = backlog(600)
     thin = plan(Scenario(now=100.0, budget=4, queued=queued, history=History([], since=100.0)))
     alone = plan(Scenario(now=100.0, budget=4, queued=queued))
     assert thin.eta["a006"] == alone.eta["a006"]
     assert thin.eta["a060"] < alone.eta["a060"] + 30  # type: ignore[operator]
-    # The stream's expected count by t is rate x (t - ramp x (1 - e^(-t / ramp))).
-    (newcomers,) = forecast(History([], since=100.0), now=100.0, budget=4, backlog=1e4, typical_avg=10.0).arrivals
-    assert newcomers.org == NEWCOMERS
-    assert newcomers.ramp == NEWCOMER_RAMP * 600
-    columns, _ = expected_charts([newcomers], now=100.0, queued=0)
-    ramp = newcomers.ramp
-    within_ramp = sum(created < 100.0 + ramp for created in columns.created)
-    assert within_ramp == round(newcomers.rate * ramp * math.exp(-1))
-    assert len(columns) == round(newcomers.rate * (newcomers.until - 100.0 - ramp))
+    # With no org seen, k newcomers of NEW_ORG_LOAD each share the newcomers' load, each its own
+    # org, coming evenly over NEWCOMER_RAMP decays.
+    result = forecast(History([], since=100.0), now=100.0, budget=4, backlog=1e4, typical_avg=10.0)
+    newcomers = result.arrivals
+    count = math.ceil(result.newcomer_load / NEW_ORG_LOAD)
+    assert [arrival.org for arrival in newcomers] == [f"{NEWCOMERS}-{index}" for index in range(count)]
+    assert sum(arrival.rate * arrival.avg for arrival in newcomers) / 4 == pytest.approx(result.newcomer_load)
+    every = NEWCOMER_RAMP * DECAY / count
+    assert [arrival.after for arrival in newcomers] == pytest.approx([(i + 0.5) * every for i in range(count)])
+    # Each stream begins when its org comes.
+    columns, _ = expected_charts(newcomers[-1:], now=100.0, queued=0)
+    assert min(columns.created) == pytest.approx(100.0 + newcomers[-1].after + 0.5 / newcomers[-1].rate)
+    assert len(columns) == round(newcomers[-1].rate * (newcomers[-1].until - 100.0 - newcomers[-1].after))
 
 
 def test_a_new_org_is_measured_from_its_first_submission() -> None:
@@ -218,11 +227,122 @@ def test_the_newcomers_share_is_what_the_orgs_seen_leave() -> None:
         "b"
     ]
     quiet = History(stream("b", rate=0.04, start=0.0, end=now), since=0.0, decay=DECAY)  # 0.1 of the lanes
-    result = forecast(quiet, now=now, budget=4, backlog=10.0, typical_avg=10.0)
-    assert [arrival.org for arrival in result.arrivals] == ["b", NEWCOMERS]
+    result = forecast(quiet, now=now, budget=4, backlog=1e4, typical_avg=10.0)
+    b, *newcomers = result.arrivals
+    assert b.org == "b"
     rho = 0.04 * 10.0 / 4
     assert result.newcomer_load == pytest.approx((NEWCOMER_LOAD - rho) * math.exp(-now / DECAY), rel=0.1)
-    assert result.arrivals[1].rate == pytest.approx(result.newcomer_load * 4 / 10.0)
+    # Each newcomer submits as the org seen does; together they take the newcomers' share.
+    each = result.newcomer_load * 4 / 10.0 / len(newcomers)
+    assert [arrival.rate for arrival in newcomers] == pytest.approx([each] * len(newcomers))
+    assert len(newcomers) == math.ceil(result.newcomer_load / (b.rate * 10.0 / 4))
+
+
+def _as_one_org(columns: QueueColumns, org: str) -> list[QueuedChart]:
+    """The expected charts `columns` as real charts arriving when expected, all of `org`."""
+    return [
+        QueuedChart(f"~{index}", org, created, float(avg), available_at=created)
+        for index, (created, avg) in enumerate(
+            zip(np.asarray(columns.created).tolist(), np.asarray(columns.avg).tolist(), strict=True)
+        )
+    ]
+
+
+def test_each_expected_newcomer_takes_its_own_turn_under_round_robin() -> None:
+    # A cold backfill of 300 charts from an org of weight 3: the newcomers expected are several
+    # orgs, so the backfill's ETAs are those of a plan told their charts as real arrivals of that
+    # many orgs, each its own turn; as one org they would share one turn for the backfill's three a
+    # round, and the backfill's tail would be promised about a third early.
+    now, budget = 0.0, 4
+    queued = backlog(300)
+    orgs = {"a": OrgPolicy(weight=3)}
+    history = History([], since=now)
+    told = plan(Scenario(now=now, budget=budget, orgs=orgs, queued=queued, history=history))
+    result = forecast(history, now=now, budget=budget, backlog=300 * 10.0 / budget, typical_avg=10.0)
+    assert len(result.arrivals) > 1
+    assert len({arrival.org for arrival in result.arrivals}) == len(result.arrivals)
+    charts = [expected_charts([arrival], now=now, queued=0)[0] for arrival in result.arrivals]
+    as_orgs = [chart for index, columns in enumerate(charts) for chart in _as_one_org(columns, f"n{index}")]
+    as_orgs = [replace(chart, id=f"{chart.org}{chart.id}") for chart in as_orgs]
+    each_its_turn = plan(Scenario(now=now, budget=budget, orgs=orgs, queued=[*queued, *as_orgs]))
+    merged = expected_charts(result.arrivals, now=now, queued=0)[0]
+    one_turn = plan(Scenario(now=now, budget=budget, orgs=orgs, queued=[*queued, *_as_one_org(merged, "n")]))
+    alone = plan(Scenario(now=now, budget=budget, orgs=orgs, queued=queued))
+    for chart in queued[::10]:
+        assert told.eta[chart.id] == each_its_turn.eta[chart.id]
+    last = queued[-1].id
+    waited = told.eta[last] - now  # type: ignore[operator]
+    assert told.eta[last] > alone.eta[last]  # type: ignore[operator]
+    # One turn a round for all of them: the tail would be promised over 25% earlier.
+    assert one_turn.eta[last] - now < 0.75 * waited  # type: ignore[operator]
+
+
+def test_newcomers_come_as_often_as_new_orgs_came_lately() -> None:
+    # Eight orgs came one every 30 s over the last four minutes: the next newcomers are expected
+    # sooner than after a history in which the same orgs were there from the start.
+    now = 400.0
+
+    def first_newcomer(start: Callable[[int], float]) -> float:
+        orgs = [s for index in range(8) for s in stream(f"o{index}", rate=0.02, start=start(index), end=now)]
+        history = History([Submission("a", 0.0, 10.0), *orgs], since=0.0, decay=DECAY)
+        result = forecast(history, now=now, budget=4, backlog=1e4, typical_avg=10.0)
+        newcomers = [arrival for arrival in result.arrivals if arrival.org.startswith(NEWCOMERS)]
+        assert newcomers
+        return newcomers[0].after
+
+    assert first_newcomer(lambda index: 160.0 + 30 * index) < 0.8 * first_newcomer(lambda index: 0.0)
+
+
+def _org_rate(result: Forecast, org: str) -> float:
+    return sum(arrival.rate for arrival in result.arrivals if arrival.org == org)
+
+
+def test_a_young_org_is_forecast_near_what_orgs_usually_do_not_its_first_charts() -> None:
+    # Six orgs submit a chart every 100 s; y came 100 s ago and happened to submit 4 charts since:
+    # read alone that is ~3x the usual rate, shrunk toward the prior it is near 0.01/s.
+    now = 3_000.0
+    usual = [s for index in range(6) for s in stream(f"o{index}", rate=0.01, start=0.0, end=now)]
+    young = [Submission("y", now - 100 + 25 * index, 10.0) for index in range(4)]
+    alone = forecast(History(young, since=0.0, decay=DECAY), now=now, budget=4, backlog=100.0)
+    assert _org_rate(alone, "y") > 2.5 * 0.01
+    result = forecast(History([*usual, *young], since=0.0, decay=DECAY), now=now, budget=4, backlog=100.0)
+    assert 0.01 < _org_rate(result, "y") < 1.5 * 0.01
+
+
+def test_a_well_known_org_keeps_its_own_rate() -> None:
+    # Orgs of rates 0.05 and 0.01/s, seen for an hour: the prior is weak, each keeps its rate.
+    now = 3_600.0
+    history = History(
+        [*stream("big", rate=0.05, start=0.0, end=now), *(s for i in range(5) for s in stream(f"o{i}", rate=0.01,
+         start=5.0 * i, end=now))], since=0.0, decay=DECAY,
+    )  # fmt: skip
+    result = forecast(history, now=now, budget=40, backlog=100.0)
+    assert _org_rate(result, "big") == pytest.approx(0.05, rel=0.1)
+    assert _org_rate(result, "o0") == pytest.approx(0.01, rel=0.15)
+
+
+def test_an_org_that_submits_in_bulks_is_forecast_as_bursts_not_a_rate() -> None:
+    # bulk uploads 50 charts at once every 10 minutes beside c's steady stream: no stream of bulk's
+    # is expected (read as a rate, 50 charts per 600 s would push every ETA back), the bursts come
+    # as their size and frequency, and only widen the band's upper side.
+    now = 3_000.0
+    bulks = [Submission("bulk", 300.0 + 600.0 * index, 10.0, count=50) for index in range(5)]
+    steady = stream("c", rate=0.05, start=0.0, end=now)
+    history = History([*bulks, *steady], since=0.0, decay=DECAY)
+    result = forecast(history, now=now, budget=4, backlog=100.0)
+    assert {arrival.org for arrival in result.arrivals} == {"c"}
+    assert result.burst_work == pytest.approx(50 * 10.0)
+    memory = 5 * DECAY  # BURST_MEMORY decays
+    weights = sum(math.exp(-(now - bulk.created) / memory) for bulk in bulks)
+    assert result.burst_rate == pytest.approx(weights / (memory * -math.expm1(-now / memory)))
+    queued = backlog(40)
+    spread = [0.3] * len(queued)
+    with_bulks = plan(Scenario(now=now, budget=4, queued=queued, spread=spread, history=history))
+    without = plan(Scenario(now=now, budget=4, queued=queued, spread=spread, history=History(steady, since=0.0)))
+    last = queued[-1].id
+    assert with_bulks.eta[last] == without.eta[last]
+    assert with_bulks.eta_low[last] == without.eta_low[last]
+    assert with_bulks.eta_high[last] > without.eta_high[last]  # type: ignore[operator]
 
 
 def test_a_burst_widens_the_upper_side_by_the_share_of_it_that_lands_ahead() -> None:
