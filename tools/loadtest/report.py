@@ -645,9 +645,11 @@ def build_report(
                 Section(
                     "ETAs in an open system (simulator)",
                     "`python -m tools.loadtest.simulate`: the core and the live loop's shell rules (served "
-                    "rounds, the forecast from history, the dispatch walk) on three open-arrival workloads, every "
-                    "predictor scored on the same charts. Error = |ETA - finish| / (finish - time of the ETA), at "
-                    "enqueue (every 4th chart) and sampled every mean duration over the wait; deep = waited >= 5 "
+                    "rounds, the forecast from history, the dispatch walk) on four open-arrival workloads (drift: "
+                    "one org's workflow 3x slower halfway), every predictor scored on the same charts, told the "
+                    "true durations or learning them from finished runs ('durations'). Error = |ETA - finish| / "
+                    "(finish - time of the ETA), at enqueue (every 4th chart) and sampled every mean duration over "
+                    "the wait and over the run (running charts also apart); deep = waited >= 5 "
                     "mean durations. The floor is the plan told every future arrival: what it misses is the "
                     "durations' own spread. Org clear-time: the latest finish of what the org has, scored after "
                     "one arrival window of history. Band: share of finishes inside p10-p90 (median width "
