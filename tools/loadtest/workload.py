@@ -14,7 +14,7 @@ The cast (budget B cost units, submissions over `seconds` s; k = seconds / 180):
 - `gold` (weight 3) and `silver` (weight 2): a steady backlog each, to show shares follow weights;
 - `held`: held from the start, released at 45% of the window;
 - `partner`: runs on the `partner-api` provider, which is paused for everyone at 40% for 12%;
-- `drift`: a chart every 6-10 s from 5% to 80% of the window; from DRIFT_AT of it on (the drift
+- `drift`: a chart every 4-6 s from 5% to 80% of the window; from DRIFT_AT of it on (the drift
   phase), its charts take DRIFT_FACTOR times as long (`Workload.drift`), so the ETAs must learn the
   change from its finished runs.
 Durations are lognormal with sigma 0.5 around a median (3 s, 12 s for `slow`), set per chart in the
@@ -31,7 +31,7 @@ SIGMA = 0.5
 MEDIAN_SECONDS = 3.0
 SLOW_FACTOR = 4.0
 MIN_DURATION = 0.3
-DRIFT_AT = 0.4
+DRIFT_AT = 0.3
 DRIFT_FACTOR = 3.0
 TASK_QUEUE = "fairsched-loadtest"
 PROVIDER = "partner-api"
@@ -159,7 +159,7 @@ def build(*, seconds: float = 180.0, budget: int = 8, seed: int = 7, small_orgs:
     at = 0.05 * seconds
     while at < 0.8 * seconds:
         add("drift", "standard", at, median=MEDIAN_SECONDS * (DRIFT_FACTOR if at >= drift.at else 1.0))
-        at += rng.uniform(6, 10)
+        at += rng.uniform(4, 6)
     charts.sort(key=lambda chart: (chart.submit_at, chart.org, chart.external_id))
     pauses = [ProviderPauseSpec(PROVIDER, round(0.4 * seconds, 3), round(0.52 * seconds, 3))]
     return Workload(seed, seconds, budget, orgs, list(WORKFLOWS), charts, pauses, drift)
