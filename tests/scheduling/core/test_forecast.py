@@ -374,7 +374,8 @@ def test_the_expected_finish_of_a_started_run_moves_later_as_it_runs(
 ) -> None:
     sooner = remaining_time(elapsed=elapsed, avg=avg, sigma=sigma)
     later = remaining_time(elapsed=elapsed * longer, avg=avg, sigma=sigma)
-    assert elapsed + sooner.mean <= elapsed * longer + later.mean
+    # Far before the median both are avg to the last bits: rounding may leave the later one a bit lower.
+    assert elapsed + sooner.mean <= (elapsed * longer + later.mean) * (1 + 1e-12)
 
 
 @pytest.mark.parametrize(("elapsed", "sigma"), [(5.0, 0.5), (10.0, 0.3), (20.0, 0.8), (3.0, 1.2)])
