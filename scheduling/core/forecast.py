@@ -23,7 +23,8 @@ as the contract says):
      variance is the sum of those charts' work variances over budget^2: units^2 * avg^2 *
      (e^spread^2 - 1) for a real chart, units^2 * avg^2 * e^spread^2 for an expected arrival (a
      Poisson count of arrivals adds the square of the mean as well). Running charts count first.
-  2. Its own duration is lognormal with mean `avg`: its p10 and p90.
+  2. Its own duration is lognormal with mean `avg`: its p10 and p90 (a p90 below the mean, past
+     spread ~2.56, adds nothing above the ETA: a band always holds its ETA).
   3. The two spreads are independent: the band's half-widths add in quadrature on each side, with
      the normal z of p90 for the start.
   4. From history, what the rates cannot say: the rates' own doubt (RATE_DOUBT / evidence, relative
@@ -105,6 +106,8 @@ BURST_AHEAD = 0.4
 # (P > 0.9999), and the bisection halves the interval this many times.
 CERTAIN_Z = 3.719
 BISECTIONS = 40
+# The farthest z of a normal the clear-time rule works with (its log-tail is then about -5e11).
+Z_FAR = 1e6
 
 
 @dataclass(frozen=True, slots=True)
@@ -499,11 +502,12 @@ def eta_bands(
         # Fewer arrivals than expected: at most none at all (the module doc, step 5).
         none_came = Z90 * np.sqrt(real_before + running_variance) / budget + expected_before / budget
         early_spread = np.minimum(early_spread, none_came)
-    # Own duration: lognormal with mean avg, so median avg * e^(-sigma^2 / 2).
+    # Own duration: lognormal with mean avg, so median avg * e^(-sigma^2 / 2). Past sigma ~2.56 its
+    # p90 is below its mean, the ETA: it adds nothing to the band above the ETA.
     sigma = np.sqrt(sigma2)
     median = mean * np.exp(-sigma2 / 2)
     below = mean - median * np.exp(-Z90 * sigma)
-    above = median * np.exp(Z90 * sigma) - mean
+    above = np.maximum(median * np.exp(Z90 * sigma) - mean, 0.0)
     eta = start + mean
     low[by_start] = np.maximum(eta - np.hypot(early_spread, below), now)
     high[by_start] = eta + np.hypot(late_spread, above)
@@ -555,21 +559,27 @@ def median_last_finish(
     avg: Sequence[float] | NDArray[np.float64],
     spread: Sequence[float] | NDArray[np.float64],
     org_count: int,
+    lasted: Sequence[float] | NDArray[np.float64] | None = None,
 ) -> NDArray[np.float64]:
     """Each org's median last finish: the time by which all its charts (`org`: each chart's org
     code) have finished with probability 1/2, their starts as given and their durations independent
-    lognormals of mean `avg` and log-sd `spread` (a chart without a start does not count); nan for
-    an org none of whose charts has a spread. (`start` may be an array, nan for no start.)
+    lognormals of mean `avg` and log-sd `spread` (a chart without a start does not count), each
+    given that it has already run `lasted` seconds (a running chart; 0 or less, or no `lasted`: not
+    begun); nan for an org none of whose charts has a spread. (`start` may be an array, nan for no
+    start.)
 
     The latest ETA is the last finish if every chart takes its mean; but the last of several charts
     to finish is later than the latest of their ETAs (one of them runs long): on the open-arrival
     simulator the latest ETA was 11-20% early on the org clear-times, the floor's included.
-    1. Each chart's median finish, start + avg x e^(-spread^2 / 2); the org's latest (and now) is a
-       lower bound L of its median last finish, since the last finish comes after each.
-    2. A chart almost surely finished by L (its CERTAIN_Z quantile at or before L) leaves the
-       probability that all have finished as it is: only the others count.
+    1. Each chart's median finish, start + avg x e^(-spread^2 / 2) (a run that has lasted e: its
+       median given D > e, as `remaining_time` conditions its ETA); the org's latest (and now) is
+       a lower bound L of its median last finish, since the last finish comes after each.
+    2. A chart almost surely finished by L (its CERTAIN_Z quantile at or before L, given D > e for
+       a run) leaves the probability that all have finished as it is: only the others count.
     3. Bisection between L and the latest CERTAIN_Z quantile of those charts for the x at which the
-       sum of their log P(finish <= x) is log 1/2.
+       sum of their log P(finish <= x) is log 1/2; for a run that has lasted e, P(D <= x - start |
+       D > e) = 1 - Q(z_x) / Q(z_e), the normal tails Q taken in logs (`_log_normal_tail`) so that
+       a run far past its usual duration keeps its precision.
     """
     begun = np.asarray(start, dtype=np.float64)  # None becomes nan
     planned = ~np.isnan(begun)
@@ -577,27 +587,82 @@ def median_last_finish(
     sigma = np.asarray(spread, dtype=np.float64)[planned]
     codes = np.asarray(org, dtype=np.intp)[planned]
     log_median = np.log(np.asarray(avg, dtype=np.float64)[planned]) - np.square(sigma) / 2
+    ran = np.zeros(len(begun)) if lasted is None else np.asarray(lasted, dtype=np.float64)[planned]
+    given = (ran > 0) & (sigma > 0)
+    # z of the time each run has lasted, and log Q of it (0: a chart not begun, Q = 1).
+    # A z past Z_FAR (a spread of next to nothing) is taken as Z_FAR: such a run is due by now.
+    z_lasted = np.zeros(len(begun))
+    with np.errstate(over="ignore"):
+        z_lasted[given] = np.minimum((np.log(ran[given]) - log_median[given]) / sigma[given], Z_FAR)
+    log_tail = np.where(given, _log_normal_tail(z_lasted), 0.0)
+    median_z = np.zeros(len(begun))
+    certain_z = np.full(len(begun), CERTAIN_Z)
+    for index in np.flatnonzero(given):
+        median_z[index] = _tail_quantile(float(z_lasted[index]), float(log_tail[index]), 0.5)
+        certain_z[index] = _tail_quantile(float(z_lasted[index]), float(log_tail[index]), _CERTAIN)
     latest = np.full(org_count, float(now))
-    np.maximum.at(latest, codes, begun + np.exp(log_median))
-    certain = begun + np.exp(log_median + CERTAIN_Z * sigma)
+    np.maximum.at(latest, codes, begun + np.exp(log_median + sigma * median_z))
+    certain = begun + np.exp(log_median + certain_z * sigma)
     counts = (sigma > 0) & (certain > latest[codes])
     result = np.full(org_count, math.nan)
     if not counts.any():
         return result
     begun, sigma, codes, log_median = begun[counts], sigma[counts], codes[counts], log_median[counts]
+    given, z_lasted, log_tail = given[counts], z_lasted[counts], log_tail[counts]
     low = latest.copy()
     high = latest.copy()
     np.maximum.at(high, codes, certain[counts])
     for _ in range(BISECTIONS):
         middle = (low + high) / 2
         z = (np.log(np.maximum(middle[codes] - begun, 1e-300)) - log_median) / sigma
-        finished = np.bincount(codes, weights=np.log(np.maximum(_normal_cdf(z), 1e-300)), minlength=org_count)
+        log_finished = np.log(np.maximum(_normal_cdf(z), 1e-300))
+        if given.any():
+            z_given = z[given]
+            log_left = _log_normal_tail(z_given) - log_tail[given]  # log P(D > x | D > e)
+            log_finished[given] = np.where(
+                z_given > z_lasted[given], np.log(np.maximum(-np.expm1(np.minimum(log_left, 0.0)), 1e-300)), -690.8
+            )
+        finished = np.bincount(codes, weights=log_finished, minlength=org_count)
         below = finished < math.log(0.5)
         low = np.where(below, middle, low)
         high = np.where(below, high, middle)
     orgs = np.unique(codes)
     result[orgs] = (low[orgs] + high[orgs]) / 2
     return result
+
+
+# P(Z <= CERTAIN_Z) for a standard normal Z: the quantile a chart counts until.
+_CERTAIN = NormalDist().cdf(CERTAIN_Z)
+
+
+def _tail_quantile(z_lasted: float, log_tail: float, p: float) -> float:
+    """The standard normal's p-quantile given it exceeds `z_lasted` (log Q of which is `log_tail`):
+    -Phi^-1((1 - p) x Q(z_lasted)), or past underflow the normal's tail as an exponential of rate
+    z_lasted (as `remaining_time`, step 4)."""
+    upper = math.log1p(-p) + log_tail
+    if upper > -690.0:
+        return -_STANDARD.inv_cdf(math.exp(upper))
+    return z_lasted - math.log1p(-p) / z_lasted
+
+
+# Numerical Recipes' erfcc: erfc(x) = t exp(-x^2 + sum c_k t^k), t = 1 / (1 + x / 2), highest first.
+_ERFCC = (
+    0.17087277, -0.82215223, 1.48851587, -1.13520398, 0.27886807,
+    -0.18628806, 0.09678418, 0.37409196, 1.00002368, -1.26551223,
+)  # fmt: skip
+
+
+def _log_normal_tail(z: NDArray[np.float64]) -> NDArray[np.float64]:
+    """log Q(z), Q the standard normal's upper tail, to a relative 1.2e-7 of Q however far out
+    (Numerical Recipes' erfcc, a Chebyshev fit of erfc, taken in logs: no underflow; |z| at most
+    Z_FAR)."""
+    x = np.minimum(np.abs(z), Z_FAR) / math.sqrt(2)
+    t = 1.0 / (1.0 + 0.5 * x)
+    poly = np.zeros_like(t)
+    for coefficient in _ERFCC:
+        poly = coefficient + t * poly
+    log_far = math.log(0.5) + np.log(t) - x * x + poly  # log Q(|z|)
+    return np.where(z >= 0, log_far, np.log1p(-np.exp(log_far)))
 
 
 def _normal_cdf(z: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -621,7 +686,8 @@ class Remaining:
 
 def remaining_time(*, elapsed: float, avg: float, sigma: float) -> Remaining:
     """The time left to a run that has lasted `elapsed` (e) seconds, its duration D lognormal with
-    mean `avg` and log-sigma `sigma` (> 0): the mean, p10 and p90 of D - e given D > e, all > 0.
+    mean `avg` and log-sigma `sigma` (> 0): the mean, p10 and p90 of D - e given D > e, all > 0,
+    with low <= mean <= high.
 
     1. mu = ln(avg) - sigma^2 / 2 and z = (ln e - mu) / sigma, where e has reached in D's law; a run
        not yet begun (e <= 0) has its whole duration (and -e) still to go.
@@ -632,11 +698,13 @@ def remaining_time(*, elapsed: float, avg: float, sigma: float) -> Remaining:
     4. Where the tail underflows (z past ~37) or rounding leaves the results out of order, (log D -
        ln e) / sigma given D > e is exponential with rate z (the normal's tail): mean
        e * sigma / (z - sigma), quantiles e * (e^(sigma * y_p) - 1) with y_p = -ln(1 - p) / z.
+    5. A wide law (sigma past ~2.56 for a run not yet begun) has its mean above its p90: the band is
+       raised to hold the mean (`_holding`), so that an ETA is never outside its own band.
     """
     mu = math.log(avg) - sigma * sigma / 2
     if elapsed <= 0:
         median = math.exp(mu)
-        return Remaining(
+        return _holding(
             avg - elapsed, median * math.exp(-Z90 * sigma) - elapsed, median * math.exp(Z90 * sigma) - elapsed
         )
     z = (math.log(elapsed) - mu) / sigma
@@ -645,14 +713,19 @@ def remaining_time(*, elapsed: float, avg: float, sigma: float) -> Remaining:
         mean = avg * math.erfc((z - sigma) / math.sqrt(2)) / 2 / tail - elapsed
         low = math.exp(mu - sigma * _STANDARD.inv_cdf(0.9 * tail)) - elapsed
         high = math.exp(mu - sigma * _STANDARD.inv_cdf(0.1 * tail)) - elapsed
-        if 0 < low < mean < high and math.isfinite(mean):
-            return Remaining(mean, low, high)
+        if 0 < low < high and mean > 0 and math.isfinite(mean):
+            return _holding(mean, low, high)
     z = max(z, 2 * sigma)  # past ~37 here, far beyond any learned sigma
 
     def left(p: float) -> float:
         return elapsed * math.expm1(-sigma * math.log1p(-p) / z)
 
-    return Remaining(elapsed * sigma / (z - sigma), left(0.1), left(0.9))
+    return _holding(elapsed * sigma / (z - sigma), left(0.1), left(0.9))
+
+
+def _holding(mean: float, low: float, high: float) -> Remaining:
+    """The remaining time with its band widened, if need be, to hold its mean."""
+    return Remaining(mean, min(low, mean), max(high, mean))
 
 
 _STANDARD = NormalDist()

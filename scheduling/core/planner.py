@@ -437,8 +437,9 @@ def _real_plan(
        where a chart has none; all of them also as float arrays (nan for None), with the layout as
        indices into the queue (`Plan.arrays`).
     3. Clear-times per org: the latest ETA and band edges (`_org_clear`); with spreads the median
-       last finish (`forecast.median_last_finish`), never before the latest ETA, which also raises
-       the band's upper edge. With expected charts, only orgs with a real chart get a key.
+       last finish (`forecast.median_last_finish`, each running chart given how long it has run),
+       never before the latest ETA, which also raises the band's upper edge. With expected charts,
+       only orgs with a real chart get a key.
     4. Why each chart waits, on first use (`_waiting`).
 
     The ids and the lists of times are made on first read (`_Layout`): the replan reads counts,
@@ -480,6 +481,7 @@ def _real_plan(
             start=np.concatenate((start_time, np.array(running_started, dtype=np.float64))),
             avg=np.concatenate((avg, np.array([chart.avg for chart in running], dtype=np.float64))),
             spread=np.concatenate((bands.spread, bands.running_spread)), org_count=len(org_names),
+            lasted=np.concatenate((np.zeros(len(start_time)), scenario.now - np.array(running_started, dtype=float))),
         )  # fmt: skip
         org_clear = _median_clear(org_names, last, org_clear)
         org_clear_high = {name: _later(high, org_clear[name]) for name, high in org_clear_high.items()}

@@ -734,13 +734,157 @@ def recoveries(log: Mapping[str, Any]) -> list[Recovery]:
     return figures
 
 
+# The drift phase is judged on the ETAs made once the changed workflow has run this many times since.
+DRIFT_RUNS = 10
+
+
+@dataclass
+class EtaWindow:
+    """The ETAs made in [start, end) s of the run: errors and band coverage, at enqueue and
+    sampled (over the waits and the runs), of every chart and of the drifting org's alone."""
+
+    name: str
+    start: float
+    end: float
+    enqueue: ErrorFigures
+    enqueue_band: float | None
+    sampled: ErrorFigures
+    sampled_band: float | None
+    drifting: ErrorFigures
+    drifting_band: float | None
+
+
+@dataclass
+class DriftFigures:
+    """The drift phase (`workload.DriftSpec`): the ETAs before the change (after the first tenth),
+    from the change until DRIFT_RUNS of the changed runs have finished, and after that."""
+
+    org: str
+    workflow: str
+    at: float
+    factor: float
+    learned_at: float | None
+    windows: list[EtaWindow]
+
+
+def drift_figures(log: Mapping[str, Any]) -> DriftFigures | None:
+    """The ETAs around the drift phase (None: the run had none)."""
+    drift = log["meta"].get("drift")
+    if not drift:
+        return None
+    seconds = float(log["meta"].get("seconds", 0.0))
+    changed = sorted(
+        chart["finished"]
+        for chart in log["charts"]
+        if chart["org"] == drift["org"]
+        and chart["workflow"] == drift["workflow"]
+        and chart["submitted"] >= drift["at"]
+        and chart["finished"] is not None
+        and chart["state"] == "succeeded"
+    )
+    learned_at = changed[DRIFT_RUNS - 1] if len(changed) >= DRIFT_RUNS else None
+    edges = [
+        ("before the change", 0.1 * seconds, float(drift["at"])),
+        (f"change to {DRIFT_RUNS} changed runs", float(drift["at"]), learned_at or math.inf),
+        (f"after {DRIFT_RUNS} changed runs", learned_at or math.inf, math.inf),
+    ]
+    return DriftFigures(
+        drift["org"],
+        drift["workflow"],
+        float(drift["at"]),
+        float(drift["factor"]),
+        learned_at,
+        [_eta_window(log, name, start, end, drift["org"]) for name, start, end in edges],
+    )
+
+
+def _eta_window(log: Mapping[str, Any], name: str, start: float, end: float, org: str) -> EtaWindow:
+    errors: dict[str, list[float]] = defaultdict(list)
+    inside: dict[str, list[bool]] = defaultdict(list)
+    for chart in log["charts"]:
+        finished = chart["finished"]
+        if chart["state"] != "succeeded" or finished is None:
+            continue
+        places = [("enqueue", chart["eta_enqueue"])] if chart["eta_enqueue"] else []
+        places += [("sampled", sample) for sample in [*chart.get("eta_wait", []), *chart.get("eta_run", [])]]
+        for place, sample in places:
+            if not start <= sample["at"] < end or finished <= sample["at"]:
+                continue
+            keys = [place, "drifting"] if place == "sampled" and chart["org"] == org else [place]
+            for key in keys:
+                errors[key].append((sample["eta"] - finished) / (finished - sample["at"]))
+                if sample["low"] is not None and sample["high"] is not None:
+                    inside[key].append(sample["low"] <= finished <= sample["high"])
+
+    def share(flags: list[bool]) -> float | None:
+        return sum(flags) / len(flags) if flags else None
+
+    return EtaWindow(
+        name,
+        start,
+        end,
+        error_figures(errors["enqueue"]),
+        share(inside["enqueue"]),
+        error_figures(errors["sampled"]),
+        share(inside["sampled"]),
+        error_figures(errors["drifting"]),
+        share(inside["drifting"]),
+    )
+
+
+@dataclass
+class RunningEtaFigures:
+    """The running charts' ETAs: every plan row of a running chart checked at every sample, those
+    before the sample's instant (shown as past) kept; and their error and band sampled over the runs."""
+
+    checked: int
+    past: list[dict[str, Any]]
+    sampled: ErrorFigures
+    band: float | None
+
+    @property
+    def latest_lag(self) -> float | None:
+        """How far in the past the worst of them was, in seconds."""
+        return max((sample["at"] - sample["eta"] for sample in self.past), default=None)
+
+
+def running_eta_figures(log: Mapping[str, Any]) -> RunningEtaFigures:
+    checks = log.get("running_etas", {"checked": 0, "past": []})
+    errors: list[float] = []
+    inside: list[bool] = []
+    for chart in log["charts"]:
+        finished = chart["finished"]
+        if chart["state"] != "succeeded" or finished is None:
+            continue
+        for sample in chart.get("eta_run", []):
+            if finished > sample["at"]:
+                errors.append((sample["eta"] - finished) / (finished - sample["at"]))
+                if sample["low"] is not None and sample["high"] is not None:
+                    inside.append(sample["low"] <= finished <= sample["high"])
+    return RunningEtaFigures(
+        int(checks["checked"]),
+        list(checks["past"]),
+        error_figures(errors),
+        sum(inside) / len(inside) if inside else None,
+    )
+
+
 @dataclass
 class LiveFigures:
     eta: EtaFigures
     budget: BudgetFigures
     integrity: IntegrityFigures
     recoveries: list[Recovery]
+    drift: DriftFigures | None = None
+    running: RunningEtaFigures | None = None
 
 
 def live_figures(log: Mapping[str, Any]) -> LiveFigures:
-    return LiveFigures(eta_figures(log), budget_figures(log), integrity_figures(log), recoveries(log))
+    return LiveFigures(
+        eta_figures(log),
+        budget_figures(log),
+        integrity_figures(log),
+        recoveries(log),
+        drift_figures(log),
+        running_eta_figures(log),
+    )

@@ -311,6 +311,9 @@ class LoadRun:
         self.eta_enqueue: dict[int, EtaSample] = {}
         self.eta_start: dict[int, EtaSample] = {}
         self.eta_wait: dict[int, list[EtaSample]] = defaultdict(list)
+        self.eta_run: dict[int, list[EtaSample]] = defaultdict(list)
+        self.running_checked = 0
+        self.running_past: list[dict[str, Any]] = []
         self.org_clear: list[dict[str, Any]] = []
         self.samples_taken = 0
         self.samples: list[list[float]] = []
@@ -482,7 +485,9 @@ class LoadRun:
 
     def _sample(self) -> bool:
         """Keep each waiting chart's first ETA (at enqueue) and its latest before its first dispatch;
-        every WAIT_SAMPLE_EVERY samples, the ETAs over the first wait and the orgs' clear-times."""
+        every WAIT_SAMPLE_EVERY samples, the ETAs over the first wait and over the runs, and the orgs'
+        clear-times. Every running chart's plan row is checked each time: one whose ETA is before
+        the sample's instant is kept (`running_past`): the portal would show it as past."""
         from charts.models import ChartPlan, ChartState
         from orgs.models import Org
         from scheduling.snapshot import Epoch
@@ -500,6 +505,16 @@ class LoadRun:
                 self.eta_start[chart_id] = sample
                 if over_the_wait:
                     self.eta_wait[chart_id].append(sample)
+        running = ChartPlan.objects.filter(chart__state=ChartState.RUNNING, eta__isnull=False).values_list(
+            "chart_id", Epoch("eta"), Epoch("eta_low"), Epoch("eta_high")
+        )
+        for chart_id, eta, low, high in running:
+            sample = EtaSample(now, eta - self.t0, _shift(low, self.t0), _shift(high, self.t0))
+            self.running_checked += 1
+            if sample.eta < now:
+                self.running_past.append({"chart": chart_id, **asdict(sample)})
+            if over_the_wait:
+                self.eta_run[chart_id].append(sample)
         if over_the_wait:
             for slug, clear in Org.objects.filter(clear_at__isnull=False).values_list("slug", Epoch("clear_at")):
                 self.org_clear.append({"at": now, "org": slug, "clear": clear - self.t0})
@@ -669,6 +684,7 @@ class LoadRun:
                     "eta_enqueue": asdict(enqueue) if enqueue else None,
                     "eta_start": asdict(start) if start else None,
                     "eta_wait": [asdict(sample) for sample in self.eta_wait.get(chart.pk, [])],
+                    "eta_run": [asdict(sample) for sample in self.eta_run.get(chart.pk, [])],
                     "runs": runs,
                 }
             )
@@ -688,6 +704,7 @@ class LoadRun:
                 "t0": self.t0,
                 "ended": self.clock(),
                 "default_duration": self.workload.mean_duration,
+                "drift": asdict(self.workload.drift) if self.workload.drift else None,
                 "faults_requested": list(self.faults_planned),
                 "temporal_workers": self.temporal_workers,
                 "celery_workers": self.celery_workers,
@@ -702,6 +719,7 @@ class LoadRun:
             "charts": charts,
             "transitions": transitions,
             "org_clear": self.org_clear,
+            "running_etas": {"checked": self.running_checked, "past": self.running_past},
             "temporal_unknown_workflows": unknown,
             "leader_kills": self.leader_kills,
             "api": self.api,

@@ -13,7 +13,10 @@ The cast (budget B cost units, submissions over `seconds` s; k = seconds / 180):
 - `firehose`: enqueues a chart every 2 s without pause;
 - `gold` (weight 3) and `silver` (weight 2): a steady backlog each, to show shares follow weights;
 - `held`: held from the start, released at 45% of the window;
-- `partner`: runs on the `partner-api` provider, which is paused for everyone at 40% for 12%.
+- `partner`: runs on the `partner-api` provider, which is paused for everyone at 40% for 12%;
+- `drift`: a chart every 4-6 s from 5% to 80% of the window; from DRIFT_AT of it on (the drift
+  phase), its charts take DRIFT_FACTOR times as long (`Workload.drift`), so the ETAs must learn the
+  change from its finished runs.
 Durations are lognormal with sigma 0.5 around a median (3 s, 12 s for `slow`), set per chart in the
 payload's `duration`.
 """
@@ -28,6 +31,8 @@ SIGMA = 0.5
 MEDIAN_SECONDS = 3.0
 SLOW_FACTOR = 4.0
 MIN_DURATION = 0.3
+DRIFT_AT = 0.3
+DRIFT_FACTOR = 3.0
 TASK_QUEUE = "fairsched-loadtest"
 PROVIDER = "partner-api"
 
@@ -66,6 +71,16 @@ class ProviderPauseSpec:
 
 
 @dataclass(frozen=True)
+class DriftSpec:
+    """From `at` s on, the charts `org` submits of `workflow` take `factor` times as long."""
+
+    org: str
+    workflow: str
+    at: float
+    factor: float
+
+
+@dataclass(frozen=True)
 class Workload:
     seed: int
     seconds: float
@@ -74,6 +89,7 @@ class Workload:
     workflows: list[WorkflowSpec]
     charts: list[PlannedChart]
     pauses: list[ProviderPauseSpec] = field(default_factory=list)
+    drift: DriftSpec | None = None
 
     @property
     def mean_duration(self) -> float:
@@ -118,6 +134,7 @@ def build(*, seconds: float = 180.0, budget: int = 8, seed: int = 7, small_orgs:
         OrgSpec("flaky", "flaky", "flaky"),
         OrgSpec("partner", "provider", "partner-api"),
         OrgSpec("held", "held", "standard", held_until=round(0.45 * seconds, 3)),
+        OrgSpec("drift", "drift", "standard"),
     ]
     add("backfill", "standard", 0.0, count=round(120 * k))
     add("held", "standard", 0.0, count=max(3, round(15 * k)))
@@ -137,6 +154,12 @@ def build(*, seconds: float = 180.0, budget: int = 8, seed: int = 7, small_orgs:
         while at < 0.8 * seconds:
             add(slug, "standard", at)
             at += rng.uniform(15, 30)
+    # Drawn last, so that the rest of the workload is what it was without the drift phase.
+    drift = DriftSpec("drift", "standard", round(DRIFT_AT * seconds, 3), DRIFT_FACTOR)
+    at = 0.05 * seconds
+    while at < 0.8 * seconds:
+        add("drift", "standard", at, median=MEDIAN_SECONDS * (DRIFT_FACTOR if at >= drift.at else 1.0))
+        at += rng.uniform(4, 6)
     charts.sort(key=lambda chart: (chart.submit_at, chart.org, chart.external_id))
     pauses = [ProviderPauseSpec(PROVIDER, round(0.4 * seconds, 3), round(0.52 * seconds, 3))]
-    return Workload(seed, seconds, budget, orgs, list(WORKFLOWS), charts, pauses)
+    return Workload(seed, seconds, budget, orgs, list(WORKFLOWS), charts, pauses, drift)

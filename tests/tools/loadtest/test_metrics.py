@@ -246,3 +246,45 @@ def test_the_live_schedule_holds_units_once_per_run() -> None:
     (entry,) = metrics.live_schedule(log_of(charts, transitions)).charts
     assert [start for start, _ in entry.held] == [pytest.approx(1.0, abs=0.02), 6]
     assert [finish for _, finish in entry.held] == [3, 12]
+
+
+def test_the_drift_phase_splits_the_etas_before_the_change_until_it_is_learned_and_after() -> None:
+    # The drift org's charts from 10 s on take 3x; the 10th of them finishes at 39 s. Each chart is
+    # sampled once at its submission, with an ETA 1 s early: error 1 / (time left).
+    charts = []
+    for index in range(16):
+        submitted = 2.0 * index + 1.0
+        finished = submitted + (3.0 if submitted >= 10 else 1.0) + (8.0 if submitted >= 10 else 0.0)
+        sample = {"at": submitted, "eta": finished - 1.0, "low": finished - 2.0, "high": finished + 2.0}
+        charts.append(chart(index + 1, "drift", submitted, finished=finished, eta_enqueue=sample))
+        charts[-1]["eta_run"] = [sample]
+    log = log_of(charts, [], seconds=40.0, drift={"org": "drift", "workflow": "standard", "at": 10.0, "factor": 3.0})
+    figures = metrics.drift_figures(log)
+    assert figures is not None
+    changed = sorted(c["finished"] for c in charts if c["submitted"] >= 10.0)
+    assert figures.learned_at == changed[metrics.DRIFT_RUNS - 1]
+    before, during, after = figures.windows
+    assert (before.start, before.end) == (4.0, 10.0)  # after the first tenth of 40 s
+    assert before.enqueue.count == 3  # submitted at 5, 7 and 9
+    assert before.enqueue.median == pytest.approx(1.0)  # 1 s early on 1 s left
+    assert before.sampled.count == before.drifting.count == 3
+    assert before.sampled_band == 1.0
+    assert during.enqueue.count + after.enqueue.count == 16 - 5
+    assert after.start == figures.learned_at
+    assert metrics.drift_figures(log_of(charts, [])) is None
+
+
+def test_running_etas_shown_in_the_past_are_counted_and_their_band_scored() -> None:
+    running = chart(1, "big", 0.0, finished=10.0, runs=[("completed", 1.0, 10.0)])
+    running["eta_run"] = [
+        {"at": 2.0, "eta": 9.0, "low": 5.0, "high": 12.0},
+        {"at": 6.0, "eta": 14.0, "low": 11.0, "high": 16.0},
+    ]
+    log = log_of([running], lifecycle(1, 0.0, 1.0, 10.0))
+    log["running_etas"] = {"checked": 7, "past": [{"chart": 1, "at": 8.0, "eta": 7.5, "low": 7.0, "high": 9.0}]}
+    figures = metrics.running_eta_figures(log)
+    assert figures.checked == 7
+    assert len(figures.past) == 1
+    assert figures.latest_lag == pytest.approx(0.5)
+    assert figures.sampled.count == 2
+    assert figures.band == 0.5  # [5, 12] holds 10, [11, 16] does not
