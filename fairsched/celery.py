@@ -13,7 +13,11 @@ app = Celery("fairsched")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 # One tick a second; the tick decides which passes are due (their intervals live in the database).
-app.conf.beat_schedule = {"scheduler-tick": {"task": "scheduling.tasks.tick", "schedule": 1.0}}
+# Webhooks: collect the change feed's new events and send what is due, on a tick of their own (feed/tasks.py).
+app.conf.beat_schedule = {
+    "scheduler-tick": {"task": "scheduling.tasks.tick", "schedule": 1.0},
+    "webhooks-tick": {"task": "feed.tasks.webhooks_tick", "schedule": 1.0},
+}
 
 
 APPLICATION_NAME = "fairsched-celery-{pid}"
