@@ -40,6 +40,7 @@ from feed.selectors import (
 )
 from feed.serializers import (
     DeliveryFilterSerializer,
+    FeedEventSerializer,
     FeedPageSerializer,
     FeedQuerySerializer,
     WebhookDeliverySerializer,
@@ -77,7 +78,8 @@ class EventFeedView(FairschedAPIView, APIView):
                 page = _wait_for_news(after=after, org_ids=org_ids, limit=limit, wait=wait)
             finally:
                 _waiters.release()
-        return Response({"results": FeedPageSerializer(page).data["results"], "cursor": page.cursor.encode()})
+        results = FeedEventSerializer(page.events, many=True).data
+        return Response({"results": results, "cursor": page.cursor.encode()})
 
 
 def _wait_for_news(*, after: Position, org_ids: frozenset[int] | None, limit: int, wait: float) -> FeedPage:
