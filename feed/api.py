@@ -25,6 +25,7 @@ from rest_framework.views import APIView
 
 from common.actors import actor_for
 from common.api import CursorPagination, FairschedAPIView
+from common.strict import PageQuerySerializer
 from feed import services
 from feed.models import WebhookEndpoint
 from feed.selectors import (
@@ -102,19 +103,25 @@ class WebhookDeliveryPagination(CursorPagination):
     ordering = "-id"
 
 
+class WebhookEndpointPagination(CursorPagination):
+    ordering = "id"
+
+
 class WebhookEndpointViewSet(FairschedAPIView, viewsets.GenericViewSet[WebhookEndpoint]):
     """Webhook endpoints of every org (staff): register, list, change, delete; their delivery log."""
 
     permission_classes = [IsStaffScope]
     serializer_class = WebhookEndpointSerializer
     lookup_value_regex = "[0-9]+"
-    pagination_class = WebhookDeliveryPagination
+    pagination_class = WebhookEndpointPagination
 
     def get_queryset(self) -> QuerySet[WebhookEndpoint]:
         return endpoints_visible(org_ids=visible_org_ids(self.request))
 
     def list(self, request: Request) -> Response:
-        return Response(WebhookEndpointSerializer(self.get_queryset(), many=True).data)
+        PageQuerySerializer(data=request.query_params).is_valid(raise_exception=True)
+        page = self.paginate_queryset(self.get_queryset())
+        return self.get_paginated_response(WebhookEndpointSerializer(page, many=True).data)
 
     def retrieve(self, request: Request, pk: str) -> Response:
         return Response(WebhookEndpointSerializer(self._endpoint(pk)).data)
