@@ -66,6 +66,12 @@ class WebhookDelivery(models.Model):
     def __str__(self) -> str:
         return f"{self.event_type} {self.event_id} -> endpoint {self.endpoint_id} ({self.state})"
 
+    @property
+    def last_attempt(self) -> WebhookAttempt | None:
+        """The latest try (from the attempts the delivery log prefetched, in order)."""
+        attempts = list(self.attempts.all())
+        return attempts[-1] if attempts else None
+
 
 class WebhookAttempt(models.Model):
     """One try of a delivery: what the endpoint answered (or why nothing), how fast."""
