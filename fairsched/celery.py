@@ -6,6 +6,7 @@ from typing import Any
 
 from celery import Celery
 from celery.signals import worker_init, worker_process_init
+from django.conf import settings
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "fairsched.settings")
 
@@ -16,7 +17,7 @@ app.autodiscover_tasks()
 # Webhooks: collect the change feed's new events and send what is due, on a tick of their own (feed/tasks.py).
 app.conf.beat_schedule = {
     "scheduler-tick": {"task": "scheduling.tasks.tick", "schedule": 1.0},
-    "webhooks-tick": {"task": "feed.tasks.webhooks_tick", "schedule": 1.0},
+    "webhooks-tick": {"task": "feed.tasks.webhooks_tick", "schedule": settings.FAIRSCHED_WEBHOOK_TICK},
 }
 
 

@@ -274,6 +274,9 @@ FAIRSCHED_WEBHOOK_RESPONSE_CAP = int(env_positive("FAIRSCHED_WEBHOOK_RESPONSE_CA
 # Retries wait FIRST_RETRY seconds, doubling up to an hour; an endpoint failing for GIVE_UP seconds is disabled.
 FAIRSCHED_WEBHOOK_FIRST_RETRY = env_positive("FAIRSCHED_WEBHOOK_FIRST_RETRY", 5.0)
 FAIRSCHED_WEBHOOK_GIVE_UP = env_positive("FAIRSCHED_WEBHOOK_GIVE_UP", 86400.0)
+# Seconds between beat's webhook ticks (collect the feed's new events, send what is due): half of it is
+# the mean wait a delivery adds to its event's commit.
+FAIRSCHED_WEBHOOK_TICK = env_positive("FAIRSCHED_WEBHOOK_TICK", 0.5)
 # Bearer token a Prometheus scraper presents to /metrics (staff sessions need none).
 METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
 # Largest request body the API accepts (bytes); Django refuses larger bodies with 400.
