@@ -37,6 +37,7 @@ from tests.conftest import Tenants
 
 RECEIVER_PATH = REPO_ROOT / "examples" / "webhook_receiver.py"
 SETTLE_SECONDS = 60.0
+HANG_SECONDS = 5.0
 
 
 def example_receiver() -> ModuleType:
@@ -57,6 +58,8 @@ class Received:
 
     requests: list[tuple[dict[str, str], bytes]] = field(default_factory=list)
     answers: list[tuple[int, bytes, dict[str, str]]] = field(default_factory=list)  # played first, then 200
+    # The request of this number (1-based) sets the event, then waits HANG_SECONDS before it answers.
+    hang: tuple[int, threading.Event] | None = None
 
     def bodies(self) -> list[dict[str, Any]]:
         return [json.loads(body) for _, body in self.requests]
@@ -73,13 +76,20 @@ def receiver() -> Iterator[tuple[str, Received]]:
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             with lock:
                 received.requests.append(({k.lower(): v for k, v in self.headers.items()}, body))
+                number = len(received.requests)
                 status, content, headers = received.answers.pop(0) if received.answers else (200, b"ok", {})
-            self.send_response(status)
-            for name, value in headers.items():
-                self.send_header(name, value)
-            self.send_header("Content-Length", str(len(content)))
-            self.end_headers()
-            self.wfile.write(content)
+            if received.hang is not None and received.hang[0] == number:
+                received.hang[1].set()
+                time.sleep(HANG_SECONDS)
+            try:
+                self.send_response(status)
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(content)))
+                self.end_headers()
+                self.wfile.write(content)
+            except OSError:  # the sender went away (killed) while this one hung
+                pass
 
         def log_message(self, format: str, *args: Any) -> None:
             return
