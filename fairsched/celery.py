@@ -14,11 +14,17 @@ app = Celery("fairsched")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 # One tick a second; the tick decides which passes are due (their intervals live in the database).
-# Webhooks: collect the change feed's new events and send what is due, on a tick of their own (feed/tasks.py).
-app.conf.beat_schedule = {
-    "scheduler-tick": {"task": "scheduling.tasks.tick", "schedule": 1.0},
-    "webhooks-tick": {"task": "feed.tasks.webhooks_tick", "schedule": settings.FAIRSCHED_WEBHOOK_TICK},
-}
+app.conf.beat_schedule = {"scheduler-tick": {"task": "scheduling.tasks.tick", "schedule": 1.0}}
+
+
+@app.on_after_configure.connect
+def webhooks_tick_schedule(sender: Celery, **kwargs: Any) -> None:
+    """The webhooks' tick (collect the change feed's new events, send what is due: feed/tasks.py) every
+    FAIRSCHED_WEBHOOK_TICK seconds: read once the settings are loaded, not while this module is imported
+    (the settings module may be importing it: `fairsched/__init__.py`)."""
+    sender.add_periodic_task(
+        settings.FAIRSCHED_WEBHOOK_TICK, sender.signature("feed.tasks.webhooks_tick"), name="webhooks-tick"
+    )
 
 
 APPLICATION_NAME = "fairsched-celery-{pid}"
