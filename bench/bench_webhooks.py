@@ -20,6 +20,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -65,7 +66,7 @@ class Arrivals:
 
 def start_receiver(arrivals: Arrivals) -> ThreadingHTTPServer:
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             now = time.time()
             key = self.headers.get("Idempotency-Key", "")
@@ -78,7 +79,7 @@ def start_receiver(arrivals: Arrivals) -> ThreadingHTTPServer:
             self.send_header("Content-Length", "0")
             self.end_headers()
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        def log_message(self, format: str, *args: Any) -> None:
             return
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -123,7 +124,7 @@ def main() -> None:
     Workflow.objects.create(name="bench", workflow_type="fairsched.demo", task_queue="bench-none")
     arrivals = Arrivals()
     receiver = start_receiver(arrivals)
-    endpoint, _ = services.webhook_endpoint_create(
+    services.webhook_endpoint_create(
         org=org,
         url=f"http://127.0.0.1:{receiver.server_address[1]}/",
         event_types=["chart.cancelled"],
@@ -131,7 +132,7 @@ def main() -> None:
     )
     worker = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "fairsched", "worker", "-B", "--concurrency", "2",
-         "--loglevel", "WARNING", "--schedule", f"/tmp/bench-webhooks-beat-{os.getpid()}", "-Q", "celery",
+         "--loglevel", "WARNING", "--schedule", str(Path(tempfile.mkdtemp()) / "beat"), "-Q", "celery",
          "--without-gossip", "--without-mingle"],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
@@ -160,7 +161,8 @@ def main() -> None:
         drop_database(database_url)
     latencies = [at - committed[chart] for at, chart in arrivals.first.values() if chart in committed]
     lost = args.events - len(arrivals.first)
-    print(f"reproduce: .venv/bin/python bench/bench_webhooks.py --events {args.events} --rate {args.rate} --tick {args.tick}")
+    shown = f"--events {args.events} --rate {args.rate} --tick {args.tick}"
+    print(f"reproduce: .venv/bin/python bench/bench_webhooks.py {shown}")
     if latencies:
         p95 = percentile(latencies, 0.95)
         verdict = "meets" if p95 <= GOAL_P95_SECONDS and not lost else "MISSES"
