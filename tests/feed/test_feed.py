@@ -24,6 +24,7 @@ from rest_framework.test import APIClient
 from charts import services as chart_services
 from charts.models import Chart, ChartEvent
 from common.txid import HORIZON_SQL
+from feed import api as feed_api
 from feed.selectors import START, Position, feed_horizon, feed_read, position_decode
 from orgs import services as org_services
 from orgs.access import api_token_issue
@@ -328,3 +329,25 @@ def test_the_horizon_sql_is_the_snapshots_xmin() -> None:
         (horizon,) = conn.execute(HORIZON_SQL).fetchone()  # type: ignore[misc]
         (next_xid,) = conn.execute("SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint").fetchone()  # type: ignore[misc]
     assert 0 < horizon <= next_xid
+
+
+def test_past_the_waiters_limit_a_long_poll_answers_at_once(
+    tenants: Tenants, chart: Chart, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Long polls never take every request thread: with the process's waiters all busy, a read with
+    `wait` does not wait (here: waiting would fail the test), it answers what there is."""
+    busy = threading.BoundedSemaphore(1)
+    busy.acquire()
+    monkeypatch.setattr(feed_api, "_waiters", busy)
+
+    def no_waiting(**kwargs: Any) -> Any:
+        raise AssertionError("waited past the limit")
+
+    monkeypatch.setattr(feed_api, "_wait_for_news", no_waiting)
+    staff = APIClient()
+    staff.force_login(tenants.staff)
+    settled(current_txid())
+    cursor = _drain(START).encode()
+    answer = staff.get("/api/v1/events/", {"after": cursor, "wait": 30})
+    assert answer.status_code == 200
+    assert answer.json() == {"results": [], "cursor": cursor}
