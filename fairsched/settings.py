@@ -332,6 +332,11 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     # Every operation documents its error answers (fairsched/schema.py).
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "fairsched.schema.document_errors"],
+    # A webhook delivery's state is not a chart's: each its own name in the schema (a chart's as before).
+    "ENUM_NAME_OVERRIDES": {
+        "StateEnum": "charts.models.ChartState",
+        "WebhookDeliveryStateEnum": "feed.models.DeliveryState",
+    },
 }
 
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")

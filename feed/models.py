@@ -34,15 +34,18 @@ class WebhookEndpoint(models.Model):
         return f"{self.org.slug if self.org else 'every org'} -> {self.url}"
 
 
+class DeliveryState(models.TextChoices):
+    PENDING = "pending", "Pending"
+    DELIVERED = "delivered", "Delivered"
+
+
 class WebhookDelivery(models.Model):
     """One event to send to one endpoint, sent in id order per endpoint until it is answered 2xx.
 
     The idempotency key is the endpoint's and the event's: a send again, or a retry after a worker
     died mid-send, carries the same key, so a receiver recognises the duplicate."""
 
-    class State(models.TextChoices):
-        PENDING = "pending", "Pending"
-        DELIVERED = "delivered", "Delivered"
+    State = DeliveryState
 
     endpoint = models.ForeignKey(WebhookEndpoint, on_delete=models.CASCADE, related_name="deliveries")
     event_id = models.CharField(max_length=80)
