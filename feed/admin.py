@@ -18,6 +18,7 @@ from feed.selectors import WEBHOOK_TYPES
 
 
 class WebhookEndpointForm(forms.ModelForm[WebhookEndpoint]):
+    url = forms.URLField(max_length=2000, assume_scheme="https")
     event_types = forms.MultipleChoiceField(choices=[(name, name) for name in WEBHOOK_TYPES])
 
     class Meta:
