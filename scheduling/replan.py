@@ -47,9 +47,10 @@ def plan_refresh(*, now: datetime | None = None) -> ReplanResult:
     2. Plan it with the core: order, ETAs and their p10-p90 bands, with the arrivals the snapshot
        expects (`scheduling.core.forecast`), and why each chart waits.
     3. In one transaction: build the next plan table aside (every chart's position, start, ETA and
-       band, and why it waits: `charts.models.WaitingReason`), write the orgs' clear-times, keep a
-       `QueueSample` for the plots, and swap the next plan table in for the plan table
-       (`write_plan`: `_build_next_plan`, `_swap_in_next_plan`).
+       band, and why it waits: `charts.models.WaitingReason`), write the orgs' clear-times (and a
+       `ClearTimeSlip` for each that slipped: `_record_slips`), keep a `QueueSample` for the plots,
+       and swap the next plan table in for the plan table (`write_plan`: `_build_next_plan`,
+       `_swap_in_next_plan`).
     4. After commit, broadcast a summary to the live pages.
     """
     begun = time.perf_counter()
