@@ -3,8 +3,8 @@
 A feed cannot page on a plain id: ids are taken when rows are inserted, not when they commit, so a
 reader can pass id 8 (committed) while id 7 (its transaction still open) is yet to appear, and skip
 it for good. Each log row keeps `pg_current_xact_id()` instead, and a reader serves only rows of
-transactions older than its snapshot's xmin (`pg_snapshot_xmin(pg_current_snapshot())`): every such
-transaction has ended, so nothing can appear behind the reader's cursor any more.
+transactions below the *horizon*, the oldest transaction still open: every transaction below it has
+ended, so nothing can appear behind the reader's cursor any more (`horizon`).
 """
 
 from __future__ import annotations
@@ -25,4 +25,48 @@ class CurrentTransactionId(models.Func):
         super().__init__(**extra)
 
 
+# The oldest transaction open anywhere in the database server (every database's).
 HORIZON_SQL = "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
+# The next transaction id, and whether this role sees every session's transaction in pg_stat_activity.
+NEXT_XID_SQL = (
+    "SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint,"
+    " (SELECT rolsuper FROM pg_roles WHERE rolname = current_user)"
+    " OR pg_has_role(current_user, 'pg_read_all_stats', 'MEMBER')"
+)
+# The (32-bit) ids of the transactions open in this database, prepared ones included.
+OPEN_HERE_SQL = (
+    "SELECT backend_xid::text::bigint FROM pg_stat_activity"
+    " WHERE datname = current_database() AND backend_xid IS NOT NULL"
+    " UNION ALL SELECT transaction::text::bigint FROM pg_prepared_xacts WHERE database = current_database()"
+)
+
+
+def horizon(cursor: Any) -> int:
+    """The oldest transaction still open in this database (or the next id, if none is). Steps:
+
+    1. Read the next transaction id first: every id below it is assigned already, and PostgreSQL
+       publishes an id in its session's entry before the counter moves past it.
+    2. Then list the transactions open in this database (`pg_stat_activity`, whose copy cached in
+       a transaction is dropped first, and the prepared ones), widened to 64 bits by the next
+       id's epoch; the horizon is the least of them and the next id. One that ends meanwhile is
+       only counted as open: the horizon is then lower than it could be, never higher.
+    3. A role that cannot see other roles' sessions gets the server-wide horizon (`HORIZON_SQL`):
+       later while any database's transaction is open, but never past an open one of this database.
+    Transactions of other databases never hold this one's feed back.
+    """
+    cursor.execute(NEXT_XID_SQL)
+    next_xid, sees_every_session = cursor.fetchone()
+    if not sees_every_session:
+        cursor.execute(HORIZON_SQL)
+        return int(cursor.fetchone()[0])
+    cursor.execute("SELECT pg_stat_clear_snapshot()")
+    cursor.execute(OPEN_HERE_SQL)
+    return min([int(next_xid), *(_widened(int(xid), int(next_xid)) for (xid,) in cursor.fetchall())])
+
+
+def _widened(xid: int, next_xid: int) -> int:
+    """A 32-bit transaction id as the 64-bit one it is, given the next 64-bit id (no open transaction
+    is 2**31 ids old: PostgreSQL stops before wraparound)."""
+    low = next_xid & 0xFFFFFFFF
+    base = next_xid - low
+    return base + xid if xid < low else base + xid - 2**32

@@ -9,8 +9,9 @@ transactions that have ended (below the snapshot's xmin, the *horizon*). So a ro
 behind a cursor already handed out: no event is skipped, none repeated, whatever order concurrent
 writers commit in, across restarts (the cursor is the position itself, nothing kept in memory).
 
-The price: a transaction that stays open holds the feed back (any writer in the database cluster)
-until it ends. The passes' transactions are short; the longest is a replan's write.
+The price: a transaction that stays open in the database holds the feed back until it ends (a role
+that cannot see other roles' sessions: any database's). The passes' transactions are short; the
+longest is a replan's write.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from django.db.models import Model, Q, QuerySet
 from charts.models import ChartEvent, ChartState
 from charts.selectors import STAFF_ACTOR, SYSTEM_ACTOR_PREFIX, USER_ACTOR_PREFIX, last_error_summary
 from common.errors import InvalidInput, NotFound
-from common.txid import HORIZON_SQL
+from common.txid import horizon
 from feed.models import WebhookDelivery, WebhookEndpoint
 from orgs.models import OrgChange
 from scheduling.models import ClearTimeSlip, ConfigChange
@@ -125,11 +126,9 @@ class FeedPage:
 
 
 def feed_horizon() -> int:
-    """The oldest transaction still open (cluster-wide): every transaction below it has ended."""
+    """The oldest transaction still open in this database: every transaction below it has ended."""
     with connection.cursor() as cursor:
-        cursor.execute(HORIZON_SQL)
-        (horizon,) = cursor.fetchone()
-    return int(horizon)
+        return horizon(cursor)
 
 
 def feed_now() -> Position:

@@ -351,3 +351,20 @@ def test_past_the_waiters_limit_a_long_poll_answers_at_once(
     answer = staff.get("/api/v1/events/", {"after": cursor, "wait": 30})
     assert answer.status_code == 200
     assert answer.json() == {"results": [], "cursor": cursor}
+
+
+def test_a_transaction_open_in_another_database_does_not_hold_the_feed_back(chart: Chart) -> None:
+    """The horizon is this database's: another database's open transaction (another app on the same
+    server) does not hold the feed back, while one of this database does (the first test)."""
+    settled(current_txid())
+    after = _drain(START)
+    elsewhere = database_url().rsplit("/", 1)[0] + "/postgres"
+    with psycopg.connect(elsewhere) as other:
+        other.execute("SELECT pg_current_xact_id()")  # takes a transaction id, and keeps it open
+        chart_services.chart_pause(chart=chart, actor="user:alice")
+        deadline = time.monotonic() + SETTLE_SECONDS
+        while not (page := feed_read(after=after, org_ids=None)).events:
+            assert time.monotonic() < deadline, "the other database's transaction held the feed back"
+            time.sleep(0.05)
+        assert [e.type for e in page.events] == ["chart.paused"]
+        other.rollback()
