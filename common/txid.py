@@ -27,7 +27,8 @@ class CurrentTransactionId(models.Func):
 
 # The oldest transaction open anywhere in the database server (every database's).
 HORIZON_SQL = "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
-# The next transaction id, and whether this role sees every session's transaction in pg_stat_activity.
+# The snapshot's xmax (one past the latest ended transaction: every id below it was assigned before
+# this statement), and whether this role sees every session's transaction in pg_stat_activity.
 NEXT_XID_SQL = (
     "SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint,"
     " (SELECT rolsuper FROM pg_roles WHERE rolname = current_user)"
@@ -42,31 +43,31 @@ OPEN_HERE_SQL = (
 
 
 def horizon(cursor: Any) -> int:
-    """The oldest transaction still open in this database (or the next id, if none is). Steps:
+    """The oldest transaction still open in this database (or the snapshot's xmax, if none is). Steps:
 
-    1. Read the next transaction id first: every id below it is assigned already, and PostgreSQL
-       publishes an id in its session's entry before the counter moves past it.
+    1. Read the snapshot's xmax first: every id below it was assigned before, and PostgreSQL
+       publishes an id in its session's entry before the id counter moves past it.
     2. Then list the transactions open in this database (`pg_stat_activity`, whose copy cached in
-       a transaction is dropped first, and the prepared ones), widened to 64 bits by the next
-       id's epoch; the horizon is the least of them and the next id. One that ends meanwhile is
-       only counted as open: the horizon is then lower than it could be, never higher.
+       a transaction is dropped first, and the prepared ones), widened to 64 bits near xmax; the
+       horizon is the least of them and xmax. One that ends meanwhile is only counted as open:
+       the horizon is then lower than it could be, never higher. One that began after step 1 has
+       an id of xmax or more: its rows are not below the horizon either way.
     3. A role that cannot see other roles' sessions gets the server-wide horizon (`HORIZON_SQL`):
        later while any database's transaction is open, but never past an open one of this database.
     Transactions of other databases never hold this one's feed back.
     """
     cursor.execute(NEXT_XID_SQL)
-    next_xid, sees_every_session = cursor.fetchone()
+    xmax, sees_every_session = cursor.fetchone()
     if not sees_every_session:
         cursor.execute(HORIZON_SQL)
         return int(cursor.fetchone()[0])
     cursor.execute("SELECT pg_stat_clear_snapshot()")
     cursor.execute(OPEN_HERE_SQL)
-    return min([int(next_xid), *(_widened(int(xid), int(next_xid)) for (xid,) in cursor.fetchall())])
+    return min([int(xmax), *(_widened(int(xid), int(xmax)) for (xid,) in cursor.fetchall())])
 
 
-def _widened(xid: int, next_xid: int) -> int:
-    """A 32-bit transaction id as the 64-bit one it is, given the next 64-bit id (no open transaction
-    is 2**31 ids old: PostgreSQL stops before wraparound)."""
-    low = next_xid & 0xFFFFFFFF
-    base = next_xid - low
-    return base + xid if xid < low else base + xid - 2**32
+def _widened(xid: int, near: int) -> int:
+    """A 32-bit transaction id as the 64-bit one it is, given a 64-bit id near it (within 2**31, as
+    every open transaction is: PostgreSQL stops before wraparound). It may lie on either side."""
+    offset = (xid - near) % 2**32
+    return near + (offset - 2**32 if offset >= 2**31 else offset)

@@ -23,6 +23,7 @@ from rest_framework.test import APIClient
 
 from charts import services as chart_services
 from charts.models import Chart, ChartEvent
+from common import txid
 from common.txid import HORIZON_SQL
 from feed import api as feed_api
 from feed.selectors import START, Position, feed_horizon, feed_read, position_decode
@@ -368,3 +369,16 @@ def test_a_transaction_open_in_another_database_does_not_hold_the_feed_back(char
             time.sleep(0.05)
         assert [e.type for e in page.events] == ["chart.paused"]
         other.rollback()
+
+
+@pytest.mark.parametrize(
+    ("xid", "near", "widened"),
+    [
+        (5, 2**32 + 10, 2**32 + 5),
+        (12, 2**32 + 10, 2**32 + 12),
+        (2**32 - 3, 2**32 + 2, 2**32 - 3),
+        (1, 2**32 - 2, 2**32 + 1),
+    ],
+)
+def test_a_32_bit_transaction_id_is_widened_on_either_side_of_its_neighbour(xid: int, near: int, widened: int) -> None:
+    assert txid._widened(xid, near) == widened
