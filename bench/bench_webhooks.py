@@ -11,6 +11,13 @@ worker with beat (the webhooks' tick, `FAIRSCHED_WEBHOOK_TICK`) and Redis.
    receiver notes when each delivery arrives (the first time per idempotency key) and counts repeats.
 4. Print p50/p95/max of commit -> arrival, lost and repeated deliveries; stop the worker, drop the
    database. Target (issue 30): p95 within 1 s.
+
+Measured 2026-12-02 on the shared 2-core machine (load 3-6, other sessions' tests running), 150 events
+at 10/s, tick 0.5 s: with the horizon taken server-wide (pg_snapshot_xmin), p95 0.84 s in a quiet
+minute and 5.7 s and 30 s while other databases' test transactions stayed open (the horizon alone
+lagged 11-30 s); with the horizon of this database only (`common.txid.horizon`): horizon p95 36 ms,
+commit -> delivery p50 443 ms, p95 702 ms, max 874 ms, 0 lost, 0 repeats. Most of what is left is
+the tick (0.25 s on average) and Celery's hop to the sender task. Not measured: under the demo load.
 """
 
 from __future__ import annotations
@@ -206,7 +213,7 @@ def main() -> None:
         print(
             f"commit -> the feed's horizon passes it: p50 {percentile(behind, 0.5) * 1000:.0f} ms,"
             f" p95 {percentile(behind, 0.95) * 1000:.0f} ms, max {max(behind) * 1000:.0f} ms"
-            " (transactions open elsewhere in the database server hold it back)"
+            " (transactions open in the database hold it back)"
         )
     if latencies:
         p95 = percentile(latencies, 0.95)
