@@ -11,7 +11,9 @@ Destination (checked at registration and again at every send, since DNS can chan
 3. the connection goes to the address that was checked (no second lookup a rebinding DNS could
    answer differently), with TLS verifying the certificate for the URL's host name.
 The POST follows no redirect (a 3xx is a failure), times out after `FAIRSCHED_WEBHOOK_TIMEOUT`
-seconds to connect and per read, and reads at most `FAIRSCHED_WEBHOOK_RESPONSE_CAP` bytes of the answer.
+seconds to connect and per read, and reads at most `FAIRSCHED_WEBHOOK_RESPONSE_CAP` bytes of the answer,
+for at most twice the timeout from the start (the status line and headers are read with the per-read
+timeout only).
 """
 
 from __future__ import annotations
@@ -136,6 +138,21 @@ class Outcome:
         return self.status is not None and 200 <= self.status < 300
 
 
+def _read_capped(response: http.client.HTTPResponse, *, deadline: float) -> bytes:
+    """The answer's first `FAIRSCHED_WEBHOOK_RESPONSE_CAP` bytes, read a chunk at a time and no longer
+    than until `deadline` (an answer dripping a byte per timeout cannot hold the sender)."""
+    cap = settings.FAIRSCHED_WEBHOOK_RESPONSE_CAP
+    chunks: list[bytes] = []
+    size = 0
+    while size < cap and time.monotonic() < deadline:
+        chunk = response.read1(min(1024, cap - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
 def post(*, url: str, body: bytes, secret: str, idempotency_key: str, event_type: str) -> Outcome:
     """POST a signed body to `url` (the module's checks and limits); never raises for the endpoint's faults."""
     begun = time.monotonic()
@@ -161,7 +178,7 @@ def post(*, url: str, body: bytes, secret: str, idempotency_key: str, event_type
     try:
         connection.request("POST", target.path, body=body, headers=headers)
         response = connection.getresponse()
-        excerpt = response.read(settings.FAIRSCHED_WEBHOOK_RESPONSE_CAP)
+        excerpt = _read_capped(response, deadline=begun + 2 * timeout)
     except (OSError, http.client.HTTPException) as failure:
         return Outcome(None, took(), "", f"{type(failure).__name__}: {failure}"[:500])
     finally:

@@ -438,3 +438,45 @@ def test_another_endpoints_delivery_is_not_found(tenants: Tenants, staff_api: AP
     answer = staff_api.post(f"/api/v1/webhooks/{one.pk}/deliveries/{delivery.pk}/send-again/")
     assert answer.status_code == 404
     assert staff_api.get("/api/v1/webhooks/999999/").status_code == 404
+
+
+def test_an_answer_dripping_slowly_is_cut_at_the_deadline(settings: Any) -> None:
+    """A receiver that answers 200 and then drips its body a byte at a time, each within the read
+    timeout, cannot hold the sender: the read stops at twice the timeout with what came."""
+    settings.FAIRSCHED_WEBHOOK_ALLOW_HTTP = True
+    settings.FAIRSCHED_WEBHOOK_ALLOW_PRIVATE = True
+    settings.FAIRSCHED_WEBHOOK_TIMEOUT = 0.5
+    stop = threading.Event()
+
+    class Dripping(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(200)
+            self.send_header("Content-Length", "4096")
+            self.end_headers()
+            try:
+                while not stop.wait(0.2):
+                    self.wfile.write(b"x")
+                    self.wfile.flush()
+            except OSError:
+                pass
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Dripping)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        outcome = webhook_delivery.post(
+            url=f"http://127.0.0.1:{server.server_address[1]}/",
+            body=b"{}",
+            secret="s",
+            idempotency_key="k",
+            event_type="chart.failed",
+        )
+    finally:
+        stop.set()
+        server.shutdown()
+        server.server_close()
+    assert outcome.status == 200
+    assert 0 < len(outcome.excerpt) < 4096
