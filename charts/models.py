@@ -8,6 +8,7 @@ from django.db import models
 from django.db.models import F, Q
 from django.utils import timezone
 
+from common.txid import CurrentTransactionId
 from orgs.models import Org, Workflow
 
 
@@ -281,12 +282,15 @@ class ChartEvent(models.Model):
     actor = models.CharField(max_length=200)
     reason = models.CharField(max_length=1000, blank=True)
     at = models.DateTimeField(default=timezone.now)
+    # The writing transaction, for the change feed's commit-ordered cursor (`common.txid`).
+    txid = models.BigIntegerField(db_default=CurrentTransactionId(), editable=False)
 
     class Meta:
         ordering = ["at", "id"]
         indexes = [
             models.Index(fields=["chart", "at"], name="chart_event_chart_at_idx"),
             models.Index(fields=["-at"], name="chart_event_at_idx"),
+            models.Index(fields=["txid", "id"], name="chart_event_txid_idx"),
         ]
 
     def __str__(self) -> str:

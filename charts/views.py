@@ -131,6 +131,7 @@ def org_charts(request: HttpRequest, org_slug: str) -> HttpResponse:
         **_summary_context(org),
         "orgs": member_orgs(user_id=_user_id(request)),
         "can_act": membership.can_write,
+        "is_admin": membership.role == Membership.Role.ADMIN,
         "workflows": workflows_all() if membership.can_write else [],
         "priority_range": (services.TENANT_PRIORITY.minimum, services.TENANT_PRIORITY.maximum),
     }

@@ -6,6 +6,7 @@ from rest_framework.routers import DefaultRouter
 from charts.api import ChartViewSet
 from charts.org_api import OrgViewSet
 from charts.status_api import chart_status_view
+from feed.api import EventFeedView, WebhookEndpointViewSet
 from orgs.api import ApiTokenViewSet, ProviderViewSet
 from scheduling.api import PlanPreviewView, ProviderPauseViewSet, SchedulerConfigHistoryView, SchedulerConfigView
 from scheduling.workflow_api import WorkflowViewSet
@@ -17,6 +18,7 @@ router.register("workflows", WorkflowViewSet, basename="workflow")
 router.register("providers", ProviderViewSet, basename="provider")
 router.register("provider-pauses", ProviderPauseViewSet, basename="provider-pause")
 router.register("tokens", ApiTokenViewSet, basename="token")
+router.register("webhooks", WebhookEndpointViewSet, basename="webhook")
 
 # The chart status read, the API's most frequent call, answered without DRF's generic machinery when it
 # can be (the same checks and the same response; `charts/status_api.py`), else by the viewset's route.
@@ -33,5 +35,6 @@ urlpatterns = [
     path("scheduler/config/", SchedulerConfigView.as_view(), name="scheduler-config"),
     path("scheduler/config/history/", SchedulerConfigHistoryView.as_view(), name="scheduler-config-history"),
     path("scheduler/plan-preview/", PlanPreviewView.as_view(), name="plan-preview"),
+    path("events/", EventFeedView.as_view(), name="events"),
     *router.urls,
 ]

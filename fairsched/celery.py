@@ -6,6 +6,7 @@ from typing import Any
 
 from celery import Celery
 from celery.signals import worker_init, worker_process_init
+from django.conf import settings
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "fairsched.settings")
 
@@ -14,6 +15,16 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 # One tick a second; the tick decides which passes are due (their intervals live in the database).
 app.conf.beat_schedule = {"scheduler-tick": {"task": "scheduling.tasks.tick", "schedule": 1.0}}
+
+
+@app.on_after_configure.connect
+def webhooks_tick_schedule(sender: Celery, **kwargs: Any) -> None:
+    """The webhooks' tick (collect the change feed's new events, send what is due: feed/tasks.py) every
+    FAIRSCHED_WEBHOOK_TICK seconds: read once the settings are loaded, not while this module is imported
+    (the settings module may be importing it: `fairsched/__init__.py`)."""
+    sender.add_periodic_task(
+        settings.FAIRSCHED_WEBHOOK_TICK, sender.signature("feed.tasks.webhooks_tick"), name="webhooks-tick"
+    )
 
 
 APPLICATION_NAME = "fairsched-celery-{pid}"

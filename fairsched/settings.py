@@ -92,6 +92,7 @@ INSTALLED_APPS = [
     "orgs",
     "charts",
     "scheduling",
+    "feed",
     # The project itself, for its management commands (`readyz`); it has no models.
     "fairsched",
 ]
@@ -257,6 +258,25 @@ FAIRSCHED_THROTTLE_PAUSE = env_positive("FAIRSCHED_THROTTLE_PAUSE", 60.0)
 # When one provider throttles this many distinct orgs within the window (seconds), it is paused for everyone.
 FAIRSCHED_THROTTLE_SPREAD_ORGS = int(env_positive("FAIRSCHED_THROTTLE_SPREAD_ORGS", 2, whole=True))
 FAIRSCHED_THROTTLE_SPREAD_WINDOW = env_positive("FAIRSCHED_THROTTLE_SPREAD_WINDOW", 60.0)
+# The change feed (GET /api/v1/events/) and webhooks (the feed app). An org's clear-time "slips" (an
+# org.clear_time_slipped event) when a replan moves it later by more than this share of the wait it
+# had predicted, and by at least the minimum (seconds).
+FAIRSCHED_FEED_SLIP_SHARE = env_positive("FAIRSCHED_FEED_SLIP_SHARE", 0.25)
+FAIRSCHED_FEED_SLIP_MIN_SECONDS = env_positive("FAIRSCHED_FEED_SLIP_MIN_SECONDS", 60.0)
+# Long-polls of the feed one web process holds at once (each holds a request thread, not a connection).
+FAIRSCHED_FEED_MAX_WAITERS = int(env_positive("FAIRSCHED_FEED_MAX_WAITERS", 4, whole=True))
+# Webhook destinations: https only, and only public addresses, unless these allow more.
+FAIRSCHED_WEBHOOK_ALLOW_HTTP = env_bool("FAIRSCHED_WEBHOOK_ALLOW_HTTP", False)
+FAIRSCHED_WEBHOOK_ALLOW_PRIVATE = env_bool("FAIRSCHED_WEBHOOK_ALLOW_PRIVATE", False)
+# Seconds to connect and to read a delivery's answer; bytes of the answer kept.
+FAIRSCHED_WEBHOOK_TIMEOUT = env_positive("FAIRSCHED_WEBHOOK_TIMEOUT", 5.0)
+FAIRSCHED_WEBHOOK_RESPONSE_CAP = int(env_positive("FAIRSCHED_WEBHOOK_RESPONSE_CAP", 4096, whole=True))
+# Retries wait FIRST_RETRY seconds, doubling up to an hour; an endpoint failing for GIVE_UP seconds is disabled.
+FAIRSCHED_WEBHOOK_FIRST_RETRY = env_positive("FAIRSCHED_WEBHOOK_FIRST_RETRY", 5.0)
+FAIRSCHED_WEBHOOK_GIVE_UP = env_positive("FAIRSCHED_WEBHOOK_GIVE_UP", 86400.0)
+# Seconds between beat's webhook ticks (collect the feed's new events, send what is due): half of it is
+# the mean wait a delivery adds to its event's commit.
+FAIRSCHED_WEBHOOK_TICK = env_positive("FAIRSCHED_WEBHOOK_TICK", 0.5)
 # Bearer token a Prometheus scraper presents to /metrics (staff sessions need none).
 METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
 # Largest request body the API accepts (bytes); Django refuses larger bodies with 400.
@@ -312,6 +332,11 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     # Every operation documents its error answers (fairsched/schema.py).
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "fairsched.schema.document_errors"],
+    # A webhook delivery's state is not a chart's: each its own name in the schema (a chart's as before).
+    "ENUM_NAME_OVERRIDES": {
+        "StateEnum": "charts.models.ChartState",
+        "WebhookDeliveryStateEnum": "feed.models.DeliveryState",
+    },
 }
 
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")

@@ -15,6 +15,7 @@ handler400 = api_bad_request
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("", RedirectView.as_view(url="/portal/", permanent=False)),
+    path("portal/<slug:org_slug>/webhooks/", include("feed.urls")),
     path("portal/", include("charts.urls")),
     path("accounts/", include("django.contrib.auth.urls")),
     path("api/v1/", include("fairsched.api_urls")),

@@ -6,6 +6,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from common.txid import CurrentTransactionId
+
 
 class Org(models.Model):
     """A tenant. Its weight is its share of each round; weight 0 means held (nothing dispatches)."""
@@ -176,10 +178,15 @@ class OrgChange(models.Model):
     new_value = models.CharField(max_length=200, blank=True)
     reason = models.CharField(max_length=500, blank=True)
     at = models.DateTimeField(auto_now_add=True)
+    # The writing transaction, for the change feed's commit-ordered cursor (`common.txid`).
+    txid = models.BigIntegerField(db_default=CurrentTransactionId(), editable=False)
 
     class Meta:
         ordering = ["-at", "-id"]
-        indexes = [models.Index(fields=["org", "-at"], name="org_change_org_at_idx")]
+        indexes = [
+            models.Index(fields=["org", "-at"], name="org_change_org_at_idx"),
+            models.Index(fields=["txid", "id"], name="org_change_txid_idx"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.org}: {self.field} {self.old_value} -> {self.new_value} by {self.actor}"

@@ -5,6 +5,8 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
+from common.txid import CurrentTransactionId
+
 
 class SchedulerConfig(models.Model):
     """The singleton (pk 1) holding budget, policy and the pass and retry settings."""
@@ -85,12 +87,34 @@ class ConfigChange(models.Model):
     new_value = models.CharField(max_length=200, blank=True)
     reason = models.CharField(max_length=500, blank=True)
     at = models.DateTimeField(auto_now_add=True)
+    # The writing transaction, for the change feed's commit-ordered cursor (`common.txid`).
+    txid = models.BigIntegerField(db_default=CurrentTransactionId(), editable=False)
 
     class Meta:
         ordering = ["-at", "-id"]
+        indexes = [models.Index(fields=["txid", "id"], name="config_change_txid_idx")]
 
     def __str__(self) -> str:
         return f"{self.field}: {self.old_value} -> {self.new_value} by {self.actor}"
+
+
+class ClearTimeSlip(models.Model):
+    """An org's predicted clear-time moved later, at one replan, by more than
+    `FAIRSCHED_FEED_SLIP_SHARE` of the wait it had predicted (and at least
+    `FAIRSCHED_FEED_SLIP_MIN_SECONDS`): an event of the change feed (`org.clear_time_slipped`)."""
+
+    org = models.ForeignKey("orgs.Org", on_delete=models.CASCADE, related_name="clear_time_slips")
+    clear_before = models.DateTimeField(help_text="The clear-time the previous replan predicted.")
+    clear_at = models.DateTimeField(help_text="The clear-time this replan predicts.")
+    at = models.DateTimeField()
+    txid = models.BigIntegerField(db_default=CurrentTransactionId(), editable=False)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        indexes = [models.Index(fields=["txid", "id"], name="clear_time_slip_txid_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.org_id}: clear-time {self.clear_before:%H:%M:%S} -> {self.clear_at:%H:%M:%S}"
 
 
 class QueueSample(models.Model):

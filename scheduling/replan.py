@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import numpy as np
+from django.conf import settings
 from django.db import connection, transaction
 from psycopg.copy import QueuedLibpqWriter
 
@@ -19,7 +20,7 @@ from orgs.models import Org
 from scheduling import copy_binary, core, metrics
 from scheduling.core.model import PlanArrays
 from scheduling.core.waiting import Reason
-from scheduling.models import QueueSample
+from scheduling.models import ClearTimeSlip, QueueSample
 from scheduling.snapshot import Snapshot, chart_ids, chart_key, load_snapshot, org_key, to_datetime, to_seconds
 
 logger = logging.getLogger(__name__)
@@ -47,9 +48,10 @@ def plan_refresh(*, now: datetime | None = None) -> ReplanResult:
        expects (`scheduling.core.forecast`), and why each chart waits.
     3. In one transaction: build the next plan table aside (every chart's position, start, ETA and
        band, and why it waits: `charts.models.WaitingReason`; an in-flight chart's expected duration),
-       write the orgs' clear-times, record the first plan of the charts no replan has planned yet
-       (`_record_first_plans`), keep a `QueueSample` for the plots, and swap the next plan table in
-       for the plan table (`write_plan`: `_build_next_plan`, `_swap_in_next_plan`).
+       write the orgs' clear-times (and a `ClearTimeSlip` for each that slipped: `_record_slips`),
+       record the first plan of the charts no replan has planned yet (`_record_first_plans`), keep a
+       `QueueSample` for the plots, and swap the next plan table in for the plan table (`write_plan`:
+       `_build_next_plan`, `_swap_in_next_plan`).
     4. After commit, broadcast a summary to the live pages.
     """
     begun = time.perf_counter()
@@ -307,13 +309,17 @@ def _write_org_clear(snapshot: Snapshot, plan: core.Plan) -> dict[str, datetime 
     charts' ETAs, so an org's clear-time is exactly its last chart's ETA."""
     clear = {key: to_datetime(value) for key, value in plan.org_clear.items()}
     keys = list(snapshot.org_slugs)
+    table = Org._meta.db_table
     with connection.cursor() as cursor:
+        # `before` is the same row as the statement found it: RETURNING gives the clear-time replaced.
         cursor.execute(
-            f"UPDATE {Org._meta.db_table} AS o SET clear_at = to_timestamp(v.clear_at),"  # noqa: S608
+            f"UPDATE {table} AS o SET clear_at = to_timestamp(v.clear_at),"  # noqa: S608
             " clear_low = to_timestamp(v.clear_low), clear_high = to_timestamp(v.clear_high),"
             " served = GREATEST(o.served, %s::float8)"
             " FROM unnest(%s::bigint[], %s::float8[], %s::float8[], %s::float8[])"
-            " AS v(id, clear_at, clear_low, clear_high) WHERE o.id = v.id",
+            f" AS v(id, clear_at, clear_low, clear_high), {table} AS before"
+            " WHERE o.id = v.id AND before.id = o.id"
+            " RETURNING o.id, before.clear_at, o.clear_at",
             [
                 snapshot.round_under_way,
                 [int(key) for key in keys],
@@ -322,6 +328,8 @@ def _write_org_clear(snapshot: Snapshot, plan: core.Plan) -> dict[str, datetime 
                 [_seconds(plan.org_clear_high.get(key)) for key in keys],
             ],
         )
+        replaced = cursor.fetchall()
+    _record_slips(snapshot.now, replaced)
     return clear
 
 
@@ -363,6 +371,25 @@ def _record_first_plans(snapshot: Snapshot) -> None:
 # (`_record_first_plans`): longer than a submission's transaction takes from its `created_at` to its
 # commit (a bulk of 10,000 charts commits within seconds).
 FIRST_PLAN_MARGIN = timedelta(minutes=1)
+
+
+def _record_slips(now: datetime, replaced: Sequence[tuple[int, datetime | None, datetime | None]]) -> None:
+    """Record a `ClearTimeSlip` for each org whose clear-time this replan moved later than the last one
+    predicted by more than `FAIRSCHED_FEED_SLIP_SHARE` of the wait then predicted (and by at least
+    `FAIRSCHED_FEED_SLIP_MIN_SECONDS`): the change feed's `org.clear_time_slipped`. Compared with the
+    previous replan only, so a drift of a few seconds at every replan is not a slip."""
+    share = settings.FAIRSCHED_FEED_SLIP_SHARE
+    least = timedelta(seconds=settings.FAIRSCHED_FEED_SLIP_MIN_SECONDS)
+    slips = [
+        ClearTimeSlip(org_id=org_id, clear_before=before, clear_at=after, at=now)
+        for org_id, before, after in replaced
+        if before is not None
+        and after is not None
+        and after - before >= least
+        and (after - before) > share * max(before - now, timedelta(0))
+    ]
+    if slips:
+        ClearTimeSlip.objects.bulk_create(slips)
 
 
 def _seconds(value: float | None) -> float | None:
