@@ -72,7 +72,7 @@ WORKFLOWS = [
 ]
 # (org, workflow) -> cost: Acme negotiated cheaper simulations, Beta's exports are heavier.
 COST_OVERRIDES = {("acme", "simulate"): 2, ("beta", "export"): 2}
-CONFIG = {"budget": 8, "max_attempts": 3, "backoff_base": 5}
+CONFIG: dict[str, Any] = {"budget": 8, "max_attempts": 3, "backoff_base": 5}
 
 
 class Command(BaseCommand):
