@@ -32,6 +32,7 @@ from orgs.serializers import (
     OrgCreateSerializer,
     OrgSerializer,
     OrgUpdateSerializer,
+    WorkflowCostListedSerializer,
     WorkflowCostSerializer,
     WorkflowCostSetSerializer,
 )
@@ -158,12 +159,12 @@ class OrgViewSet(FairschedAPIView, viewsets.GenericViewSet[Org]):
         services.org_release(org=org, actor=actor_for(request.user), reason=self._reason(request))
         return Response(OrgDetailSerializer(org_summary(org=org_get(org_ids=None, slug=slug))).data)
 
-    @extend_schema(responses=WorkflowCostSerializer(many=True))
+    @extend_schema(responses=WorkflowCostListedSerializer(many=True))
     @action(detail=True, methods=["get"], pagination_class=None)
     def costs(self, request: Request, slug: str) -> Response:
-        """Staff: the org's per-workflow cost overrides."""
+        """Staff: the org's per-workflow cost overrides, each with its ETag (for If-Match)."""
         org = org_get(org_ids=None, slug=slug)
-        return Response(WorkflowCostSerializer(workflow_costs(org=org), many=True).data)
+        return Response(WorkflowCostListedSerializer(workflow_costs(org=org), many=True).data)
 
     @extend_schema(methods=["GET"], parameters=[ETAG], responses=WorkflowCostSerializer)
     @extend_schema(

@@ -122,7 +122,7 @@ def test_staff_costs(tenants: Tenants, client_for: Client) -> None:
     deleted = client.delete("/api/v1/orgs/acme/costs/render/")
 
     assert put.status_code == 200
-    assert listed == [{"workflow": "render", "cost": 3}]
+    assert listed == [{"workflow": "render", "cost": 3, "etag": put["ETag"]}]
     assert bad.status_code == 400
     assert "cost" in bad.json()
     assert unknown.status_code == 404
