@@ -16,8 +16,11 @@ from hypothesis import HealthCheck, given, settings
 from rest_framework.test import APIClient
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
+from schemathesis.core.failures import FailureGroup
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
+    negative_data_rejection,
+    positive_data_acceptance,
     response_headers_conformance,
     response_schema_conformance,
     status_code_conformance,
@@ -111,6 +114,8 @@ def test_every_operation_conforms(tenants: Tenants, wsgi_app: Any, who: str) -> 
         response_schema_conformance,
         content_type_conformance,
         response_headers_conformance,
+        negative_data_rejection,
+        positive_data_acceptance,
     ]
     failures: list[str] = []
     calls: list[int] = []
@@ -120,7 +125,12 @@ def test_every_operation_conforms(tenants: Tenants, wsgi_app: Any, who: str) -> 
             continue
 
         # Valid requests and invalid ones: neither may bring a 5xx or an undocumented response shape.
+        mode = os.environ.get("XMODE", "")
         cases = operation.as_strategy() | operation.as_strategy(GenerationMode.NEGATIVE)
+        if mode == "neg":
+            cases = operation.as_strategy(GenerationMode.NEGATIVE)
+        if mode == "pos":
+            cases = operation.as_strategy()
 
         @given(case=cases)
         @settings(
@@ -135,7 +145,7 @@ def test_every_operation_conforms(tenants: Tenants, wsgi_app: Any, who: str) -> 
 
         try:
             check()
-        except Exception as error:  # collect them all, report at the end
+        except (Exception, FailureGroup) as error:  # collect them all, report at the end
             failures.append(f"{operation.method.upper()} {operation.path}: {error}")
     assert not failures, "\n\n".join(failures)
     assert len(calls) >= 20 * EXAMPLES_PER_OPERATION
