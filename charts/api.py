@@ -31,6 +31,7 @@ from charts.serializers import (
     PrioritizeSerializer,
     ReasonSerializer,
     parse_bulk_items,
+    reason_read,
 )
 from charts.services import PRIORITY, TENANT_PRIORITY
 from common.actors import actor_for
@@ -248,10 +249,7 @@ class ChartViewSet(FairschedAPIView, viewsets.GenericViewSet[Chart]):
         return chart
 
     def _reason(self, request: Request) -> str:
-        body = ReasonSerializer(data=request.data if isinstance(request.data, dict) else {})
-        body.is_valid(raise_exception=True)
-        reason: str = body.validated_data["reason"]
-        return reason
+        return reason_read(request.data)
 
     def _fresh(self, chart: Chart, *, replanning: bool = True, code: int = status.HTTP_200_OK) -> Response:
         """The chart after a change, saying whether its plan fields predate it (a replan is under way:

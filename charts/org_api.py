@@ -17,7 +17,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from charts.selectors import org_summary
-from charts.serializers import OrgDetailSerializer, ReasonSerializer
+from charts.serializers import OrgDetailSerializer, ReasonSerializer, reason_read
 from common.actors import actor_for
 from common.api import ETAG, IF_MATCH, CursorPagination, FairschedAPIView, if_match_check, with_etag
 from common.strict import PageQuerySerializer
@@ -205,7 +205,4 @@ class OrgViewSet(FairschedAPIView, viewsets.GenericViewSet[Org]):
         return with_etag(Response(WorkflowCostSerializer(override).data), override)
 
     def _reason(self, request: Request) -> str:
-        body = ReasonSerializer(data=request.data if isinstance(request.data, dict) else {})
-        body.is_valid(raise_exception=True)
-        reason: str = body.validated_data["reason"]
-        return reason
+        return reason_read(request.data)

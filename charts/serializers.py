@@ -227,6 +227,17 @@ class ReasonSerializer(StrictSerializer):
     reason = StrictCharField(required=False, allow_blank=True, max_length=500, default="")
 
 
+def reason_read(body: object) -> str:
+    """A lever's body: empty, or an object with an optional `reason` (`ReasonSerializer`); anything
+    else (null, a list, a string) is a 400, not read as no reason."""
+    if not isinstance(body, dict):
+        raise InvalidInput("the body must be a JSON object (with an optional reason), or empty", field="detail")
+    reason = ReasonSerializer(data=body)
+    reason.is_valid(raise_exception=True)
+    text: str = reason.validated_data["reason"]
+    return text
+
+
 ITEM_KEYS = frozenset(BulkItemSerializer().fields)
 
 

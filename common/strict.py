@@ -355,19 +355,25 @@ class PageQuerySerializer(StrictQuerySerializer):
 
 @extend_schema_field(OpenApiTypes.STR)
 class CommaChoiceField(serializers.Field[list[str], str, str, Any]):
-    """Several choices in one query parameter, separated by commas (`state=queued,running`)."""
+    """Several choices in one query parameter, separated by commas (`state=queued,running`), spaces
+    allowed around each. The schema states the rule as the pattern the value must match, and the
+    field judges by that same pattern."""
 
     def __init__(self, *, choices: Iterable[str], **kwargs: Any) -> None:
         self.choices = list(choices)
+        one = "(?:" + "|".join(re.escape(choice) for choice in self.choices) + ")"
+        self.pattern = re.compile(f" *{one} *(?:, *{one} *)*")
+        # The field's schema (drf-spectacular reads this attribute): a string of that pattern.
+        self._spectacular_annotation = {"field": {"type": "string", "pattern": f"^{self.pattern.pattern}$"}}
         super().__init__(**kwargs)
 
     def to_internal_value(self, data: Any) -> list[str]:
         if not isinstance(data, str):
             raise serializers.ValidationError("must be a comma-separated list")
-        values = [value.strip() for value in data.split(",") if value.strip()]
-        unknown = [value for value in values if value not in self.choices]
-        if unknown or not values:
-            shown = ", ".join(repr(value[:40]) for value in unknown[:5]) or "nothing"
+        values = [value.strip(" ") for value in data.split(",")]
+        if not self.pattern.fullmatch(data):
+            unknown = [value for value in values if value not in self.choices]
+            shown = ", ".join(repr(value[:40]) for value in unknown[:5]) or repr(data[:40])
             raise serializers.ValidationError(f"unknown {shown}; give one or more of {', '.join(self.choices)}")
         return values
 
