@@ -104,7 +104,14 @@ class OrgAdmin(ServiceModelAdmin[Org]):
             obj.pk = created.pk
             return
         setters = {
-            "weight": lambda: services.org_weight_set(org=obj, weight=obj.weight, actor=actor),
+            # Against the weight the page showed, under the org's lock: a list's rows are compared
+            # before the save's transaction, so a change landing in between refuses the save.
+            "weight": lambda: services.org_weight_set(
+                org=obj,
+                weight=obj.weight,
+                actor=actor,
+                expected=form.opened("weight") if isinstance(form, EditedFieldsForm) else None,
+            ),
             "max_concurrency": lambda: services.org_cap_set(org=obj, max_concurrency=obj.max_concurrency, actor=actor),
             "queue_limit": lambda: services.org_queue_limit_set(org=obj, queue_limit=obj.queue_limit, actor=actor),
         }

@@ -117,6 +117,9 @@ REFERENCES = (
     # JSON Schema pattern (ECMA-262 regular expressions without the u flag cannot name a category nor
     # the format characters beyond U+FFFF), so the schema says it in words (`visible` fields) only.
     "must not contain control or invisible characters",
+    # Nor "no NUL anywhere in the body, keys included" (PostgreSQL's text refuses it) but by a pattern on
+    # every string and every object's keys; it is the body's rule (`common.strict`), said once in words.
+    "must not contain NUL characters",
 )
 
 
