@@ -507,3 +507,41 @@ def test_single_submit_statements_are_pinned(
         assert client.post("/api/v1/charts/", body, format="json").status_code == 200
     statements = [query["sql"].split()[0].upper() for query in captured.captured_queries]
     assert statements == ["SELECT", "SELECT", "SELECT", "SAVEPOINT", "SELECT", "WITH", "SELECT", "RELEASE", "SELECT"]
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        ("external_id=", "external_id"),
+        ("workflow=", "workflow"),
+        ("page_size=", "page_size"),
+        ("page_size=0", "page_size"),
+        ("state=queued,,running", "state"),
+        ("state=queued,%09running", "state"),
+    ],
+)
+def test_an_empty_or_malformed_filter_is_a_400_naming_it(
+    tenants: Tenants, client_for: Client, query: str, field: str
+) -> None:
+    """Found by Schemathesis's negative data: an empty `page_size` was read as absent."""
+    response = client_for(tenants.member_a).get(f"/api/v1/charts/?{query}")
+
+    assert response.status_code == 400
+    assert set(response.json()) == {field}
+
+
+@pytest.mark.parametrize("body", ["null", "[]", '"stop"', "5"])
+def test_a_lever_s_body_that_is_not_an_object_is_a_400(
+    tenants: Tenants, client_for: Client, chart_a: Chart, body: str
+) -> None:
+    """Found by Schemathesis's negative data: `null` (or a list) was read as no reason and the lever pulled."""
+    response = client_for(tenants.member_a).post(
+        f"/api/v1/charts/{chart_a.pk}/pause/", body, content_type="application/json"
+    )
+    held = client_for(tenants.staff).post("/api/v1/orgs/acme/hold/", body, content_type="application/json")
+
+    assert (response.status_code, held.status_code) == (400, 400)
+    assert "detail" in response.json()
+    chart_a.refresh_from_db()
+    tenants.org_a.refresh_from_db()
+    assert (chart_a.state, tenants.org_a.is_held) == (ChartState.QUEUED, False)

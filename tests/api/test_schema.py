@@ -300,3 +300,23 @@ def test_examples_look_like_real_data_and_payload_is_an_object(tenants: Tenants)
     ]
     assert slugs
     assert {parameter["schema"].get("example") for parameter in slugs} == {"acme"}
+
+
+def test_the_schema_states_the_rules_the_server_judges_by(tenants: Tenants) -> None:
+    """What Schemathesis's positive and negative data found the schema silent about."""
+    schema = APIClient().get("/api/schema/?format=json").json()
+    components = schema["components"]["schemas"]
+    parameters = {p["name"]: p["schema"] for p in schema["paths"]["/api/v1/charts/"]["get"]["parameters"]}
+
+    assert parameters["page_size"]["minimum"] == 1
+    assert re.fullmatch(parameters["state"]["pattern"].strip("^$"), "queued, running")
+    assert not re.fullmatch(parameters["state"]["pattern"].strip("^$"), "queued,,running")
+    config = components["PatchedSchedulerConfigUpdateRequest"]["properties"]
+    assert (config["reconcile_interval"]["minimum"], config["reconcile_interval"]["maximum"]) == (0.5, 3600)
+    assert config["quantum"]["exclusiveMinimum"] is True
+    assert components["PatchedWorkflowUpdateRequest"]["minProperties"] == 1
+    assert [branch["required"] for branch in components["PriorityChangeRequest"]["anyOf"]] == [
+        ["high_priority"],
+        ["priority"],
+    ]
+    assert [branch["required"] for branch in components["ApiTokenIssueRequest"]["oneOf"]] == [["org"], ["staff"]]
