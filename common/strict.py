@@ -16,6 +16,7 @@ import unicodedata
 from collections.abc import Iterable, Iterator
 from typing import Any, ClassVar
 
+from django.core.validators import RegexValidator
 from django.http import QueryDict
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
@@ -204,13 +205,27 @@ def id_problem(value: object, *, name: str) -> str | None:
 # DRF fields and serializers that take JSON's own types only ---------------------------------------
 
 
+# A character that is not whitespace as `str.strip` (DRF's trimming) sees it: a string that must not be
+# blank holds one. Spelled out, not `\S`, which regular expression dialects read differently.
+NOT_BLANK = RegexValidator(r"[^\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]")
+
+
 class StrictCharField(serializers.CharField):
-    """A string, never a number or boolean turned into one. `visible=True` also refuses control and
-    invisible format characters (for ids)."""
+    """A string, never a number or boolean turned into one, of at most `max_length` characters as sent
+    (before trimming, as the schema's maxLength counts). `visible=True` also refuses control and
+    invisible format characters (for ids). One that must not be blank says so in the schema too (its
+    pattern, `NOT_BLANK`)."""
 
     def __init__(self, *, visible: bool = False, **kwargs: Any) -> None:
         self.visible = visible
         super().__init__(**kwargs)
+        if not self.allow_blank and self.trim_whitespace and not isinstance(self, serializers.SlugField):
+            self.validators.append(NOT_BLANK)
+
+    def run_validation(self, data: Any = serializers.empty) -> Any:
+        if isinstance(data, str) and self.max_length is not None and len(data) > self.max_length:
+            self.fail("max_length", max_length=self.max_length)
+        return super().run_validation(data)
 
     def to_internal_value(self, data: Any) -> str:
         if not isinstance(data, str):

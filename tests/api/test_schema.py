@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from rest_framework.test import APIClient
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
-from schemathesis.config import PositiveDataAcceptanceConfig
+from schemathesis.config import NegativeDataRejectionConfig, PositiveDataAcceptanceConfig
 from schemathesis.core.failures import FailureGroup
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
@@ -148,6 +148,9 @@ def positive_data_acceptance_but_references(ctx: Any, response: Any, case: Any) 
 # A request the schema allows may still be refused as unauthorised, not found, in conflict, over a rate or
 # with a stale If-Match: the statuses a valid request can get (400 only as REFERENCES says).
 ACCEPTED_STATUSES = ["2xx", "401", "403", "404", "409", "412", "429"]
+# An invalid request is refused; a stale If-Match may be answered first (412: preconditions are judged
+# before the body is read, RFC 9110 section 13.2.1).
+REFUSED_STATUSES = ["400", "401", "403", "404", "405", "406", "409", "412", "413", "415", "422", "428", "429"]
 
 
 @pytest.mark.slow
@@ -162,6 +165,7 @@ def test_every_operation_conforms(tenants: Tenants, wsgi_app: Any, who: str) -> 
     secret = api_token_issue(user=user, org=org, staff=org is None)  # type: ignore[arg-type]
     schema = schemathesis.openapi.from_wsgi("/api/schema/?format=json", wsgi_app)
     schema.config.checks.positive_data_acceptance = PositiveDataAcceptanceConfig(expected_statuses=ACCEPTED_STATUSES)
+    schema.config.checks.negative_data_rejection = NegativeDataRejectionConfig(expected_statuses=REFUSED_STATUSES)
     # Every answer, errors included, is one the schema documents, with the documented body and headers.
     checks = [
         not_a_server_error,
