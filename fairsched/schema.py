@@ -73,6 +73,8 @@ ONE_OF: dict[str, tuple[str, list[dict[str, Any]]]] = {
         ],
     ),
 }
+# The bodies above that an operation cannot do without (no body at all is a 400 too).
+NEEDS_A_FIELD = frozenset({*AT_LEAST_ONE_OF, *AT_LEAST_ONE_FIELD, *ONE_OF})
 
 
 def _error_schema(code: str) -> dict[str, Any]:
@@ -156,6 +158,10 @@ def document_errors(result: dict[str, Any], generator: Any, request: Any, public
             for code, response in responses.items():
                 if code in ERRORS and "content" not in response:
                     response["content"] = _response(code)["content"]
+            body = operation.get("requestBody", {})
+            ref = body.get("content", {}).get("application/json", {}).get("schema", {}).get("$ref", "")
+            if ref.rsplit("/", 1)[-1] in NEEDS_A_FIELD:
+                body["required"] = True  # an empty request is refused as the empty object is
             for parameter in operation.get("parameters", []):
                 name = parameter.get("name")
                 if name == "slug" and path.startswith("/api/v1/orgs/{slug}/"):
