@@ -31,11 +31,12 @@ from charts.serializers import (
     PrioritizeSerializer,
     ReasonSerializer,
     parse_bulk_items,
+    reason_read,
 )
 from charts.services import PRIORITY, TENANT_PRIORITY
 from common.actors import actor_for
 from common.api import CursorPagination, FairschedAPIView
-from common.errors import InvalidInput
+from common.errors import FieldsInvalid, InvalidInput
 from common.memory import collector_paused
 from common.strict import PageQuerySerializer
 from orgs.access import require_write, scope_of, visible_org_ids
@@ -107,22 +108,33 @@ class ChartViewSet(FairschedAPIView, viewsets.GenericViewSet[Chart]):
         },
     )
     def create(self, request: Request) -> Response:
-        """Submit one chart; idempotent on (org, external id): a repeat returns the same chart with 200."""
-        submission = ChartSubmitSerializer(data=request.data)
-        submission.is_valid(raise_exception=True)
-        data = submission.validated_data
-        org = org_for_input(org_ids=visible_org_ids(request), slug=data.get("org"))
+        """Submit one chart; idempotent on (org, external id): a repeat returns the same chart with 200.
+        Every problem of the chart is in one answer, by field, as for an item of a bulk submission."""
+        body = request.data
+        if not isinstance(body, dict):
+            raise InvalidInput("the body must be a JSON object: a chart", field="detail")
+        slug = body.get("org")
+        staff = scope_of(request).staff
+        # The bulk's reading of one item (`parse_bulk_items`) and its rule (`chart_submit`): one rule for both.
+        (item,) = parse_bulk_items([{key: value for key, value in body.items() if key != "org"}])
+        try:
+            if slug is not None and not isinstance(slug, str):
+                raise InvalidInput("org must be an org's slug", field="org")
+            org = org_for_input(org_ids=visible_org_ids(request), slug=slug)
+        except InvalidInput as bad:
+            problems = services.chart_submit_problems(item=item, staff=staff)
+            raise FieldsInvalid({"org": [bad.message], **problems}) from None
         require_write(request, org.pk)
-        if not scope_of(request).staff:
-            services.tenant_levers_check(high_priority=data["high_priority"], priority=data["priority"])
         chart, created = services.chart_submit(
             org=org,
-            workflow=data["workflow"],
-            external_id=data["external_id"],
-            payload=data.get("payload"),
-            high_priority=data["high_priority"],
-            priority=data["priority"],
+            workflow=item.workflow,
+            external_id=item.external_id,
+            payload=item.payload,
+            high_priority=item.high_priority,
+            priority=item.priority,
             actor=actor_for(request.user),
+            staff=staff,
+            problems=item.problems,
         )
         if created:
             # Just written with its org and workflow, and no plan yet: nothing to read again.
@@ -239,10 +251,7 @@ class ChartViewSet(FairschedAPIView, viewsets.GenericViewSet[Chart]):
         return chart
 
     def _reason(self, request: Request) -> str:
-        body = ReasonSerializer(data=request.data if isinstance(request.data, dict) else {})
-        body.is_valid(raise_exception=True)
-        reason: str = body.validated_data["reason"]
-        return reason
+        return reason_read(request.data)
 
     def _fresh(self, chart: Chart, *, replanning: bool = True, code: int = status.HTTP_200_OK) -> Response:
         """The chart after a change, saying whether its plan fields predate it (a replan is under way:

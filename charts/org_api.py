@@ -17,7 +17,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from charts.selectors import org_summary
-from charts.serializers import HoldSerializer, OrgDetailSerializer, ReasonSerializer
+from charts.serializers import HoldSerializer, OrgDetailSerializer, ReasonSerializer, reason_read
 from common.actors import actor_for
 from common.api import ETAG, IF_MATCH, CursorPagination, FairschedAPIView, if_match_check, with_etag
 from common.strict import PageQuerySerializer
@@ -33,6 +33,7 @@ from orgs.serializers import (
     OrgCreateSerializer,
     OrgSerializer,
     OrgUpdateSerializer,
+    WorkflowCostListedSerializer,
     WorkflowCostSerializer,
     WorkflowCostSetSerializer,
 )
@@ -168,12 +169,12 @@ class OrgViewSet(FairschedAPIView, viewsets.GenericViewSet[Org]):
         org = org_get(org_ids=None, slug=slug)
         return with_etag(Response(OrgDetailSerializer(org_summary(org=org)).data), org)
 
-    @extend_schema(responses=WorkflowCostSerializer(many=True))
+    @extend_schema(responses=WorkflowCostListedSerializer(many=True))
     @action(detail=True, methods=["get"], pagination_class=None)
     def costs(self, request: Request, slug: str) -> Response:
-        """Staff: the org's per-workflow cost overrides."""
+        """Staff: the org's per-workflow cost overrides, each with its ETag (for If-Match)."""
         org = org_get(org_ids=None, slug=slug)
-        return Response(WorkflowCostSerializer(workflow_costs(org=org), many=True).data)
+        return Response(WorkflowCostListedSerializer(workflow_costs(org=org), many=True).data)
 
     @extend_schema(methods=["GET"], parameters=[ETAG], responses=WorkflowCostSerializer)
     @extend_schema(
@@ -226,7 +227,4 @@ class OrgViewSet(FairschedAPIView, viewsets.GenericViewSet[Org]):
         return paginator.get_paginated_response(OrgChangeSerializer(page, many=True).data)
 
     def _reason(self, request: Request, serializer: type[ReasonSerializer | HoldSerializer] = ReasonSerializer) -> str:
-        body = serializer(data=request.data if isinstance(request.data, dict) else {})
-        body.is_valid(raise_exception=True)
-        reason: str = body.validated_data["reason"]
-        return reason
+        return reason_read(request.data, serializer)

@@ -256,6 +256,18 @@ class HoldSerializer(StrictSerializer):
     )
 
 
+def reason_read(body: object, serializer: type[serializers.Serializer[Any]] | None = None) -> str:
+    """A lever's body: empty, or an object with an optional `reason` (`ReasonSerializer`, or the
+    lever's own `serializer`, e.g. `HoldSerializer`); anything else (null, a list, a string) is a 400,
+    not read as no reason."""
+    if not isinstance(body, dict):
+        raise InvalidInput("the body must be a JSON object (with an optional reason), or empty", field="detail")
+    reason = (serializer or ReasonSerializer)(data=body)
+    reason.is_valid(raise_exception=True)
+    text: str = reason.validated_data["reason"]
+    return text
+
+
 ITEM_KEYS = frozenset(BulkItemSerializer().fields)
 
 

@@ -37,11 +37,12 @@ from common.errors import (
     BulkForbidden,
     BulkInvalid,
     Conflict,
+    FieldsForbidden,
+    FieldsInvalid,
     Forbidden,
     InvalidInput,
     NotFound,
     QueueFull,
-    ServiceError,
 )
 from common.events import changed
 from common.rows import instances_where
@@ -115,43 +116,42 @@ def chart_submit(
     high_priority: bool = False,
     priority: int = 0,
     actor: str,
+    staff: bool = True,
+    problems: Mapping[str, list[str]] | None = None,
 ) -> tuple[Chart, bool]:
-    """Submit one chart. Returns (chart, created); a repeat of the same submission returns the same chart."""
-    item = Submission(workflow, external_id, payload, high_priority, priority)
+    """Submit one chart. Returns (chart, created); a repeat of the same submission returns the same chart.
+
+    The bulk's rule judges it (`chart_submit_bulk`, one item): every problem of the chart is reported
+    at once, by field (`FieldsInvalid`; only refused staff levers: `FieldsForbidden`, 403), with
+    those the interface found reading it (`problems`)."""
+    item = Submission(workflow, external_id, payload, high_priority, priority, problems=problems or {})
     try:
-        ((chart, created),) = chart_submit_bulk(org=org, items=[item], actor=actor)
+        ((chart, created),) = chart_submit_bulk(org=org, items=[item], actor=actor, staff=staff)
     except BulkInvalid as bulk:
         raise _single_error(bulk) from None
     return chart, created
 
 
-def chart_submit_bulk(
-    *, org: Org, items: Sequence[Submission], actor: str, staff: bool = True
-) -> list[tuple[Chart, bool]]:
-    """Submit many charts of one org, all or nothing.
+def chart_submit_problems(*, item: Submission, staff: bool) -> dict[str, list[str]]:
+    """What is wrong with one chart, by field, judged without its org (which the caller could not
+    name): the first step of `chart_submit_bulk`, so that a submission to an unknown org still hears
+    of its other problems in the same answer."""
+    return _items_check([item], staff=staff).errors.get(0, {})
 
-    1. Validate every item in one pass, writing the row each good one will be. Every problem of
-       every item is reported together, by index and field (the interface's `problems`, the values,
-       a repeated external id and, for a tenant (`staff` false), the staff levers it asked for);
-       nothing is written. Refused levers alone are a 403 (`BulkForbidden`), else a 400.
-    2. Read the org under a FOR KEY SHARE lock: until commit its queue limit and hold cannot change
-       (every lever of the org locks it FOR UPDATE: `orgs.services._locked`) nor the org go, while
-       the org's other submissions, and the dispatcher's plain UPDATEs of the row, go on. Then, if the
-       org has a queue limit or more than one chart is written, wait for the org's admission turn
-       (`_admission_turn`, held to commit). Why a single chart of an org without limit needs no turn:
-       it has nothing to count, and the unique (org, external id) index alone makes a concurrent
-       repeat wait for the first one's commit, then skip its row.
-    3. Stage the rows (`_stage`: a few inline, many COPYed into a temporary table); one statement
-       inserts those whose external id is new to the org (its unique index decides, as it writes)
-       and their birth events, and returns their ids.
-    4. The charts whose external id existed already are read and returned as they are
-       (idempotency); a repeat that names another workflow is a conflict.
-    5. Admission: the org's waiting charts plus the new ones must stay within its queue limit.
-       A refusal in 4 or 5 raises, and the transaction takes the insert back: nothing is written.
-    6. After commit, ask for a replan.
-    """
-    if len(items) > MAX_BULK_ITEMS:
-        raise InvalidInput(f"at most {MAX_BULK_ITEMS} charts per request, got {len(items)}", field="items")
+
+class ItemsChecked(NamedTuple):
+    """The first step of `chart_submit_bulk`: the problems of the bad items by index, whether staff
+    levers refused to a tenant are all that is wrong, the good items' rows and the workflows named."""
+
+    errors: dict[int, dict[str, list[str]]]
+    only_refused: bool
+    rows: list[StagedRow]
+    workflows: dict[str, Workflow]
+
+
+def _items_check(items: Sequence[Submission], *, staff: bool) -> ItemsChecked:
+    """Check every item in one pass (`_item_check`, a repeated external id, and for a tenant the
+    staff levers it asked for), writing the row each good one will be."""
     names = list({item.workflow for item in items if isinstance(item.workflow, str)})
     workflows = {workflow.name: workflow for workflow in instances_where(Workflow, 't."name" = ANY(%s)', [names])}
     errors: dict[int, dict[str, list[str]]] = {}
@@ -176,11 +176,49 @@ def chart_submit_bulk(
         rows.append(
             StagedRow(index, workflow_id, item.external_id, payload, item.high_priority, item.priority, payload_value)
         )
+    return ItemsChecked(errors, only_refused, rows, workflows)
+
+
+def chart_submit_bulk(
+    *, org: Org, items: Sequence[Submission], actor: str, staff: bool = True
+) -> list[tuple[Chart, bool]]:
+    """Submit many charts of one org, all or nothing.
+
+    1. Validate every item in one pass (`_items_check`), writing the row each good one will be.
+       Every problem of every item is reported together, by index and field (the interface's
+       `problems`, the values, a repeated external id and, for a tenant (`staff` false), the staff
+       levers it asked for), with a repeat under another workflow among the good items and, when
+       the org has a queue limit that the request would overflow, that too (`_queue_overflow`: the
+       queue is judged for certain in step 5); nothing is written. Refused levers alone are a 403
+       (`BulkForbidden`), else a 400.
+    2. Read the org under a FOR KEY SHARE lock: until commit its queue limit and hold cannot change
+       (every lever of the org locks it FOR UPDATE: `orgs.services._locked`) nor the org go, while
+       the org's other submissions, and the dispatcher's plain UPDATEs of the row, go on. Then, if the
+       org has a queue limit or more than one chart is written, wait for the org's admission turn
+       (`_admission_turn`, held to commit). Why a single chart of an org without limit needs no turn:
+       it has nothing to count, and the unique (org, external id) index alone makes a concurrent
+       repeat wait for the first one's commit, then skip its row.
+    3. Stage the rows (`_stage`: a few inline, many COPYed into a temporary table); one statement
+       inserts those whose external id is new to the org (its unique index decides, as it writes)
+       and their birth events, and returns their ids.
+    4. The charts whose external id existed already are read and returned as they are
+       (idempotency); a repeat that names another workflow is a conflict.
+    5. Admission: the org's waiting charts plus the new ones must stay within its queue limit.
+       A refusal in 4 or 5 raises, and the transaction takes the insert back: nothing is written.
+    6. After commit, ask for a replan.
+    """
+    if len(items) > MAX_BULK_ITEMS:
+        raise InvalidInput(f"at most {MAX_BULK_ITEMS} charts per request, got {len(items)}", field="items")
+    errors, only_refused, rows, workflows = _items_check(items, staff=staff)
     if errors:
-        conflicts = _repeats_with_another_workflow(org, rows)
+        conflicts, new = _repeats_with_another_workflow(org, rows)
         for index in conflicts:
             errors[index] = {"external_id": ["already submitted with another workflow"]}
-        raise BulkForbidden(errors) if only_refused and not conflicts else BulkInvalid(errors)
+        # Every item not known to be a repeat may be new once fixed: they count against the limit.
+        overflow = _queue_overflow(org, incoming=len(items) - (len(rows) - new))
+        if only_refused and not conflicts and overflow is None:
+            raise BulkForbidden(errors)
+        raise BulkInvalid(errors, org=overflow)
     if not items:
         return []
 
@@ -195,8 +233,8 @@ def chart_submit_bulk(
         created = _insert_staged(org, rows, _stage(rows), actor=actor, workflow_of=workflow_of)
         existing: dict[str, Chart] = {}
         if len(created) < len(rows):
-            new = {chart.external_id for chart in created}
-            repeats = [row.external_id for row in rows if row.external_id not in new]
+            new_ids = {chart.external_id for chart in created}
+            repeats = [row.external_id for row in rows if row.external_id not in new_ids]
             existing = {c.external_id: c for c in Chart.objects.raw(_EXISTING_SQL, [org.pk, repeats])}
         for index, item in enumerate(items):
             prior = existing.get(item.external_id)
@@ -213,15 +251,31 @@ def chart_submit_bulk(
     return [(by_external_id[i.external_id], i.external_id not in existing) for i in items]
 
 
-def _repeats_with_another_workflow(org: Org, rows: Sequence[StagedRow]) -> list[int]:
+def _repeats_with_another_workflow(org: Org, rows: Sequence[StagedRow]) -> tuple[list[int], int]:
     """The good items (`rows`) of a refused bulk that repeat a chart of the org under another workflow,
     so that the refusal lists them with the rest (when nothing else is wrong, step 4 finds them as the
-    rows are written)."""
+    rows are written), and how many of the good items are new to the org."""
     ids = [row.external_id for row in rows]
     if not ids:
-        return []
+        return [], 0
     prior = dict(Chart.objects.filter(org_id=org.pk, external_id__in=ids).values_list("external_id", "workflow_id"))
-    return [row.item for row in rows if prior.get(row.external_id, row.workflow_id) != row.workflow_id]
+    conflicts = [row.item for row in rows if prior.get(row.external_id, row.workflow_id) != row.workflow_id]
+    return conflicts, sum(1 for row in rows if row.external_id not in prior)
+
+
+def _queue_overflow(org: Org, *, incoming: int) -> list[str] | None:
+    """Why a refused request would also be refused admission once its items are fixed: its `incoming`
+    new charts on top of the org's waiting ones pass its queue limit. Read without the admission turn
+    (nothing is written here), so it says how things stand now; `_admit` decides when it is sent again."""
+    if org.queue_limit is None or incoming == 0:
+        return None
+    waiting = Chart.objects.filter(org_id=org.pk, state__in=QUEUE_STATES).count()
+    if waiting + incoming <= org.queue_limit:
+        return None
+    return [
+        f"even with every item fixed, its {incoming} new chart(s) would not be admitted: org {org.slug} has"
+        f" {waiting} waiting charts and its queue limit is {org.queue_limit}"
+    ]
 
 
 class StagedRow(NamedTuple):
@@ -476,9 +530,10 @@ def _check_priority(priority: object) -> None:
     PRIORITY.check(priority, field="priority")
 
 
-def _single_error(bulk: BulkInvalid) -> ServiceError:
-    ((field, messages),) = list(bulk.errors[0].items())[:1]
-    return InvalidInput(messages[0], field=field)
+def _single_error(bulk: BulkInvalid) -> FieldsInvalid:
+    """One item's refusal as a single submission's: its fields at fault (and the queue note), all of them."""
+    errors = {**bulk.errors.get(0, {}), **({"org": bulk.org} if bulk.org else {})}
+    return FieldsForbidden(errors) if isinstance(bulk, BulkForbidden) else FieldsInvalid(errors)
 
 
 def _admission_turn(org: Org) -> None:

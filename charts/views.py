@@ -44,7 +44,7 @@ from charts.selectors import (
 from charts.serializers import ReasonSerializer, parse_bulk_items
 from charts.waiting import waiting_words
 from common.actors import actor_for
-from common.errors import BulkInvalid, Forbidden, InvalidInput, NotFound, QueueFull, ServiceError
+from common.errors import BulkInvalid, FieldsInvalid, Forbidden, InvalidInput, NotFound, QueueFull, ServiceError
 from orgs.access import CallerWriteThrottle
 from orgs.models import Membership, Org
 from orgs.selectors import member_orgs, membership_get, workflows_all
@@ -201,6 +201,9 @@ def _refused(request: HttpRequest, org: Org, error: ServiceError, *, rows: list[
         for index, fields in sorted(error.errors.items()):
             where = rows[index] if rows and index < len(rows) else f"row {index + 1}"
             problems.extend(f"{where}: {field}: {message}" for field, texts in fields.items() for message in texts)
+        problems.extend(f"org: {message}" for message in error.org or [])
+    elif isinstance(error, FieldsInvalid):
+        problems.extend(f"{field}: {message}" for field, texts in error.errors.items() for message in texts)
     else:
         problems.append(f"{error.field}: {error.message}" if error.field else error.message)
     response = render(

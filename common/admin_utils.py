@@ -35,6 +35,15 @@ class EditedFieldsForm(ModelForm[Any]):
         for field in self.fields.values():
             field.show_hidden_initial = True
 
+    def opened(self, name: str) -> Any:
+        """The value field `name` had when the page was opened (None if the page did not send it)."""
+        bound, field = self[name], self.fields[name]
+        raw = field.hidden_widget().value_from_datadict(self.data, self.files, bound.html_initial_name)
+        try:
+            return field.to_python(raw)
+        except ValidationError:
+            return None
+
     def clean(self) -> dict[str, Any] | None:
         cleaned = super().clean()
         if self.instance._state.adding:  # a row being added: nobody else could have changed it
@@ -99,8 +108,10 @@ class ServiceModelAdmin(admin.ModelAdmin[M]):
     A change form and the list's editable rows are `EditedFieldsForm`s, so `save_model` writes
     `form.changed_data` only (what the user edited) and an edit of a field changed meanwhile is a form
     error. On a change form the row is locked before the form compares the stored values
-    (`get_object`), so no write slips between the check and the services' writes; the list compares
-    before Django opens the transaction of its saves, so there a write landing in between still wins.
+    (`get_object`), so no write slips between the check and the services' writes. The list compares
+    before Django opens the transaction of its saves, so a service it calls compares again under its
+    lock with the value the list showed (`EditedFieldsForm.opened`: the orgs' weights,
+    `org_weight_set(expected=...)`), and a write landing in between refuses the whole save.
     """
 
     def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:

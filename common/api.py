@@ -68,11 +68,20 @@ class CursorPagination(pagination.CursorPagination):
     _position_field: Field[Any, Any] | None = None
 
     def get_page_size(self, request: Request) -> int | None:
-        """`page_size` from 1 up (above the maximum: the maximum); anything else is a 400, not ignored."""
-        raw = request.query_params.get(self.page_size_query_param or "", "")
-        if raw and not (raw.isascii() and raw.isdigit() and int(raw) >= 1):
-            raise exceptions.ValidationError({"page_size": [f"must be a whole number from 1, got {raw[:20]!r}"]})
+        """`page_size` from 1 up (above the maximum: the maximum); anything else, an empty one too, is a
+        400, not ignored."""
+        name = self.page_size_query_param or ""
+        raw = request.query_params.get(name)
+        if raw is not None and not (raw.isascii() and raw.isdigit() and int(raw) >= 1):
+            raise exceptions.ValidationError({name: [f"must be a whole number from 1, got {raw[:20]!r}"]})
         return super().get_page_size(request)
+
+    def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
+        parameters: list[dict[str, Any]] = super().get_schema_operation_parameters(view)
+        for parameter in parameters:
+            if parameter["name"] == self.page_size_query_param:
+                parameter["schema"] = {**parameter["schema"], "minimum": 1}
+        return parameters
 
     def paginate_queryset(self, queryset: Any, request: Request, view: APIView | None = None) -> list[Any] | None:
         # DRF decodes the cursor inside; the field that orders this queryset is what the position must fit.

@@ -57,6 +57,16 @@ class Number:
             raise InvalidInput(f"{field} must be {self.describe()}, got {value}", field=field)
         return float(value)
 
+    @property
+    def schema(self) -> dict[str, Any]:
+        """The bound as an OpenAPI (3.0) number schema."""
+        schema: dict[str, Any] = {"type": "number", "format": "double", "minimum": self.minimum}
+        if self.above:
+            schema["exclusiveMinimum"] = True
+        if self.maximum is not None:
+            schema["maximum"] = self.maximum
+        return schema
+
     def describe(self) -> str:
         bound = f"> {self.minimum:g}" if self.above else f">= {self.minimum:g}"
         return bound if self.maximum is None else f"{bound} and <= {self.maximum:g}"

@@ -23,15 +23,36 @@ class InvalidInput(ServiceError):
     """Bad input: a value out of range, an unknown org or workflow."""
 
 
-class BulkInvalid(InvalidInput):
-    """Some items of a bulk request are bad; nothing of the request was written."""
+class FieldsInvalid(InvalidInput):
+    """Several fields of one request are bad, each with its messages (`field` and `message`: the first)."""
 
-    def __init__(self, errors: dict[int, dict[str, list[str]]]) -> None:
-        super().__init__(f"{len(errors)} item(s) are invalid; nothing was submitted", field="items")
+    def __init__(self, errors: dict[str, list[str]]) -> None:
+        field, messages = next(iter(errors.items()))
+        super().__init__(messages[0], field=field)
         self.errors = errors
 
     def as_dict(self) -> dict[str, Any]:
-        return {"items": {str(i): e for i, e in sorted(self.errors.items())}}
+        return dict(self.errors)
+
+
+class FieldsForbidden(FieldsInvalid):
+    """The request's only faults are levers the caller may not pull, each named."""
+
+    status = 403
+
+
+class BulkInvalid(InvalidInput):
+    """Some items of a bulk request are bad; nothing of the request was written. `org`: why the
+    request would pass the org's queue limit as well (said with the items' errors, not after them)."""
+
+    def __init__(self, errors: dict[int, dict[str, list[str]]], *, org: list[str] | None = None) -> None:
+        super().__init__(f"{len(errors)} item(s) are invalid; nothing was submitted", field="items")
+        self.errors = errors
+        self.org = org
+
+    def as_dict(self) -> dict[str, Any]:
+        items = {"items": {str(i): e for i, e in sorted(self.errors.items())}}
+        return {**items, "org": self.org} if self.org else items
 
 
 class NotFound(ServiceError):

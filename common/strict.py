@@ -16,6 +16,7 @@ import unicodedata
 from collections.abc import Iterable, Iterator
 from typing import Any, ClassVar
 
+from django.core.validators import RegexValidator
 from django.http import QueryDict
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
@@ -204,13 +205,27 @@ def id_problem(value: object, *, name: str) -> str | None:
 # DRF fields and serializers that take JSON's own types only ---------------------------------------
 
 
+# A character that is not whitespace as `str.strip` (DRF's trimming) sees it: a string that must not be
+# blank holds one. Spelled out, not `\S`, which regular expression dialects read differently.
+NOT_BLANK = RegexValidator(r"[^\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]")
+
+
 class StrictCharField(serializers.CharField):
-    """A string, never a number or boolean turned into one. `visible=True` also refuses control and
-    invisible format characters (for ids)."""
+    """A string, never a number or boolean turned into one, of at most `max_length` characters as sent
+    (before trimming, as the schema's maxLength counts). `visible=True` also refuses control and
+    invisible format characters (for ids). One that must not be blank says so in the schema too (its
+    pattern, `NOT_BLANK`)."""
 
     def __init__(self, *, visible: bool = False, **kwargs: Any) -> None:
         self.visible = visible
         super().__init__(**kwargs)
+        if not self.allow_blank and self.trim_whitespace and not isinstance(self, serializers.SlugField):
+            self.validators.append(NOT_BLANK)
+
+    def run_validation(self, data: Any = serializers.empty) -> Any:
+        if isinstance(data, str) and self.max_length is not None and len(data) > self.max_length:
+            self.fail("max_length", max_length=self.max_length)
+        return super().run_validation(data)
 
     def to_internal_value(self, data: Any) -> str:
         if not isinstance(data, str):
@@ -390,19 +405,25 @@ class PageQuerySerializer(StrictQuerySerializer):
 
 @extend_schema_field(OpenApiTypes.STR)
 class CommaChoiceField(serializers.Field[list[str], str, str, Any]):
-    """Several choices in one query parameter, separated by commas (`state=queued,running`)."""
+    """Several choices in one query parameter, separated by commas (`state=queued,running`), spaces
+    allowed around each. The schema states the rule as the pattern the value must match, and the
+    field judges by that same pattern."""
 
     def __init__(self, *, choices: Iterable[str], **kwargs: Any) -> None:
         self.choices = list(choices)
+        one = "(?:" + "|".join(re.escape(choice) for choice in self.choices) + ")"
+        self.pattern = re.compile(f" *{one} *(?:, *{one} *)*")
+        # The field's schema (drf-spectacular reads this attribute): a string of that pattern.
+        self._spectacular_annotation = {"field": {"type": "string", "pattern": f"^{self.pattern.pattern}$"}}
         super().__init__(**kwargs)
 
     def to_internal_value(self, data: Any) -> list[str]:
         if not isinstance(data, str):
             raise serializers.ValidationError("must be a comma-separated list")
-        values = [value.strip() for value in data.split(",") if value.strip()]
-        unknown = [value for value in values if value not in self.choices]
-        if unknown or not values:
-            shown = ", ".join(repr(value[:40]) for value in unknown[:5]) or "nothing"
+        values = [value.strip(" ") for value in data.split(",")]
+        if not self.pattern.fullmatch(data):
+            unknown = [value for value in values if value not in self.choices]
+            shown = ", ".join(repr(value[:40]) for value in unknown[:5]) or repr(data[:40])
             raise serializers.ValidationError(f"unknown {shown}; give one or more of {', '.join(self.choices)}")
         return values
 

@@ -53,7 +53,28 @@ EXAMPLES: dict[str, str] = {"org": "acme", "external_id": "chart-0001", "workflo
 WRITES = frozenset({"post", "put", "patch", "delete"})
 WITH_BODY = frozenset({"post", "put", "patch"})
 # Request bodies that need at least one of these fields (the server answers 400 to an empty one).
-AT_LEAST_ONE_OF: dict[str, tuple[str, ...]] = {"PrioritizeRequest": ("high_priority", "priority")}
+AT_LEAST_ONE_OF: dict[str, tuple[str, ...]] = {
+    "PrioritizeRequest": ("high_priority", "priority"),
+    "PriorityChangeRequest": ("high_priority", "priority"),
+}
+# Request bodies of optional fields that must name at least one (every property is a field).
+AT_LEAST_ONE_FIELD = frozenset({"PatchedWorkflowUpdateRequest"})
+# Request bodies that take exactly one of several forms (the server answers 400 to any other), each
+# with its description.
+ONE_OF: dict[str, tuple[str, list[dict[str, Any]]]] = {
+    "ApiTokenIssueRequest": (
+        "Either an org (an org token; staff absent or false) or staff: true (a staff token; org absent or null).",
+        [
+            {"required": ["org"], "properties": {"org": {"type": "string"}, "staff": {"enum": [False]}}},
+            {
+                "required": ["staff"],
+                "properties": {"staff": {"enum": [True]}, "org": {"nullable": True, "enum": [None]}},
+            },
+        ],
+    ),
+}
+# The bodies above that an operation cannot do without (no body at all is a 400 too).
+NEEDS_A_FIELD = frozenset({*AT_LEAST_ONE_OF, *AT_LEAST_ONE_FIELD, *ONE_OF})
 
 
 def _error_schema(code: str) -> dict[str, Any]:
@@ -115,7 +136,7 @@ def document_errors(result: dict[str, Any], generator: Any, request: Any, public
        org slug, external id and workflow parameters get real-looking examples.
     3. Properties named in EXAMPLES get real-looking examples, and `payload` (a JSON object) its type.
     4. Request bodies refuse unknown keys (`additionalProperties: false`), and those that need one of
-       several fields say so (`anyOf` of `required`).
+       several fields say so (`anyOf` of `required`), as do those of exclusive forms (`oneOf`).
     """
     schemas = result.setdefault("components", {}).setdefault("schemas", {})
     for code in ERRORS:
@@ -137,6 +158,10 @@ def document_errors(result: dict[str, Any], generator: Any, request: Any, public
             for code, response in responses.items():
                 if code in ERRORS and "content" not in response:
                     response["content"] = _response(code)["content"]
+            body = operation.get("requestBody", {})
+            ref = body.get("content", {}).get("application/json", {}).get("schema", {}).get("$ref", "")
+            if ref.rsplit("/", 1)[-1] in NEEDS_A_FIELD:
+                body["required"] = True  # an empty request is refused as the empty object is
             for parameter in operation.get("parameters", []):
                 name = parameter.get("name")
                 if name == "slug" and path.startswith("/api/v1/orgs/{slug}/"):
@@ -156,4 +181,8 @@ def document_errors(result: dict[str, Any], generator: Any, request: Any, public
                 for field in fields
             ]
             schema["description"] = f"At least one of {', '.join(fields)}, not null."
+        if name in AT_LEAST_ONE_FIELD:
+            schema["minProperties"] = 1
+        if name in ONE_OF:
+            schema["description"], schema["oneOf"] = ONE_OF[name]
     return result

@@ -127,7 +127,15 @@ class OrgAdmin(ServiceModelAdmin[Org]):
             return
         reason = form.cleaned_data.get("reason", "")
         setters = {
-            "weight": lambda: services.org_weight_set(org=obj, weight=obj.weight, actor=actor, reason=reason),
+            # Against the weight the page showed, under the org's lock: a list's rows are compared
+            # before the save's transaction, so a change landing in between refuses the save.
+            "weight": lambda: services.org_weight_set(
+                org=obj,
+                weight=obj.weight,
+                actor=actor,
+                reason=reason,
+                expected=form.opened("weight") if isinstance(form, EditedFieldsForm) else None,
+            ),
             "max_concurrency": lambda: services.org_cap_set(
                 org=obj, max_concurrency=obj.max_concurrency, actor=actor, reason=reason
             ),

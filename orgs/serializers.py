@@ -7,6 +7,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from common.api import etag
 from common.strict import (
     ReasonField,
     StrictBooleanField,
@@ -57,6 +58,23 @@ class WorkflowCostSerializer(serializers.ModelSerializer[WorkflowCost]):
         model = WorkflowCost
         fields = ["workflow", "cost"]
         read_only_fields = fields
+
+
+class WorkflowCostListedSerializer(WorkflowCostSerializer):
+    """An override in the org's list of costs, with the ETag its own GET answers: edit it with If-Match
+    straight from the list."""
+
+    etag = serializers.SerializerMethodField(
+        help_text="The override's ETag, as GET /api/v1/orgs/{slug}/costs/{workflow}/ answers it in its header:"
+        " send it as If-Match to PUT or DELETE this version only."
+    )
+
+    class Meta(WorkflowCostSerializer.Meta):
+        fields = [*WorkflowCostSerializer.Meta.fields, "etag"]
+        read_only_fields = fields
+
+    def get_etag(self, cost: WorkflowCost) -> str:
+        return etag(cost)
 
 
 class WorkflowCostSetSerializer(StrictSerializer):

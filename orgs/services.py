@@ -86,15 +86,23 @@ def org_create(
     return org
 
 
-def org_weight_set(*, org: Org, weight: int, actor: str, reason: str = "") -> Org:
+def org_weight_set(*, org: Org, weight: int, actor: str, reason: str = "", expected: int | None = None) -> Org:
     """Set the org's weight; 0 holds it like `org_hold`, remembering the weight a release restores.
 
     The reason stays internal: a weight set to 0 shows the org's members no hold reason (`org_hold`'s
-    reason is the one written for them)."""
+    reason is the one written for them). `expected`: the weight the caller saw (a page opened
+    earlier); if the stored one is another, by a change made since, nothing is written (Conflict).
+    Compared under the org's lock, so no write lands between the comparison and this one."""
     weight = WEIGHT.check(weight, field="weight")
     with transaction.atomic():
         org = _locked(org)
         old = org.weight
+        if expected is not None and old != expected:
+            raise Conflict(
+                f"the weight of {org.name} was changed by someone else since you opened this page: it is now "
+                f"{old}. Nothing was saved; check the value and save again.",
+                field="weight",
+            )
         if old == weight:
             return org
         org.weight = weight

@@ -20,6 +20,7 @@ from charts.serializers import ReasonSerializer
 from charts.services import PRIORITY
 from common.actors import actor_for
 from common.api import ETAG, IF_MATCH, CursorPagination, FairschedAPIView, if_match_check, with_etag
+from common.bounds import Number
 from common.errors import InvalidInput, NotFound
 from common.strict import (
     PageQuerySerializer,
@@ -39,7 +40,7 @@ from orgs.selectors import provider_pauses
 from orgs.services import COST, MAX_CONCURRENCY, QUEUE_LIMIT, WEIGHT
 from scheduling import services
 from scheduling.models import ConfigChange, SchedulerConfig
-from scheduling.services import AGING_CAP, BUDGET, MAX_ATTEMPTS
+from scheduling.services import AGING_CAP, BUDGET, CONFIG_BOUNDS, MAX_ATTEMPTS
 
 STAFF = [IsAuthenticated, IsStaffScope]
 
@@ -66,22 +67,33 @@ class SchedulerConfigSerializer(serializers.ModelSerializer[SchedulerConfig]):
         read_only_fields = fields
 
 
+class ConfigNumberField(StrictFloatField):
+    """A configuration number whose schema states its bound (`CONFIG_BOUNDS`, which the service checks)."""
+
+    def __init__(self, *, name: str, **kwargs: Any) -> None:
+        # The field's schema (drf-spectacular reads this attribute), set here: DRF copies fields anew.
+        bound = CONFIG_BOUNDS[name]
+        assert isinstance(bound, Number), name
+        self._spectacular_annotation = {"field": bound.schema}
+        super().__init__(required=False, **kwargs)
+
+
 class SchedulerConfigUpdateSerializer(StrictSerializer):
     """Any subset of the settings; `scheduler_config_set` checks the ranges and how they fit together."""
 
     budget = StrictIntegerField(required=False, **BUDGET.limits)
     policy = serializers.ChoiceField(choices=SchedulerConfig.Policy.choices, required=False)
-    quantum = StrictFloatField(required=False)
-    aging_step = StrictFloatField(required=False, allow_null=True)
+    quantum = ConfigNumberField(name="quantum")
+    aging_step = ConfigNumberField(name="aging_step", allow_null=True)
     aging_cap = StrictIntegerField(required=False, **AGING_CAP.limits)
-    replan_interval = StrictFloatField(required=False)
-    reconcile_interval = StrictFloatField(required=False)
-    dispatch_stale_after = StrictFloatField(required=False)
+    replan_interval = ConfigNumberField(name="replan_interval")
+    reconcile_interval = ConfigNumberField(name="reconcile_interval")
+    dispatch_stale_after = ConfigNumberField(name="dispatch_stale_after")
     max_attempts = StrictIntegerField(required=False, **MAX_ATTEMPTS.limits)
-    backoff_base = StrictFloatField(required=False)
-    backoff_ceiling = StrictFloatField(required=False)
-    retry_budget_share = StrictFloatField(required=False)
-    arrival_window = StrictFloatField(required=False)
+    backoff_base = ConfigNumberField(name="backoff_base")
+    backoff_ceiling = ConfigNumberField(name="backoff_ceiling")
+    retry_budget_share = ConfigNumberField(name="retry_budget_share")
+    arrival_window = ConfigNumberField(name="arrival_window")
     reason = ReasonField()
 
 

@@ -119,6 +119,61 @@ def test_bulk_over_the_queue_limit_is_429_and_writes_nothing(tenants: Tenants, c
     assert not Chart.objects.exists()
 
 
+def test_a_bad_bulk_that_would_overflow_the_queue_says_so_with_its_errors(tenants: Tenants, client_for: Client) -> None:
+    """Validation first (400, every item), and in the same answer that the queue limit would refuse it
+    once fixed: one round trip to learn both. All or nothing: nothing is written."""
+    tenants.org_a.queue_limit = 5
+    tenants.org_a.save()
+    body = {"items": [*items(5), {"workflow": "nope", "external_id": "bad"}]}
+
+    response = client_for(tenants.member_a).post("/api/v1/charts/bulk/", body, format="json")
+
+    assert response.status_code == 400
+    assert response.json()["items"] == {"5": {"workflow": ["unknown workflow 'nope'"]}}
+    (note,) = response.json()["org"]
+    assert "6 new chart(s) would not be admitted" in note
+    assert "queue limit is 5" in note
+    assert not Chart.objects.exists()
+
+
+def test_a_bad_bulk_within_the_queue_limit_names_only_its_items(tenants: Tenants, client_for: Client) -> None:
+    tenants.org_a.queue_limit = 6
+    tenants.org_a.save()
+    body = {"items": [*items(5), {"workflow": "nope", "external_id": "bad"}]}
+
+    response = client_for(tenants.member_a).post("/api/v1/charts/bulk/", body, format="json")
+
+    assert response.status_code == 400
+    assert set(response.json()) == {"items"}
+
+
+def test_refused_levers_of_a_bulk_that_would_overflow_the_queue_are_a_400(tenants: Tenants, client_for: Client) -> None:
+    """Refused levers alone are a 403; with the queue's refusal as well, the answer lists both (400)."""
+    tenants.org_a.queue_limit = 1
+    tenants.org_a.save()
+    body = {"items": [*items(1), {"workflow": "render", "external_id": "h", "high_priority": True}]}
+
+    response = client_for(tenants.member_a).post("/api/v1/charts/bulk/", body, format="json")
+
+    assert response.status_code == 400
+    assert set(response.json()) == {"items", "org"}
+    assert set(response.json()["items"]["1"]) == {"high_priority"}
+    assert not Chart.objects.exists()
+
+
+def test_a_single_bad_submit_to_a_full_queue_says_both(tenants: Tenants, client_for: Client) -> None:
+    tenants.org_a.queue_limit = 1
+    tenants.org_a.save()
+    client = client_for(tenants.member_a)
+    assert client.post("/api/v1/charts/", items(1)[0], format="json").status_code == 201
+
+    response = client.post("/api/v1/charts/", {"workflow": "nope", "external_id": "new"}, format="json")
+
+    assert response.status_code == 400
+    assert set(response.json()) == {"workflow", "org"}
+    assert Chart.objects.count() == 1
+
+
 def test_staff_bulk_names_the_org(tenants: Tenants, client_for: Client) -> None:
     response = client_for(tenants.staff).post("/api/v1/charts/bulk/", {"org": "beta", "items": items(3)}, format="json")
 

@@ -108,6 +108,54 @@ def test_bad_input_is_400_naming_the_field(
     assert not Chart.objects.exists()
 
 
+def test_single_submit_reports_every_error_at_once(tenants: Tenants, client_for: Client) -> None:
+    body = {"workflow": "nope", "external_id": "", "priority": "abc", "payload": [1], "colour": "red"}
+
+    response = client_for(tenants.member_a).post("/api/v1/charts/", body, format="json")
+
+    assert response.status_code == 400
+    assert set(response.json()) == {"workflow", "external_id", "priority", "payload", "colour"}
+    assert response.json()["workflow"] == ["unknown workflow 'nope'"]
+    assert response.json()["colour"] == ["unknown field"]
+    assert not Chart.objects.exists()
+
+
+def test_single_submit_lists_a_refused_lever_with_the_other_errors(tenants: Tenants, client_for: Client) -> None:
+    client = client_for(tenants.member_a)
+    levers = {"workflow": "render", "external_id": "x", "high_priority": True, "priority": 11}
+
+    with_others = client.post("/api/v1/charts/", {**levers, "workflow": "nope"}, format="json")
+    alone = client.post("/api/v1/charts/", levers, format="json")
+
+    assert with_others.status_code == 400
+    assert set(with_others.json()) == {"workflow", "high_priority", "priority"}
+    assert alone.status_code == 403
+    assert set(alone.json()) == {"high_priority", "priority"}
+    assert not Chart.objects.exists()
+
+
+def test_single_submit_to_an_unknown_org_hears_of_its_other_errors(tenants: Tenants, client_for: Client) -> None:
+    body = {"org": "beta", "workflow": "nope", "external_id": "x", "priority": 5000}
+
+    response = client_for(tenants.member_a).post("/api/v1/charts/", body, format="json")
+
+    assert response.status_code == 400
+    assert response.json() == {
+        "org": ["unknown org 'beta'"],
+        "workflow": ["unknown workflow 'nope'"],
+        "priority": response.json()["priority"],
+    }
+    assert not Chart.objects.exists()
+
+
+@pytest.mark.parametrize("body", [[{"workflow": "render", "external_id": "x"}], "text", 5])
+def test_single_submit_of_something_not_an_object_is_400(tenants: Tenants, client_for: Client, body: Any) -> None:
+    response = client_for(tenants.member_a).post("/api/v1/charts/", body, format="json")
+
+    assert response.status_code == 400
+    assert "detail" in response.json()
+
+
 def test_not_json_is_400(tenants: Tenants, client_for: Client) -> None:
     response = client_for(tenants.member_a).post("/api/v1/charts/", "{not json", content_type="application/json")
 
@@ -459,3 +507,41 @@ def test_single_submit_statements_are_pinned(
         assert client.post("/api/v1/charts/", body, format="json").status_code == 200
     statements = [query["sql"].split()[0].upper() for query in captured.captured_queries]
     assert statements == ["SELECT", "SELECT", "SELECT", "SAVEPOINT", "SELECT", "WITH", "SELECT", "RELEASE", "SELECT"]
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        ("external_id=", "external_id"),
+        ("workflow=", "workflow"),
+        ("page_size=", "page_size"),
+        ("page_size=0", "page_size"),
+        ("state=queued,,running", "state"),
+        ("state=queued,%09running", "state"),
+    ],
+)
+def test_an_empty_or_malformed_filter_is_a_400_naming_it(
+    tenants: Tenants, client_for: Client, query: str, field: str
+) -> None:
+    """Found by Schemathesis's negative data: an empty `page_size` was read as absent."""
+    response = client_for(tenants.member_a).get(f"/api/v1/charts/?{query}")
+
+    assert response.status_code == 400
+    assert set(response.json()) == {field}
+
+
+@pytest.mark.parametrize("body", ["null", "[]", '"stop"', "5"])
+def test_a_lever_s_body_that_is_not_an_object_is_a_400(
+    tenants: Tenants, client_for: Client, chart_a: Chart, body: str
+) -> None:
+    """Found by Schemathesis's negative data: `null` (or a list) was read as no reason and the lever pulled."""
+    response = client_for(tenants.member_a).post(
+        f"/api/v1/charts/{chart_a.pk}/pause/", body, content_type="application/json"
+    )
+    held = client_for(tenants.staff).post("/api/v1/orgs/acme/hold/", body, content_type="application/json")
+
+    assert (response.status_code, held.status_code) == (400, 400)
+    assert "detail" in response.json()
+    chart_a.refresh_from_db()
+    tenants.org_a.refresh_from_db()
+    assert (chart_a.state, tenants.org_a.is_held) == (ChartState.QUEUED, False)

@@ -139,6 +139,35 @@ def test_a_cost_answers_an_etag_and_a_stale_if_match_is_412(tenants: Tenants, cl
     assert not WorkflowCost.objects.exists()
 
 
+def test_the_cost_list_gives_each_override_the_etag_of_its_own_get(tenants: Tenants, client_for: Client) -> None:
+    """A client edits an override straight from the list, with If-Match and no GET of its own."""
+    from tests.factories import WorkflowFactory
+
+    WorkflowFactory(name="simulate")
+    staff = client_for(tenants.staff)
+    for name, cost in (("render", 4), ("simulate", 7)):
+        assert staff.put(f"/api/v1/orgs/acme/costs/{name}/", {"cost": cost}, format="json").status_code == 200
+
+    listed = staff.get("/api/v1/orgs/acme/costs/").json()
+
+    assert [item["workflow"] for item in listed] == ["render", "simulate"]
+    for item in listed:
+        assert STRONG.match(item["etag"])
+        assert item["etag"] == staff.get(f"/api/v1/orgs/acme/costs/{item['workflow']}/")["ETag"]
+    render = listed[0]["etag"]
+    assert (
+        staff.put("/api/v1/orgs/acme/costs/render/", {"cost": 5}, format="json", HTTP_IF_MATCH=render).status_code
+        == 200
+    )
+    stale = staff.put("/api/v1/orgs/acme/costs/render/", {"cost": 6}, format="json", HTTP_IF_MATCH=render)
+    assert stale.status_code == 412
+    assert WorkflowCost.objects.get(org=tenants.org_a, workflow__name="render").cost == 5
+    schema = APIClient().get("/api/schema/?format=json").json()
+    item = schema["paths"]["/api/v1/orgs/{slug}/costs/"]["get"]["responses"]["200"]["content"]["application/json"]
+    listed_schema = schema["components"]["schemas"][item["schema"]["items"]["$ref"].rsplit("/", 1)[1]]
+    assert "If-Match" in listed_schema["properties"]["etag"]["description"]
+
+
 @pytest.mark.parametrize(
     ("path", "edit"),
     [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -95,9 +96,16 @@ def test_staff_steer_an_org(tenants: Tenants, client_for: Client) -> None:
         ({"max_concurrency": 0}, "max_concurrency"),
         ({"queue_limit": 0}, "queue_limit"),
         ({"weight": 10_001}, "weight"),
+        ({"weight": "3"}, "weight"),
+        ({"weight": True}, "weight"),
+        ({"weight": 2.5}, "weight"),
+        ({"weight": None}, "weight"),
+        ({"queue_limit": []}, "queue_limit"),
+        ({"reason": 5, "weight": 3}, "reason"),
+        ([{"weight": 3}], "non_field_errors"),
     ],
 )
-def test_bad_org_changes_are_400(tenants: Tenants, client_for: Client, body: dict[str, Any], field: str) -> None:
+def test_bad_org_changes_are_400(tenants: Tenants, client_for: Client, body: Any, field: str) -> None:
     response = client_for(tenants.staff).patch("/api/v1/orgs/acme/", body, format="json")
 
     assert response.status_code == 400
@@ -122,10 +130,35 @@ def test_staff_costs(tenants: Tenants, client_for: Client) -> None:
     deleted = client.delete("/api/v1/orgs/acme/costs/render/")
 
     assert put.status_code == 200
-    assert listed == [{"workflow": "render", "cost": 3}]
+    assert listed == [{"workflow": "render", "cost": 3, "etag": put["ETag"]}]
     assert bad.status_code == 400
     assert "cost" in bad.json()
     assert unknown.status_code == 404
     assert deleted.status_code == 204
     assert not WorkflowCost.objects.exists()
     assert client.put("/api/v1/orgs/no-such/costs/render/", {"cost": 3}, format="json").status_code == 404
+
+
+def test_a_reason_is_measured_as_sent_not_after_trimming(tenants: Tenants, client_for: Client) -> None:
+    """Found by Schemathesis's negative data: 500 characters and trailing whitespace passed the limit."""
+    staff = client_for(tenants.staff)
+
+    too_long = staff.post("/api/v1/orgs/acme/hold/", {"reason": "x" * 495 + "\x85" * 10}, format="json")
+    at_limit = staff.post("/api/v1/orgs/acme/hold/", {"reason": "x" * 490 + " " * 10}, format="json")
+
+    assert too_long.status_code == 400
+    assert set(too_long.json()) == {"reason"}
+    assert at_limit.status_code == 200
+
+
+def test_the_schema_says_a_name_must_not_be_blank(tenants: Tenants, client_for: Client) -> None:
+    """Found by Schemathesis's positive data: a name of whitespace is refused, and now the schema says so."""
+    pattern = APIClient().get("/api/schema/?format=json").json()["components"]["schemas"]["OrgCreateRequest"]
+    pattern = pattern["properties"]["name"]["pattern"]
+
+    refused = client_for(tenants.staff).post("/api/v1/orgs/", {"name": "\x0c \u3000"}, format="json")
+
+    assert refused.status_code == 400
+    assert set(refused.json()) == {"name"}
+    assert re.search(pattern, "\x0c \u3000") is None
+    assert re.search(pattern, " Acme ") is not None

@@ -11,6 +11,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from charts.models import ChartState
+from common.admin_utils import EditedFieldsForm
 from orgs import services
 from orgs.models import Membership, Org, OrgChange, ProviderPause, Workflow, WorkflowCost
 from tests.admin_helpers import action_data, change_form_data, changelist_data, messages_of
@@ -126,6 +127,34 @@ def test_a_hold_made_while_the_list_was_open_survives_another_row_s_edit(
     assert response.status_code == 200
     assert "it is now 2" in response.context["cl"].formset.errors[index[tenants.org_a.pk]]["weight"][0]
     assert Org.objects.get(pk=tenants.org_a.pk).weight == 2
+
+
+def test_a_weight_changed_between_the_list_s_check_and_its_save_is_not_overwritten(
+    staff_client: Client, tenants: Tenants, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The list's forms are checked before the save's transaction opens; an operator's change landing
+    in that window (here: right after the check) is found under the org's lock, and nothing is saved."""
+    data = changelist_data(staff_client.get(ORGS))
+    index = {data[f"form-{i}-id"]: i for i in range(2)}
+    data[f"form-{index[tenants.org_a.pk]}-weight"] = "5"
+    data[f"form-{index[tenants.org_b.pk]}-weight"] = "4"
+    checked = EditedFieldsForm.clean
+
+    def check_then_someone_else_writes(form: EditedFieldsForm) -> Any:
+        cleaned = checked(form)
+        if form.instance.pk == tenants.org_a.pk:
+            services.org_weight_set(org=tenants.org_a, weight=9, actor="user:oscar")
+        return cleaned
+
+    monkeypatch.setattr(EditedFieldsForm, "clean", check_then_someone_else_writes)
+
+    response = staff_client.post(ORGS, data, follow=True)
+
+    assert response.status_code == 200
+    assert any("it is now 9" in message for message in messages_of(response)), messages_of(response)
+    assert dict(Org.objects.values_list("slug", "weight")) == {"acme": 9, "beta": 1}  # all or nothing
+    assert history(tenants.org_a) == [("user:oscar", "weight", "2", "9")]
+    assert not OrgChange.objects.filter(org=tenants.org_b).exists()
 
 
 def test_weight_zero_in_the_list_holds_and_release_restores(staff_client: Client, tenants: Tenants) -> None:
