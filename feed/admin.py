@@ -7,6 +7,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.db import models
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
@@ -17,6 +18,14 @@ from feed.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint
 from feed.selectors import WEBHOOK_TYPES
 
 
+def _formfield(field: models.Field[Any, Any], **kwargs: Any) -> forms.Field | None:
+    """The form field of a model field, a URL's assumed scheme https (the admin builds a subclass of
+    the form for a change page, and with it the model's fields again)."""
+    if isinstance(field, models.URLField):
+        kwargs.setdefault("assume_scheme", "https")
+    return field.formfield(**kwargs)
+
+
 class WebhookEndpointForm(forms.ModelForm[WebhookEndpoint]):
     url = forms.URLField(max_length=2000, assume_scheme="https")
     event_types = forms.MultipleChoiceField(choices=[(name, name) for name in WEBHOOK_TYPES])
@@ -24,6 +33,7 @@ class WebhookEndpointForm(forms.ModelForm[WebhookEndpoint]):
     class Meta:
         model = WebhookEndpoint
         fields = ["org", "url", "event_types"]
+        formfield_callback = _formfield
 
 
 @admin.register(WebhookEndpoint)
