@@ -118,6 +118,15 @@ REFERENCES = (
     "is not waiting",
     "backoff_ceiling must be >= backoff_base",
     "until must be in the future",
+    # A cursor is opaque: only one the server gave is one (the change feed's `after`); a schema can say
+    # it is a string, not which strings it wrote.
+    "not a cursor of this feed",
+    # A webhook's destination is judged against the settings (the schemes allowed) and the DNS at
+    # registration (the host resolves, every address public): no schema can say which hosts those are.
+    "the URL must ",
+    "the URL's port is not a number",
+    "does not resolve",
+    "has a non-public address",
     # The last resort: "no control or format character" (Unicode categories Cc, Cf) has no portable
     # JSON Schema pattern (ECMA-262 regular expressions without the u flag cannot name a category nor
     # the format characters beyond U+FFFF), so the schema says it in words (`visible` fields) only.
