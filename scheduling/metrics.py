@@ -197,7 +197,7 @@ COUNTERS: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
     ),
     (
         "webhook_attempts",
-        "Webhook POSTs by the endpoint's org (\"\": every org) and outcome (ok: answered 2xx, failed)",
+        'Webhook POSTs by the endpoint\'s org ("": every org) and outcome (ok: answered 2xx, failed)',
         "webhook_attempts",
         ("org", "outcome"),
     ),
