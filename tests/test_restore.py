@@ -1,9 +1,10 @@
-"""Backup and restore on the real PostgreSQL and a real Temporal dev server with the demo worker: a
-`pg_dump -Fc --no-unlogged-table-data` taken while charts run, the original carrying on after it,
-then a `pg_restore` into a fresh database that fairsched (another process, as after a disaster) runs
-against. The restored charts and events are there, the plan table comes back empty and the first
-replan rebuilds it, and dispatch carries on with nothing run twice: a chart that started after the
-backup (queued in the restored database) is picked up under its workflow id, not started again."""
+"""Backup and restore on the real PostgreSQL and a real Temporal dev server with the demo worker: the
+README's two dumps (everything but the plan table, and the plan table's definition) taken while charts
+run, the original carrying on after them, then a `pg_restore` of both into a fresh database that
+fairsched (another process, as after a disaster) runs against. The restored charts and events are
+there, the plan table comes back empty and the first replan rebuilds it, and dispatch carries on with
+nothing run twice: a chart that started after the backup (queued in the restored database) is picked
+up under its workflow id, not started again."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from django.conf import settings
 from django.db import connection
@@ -35,6 +37,10 @@ from tests.factories import OrgFactory, WorkflowFactory
 pytestmark = [pytest.mark.temporal, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 ACTOR = "user:test"
 COMMAND_SECONDS = 120
+# The README's backup: the data without the plan table (so the dump never holds the plan table's
+# lock, which every replan's swap needs), and the plan table's definition alone (a moment's lock).
+DATA_DUMP = ["--exclude-table=charts_chartplan"]
+PLAN_TABLE_DUMP = ["--schema-only", "--table=charts_chartplan"]
 
 # What fairsched does against the restored database, in its own process: count the plan rows it
 # finds, run the passes as the workers would until every chart has ended, and say what it sees.
@@ -129,8 +135,9 @@ def test_a_restored_dump_rebuilds_its_plan_and_runs_nothing_twice(
     event_count_at_backup = ChartEvent.objects.count()
 
     # 1. The backup, while two charts run.
-    dump = tmp_path / "fairsched.dump"
-    run(["pg_dump", "-Fc", "--no-unlogged-table-data", "-f", str(dump), "-d", database_url()])
+    dump, plan_table = tmp_path / "fairsched.dump", tmp_path / "fairsched-plan-table.dump"
+    run(["pg_dump", "-Fc", *DATA_DUMP, "-f", str(dump), "-d", database_url()])
+    run(["pg_dump", "-Fc", *PLAN_TABLE_DUMP, "-f", str(plan_table), "-d", database_url()])
 
     # 2. The original carries on: the two runs end, the next two start (after the backup).
     drive_until(lambda: len(in_state(ChartState.SUCCEEDED)) >= 2 and len(in_state(ChartState.RUNNING)) == 2)
@@ -143,6 +150,7 @@ def test_a_restored_dump_rebuilds_its_plan_and_runs_nothing_twice(
     # 3. The restore into a fresh database, and fairsched started against it.
     restored_url = database_url().rsplit("/", 1)[0] + f"/{restored_database}"
     run(["pg_restore", "--no-owner", "--exit-on-error", "-d", restored_url, str(dump)])
+    run(["pg_restore", "--no-owner", "--exit-on-error", "-d", restored_url, str(plan_table)])
     env = {
         **os.environ,
         "DATABASE_URL": restored_url,
@@ -170,3 +178,24 @@ def test_a_restored_dump_rebuilds_its_plan_and_runs_nothing_twice(
         assert restored[pk]["run_id"] == run_id, (pk, restored[pk], run_id)
     for pk in running_at_backup | set(started_after_backup):
         assert found["events"][str(pk)] == ["queued", "dispatching", "running", "succeeded"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_data_dump_never_waits_for_the_plan_table(tmp_path: Path) -> None:
+    """A replan's swap holds the plan table's exclusive lock (and a dump that holds the table's share
+    lock holds every replan for as long as it runs): the data dump reads everything else while a
+    swap's lock is held; a dump of every table could not get the lock."""
+    url = database_url()
+    with psycopg.connect(url) as swapping:
+        swapping.execute("LOCK TABLE charts_chartplan IN ACCESS EXCLUSIVE MODE")
+        run(["pg_dump", "-Fc", *DATA_DUMP, "-f", str(tmp_path / "data.dump"), "-d", url])
+        every_table = subprocess.run(
+            ["pg_dump", "-Fc", "--no-unlogged-table-data", "--lock-wait-timeout=200", "-f", os.devnull, "-d", url],
+            capture_output=True,
+            text=True,
+            timeout=COMMAND_SECONDS,
+            check=False,
+        )
+        swapping.rollback()
+    assert every_table.returncode != 0
+    assert "LOCK TABLE public.charts_chartplan" in every_table.stderr
