@@ -32,6 +32,7 @@ from feed.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint
 from feed.selectors import START, WEBHOOK_TYPES, FeedEvent, feed_now, feed_read, position_decode
 from feed.serializers import FeedEventSerializer
 from orgs.models import Org
+from scheduling import metrics
 
 logger = logging.getLogger(__name__)
 
@@ -169,7 +170,7 @@ def webhook_endpoint_send(*, endpoint_id: int) -> int:
     sent = 0
     try:
         while True:
-            endpoint = WebhookEndpoint.objects.filter(pk=endpoint_id, active=True).first()
+            endpoint = WebhookEndpoint.objects.filter(pk=endpoint_id, active=True).select_related("org").first()
             delivery = (
                 WebhookDelivery.objects.filter(endpoint_id=endpoint_id, state=WebhookDelivery.State.PENDING)
                 .order_by("id")
@@ -184,7 +185,10 @@ def webhook_endpoint_send(*, endpoint_id: int) -> int:
                 idempotency_key=delivery.idempotency_key,
                 event_type=delivery.event_type,
             )
-            _record(endpoint=endpoint, delivery=delivery, outcome=outcome, now=timezone.now())
+            disabled = _record(endpoint=endpoint, delivery=delivery, outcome=outcome, now=timezone.now())
+            metrics.observe_webhook_attempt(
+                org=endpoint.org.slug if endpoint.org else "", ok=outcome.ok, disabled=disabled
+            )
             if not outcome.ok:
                 return sent
             sent += 1
@@ -199,9 +203,10 @@ def retry_delay(attempt: int) -> timedelta:
     return min(timedelta(seconds=seconds), LONGEST_RETRY)
 
 
-def _record(*, endpoint: WebhookEndpoint, delivery: WebhookDelivery, outcome: Outcome, now: datetime) -> None:
+def _record(*, endpoint: WebhookEndpoint, delivery: WebhookDelivery, outcome: Outcome, now: datetime) -> bool:
     """One attempt's outcome, in one transaction: the attempt row; the delivery delivered, or due
-    again after its backoff; the endpoint's failing streak ended, begun, or (a day old) disabled."""
+    again after its backoff; the endpoint's failing streak ended, begun, or (a day old) disabled.
+    Returns whether it disabled the endpoint."""
     number = delivery.attempt_count + 1
     with transaction.atomic():
         WebhookAttempt.objects.create(
@@ -218,14 +223,14 @@ def _record(*, endpoint: WebhookEndpoint, delivery: WebhookDelivery, outcome: Ou
                 state=WebhookDelivery.State.DELIVERED, attempt_count=number, delivered_at=now
             )
             WebhookEndpoint.objects.filter(pk=endpoint.pk).update(failing_since=None)
-            return
+            return False
         WebhookDelivery.objects.filter(pk=delivery.pk).update(
             attempt_count=number, next_attempt_at=now + retry_delay(number)
         )
         failing_since = endpoint.failing_since or now
         if now - failing_since < timedelta(seconds=settings.FAIRSCHED_WEBHOOK_GIVE_UP):
             WebhookEndpoint.objects.filter(pk=endpoint.pk).update(failing_since=failing_since)
-            return
+            return False
         WebhookEndpoint.objects.filter(pk=endpoint.pk).update(
             failing_since=failing_since,
             active=False,
@@ -235,6 +240,7 @@ def _record(*, endpoint: WebhookEndpoint, delivery: WebhookDelivery, outcome: Ou
             ],
         )
     logger.warning("webhook endpoint %s disabled: failing since %s", endpoint.pk, failing_since)
+    return True
 
 
 def webhook_endpoints_due() -> list[int]:

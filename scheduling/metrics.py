@@ -139,6 +139,26 @@ def observe_replan(seconds: float) -> None:
     _safely("replan", lambda: _observe("replan_duration", "all", seconds, PASS_BUCKETS))
 
 
+def observe_reconcile(seconds: float) -> None:
+    """A reconcile pass that got to its end (one Temporal could not answer is not counted: the
+    count standing still is what says reconcile is stuck)."""
+    _safely("reconcile", lambda: _observe("reconcile_duration", "all", seconds, PASS_BUCKETS))
+
+
+def observe_webhook_attempt(*, org: str, ok: bool, disabled: bool = False) -> None:
+    """One POST of a webhook delivery: answered 2xx (`ok`) or not; `disabled`: that failure disabled
+    the endpoint. `org` is the endpoint's org slug, "" for an endpoint that hears every org."""
+
+    def record() -> None:
+        pipe = _redis().pipeline(transaction=False)
+        pipe.hincrby(f"{PREFIX}webhook_attempts", f"{org}|{'ok' if ok else 'failed'}", 1)
+        if disabled:
+            pipe.hincrby(f"{PREFIX}webhook_disabled", org, 1)
+        pipe.execute()
+
+    _safely("webhook attempt", record)
+
+
 def _hash(client: redis.Redis, key: str) -> dict[bytes, bytes]:
     return client.hgetall(key)  # type: ignore[return-value]  # a sync client: never an Awaitable
 
@@ -174,6 +194,18 @@ COUNTERS: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
         " were given at enqueue or at start",
         "eta_in_band",
         ("org", "at", "in_band"),
+    ),
+    (
+        "webhook_attempts",
+        'Webhook POSTs by the endpoint\'s org ("": every org) and outcome (ok: answered 2xx, failed)',
+        "webhook_attempts",
+        ("org", "outcome"),
+    ),
+    (
+        "webhook_endpoints_disabled",
+        "Webhook endpoints disabled after failing for FAIRSCHED_WEBHOOK_GIVE_UP seconds",
+        "webhook_disabled",
+        ("org",),
     ),
 )
 
@@ -218,6 +250,14 @@ class FairschedCollector(Collector):
         yield from (queued, running, in_use, oldest, weight)
         yield GaugeMetricFamily("fairsched_budget_total", "Total budget in cost units", value=config.budget)
         yield GaugeMetricFamily("fairsched_budget_used", "Cost units in use", value=used_total)
+        yield GaugeMetricFamily(
+            "fairsched_replan_interval_seconds", "Configured seconds between replans", value=config.replan_interval
+        )
+        yield GaugeMetricFamily(
+            "fairsched_reconcile_interval_seconds",
+            "Configured seconds between reconciles",
+            value=config.reconcile_interval,
+        )
         waiting_total = Chart.objects.filter(state=ChartState.QUEUED).count()
         yield GaugeMetricFamily("fairsched_queue_depth", "Queued charts in all orgs", value=waiting_total)
         yield _waiting_reasons()
@@ -233,6 +273,7 @@ class FairschedCollector(Collector):
             ("queue_age_at_start", "Seconds from submission to start", WAIT_BUCKETS, "org"),
             ("time_to_first_start", "Seconds from submission to the first start", WAIT_BUCKETS, "org"),
             ("replan_duration", "Seconds per replan pass", PASS_BUCKETS, None),
+            ("reconcile_duration", "Seconds per reconcile pass (passes that reached their end)", PASS_BUCKETS, None),
             ("dispatch_latency", "Seconds per dispatch pass", PASS_BUCKETS, None),
         ):
             yield _histogram(client, name, doc, buckets, label)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import math
 import random
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -74,6 +75,7 @@ def reconcile_run() -> ReconcileResult:
     3. Describe each of the others, and act on what describe says (`settle`).
     4. Make sure the workflows of cancelled charts close (`close_cancelled`).
     """
+    begun = time.perf_counter()
     result = ReconcileResult()
     charts = list(Chart.objects.filter(state__in=IN_FLIGHT_STATES).select_related("org"))
     if charts:
@@ -86,6 +88,7 @@ def reconcile_run() -> ReconcileResult:
     close_cancelled(result)
     if result.finished or result.marked_running:
         changed(kind="reconcile", finished=result.finished)
+    metrics.observe_reconcile(time.perf_counter() - begun)
     return result
 
 

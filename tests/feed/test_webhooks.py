@@ -32,6 +32,7 @@ from feed.models import WebhookDelivery, WebhookEndpoint
 from feed.selectors import feed_horizon
 from orgs import services as org_services
 from orgs.access import api_token_issue
+from scheduling import metrics
 from tests import processes
 from tests.conftest import Tenants
 
@@ -133,6 +134,19 @@ def pump(endpoint: WebhookEndpoint, until: Callable[[], bool], *, seconds: float
         time.sleep(0.02)
 
 
+def webhook_counts() -> dict[str, int]:
+    """The webhook counters `/metrics` exports (`fairsched_webhook_*_total`), by their Redis keys."""
+    client = metrics._redis()
+    counts = {f"attempts:{k.decode()}": int(v) for k, v in client.hgetall(f"{metrics.PREFIX}webhook_attempts").items()}
+    counts |= {f"disabled:{k.decode()}": int(v) for k, v in client.hgetall(f"{metrics.PREFIX}webhook_disabled").items()}
+    return counts
+
+
+def counted_since(before: dict[str, int]) -> dict[str, int]:
+    after = webhook_counts()
+    return {key: after[key] - before.get(key, 0) for key in after if after[key] != before.get(key, 0)}
+
+
 def submitted(tenants: Tenants, external_id: str, org: Any = None) -> Chart:
     chart, _ = chart_services.chart_submit(
         org=org or tenants.org_a, workflow="render", external_id=external_id, actor="user:alice"
@@ -144,6 +158,7 @@ def submitted(tenants: Tenants, external_id: str, org: Any = None) -> Chart:
 def test_deliveries_are_retried_in_order_signed_and_keyed(tenants: Tenants, local_hooks: None) -> None:
     """The receiver fails the first two tries: the first event is tried three times (one key), and the
     later events wait behind it and follow in the feed's order; another org's events never come."""
+    counts = webhook_counts()
     with receiver() as (url, received):
         received.answers = [(500, b"down for maintenance", {}), (503, b"still down", {})]
         endpoint, secret = services.webhook_endpoint_create(
@@ -177,6 +192,7 @@ def test_deliveries_are_retried_in_order_signed_and_keyed(tenants: Tenants, loca
         endpoint.refresh_from_db()
         assert endpoint.failing_since is None
         assert endpoint.active
+    assert counted_since(counts) == {"attempts:acme|failed": 2, "attempts:acme|ok": 4}
 
 
 @pytest.mark.django_db(transaction=True)
@@ -230,6 +246,7 @@ def test_an_endpoint_failing_for_a_day_is_disabled_and_resumes_when_enabled(
     tenants: Tenants, local_hooks: None, settings: Any
 ) -> None:
     settings.FAIRSCHED_WEBHOOK_GIVE_UP = 0.0  # "a day" is now: the first failure disables it
+    counts = webhook_counts()
     with receiver() as (url, received):
         received.answers = [(500, b"no", {})]
         endpoint, _ = services.webhook_endpoint_create(
@@ -250,6 +267,7 @@ def test_an_endpoint_failing_for_a_day_is_disabled_and_resumes_when_enabled(
         services.webhook_endpoint_update(endpoint=endpoint, active=True, actor="user:stella")
         pump(endpoint, lambda: WebhookDelivery.objects.filter(state="delivered").count() == 2)
     assert [b["data"]["external_id"] for b in received.bodies()] == ["a-1", "a-1", "a-2"]
+    assert counted_since(counts) == {"attempts:acme|failed": 1, "attempts:acme|ok": 2, "disabled:acme": 1}
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,8 @@ from django.test import Client
 
 from charts.models import ChartState
 from scheduling import metrics
+from scheduling.reconcile import reconcile_run
+from scheduling.services import scheduler_config_set
 from tests.conftest import Tenants
 from tests.factories import ChartFactory
 
@@ -74,3 +76,31 @@ def test_throttles_are_counted_apart_from_failures(tenants: Tenants, client: Cli
     assert 'fairsched_failed_runs_total{kind="timed_out",org="acme"} 1.0' in text
     assert 'fairsched_failed_runs_total{kind="terminated",org="beta"} 1.0' in text
     assert 'fairsched_failed_runs_total{kind="failed"' not in text
+
+
+def test_reconcile_passes_and_the_pass_intervals_are_exported(tenants: Tenants, client: Client) -> None:
+    """A reconcile pass that reaches its end is counted (here one with nothing in flight: Temporal is
+    not asked); the configured intervals are there for the alerts to compare the passes with."""
+    scheduler_config_set(actor="user:stella", replan_interval=7.0, reconcile_interval=3.0)
+    reconcile_run()
+    reconcile_run()
+
+    client.force_login(tenants.staff)
+    text = client.get("/metrics").content.decode()
+    assert "fairsched_reconcile_duration_seconds_count 2.0" in text
+    assert "fairsched_replan_interval_seconds 7.0" in text
+    assert "fairsched_reconcile_interval_seconds 3.0" in text
+
+
+def test_webhook_attempts_are_counted_by_org_and_outcome(tenants: Tenants, client: Client) -> None:
+    metrics.observe_webhook_attempt(org="acme", ok=True)
+    metrics.observe_webhook_attempt(org="acme", ok=False)
+    metrics.observe_webhook_attempt(org="acme", ok=False, disabled=True)
+    metrics.observe_webhook_attempt(org="", ok=True)
+
+    client.force_login(tenants.staff)
+    text = client.get("/metrics").content.decode()
+    assert 'fairsched_webhook_attempts_total{org="acme",outcome="ok"} 1.0' in text
+    assert 'fairsched_webhook_attempts_total{org="acme",outcome="failed"} 2.0' in text
+    assert 'fairsched_webhook_attempts_total{org="",outcome="ok"} 1.0' in text
+    assert 'fairsched_webhook_endpoints_disabled_total{org="acme"} 1.0' in text
