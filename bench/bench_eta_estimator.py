@@ -33,7 +33,7 @@ the whole) but the estimator the contract names: a replay of every chart at its 
 "ETAs"), a running chart at its expected remaining time ("Overdue runs"). On right-skewed durations
 a chart's median finish is before start + mean, and the next lane to free is the earliest of many
 random finishes, earlier than the earliest of their means, so the head of the queue is promised a
-late start (at enqueue the median start error is +16% of the time left, the floor's +9%; 30% of
+late start (round robin, at enqueue: the median start error is +16% of the time left, the floor's +9%; 30% of
 finishes fall below the band, 6% above). With the same information, a sampled replay takes the bias
 to +3% and the floor's enqueue error from 0.30 to 0.17.
 """
