@@ -171,8 +171,9 @@ class Durations:
 
 
 def _pair_estimate(state: core_durations.DurationState, unknown_spread: float) -> tuple[float, float]:
-    """(mean seconds, log sigma) of a pair by the pure rule, the sigma `unknown_spread` under two runs."""
-    sigma = state.log_sigma
+    """(mean seconds, log sigma of its next run) of a pair by the pure rule
+    (`core_durations.predictive_sigma`), the sigma `unknown_spread` under two runs."""
+    sigma = core_durations.predictive_sigma(state)
     return state.mean_seconds, unknown_spread if sigma is None else sigma
 
 

@@ -55,7 +55,7 @@ from scheduling.core import (
     fair_order,
     plan,
 )
-from scheduling.core.durations import WARMUP_RUNS, DurationState, duration_learn
+from scheduling.core.durations import WARMUP_RUNS, DurationState, duration_learn, predictive_sigma
 from scheduling.core.forecast import median_last_finish
 from scheduling.core.model import Plan, Policy
 from scheduling.core.service import OrgService, fair_service, start_service
@@ -421,7 +421,7 @@ class Learned:
         unknown_spread = DEFAULT_SPREAD if unknown is None else unknown
         state = self.pairs.get(key)
         if state is not None and state.count:
-            sigma = state.log_sigma
+            sigma = predictive_sigma(state)
             return state.mean_seconds, unknown_spread if sigma is None else sigma
         for level in (self._pooled(lambda pair: pair[0] == key[0]), self._pooled(lambda pair: pair[1] == key[1])):
             if level.count:
