@@ -177,7 +177,7 @@ def test_submit_one(tenants: Tenants, browser: Browser) -> None:
         ({"workflow": "nope", "external_id": "a"}, "workflow: unknown workflow", 400),
         ({"workflow": "render", "external_id": ""}, "external_id", 400),
         ({"workflow": "render", "external_id": "a", "priority": "ten"}, "priority: priority must be a whole", 400),
-        ({"workflow": "render", "external_id": "a", "payload": "{bad"}, "payload: payload is not valid JSON", 400),
+        ({"workflow": "render", "external_id": "a", "payload": "{bad"}, "payload: The payload must be valid JSON", 400),
         ({"workflow": "render", "external_id": "a", "payload": "[1]"}, "payload: payload must be a JSON object", 400),
         ({"workflow": "render", "external_id": "a", "priority": "50"}, "priority: tenants may set priority", 403),
     ],
@@ -225,7 +225,7 @@ def test_submit_a_json_file(tenants: Tenants, browser: Browser, as_body: bool) -
         ),
         (
             'workflow,external_id,priority,payload\nrender,ok-1,high,\nrender,ok-2,0,"{x"\n',
-            ["row 1 (line 2): priority: priority must", "row 2 (line 3): payload: payload is not valid JSON"],
+            ["row 1 (line 2): priority: priority must", "row 2 (line 3): payload: The payload must be valid JSON"],
         ),
         ("workflow,external_id\nrender,dup\nrender,dup\n", ["row 2 (line 3): external_id: repeats item 0"]),
         ("workflow,external_id\nrender,a,extra\n", ["row 1 (line 2): detail: has 3 values for 2 columns"]),
@@ -393,3 +393,51 @@ def test_a_nul_in_any_field_is_400_naming_it(tenants: Tenants, browser: Browser,
     assert many.status_code == 400
     assert f"row 1 (line 2): {field}: " in many.content.decode()
     assert not Chart.objects.exists()
+
+
+def test_submit_one_reports_every_field_at_once(tenants: Tenants, browser: Browser) -> None:
+    body = {"workflow": "nope", "external_id": "", "priority": "50", "payload": "[1]"}
+
+    response = browser(tenants.member_a).post("/portal/acme/submit/", body)
+
+    text = response.content.decode()
+    assert response.status_code == 400
+    assert "workflow: unknown workflow" in text
+    assert "external_id: " in text
+    assert "priority: tenants may set priority" in text
+    assert "payload: payload must be a JSON object" in text
+    assert not Chart.objects.exists()
+
+
+def test_submit_one_refused_for_a_staff_lever_alone_is_403_with_the_api_rule(
+    tenants: Tenants, browser: Browser
+) -> None:
+    body = {"workflow": "render", "external_id": "a", "priority": "50"}
+
+    response = browser(tenants.member_a).post("/portal/acme/submit/", body)
+
+    assert response.status_code == 403
+    assert "priority: tenants may set priority" in response.content.decode()
+
+
+def test_a_refused_submit_keeps_what_was_typed(tenants: Tenants, browser: Browser) -> None:
+    body = {"workflow": "render", "external_id": "kept-<1>", "priority": "ten", "payload": '{"pages": 3'}
+
+    response = browser(tenants.member_a).post("/portal/acme/submit/", body)
+
+    text = response.content.decode()
+    assert response.status_code == 400
+    assert 'value="kept-&lt;1&gt;"' in text
+    assert 'value="ten"' in text
+    assert "{&quot;pages&quot;: 3</textarea>" in text
+    assert '<option value="render" selected>' in text
+
+
+def test_a_bad_payload_is_said_in_plain_words(tenants: Tenants, browser: Browser) -> None:
+    body = {"workflow": "render", "external_id": "a", "payload": "{bad"}
+
+    response = browser(tenants.member_a).post("/portal/acme/submit/", body)
+
+    text = response.content.decode()
+    assert "The payload must be valid JSON: a property name in double quotes is missing at line 1, column 2" in text
+    assert "Expecting" not in text
