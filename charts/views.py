@@ -260,11 +260,20 @@ LEVER_DONE = {"pause": "Paused", "resume": "Resumed", "cancel": "Cancelled"}
 @require_POST
 def chart_lever(request: HttpRequest, org_slug: str, chart_id: int, lever: str) -> HttpResponse:
     """Pause, resume or cancel a chart, with an optional reason, as the API's actions do; back to the
-    chart's page, or the refusal (409 for a lever its state does not allow)."""
+    chart's page, or the refusal (409 for a lever its state does not allow). A cancel is asked about
+    first (`confirmed=yes` posts it)."""
     org, refusal = _acting(request, org_slug)
     if refusal is not None:
         return refusal
     chart = _chart(org, chart_id)
+    if lever == "cancel" and request.POST.get("confirmed") != "yes":
+        # A cancel cannot be undone: first a page that asks, naming what the user sees, the reason
+        # typed kept for the second step. A form, not a script, so it works under the CSP and without JS.
+        return render(
+            request,
+            "portal/cancel_confirm.html",
+            {"org": org, "chart": chart, "reason": request.POST.get("reason", "").strip()},
+        )
     # The API's reason, read by the API's serializer: the same limits and the same refusals.
     body = ReasonSerializer(data={"reason": request.POST.get("reason", "").strip()})
     try:

@@ -49,7 +49,8 @@ def csv_file(text: str, name: str = "charts.csv") -> SimpleUploadedFile:
 def test_a_member_pulls_a_lever_and_the_history_names_them(
     tenants: Tenants, browser: Browser, chart: Chart, lever: str
 ) -> None:
-    response = browser(tenants.member_a).post(f"/portal/acme/charts/{chart.pk}/{lever}/", {"reason": "not today"})
+    body = {"reason": "not today", **({"confirmed": "yes"} if lever == "cancel" else {})}
+    response = browser(tenants.member_a).post(f"/portal/acme/charts/{chart.pk}/{lever}/", body)
 
     assert response.status_code == 302
     assert response["Location"] == f"/portal/acme/charts/{chart.pk}/"
@@ -441,3 +442,25 @@ def test_a_bad_payload_is_said_in_plain_words(tenants: Tenants, browser: Browser
     text = response.content.decode()
     assert "The payload must be valid JSON: a property name in double quotes is missing at line 1, column 2" in text
     assert "Expecting" not in text
+
+
+def test_cancel_asks_first_naming_the_chart_and_the_org(tenants: Tenants, browser: Browser, chart: Chart) -> None:
+    client = browser(tenants.member_a)
+
+    asked = client.post(f"/portal/acme/charts/{chart.pk}/cancel/", {"reason": "client <withdrew>"})
+
+    text = asked.content.decode()
+    assert asked.status_code == 200
+    assert f"Cancel chart {chart.external_id} of {tenants.org_a.name}?" in text
+    assert 'name="confirmed" value="yes"' in text
+    assert 'value="client &lt;withdrew&gt;"' in text  # the reason typed, kept for the second step
+    assert f'href="/portal/acme/charts/{chart.pk}/"' in text  # keep it: back to the chart
+    chart.refresh_from_db()
+    assert chart.state == ChartState.QUEUED
+    assert not ChartEvent.objects.filter(chart=chart, to_state=ChartState.CANCELLED).exists()
+
+    done = client.post(f"/portal/acme/charts/{chart.pk}/cancel/", {"reason": "client withdrew", "confirmed": "yes"})
+
+    assert done.status_code == 302
+    chart.refresh_from_db()
+    assert chart.state == ChartState.CANCELLED
