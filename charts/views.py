@@ -31,6 +31,7 @@ from charts import services
 from charts.drain import drain_plot
 from charts.models import CLAIMABLE_STATES, TERMINAL_STATES, Chart, ChartState
 from charts.portal_input import Upload, item_from_form, upload_read
+from charts.running import duration_words
 from charts.selectors import (
     backlog_finishes,
     chart_events,
@@ -220,6 +221,8 @@ def _refused(
         problems.extend(f"org: {message}" for message in error.org or [])
     elif isinstance(error, FieldsInvalid):
         problems.extend(f"{field}: {message}" for field, texts in error.errors.items() for message in texts)
+    elif isinstance(error, QueueFull) and error.waiting is not None and error.limit is not None:
+        problems.extend(_queue_full_words(error, waiting=error.waiting, limit=error.limit))
     else:
         problems.append(f"{error.field}: {error.message}" if error.field else error.message)
     context: dict[str, Any] = {"org": org, "problems": problems, "error": error}
@@ -229,6 +232,19 @@ def _refused(
     if isinstance(error, QueueFull | OverRate) and error.retry_after is not None:
         response["Retry-After"] = str(error.retry_after)
     return response
+
+
+def _queue_full_words(error: QueueFull, *, waiting: int, limit: int) -> list[str]:
+    """The queue limit's refusal in a customer's words: how many charts still fit, and when to retry."""
+    fits = max(0, limit - waiting)
+    charts = "1 chart is" if waiting == 1 else f"{waiting} charts are"
+    words = [f"Your queue is full: {charts} waiting and the limit is {limit}; {fits or 'none'} more fit now."]
+    if error.held:
+        words.append("Your organisation is on hold: the queue moves only once it is released.")
+    elif error.retry_after is not None:
+        wait = duration_words(error.retry_after)
+        words.append(f"Try again in about {wait} ({error.retry_after} s), when your next chart starts.")
+    return words
 
 
 def _over_rate(request: HttpRequest) -> float | None:

@@ -464,3 +464,32 @@ def test_cancel_asks_first_naming_the_chart_and_the_org(tenants: Tenants, browse
     assert done.status_code == 302
     chart.refresh_from_db()
     assert chart.state == ChartState.CANCELLED
+
+
+def test_the_queue_limit_refusal_says_how_many_fit_and_when_to_retry(tenants: Tenants, browser: Browser) -> None:
+    tenants.org_a.queue_limit = 3
+    tenants.org_a.save()
+    ChartFactory(org=tenants.org_a, workflow=tenants.workflow)
+    text = "workflow,external_id\nrender,q-1\nrender,q-2\nrender,q-3\n"
+
+    response = browser(tenants.member_a).post("/portal/acme/upload/", {"file": csv_file(text)})
+
+    page = response.content.decode()
+    assert response.status_code == 429
+    assert "Your queue is full: 1 chart is waiting and the limit is 3; 2 more fit now." in page
+    assert f"Try again in about 1 min ({response['Retry-After']} s), when your next chart starts." in page
+    assert Chart.objects.filter(org=tenants.org_a).count() == 1
+
+
+def test_a_held_org_s_queue_limit_refusal_says_it_waits_for_the_release(tenants: Tenants, browser: Browser) -> None:
+    tenants.org_a.queue_limit = 1
+    tenants.org_a.weight = 0
+    tenants.org_a.save()
+    ChartFactory(org=tenants.org_a, workflow=tenants.workflow)
+
+    response = browser(tenants.member_a).post("/portal/acme/submit/", {"workflow": "render", "external_id": "h"})
+
+    page = response.content.decode()
+    assert response.status_code == 429
+    assert "Your queue is full: 1 chart is waiting and the limit is 1; none more fit now." in page
+    assert "Your organisation is on hold: the queue moves only once it is released." in page
