@@ -129,3 +129,11 @@ def test_a_bad_reason_for_a_list_edit_writes_nothing(staff_client: Client, tenan
     tenants.org_a.refresh_from_db()
     assert tenants.org_a.weight == 2
     assert not OrgChange.objects.exists()
+
+
+def test_the_history_does_not_say_there_is_none_when_the_org_has_some(staff_client: Client, tenants: Tenants) -> None:
+    services.org_hold(org=tenants.org_a, actor="token:ops", reason="invoice overdue")
+
+    html = staff_client.get(reverse("admin:orgs_org_history", args=[tenants.org_a.pk])).content.decode()
+
+    assert "have a change history" not in html
