@@ -493,3 +493,11 @@ def test_a_held_org_s_queue_limit_refusal_says_it_waits_for_the_release(tenants:
     assert response.status_code == 429
     assert "Your queue is full: 1 chart is waiting and the limit is 1; none more fit now." in page
     assert "Your organisation is on hold: the queue moves only once it is released." in page
+
+
+def test_the_submit_form_is_linked_from_above_the_list(tenants: Tenants, browser: Browser) -> None:
+    ChartFactory.create_batch(3, org=tenants.org_a, workflow=tenants.workflow)
+
+    page = browser(tenants.member_a).get("/portal/acme/").content.decode()
+
+    assert page.index('href="#submit-heading"') < page.index('id="live"') < page.index('id="submit-heading"')
