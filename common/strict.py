@@ -267,6 +267,8 @@ class ReasonField(StrictCharField):
             "help_text",
             f"Why, in one line (at most {REASON_MAX_LENGTH} characters): kept in the history, for staff.",
         )
+        # The same words as `reason_problem` (the admin's and the portal's forms), not DRF's own.
+        kwargs.setdefault("error_messages", {"max_length": f"reason must be at most {REASON_MAX_LENGTH} characters"})
         super().__init__(required=False, allow_blank=True, default="", max_length=REASON_MAX_LENGTH, **kwargs)
 
     def to_internal_value(self, data: Any) -> str:
