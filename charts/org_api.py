@@ -17,9 +17,16 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from charts.selectors import org_summary
-from charts.serializers import HoldSerializer, OrgDetailSerializer, ReasonSerializer, reason_read
+from charts.serializers import (
+    HoldSerializer,
+    OrgDetailSerializer,
+    ReasonQuerySerializer,
+    ReasonSerializer,
+    reason_read,
+)
 from common.actors import actor_for
 from common.api import ETAG, IF_MATCH, CursorPagination, FairschedAPIView, if_match_check, with_etag
+from common.errors import InvalidInput
 from common.strict import PageQuerySerializer
 from orgs import services
 from orgs.access import IsStaffScope, visible_org_ids
@@ -183,7 +190,13 @@ class OrgViewSet(FairschedAPIView, viewsets.GenericViewSet[Org]):
         request=WorkflowCostSetSerializer,
         responses=WorkflowCostSerializer,
     )
-    @extend_schema(methods=["DELETE"], parameters=[IF_MATCH], request=ReasonSerializer, responses={204: None})
+    @extend_schema(
+        methods=["DELETE"],
+        parameters=[IF_MATCH, ReasonQuerySerializer],
+        description="Staff: remove the org's cost override for the workflow: its default applies again. The"
+        ' reason, optional, goes in the query (`?reason=...`) or in a JSON body `{"reason": "..."}`, not both.',
+        responses={204: None},
+    )
     @action(detail=True, methods=["get", "put", "delete"], url_path=r"costs/(?P<workflow>[^/]+)")
     def cost(self, request: Request, slug: str, workflow: str) -> Response:
         """Staff: what one run costs the org (GET; `cost` null: the workflow's default applies), set it
@@ -199,10 +212,10 @@ class OrgViewSet(FairschedAPIView, viewsets.GenericViewSet[Org]):
         body = WorkflowCostSetSerializer(data=request.data) if request.method == "PUT" else None
         if body is not None:
             body.is_valid(raise_exception=True)
+        reason = self._removal_reason(request) if body is None else body.validated_data["reason"]
         with transaction.atomic():
             if_match_check(request, lambda: workflow_cost_get(org=org, workflow=found, for_update=True))
             if body is None:
-                reason = self._reason(request)
                 services.workflow_cost_set(org=org, workflow=found, cost=None, actor=actor, reason=reason)
                 return Response(status=status.HTTP_204_NO_CONTENT)
             services.workflow_cost_set(
@@ -210,7 +223,7 @@ class OrgViewSet(FairschedAPIView, viewsets.GenericViewSet[Org]):
                 workflow=found,
                 cost=body.validated_data["cost"],
                 actor=actor,
-                reason=body.validated_data["reason"],
+                reason=reason,
             )
         override = workflow_cost_get(org=org, workflow=found)
         return with_etag(Response(WorkflowCostSerializer(override).data), override)
@@ -225,6 +238,16 @@ class OrgViewSet(FairschedAPIView, viewsets.GenericViewSet[Org]):
         paginator = OrgChangeCursorPagination()
         page = paginator.paginate_queryset(OrgChange.objects.filter(org=org), request, view=self) or []
         return paginator.get_paginated_response(OrgChangeSerializer(page, many=True).data)
+
+    def _removal_reason(self, request: Request) -> str:
+        """A DELETE's reason: in the query (`ReasonQuerySerializer`) or in the body, not in both."""
+        query = ReasonQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        in_body = self._reason(request)
+        if "reason" in request.query_params and isinstance(request.data, dict) and "reason" in request.data:
+            raise InvalidInput("give the reason once: in the query (?reason=) or in the body", field="reason")
+        text: str = query.validated_data["reason"]
+        return text or in_body
 
     def _reason(self, request: Request, serializer: type[ReasonSerializer | HoldSerializer] = ReasonSerializer) -> str:
         return reason_read(request.data, serializer)

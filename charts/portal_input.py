@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -30,13 +31,12 @@ class Upload:
     rows: list[str]
 
 
-def item_from_text(fields: Mapping[str, str]) -> dict[str, Any]:
-    """One chart from form text (`item_read`); raises InvalidInput naming the first field at fault."""
+def item_from_form(fields: Mapping[str, str]) -> Submission:
+    """One chart from the form's text (`item_read`), read as the API reads an item (`parse_bulk_items`),
+    with every problem of its text: the submission's rule then reports them all at once."""
     item, problems = item_read(fields)
-    if problems:
-        name, messages = next(iter(problems.items()))
-        raise InvalidInput(messages[0], field=name)
-    return item
+    (parsed,) = parse_bulk_items([item])
+    return replace(parsed, problems={**parsed.problems, **problems})
 
 
 def item_read(fields: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, list[str]]]:
@@ -60,13 +60,38 @@ def item_read(fields: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, list
         try:
             item["payload"] = strict.loads(payload)
         except strict.BadInput as bad:
-            problems["payload"] = [f"payload is not valid JSON: {bad.message}"]
+            problems["payload"] = [f"The payload must be valid JSON: {json_words(payload, bad)}"]
     high = fields.get("high_priority", "").strip().lower()
     if "high_priority" not in problems and high not in TRUE_WORDS | FALSE_WORDS:
         problems["high_priority"] = [f"high_priority must be true or false, got {high[:20]!r}"]
     elif high in TRUE_WORDS:
         item["high_priority"] = True
     return item, problems
+
+
+JSON_MISTAKES = {
+    "Expecting property name enclosed in double quotes": "a property name in double quotes is missing",
+    "Expecting value": "a value is missing",
+    "Expecting ',' delimiter": "a comma is missing",
+    "Expecting ':' delimiter": "a colon is missing",
+    "Unterminated string starting at": "a text in quotes is not closed",
+    "Extra data": "there is more after the end of the object",
+    "Invalid control character at": "a text in quotes holds a line break or control character",
+    "Invalid \\escape": "a backslash starts an unknown escape",
+    "Invalid \\uXXXX escape": "a \\u escape needs four hexadecimal digits",
+}
+
+
+def json_words(text: str, bad: strict.BadInput) -> str:
+    """What is wrong with a JSON text in a customer's words, and where ("a comma is missing at line 2,
+    column 7"); a refusal of strict JSON's own (a repeated key, NaN) keeps its words."""
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as error:
+        return f"{JSON_MISTAKES.get(error.msg, error.msg.lower())} at line {error.lineno}, column {error.colno}"
+    except ValueError:
+        pass
+    return bad.message
 
 
 def upload_read(*, name: str, raw: bytes, org_slug: str) -> Upload:

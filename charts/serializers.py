@@ -249,6 +249,13 @@ class ReasonSerializer(StrictSerializer):
     reason = ReasonField()
 
 
+class ReasonQuerySerializer(StrictQuerySerializer):
+    """A lever that is a DELETE takes its reason in the query as well (`?reason=`): some clients and
+    proxies drop a DELETE's body."""
+
+    reason = ReasonField()
+
+
 class HoldSerializer(StrictSerializer):
     reason = ReasonField(
         help_text="Why, written for the customer: the org's members see it (portal, `hold_reason`) until the"

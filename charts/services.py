@@ -563,8 +563,14 @@ def _admit(org: Org, incoming: int) -> None:
         full = f"org {org.slug} has {waiting} waiting charts; its queue limit is {org.queue_limit}"
         if org.is_held:
             # Nothing of a held org starts until an operator releases it: no time to retry after.
-            raise QueueFull(f"{full}, and it is held: its queue moves only once released", retry_after=None, held=True)
-        raise QueueFull(full, retry_after=_retry_after(org))
+            raise QueueFull(
+                f"{full}, and it is held: its queue moves only once released",
+                retry_after=None,
+                held=True,
+                waiting=waiting,
+                limit=org.queue_limit,
+            )
+        raise QueueFull(full, retry_after=_retry_after(org), waiting=waiting, limit=org.queue_limit)
 
 
 def _retry_after(org: Org) -> int:

@@ -30,7 +30,8 @@ from rest_framework.request import Request
 from charts import services
 from charts.drain import drain_plot
 from charts.models import CLAIMABLE_STATES, TERMINAL_STATES, Chart, ChartState
-from charts.portal_input import Upload, item_from_text, upload_read
+from charts.portal_input import Upload, item_from_form, upload_read
+from charts.running import duration_words
 from charts.selectors import (
     backlog_finishes,
     chart_events,
@@ -41,7 +42,7 @@ from charts.selectors import (
     last_error_summary,
     org_summary,
 )
-from charts.serializers import ReasonSerializer, parse_bulk_items
+from charts.serializers import ReasonSerializer
 from charts.waiting import waiting_words
 from common.actors import actor_for
 from common.errors import BulkInvalid, FieldsInvalid, Forbidden, InvalidInput, NotFound, QueueFull, ServiceError
@@ -132,10 +133,18 @@ def org_charts(request: HttpRequest, org_slug: str) -> HttpResponse:
         "orgs": member_orgs(user_id=_user_id(request)),
         "can_act": membership.can_write,
         "is_admin": membership.role == Membership.Role.ADMIN,
-        "workflows": workflows_all() if membership.can_write else [],
-        "priority_range": (services.TENANT_PRIORITY.minimum, services.TENANT_PRIORITY.maximum),
+        **(_submit_form_context({}) if membership.can_write else {}),
     }
     return render(request, "portal/org.html", context)
+
+
+def _submit_form_context(submitted: dict[str, str]) -> dict[str, Any]:
+    """What the one-chart form shows: the workflows, the tenant's priority range, and the values typed."""
+    return {
+        "workflows": workflows_all(),
+        "priority_range": (services.TENANT_PRIORITY.minimum, services.TENANT_PRIORITY.maximum),
+        "submitted": {"priority": "0", **submitted},
+    }
 
 
 @login_required
@@ -193,9 +202,17 @@ class OverRate(ServiceError):
         self.retry_after = retry_after
 
 
-def _refused(request: HttpRequest, org: Org, error: ServiceError, *, rows: list[str] | None = None) -> HttpResponse:
+def _refused(
+    request: HttpRequest,
+    org: Org,
+    error: ServiceError,
+    *,
+    rows: list[str] | None = None,
+    submitted: dict[str, str] | None = None,
+) -> HttpResponse:
     """The page that says what was refused and why, with the service's status (400, 403, 409, 429):
-    each problem names its field, and for a file its row (and line)."""
+    each problem names its field, and for a file its row (and line). A refused form (`submitted`) is
+    shown again below, filled with what was typed."""
     problems: list[str] = []
     if isinstance(error, BulkInvalid):
         for index, fields in sorted(error.errors.items()):
@@ -204,14 +221,30 @@ def _refused(request: HttpRequest, org: Org, error: ServiceError, *, rows: list[
         problems.extend(f"org: {message}" for message in error.org or [])
     elif isinstance(error, FieldsInvalid):
         problems.extend(f"{field}: {message}" for field, texts in error.errors.items() for message in texts)
+    elif isinstance(error, QueueFull) and error.waiting is not None and error.limit is not None:
+        problems.extend(_queue_full_words(error, waiting=error.waiting, limit=error.limit))
     else:
         problems.append(f"{error.field}: {error.message}" if error.field else error.message)
-    response = render(
-        request, "portal/refused.html", {"org": org, "problems": problems, "error": error}, status=error.status
-    )
+    context: dict[str, Any] = {"org": org, "problems": problems, "error": error}
+    if submitted is not None:
+        context.update(_submit_form_context(submitted))
+    response = render(request, "portal/refused.html", context, status=error.status)
     if isinstance(error, QueueFull | OverRate) and error.retry_after is not None:
         response["Retry-After"] = str(error.retry_after)
     return response
+
+
+def _queue_full_words(error: QueueFull, *, waiting: int, limit: int) -> list[str]:
+    """The queue limit's refusal in a customer's words: how many charts still fit, and when to retry."""
+    fits = max(0, limit - waiting)
+    charts = "1 chart is" if waiting == 1 else f"{waiting} charts are"
+    words = [f"Your queue is full: {charts} waiting and the limit is {limit}; {fits or 'none'} more fit now."]
+    if error.held:
+        words.append("Your organisation is on hold: the queue moves only once it is released.")
+    elif error.retry_after is not None:
+        wait = duration_words(error.retry_after)
+        words.append(f"Try again in about {wait} ({error.retry_after} s), when your next chart starts.")
+    return words
 
 
 def _over_rate(request: HttpRequest) -> float | None:
@@ -243,11 +276,20 @@ LEVER_DONE = {"pause": "Paused", "resume": "Resumed", "cancel": "Cancelled"}
 @require_POST
 def chart_lever(request: HttpRequest, org_slug: str, chart_id: int, lever: str) -> HttpResponse:
     """Pause, resume or cancel a chart, with an optional reason, as the API's actions do; back to the
-    chart's page, or the refusal (409 for a lever its state does not allow)."""
+    chart's page, or the refusal (409 for a lever its state does not allow). A cancel is asked about
+    first (`confirmed=yes` posts it)."""
     org, refusal = _acting(request, org_slug)
     if refusal is not None:
         return refusal
     chart = _chart(org, chart_id)
+    if lever == "cancel" and request.POST.get("confirmed") != "yes":
+        # A cancel cannot be undone: first a page that asks, naming what the user sees, the reason
+        # typed kept for the second step. A form, not a script, so it works under the CSP and without JS.
+        return render(
+            request,
+            "portal/cancel_confirm.html",
+            {"org": org, "chart": chart, "reason": request.POST.get("reason", "").strip()},
+        )
     # The API's reason, read by the API's serializer: the same limits and the same refusals.
     body = ReasonSerializer(data={"reason": request.POST.get("reason", "").strip()})
     try:
@@ -264,29 +306,28 @@ def chart_lever(request: HttpRequest, org_slug: str, chart_id: int, lever: str) 
 @login_required
 @require_POST
 def submit_one(request: HttpRequest, org_slug: str) -> HttpResponse:
-    """Submit one chart from the form: the API's item, read from text (`item_from_text`), then
-    `parse_bulk_items`, the tenant's lever check and `chart_submit`. A repeat shows the existing chart."""
+    """Submit one chart from the form: the API's item, read from text (`item_from_form`), judged by
+    `chart_submit` as the API's single submit is (every field's problem at once; only refused staff
+    levers: 403). A refusal shows the form again with what was typed; a repeat shows the existing chart."""
     org, refusal = _acting(request, org_slug)
     if refusal is not None:
         return refusal
     fields = {key: request.POST.get(key, "") for key in ("workflow", "external_id", "priority", "payload")}
+    item = item_from_form(fields)
     try:
-        (item,) = parse_bulk_items([item_from_text(fields)])
-        services.tenant_levers_check(high_priority=item.high_priority, priority=item.priority)
         chart, created = services.chart_submit(
             org=org,
             workflow=item.workflow,
             external_id=item.external_id,
             payload=item.payload,
+            high_priority=item.high_priority,
             priority=item.priority,
             actor=actor_for(request.user),
+            staff=False,
+            problems=item.problems,
         )
-    except BulkInvalid as bad:
-        # One item: name the field alone, as the API's single submit does.
-        ((field, texts),) = list(bad.errors[0].items())[:1]
-        return _refused(request, org, InvalidInput(texts[0], field=field))
     except ServiceError as error:
-        return _refused(request, org, error)
+        return _refused(request, org, error, submitted=fields)
     messages.success(
         request, f"Submitted {chart.external_id}." if created else f"{chart.external_id} was submitted before."
     )

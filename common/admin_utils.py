@@ -14,7 +14,7 @@ from django.db.models import Model
 from django.forms import ModelForm
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
-from common.errors import ServiceError
+from common.errors import InvalidInput, ServiceError
 from common.strict import REASON_MAX_LENGTH, reason_problem
 
 T = TypeVar("T")
@@ -77,9 +77,10 @@ def reason_field(help_text: str = "Why, in one line: kept in the history, for st
 
 
 class ReasonActionForm(ActionForm):
-    """The list's action bar with a reason for the action, passed to the service of each row."""
+    """The list's action bar with a reason for the action, passed to the service of each row, and for
+    the list's edits (`list_edit_reason`): the bar is in the list's form, posted with its rows."""
 
-    reason = forms.CharField(required=False, label="Reason (optional):")
+    reason = forms.CharField(required=False, label="Reason (optional, for an action or the list's edits):")
 
 
 def action_reason(model_admin: admin.ModelAdmin[Any], request: HttpRequest) -> str | None:
@@ -90,6 +91,16 @@ def action_reason(model_admin: admin.ModelAdmin[Any], request: HttpRequest) -> s
     if problem is not None:
         model_admin.message_user(request, f"Nothing was changed: {problem}.", messages.ERROR)
         return None
+    return reason
+
+
+def list_edit_reason(request: HttpRequest) -> str:
+    """The reason typed in the action bar for the list's edits, stripped; a reason that is not
+    acceptable refuses the whole save (`ServiceModelAdmin` undoes it and says why)."""
+    reason = request.POST.get("reason", "").strip()
+    problem = reason_problem(reason)
+    if problem is not None:
+        raise InvalidInput(f"Nothing was changed: {problem}", field="reason")
     return reason
 
 

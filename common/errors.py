@@ -89,10 +89,20 @@ class QueueFull(ServiceError):
 
     status = 429
 
-    def __init__(self, message: str, *, retry_after: int | None, held: bool = False) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        retry_after: int | None,
+        held: bool = False,
+        waiting: int | None = None,
+        limit: int | None = None,
+    ) -> None:
         super().__init__(message, field="org")
         self.retry_after = retry_after
         self.held = held
+        self.waiting = waiting  # charts waiting before this request, and the limit: for customers' words
+        self.limit = limit
 
     def as_dict(self) -> dict[str, Any]:
         return {**super().as_dict(), "held": self.held}

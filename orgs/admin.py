@@ -9,10 +9,13 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
+from django.contrib.admin import helpers
 from django.core.exceptions import ValidationError
 from django.db.models import Field, QuerySet
 from django.forms import BaseInlineFormSet, ModelForm
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import reverse
+from django.utils.html import format_html
 
 from common.actors import actor_for
 from common.admin_utils import (
@@ -21,6 +24,7 @@ from common.admin_utils import (
     ServiceModelAdmin,
     action_reason,
     apply_each,
+    list_edit_reason,
     reason_field,
 )
 from common.errors import InvalidInput
@@ -37,6 +41,9 @@ FIELD_BOUNDS = {
     "default_cost": services.COST,
     "run_timeout": services.RUN_TIMEOUT,
 }
+
+# The newest of an org's history lines its admin History page lists (the change page's inline has all).
+HISTORY_SHOWN = 200
 
 
 def bounded(db_field: Field[Any, Any], kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -96,18 +103,48 @@ class OrgAdmin(ServiceModelAdmin[Org]):
     list_editable = ["weight"]
     search_fields = ["name", "slug"]
     prepopulated_fields = {"slug": ["name"]}
-    readonly_fields = ["clear_at", "created_at", "updated_at"]
+    readonly_fields = ["hold_state", "clear_at", "created_at", "updated_at"]
     form = OrgForm
     fields = [
-        "name", "slug", "weight", "max_concurrency", "queue_limit", "reason", "clear_at", "created_at", "updated_at",
+        "name", "slug", "hold_state", "weight", "max_concurrency", "queue_limit", "reason", "clear_at", "created_at",
+        "updated_at",
     ]  # fmt: skip
     inlines = [WorkflowCostInline, MembershipInline, OrgChangeInline]
     actions = ["hold", "release"]
     action_form = ReasonActionForm
 
-    @admin.display(boolean=True)
-    def held(self, org: Org) -> bool:
-        return org.is_held
+    @admin.display(description="held")
+    def held(self, org: Org) -> str:
+        """A badge with the hold's reason (what the org's members read), not a check mark: a held org
+        is a state to notice, not a setting that is on."""
+        if not org.is_held:
+            return ""
+        return format_html('<strong class="held-badge">Held</strong> {}', org.hold_reason)
+
+    @admin.display(description="hold")
+    def hold_state(self, org: Org) -> str:
+        if not org.is_held:
+            return "Not held"
+        return f"Held: {org.hold_reason}" if org.hold_reason else "Held (no reason given)"
+
+    def history_view(self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None) -> Any:
+        """Django's history of this admin's saves, and the org's own history: every change of its
+        weight, hold, cap, queue limit and costs, made here, on the dashboard or through the API."""
+        changes = OrgChange.objects.filter(org_id=object_id) if object_id.isdigit() else OrgChange.objects.none()
+        shown = list(changes.order_by("-at", "-id")[:HISTORY_SHOWN])
+        context = {
+            "org_changes": shown,
+            "org_changes_more": len(shown) == HISTORY_SHOWN and changes.count() > len(shown),
+        }
+        return super().history_view(request, object_id, {**(extra_context or {}), **context})
+
+    def response_action(self, request: HttpRequest, queryset: QuerySet[Org]) -> HttpResponse | None:
+        """An action posted from an org's change page (its hold or release button) goes back there."""
+        response = super().response_action(request, queryset)
+        selected = request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)
+        if response is not None and "_change_page" in request.POST and len(selected) == 1 and selected[0].isdigit():
+            return HttpResponseRedirect(reverse("admin:orgs_org_change", args=[int(selected[0])]))
+        return response
 
     def formfield_for_dbfield(self, db_field: Field[Any, Any], request: HttpRequest, **kwargs: Any) -> Any:
         return super().formfield_for_dbfield(db_field, request, **bounded(db_field, kwargs))
@@ -125,7 +162,8 @@ class OrgAdmin(ServiceModelAdmin[Org]):
             )
             obj.pk = created.pk
             return
-        reason = form.cleaned_data.get("reason", "")
+        # A list edit's reason is the action bar's (`ReasonActionForm`), posted with the list's rows.
+        reason = form.cleaned_data["reason"] if "reason" in form.fields else list_edit_reason(request)
         setters = {
             # Against the weight the page showed, under the org's lock: a list's rows are compared
             # before the save's transaction, so a change landing in between refuses the save.

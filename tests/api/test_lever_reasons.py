@@ -308,3 +308,35 @@ def test_a_member_s_own_reason_stays_visible_to_the_org(tenants: Tenants, client
 def test_another_org_s_history_is_404_for_nobody_but_staff(tenants: Tenants, staff: APIClient) -> None:
     assert staff.get("/api/v1/orgs/nope/history/").status_code == 404
     assert staff.get("/api/v1/orgs/beta/history/").json()["results"] == []
+
+
+def test_a_cost_removed_takes_its_reason_in_the_query_too(tenants: Tenants, staff: APIClient) -> None:
+    """Some clients and proxies drop a DELETE's body: `?reason=` says the same."""
+    WorkflowCost.objects.create(org=tenants.org_a, workflow=tenants.workflow, cost=3)
+
+    deleted = staff.delete("/api/v1/orgs/acme/costs/render/?reason=back%20to%20default")
+
+    assert deleted.status_code == 204, deleted.content
+    assert org_history(staff)[0]["reason"] == "back to default"
+
+
+@pytest.mark.parametrize(
+    ("query", "body", "field"),
+    [
+        ("?reason=a", {"reason": "b"}, "reason"),
+        ("?colour=red", None, "colour"),
+        ("?reason=a&reason=b", None, "reason"),
+        ("?reason=%01", None, "reason"),
+    ],
+)
+def test_a_cost_removal_s_bad_query_is_a_400_naming_it(
+    tenants: Tenants, staff: APIClient, query: str, body: Any, field: str
+) -> None:
+    WorkflowCost.objects.create(org=tenants.org_a, workflow=tenants.workflow, cost=3)
+
+    response = staff.delete(f"/api/v1/orgs/acme/costs/render/{query}", body, format="json")
+
+    assert response.status_code == 400
+    assert field in response.json()
+    assert WorkflowCost.objects.filter(org=tenants.org_a).exists()
+    assert not OrgChange.objects.filter(org=tenants.org_a).exists()

@@ -49,7 +49,8 @@ def csv_file(text: str, name: str = "charts.csv") -> SimpleUploadedFile:
 def test_a_member_pulls_a_lever_and_the_history_names_them(
     tenants: Tenants, browser: Browser, chart: Chart, lever: str
 ) -> None:
-    response = browser(tenants.member_a).post(f"/portal/acme/charts/{chart.pk}/{lever}/", {"reason": "not today"})
+    body = {"reason": "not today", **({"confirmed": "yes"} if lever == "cancel" else {})}
+    response = browser(tenants.member_a).post(f"/portal/acme/charts/{chart.pk}/{lever}/", body)
 
     assert response.status_code == 302
     assert response["Location"] == f"/portal/acme/charts/{chart.pk}/"
@@ -177,7 +178,7 @@ def test_submit_one(tenants: Tenants, browser: Browser) -> None:
         ({"workflow": "nope", "external_id": "a"}, "workflow: unknown workflow", 400),
         ({"workflow": "render", "external_id": ""}, "external_id", 400),
         ({"workflow": "render", "external_id": "a", "priority": "ten"}, "priority: priority must be a whole", 400),
-        ({"workflow": "render", "external_id": "a", "payload": "{bad"}, "payload: payload is not valid JSON", 400),
+        ({"workflow": "render", "external_id": "a", "payload": "{bad"}, "payload: The payload must be valid JSON", 400),
         ({"workflow": "render", "external_id": "a", "payload": "[1]"}, "payload: payload must be a JSON object", 400),
         ({"workflow": "render", "external_id": "a", "priority": "50"}, "priority: tenants may set priority", 403),
     ],
@@ -225,7 +226,7 @@ def test_submit_a_json_file(tenants: Tenants, browser: Browser, as_body: bool) -
         ),
         (
             'workflow,external_id,priority,payload\nrender,ok-1,high,\nrender,ok-2,0,"{x"\n',
-            ["row 1 (line 2): priority: priority must", "row 2 (line 3): payload: payload is not valid JSON"],
+            ["row 1 (line 2): priority: priority must", "row 2 (line 3): payload: The payload must be valid JSON"],
         ),
         ("workflow,external_id\nrender,dup\nrender,dup\n", ["row 2 (line 3): external_id: repeats item 0"]),
         ("workflow,external_id\nrender,a,extra\n", ["row 1 (line 2): detail: has 3 values for 2 columns"]),
@@ -393,3 +394,110 @@ def test_a_nul_in_any_field_is_400_naming_it(tenants: Tenants, browser: Browser,
     assert many.status_code == 400
     assert f"row 1 (line 2): {field}: " in many.content.decode()
     assert not Chart.objects.exists()
+
+
+def test_submit_one_reports_every_field_at_once(tenants: Tenants, browser: Browser) -> None:
+    body = {"workflow": "nope", "external_id": "", "priority": "50", "payload": "[1]"}
+
+    response = browser(tenants.member_a).post("/portal/acme/submit/", body)
+
+    text = response.content.decode()
+    assert response.status_code == 400
+    assert "workflow: unknown workflow" in text
+    assert "external_id: " in text
+    assert "priority: tenants may set priority" in text
+    assert "payload: payload must be a JSON object" in text
+    assert not Chart.objects.exists()
+
+
+def test_submit_one_refused_for_a_staff_lever_alone_is_403_with_the_api_rule(
+    tenants: Tenants, browser: Browser
+) -> None:
+    body = {"workflow": "render", "external_id": "a", "priority": "50"}
+
+    response = browser(tenants.member_a).post("/portal/acme/submit/", body)
+
+    assert response.status_code == 403
+    assert "priority: tenants may set priority" in response.content.decode()
+
+
+def test_a_refused_submit_keeps_what_was_typed(tenants: Tenants, browser: Browser) -> None:
+    body = {"workflow": "render", "external_id": "kept-<1>", "priority": "ten", "payload": '{"pages": 3'}
+
+    response = browser(tenants.member_a).post("/portal/acme/submit/", body)
+
+    text = response.content.decode()
+    assert response.status_code == 400
+    assert 'value="kept-&lt;1&gt;"' in text
+    assert 'value="ten"' in text
+    assert "{&quot;pages&quot;: 3</textarea>" in text
+    assert '<option value="render" selected>' in text
+
+
+def test_a_bad_payload_is_said_in_plain_words(tenants: Tenants, browser: Browser) -> None:
+    body = {"workflow": "render", "external_id": "a", "payload": "{bad"}
+
+    response = browser(tenants.member_a).post("/portal/acme/submit/", body)
+
+    text = response.content.decode()
+    assert "The payload must be valid JSON: a property name in double quotes is missing at line 1, column 2" in text
+    assert "Expecting" not in text
+
+
+def test_cancel_asks_first_naming_the_chart_and_the_org(tenants: Tenants, browser: Browser, chart: Chart) -> None:
+    client = browser(tenants.member_a)
+
+    asked = client.post(f"/portal/acme/charts/{chart.pk}/cancel/", {"reason": "client <withdrew>"})
+
+    text = asked.content.decode()
+    assert asked.status_code == 200
+    assert f"Cancel chart {chart.external_id} of {tenants.org_a.name}?" in text
+    assert 'name="confirmed" value="yes"' in text
+    assert 'value="client &lt;withdrew&gt;"' in text  # the reason typed, kept for the second step
+    assert f'href="/portal/acme/charts/{chart.pk}/"' in text  # keep it: back to the chart
+    chart.refresh_from_db()
+    assert chart.state == ChartState.QUEUED
+    assert not ChartEvent.objects.filter(chart=chart, to_state=ChartState.CANCELLED).exists()
+
+    done = client.post(f"/portal/acme/charts/{chart.pk}/cancel/", {"reason": "client withdrew", "confirmed": "yes"})
+
+    assert done.status_code == 302
+    chart.refresh_from_db()
+    assert chart.state == ChartState.CANCELLED
+
+
+def test_the_queue_limit_refusal_says_how_many_fit_and_when_to_retry(tenants: Tenants, browser: Browser) -> None:
+    tenants.org_a.queue_limit = 3
+    tenants.org_a.save()
+    ChartFactory(org=tenants.org_a, workflow=tenants.workflow)
+    text = "workflow,external_id\nrender,q-1\nrender,q-2\nrender,q-3\n"
+
+    response = browser(tenants.member_a).post("/portal/acme/upload/", {"file": csv_file(text)})
+
+    page = response.content.decode()
+    assert response.status_code == 429
+    assert "Your queue is full: 1 chart is waiting and the limit is 3; 2 more fit now." in page
+    assert f"Try again in about 1 min ({response['Retry-After']} s), when your next chart starts." in page
+    assert Chart.objects.filter(org=tenants.org_a).count() == 1
+
+
+def test_a_held_org_s_queue_limit_refusal_says_it_waits_for_the_release(tenants: Tenants, browser: Browser) -> None:
+    tenants.org_a.queue_limit = 1
+    tenants.org_a.weight = 0
+    tenants.org_a.save()
+    ChartFactory(org=tenants.org_a, workflow=tenants.workflow)
+
+    response = browser(tenants.member_a).post("/portal/acme/submit/", {"workflow": "render", "external_id": "h"})
+
+    page = response.content.decode()
+    assert response.status_code == 429
+    assert "Your queue is full: 1 chart is waiting and the limit is 1; none more fit now." in page
+    assert "Your organisation is on hold: the queue moves only once it is released." in page
+
+
+def test_the_submit_form_is_linked_from_above_the_list(tenants: Tenants, browser: Browser) -> None:
+    ChartFactory.create_batch(3, org=tenants.org_a, workflow=tenants.workflow)
+
+    page = browser(tenants.member_a).get("/portal/acme/").content.decode()
+
+    assert page.index('href="#submit-heading"') < page.index('id="live"') < page.index('id="submit-heading"')

@@ -28,6 +28,31 @@ pytestmark = [
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 
+def test_cancel_asks_first_and_keeping_it_changes_nothing(live_url: str, chromium: Any, tenants: Tenants) -> None:
+    chart = ChartFactory(org=tenants.org_a, workflow=tenants.workflow, external_id="trial-bulk-022")
+    context = chromium.new_context()
+    context.add_cookies([session_cookie(tenants.member_a, live_url)])
+    page = context.new_page()
+    violations = Violations(page)
+    page.goto(f"{live_url}/portal/acme/charts/{chart.pk}/")
+
+    page.fill("#cancel-reason", "ordered twice")
+    page.click("button:text-is('Cancel chart…')")
+    assert page.locator("h1").inner_text() == f"Cancel chart trial-bulk-022 of {tenants.org_a.name}?"
+    assert page.input_value("#cancel-reason") == "ordered twice"
+    page.click("a:text-is('No, keep it')")
+    page.wait_for_selector("dd .state")
+    chart.refresh_from_db()
+    assert chart.state == ChartState.QUEUED
+
+    page.click("button:text-is('Cancel chart…')")
+    page.click("button:text-is('Yes, cancel trial-bulk-022')")
+    page.wait_for_selector("text=Cancelled trial-bulk-022.")
+    chart.refresh_from_db()
+    assert chart.state == ChartState.CANCELLED
+    assert not violations.seen, violations.seen
+
+
 def test_a_member_acts_from_the_portal(live_url: str, chromium: Any, tenants: Tenants) -> None:
     context = chromium.new_context()
     context.add_cookies([session_cookie(tenants.member_a, live_url)])
@@ -53,7 +78,8 @@ def test_a_member_acts_from_the_portal(live_url: str, chromium: Any, tenants: Te
     page.click("button:text-is('Resume')")
     page.wait_for_selector("text=Resumed web-1.")
     page.fill("#cancel-reason", "client withdrew")
-    page.click("button:text-is('Cancel chart')")
+    page.click("button:text-is('Cancel chart…')")
+    page.click("button:text-is('Yes, cancel web-1')")
     page.wait_for_selector("text=Cancelled web-1.")
     history = page.locator("table.history tbody").inner_text()
     assert "queued → paused\twaiting for the client\tuser:alice" in history
