@@ -220,7 +220,7 @@ def _export(ids: Sequence[int], export_dir: Path) -> Path:
     charts = Chart._base_manager.filter(pk__in=ids).order_by("pk").values()
     events: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for event in ChartEvent.objects.filter(chart_id__in=ids).order_by("chart_id", "at", "id").values():
-        events[event["chart_id"]].append(event)
+        events[event["chart_id"]].append(dict(event))
     promises = {promise["chart_id"]: promise for promise in ChartPromise.objects.filter(chart_id__in=ids).values()}
     name = f"charts-{timezone.now():%Y%m%dT%H%M%S%fZ}-{min(ids)}-{max(ids)}.jsonl.gz"
     path, partial = export_dir / name, export_dir / f".{name}.partial"

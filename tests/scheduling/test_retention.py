@@ -11,11 +11,12 @@ from typing import Any
 
 import psycopg
 import pytest
+from django.core.cache import cache
 from django.db import connection
 from django.utils import timezone
 
-from charts.models import Chart, ChartEvent, ChartPlan, ChartPromise, ChartState, DurationStat
-from scheduling import retention
+from charts.models import Chart, ChartEvent, ChartPromise, ChartState, DurationStat
+from scheduling import retention, tasks
 from scheduling.dispatch import DISPATCH_LOCK
 from scheduling.retention import retention_run
 from tests.conftest import Tenants
@@ -67,7 +68,9 @@ def test_old_finished_charts_go_with_their_events_and_the_rest_stays(tenants: Te
 
     result = retention_run()
 
-    assert result.deleted == 3 and result.events == 9 and result.finished
+    assert result.deleted == 3
+    assert result.events == 9
+    assert result.finished
     assert not Chart.objects.filter(pk__in=[chart.pk for chart in old]).exists()
     assert not ChartEvent.objects.filter(chart_id__in=[chart.pk for chart in old]).exists()
     assert not ChartPromise.objects.filter(chart_id__in=[chart.pk for chart in old]).exists()
@@ -83,8 +86,10 @@ def test_zero_days_keeps_everything(tenants: Tenants, settings: Any, export_dir:
     settings.FAIRSCHED_RETENTION_DAYS = 0
     chart = finished(tenants, age=4000 * DAY)
     result = retention_run()
-    assert result.deleted == 0 and result.files == []
-    assert Chart.objects.filter(pk=chart.pk).exists() and ChartEvent.objects.filter(chart=chart).count() == 3
+    assert result.deleted == 0
+    assert result.files == []
+    assert Chart.objects.filter(pk=chart.pk).exists()
+    assert ChartEvent.objects.filter(chart=chart).count() == 3
 
 
 def test_the_export_holds_exactly_the_deleted_rows(tenants: Tenants, settings: Any, export_dir: Path) -> None:
@@ -97,7 +102,9 @@ def test_the_export_holds_exactly_the_deleted_rows(tenants: Tenants, settings: A
 
     result = retention_run(batch_size=2)
 
-    assert result.deleted == 5 and result.batches == 3 and len(result.files) == 3
+    assert result.deleted == 5
+    assert result.batches == 3
+    assert len(result.files) == 3
     assert all(path.parent == export_dir and path.name.endswith(".jsonl.gz") for path in result.files)
     assert sorted(path.name for path in export_dir.iterdir()) == sorted(path.name for path in result.files)
     lines = exported(result.files)
@@ -138,9 +145,11 @@ def test_a_crash_after_the_export_loses_nothing_and_a_rerun_finishes(
     monkeypatch.setattr(retention, "_delete_rows", delete)
     result = retention_run(batch_size=2)
 
-    assert result.deleted == 3 and not Chart.objects.filter(pk__in=old).exists()
+    assert result.deleted == 3
+    assert not Chart.objects.filter(pk__in=old).exists()
     files = sorted(export_dir.glob("*.jsonl.gz"))
-    assert len(files) == 4 and set(first_files) <= set(files)  # nothing overwritten
+    assert len(files) == 4
+    assert set(first_files) <= set(files)
     assert not list(export_dir.glob(".*partial"))
     lines = exported(files)
     assert {line["chart"]["id"] for line in lines} == old  # every deleted chart is in an export
@@ -156,9 +165,13 @@ def test_a_run_is_bounded_and_the_next_goes_on(tenants: Tenants, settings: Any) 
     for n in range(7):
         finished(tenants, age=(2 + n) * DAY)
     first = retention_run(batch_size=2, max_charts=3)
-    assert first.deleted == 3 and not first.finished and Chart.objects.count() == 4
+    assert first.deleted == 3
+    assert not first.finished
+    assert Chart.objects.count() == 4
     second = retention_run(batch_size=2, max_charts=10)
-    assert second.deleted == 4 and second.finished and Chart.objects.count() == 0
+    assert second.deleted == 4
+    assert second.finished
+    assert Chart.objects.count() == 0
 
 
 def test_a_run_waits_while_the_dispatcher_holds_its_lock(tenants: Tenants, settings: Any) -> None:
@@ -175,7 +188,8 @@ def test_a_run_waits_while_the_dispatcher_holds_its_lock(tenants: Tenants, setti
                 dispatcher.execute("SELECT pg_advisory_unlock(%s)", [DISPATCH_LOCK])
 
         result = retention_run(sleep=sleep)
-    assert result.pauses == 3 and result.deleted == 1
+    assert result.pauses == 3
+    assert result.deleted == 1
 
 
 def test_a_run_whose_time_is_up_while_a_pass_runs_deletes_nothing(tenants: Tenants, settings: Any) -> None:
@@ -184,7 +198,9 @@ def test_a_run_whose_time_is_up_while_a_pass_runs_deletes_nothing(tenants: Tenan
     with psycopg.connect(database_url(), autocommit=True) as dispatcher:
         dispatcher.execute("SELECT pg_advisory_lock(%s)", [DISPATCH_LOCK])
         result = retention_run(max_seconds=0, sleep=lambda seconds: None)
-    assert result.deleted == 0 and not result.finished and Chart.objects.count() == 1
+    assert result.deleted == 0
+    assert not result.finished
+    assert Chart.objects.count() == 1
 
 
 def test_a_second_run_at_once_skips(tenants: Tenants, settings: Any) -> None:
@@ -226,32 +242,31 @@ def test_a_batch_in_progress_blocks_no_claim_transition_or_replan_swap(
         path = export(ids, directory)
         with other_session.transaction():
             claimed = other_session.execute(
-                f"UPDATE {Chart._meta.db_table} SET state = 'dispatching' WHERE id = %s AND state = 'queued'",
+                "UPDATE charts_chart SET state = 'dispatching' WHERE id = %s AND state = 'queued'",
                 [queued.pk],
             )
             assert claimed.rowcount == 1
+            other_session.execute("UPDATE charts_chartplan SET position = NULL WHERE chart_id = %s", [queued.pk])
             other_session.execute(
-                f"UPDATE {ChartPlan._meta.db_table} SET position = NULL WHERE chart_id = %s", [queued.pk]
-            )
-            other_session.execute(
-                f"UPDATE {Chart._meta.db_table} SET state = 'succeeded', finished_at = now() WHERE id = %s",
+                "UPDATE charts_chart SET state = 'succeeded', finished_at = now() WHERE id = %s",
                 [running.pk],
             )
-            other_session.execute(f"DELETE FROM {ChartPlan._meta.db_table} WHERE chart_id = %s", [running.pk])
+            other_session.execute("DELETE FROM charts_chartplan WHERE chart_id = %s", [running.pk])
             other_session.execute(
-                f"INSERT INTO {ChartEvent._meta.db_table} (chart_id, from_state, to_state, actor, reason, at)"
+                "INSERT INTO charts_chartevent (chart_id, from_state, to_state, actor, reason, at)"
                 " VALUES (%s, 'queued', 'dispatching', 'system:dispatcher', '', now())",
                 [queued.pk],
             )
             other_session.execute("UPDATE orgs_org SET served = served + 1 WHERE id = %s", [tenants.org_a.pk])
-            other_session.execute(f"LOCK TABLE {ChartPlan._meta.db_table} IN ACCESS EXCLUSIVE MODE")
+            other_session.execute("LOCK TABLE charts_chartplan IN ACCESS EXCLUSIVE MODE")
         done.append("raced")
         return path
 
     monkeypatch.setattr(retention, "_export", export_then_race)
     result = retention_run()
 
-    assert done == ["raced"] and result.deleted == 1
+    assert done == ["raced"]
+    assert result.deleted == 1
     assert not Chart.objects.filter(pk=old.pk).exists()
     assert Chart.objects.get(pk=queued.pk).state == S.DISPATCHING
     assert Chart.objects.get(pk=running.pk).state == S.SUCCEEDED
@@ -266,7 +281,7 @@ def test_a_row_another_session_holds_is_skipped_not_waited_for(
     with connection.cursor() as cursor:
         cursor.execute("SET lock_timeout = '200ms'")
     with other_session.transaction():
-        other_session.execute(f"SELECT 1 FROM {Chart._meta.db_table} WHERE id = %s FOR UPDATE", [held.pk])
+        other_session.execute("SELECT 1 FROM charts_chart WHERE id = %s FOR UPDATE", [held.pk])
         result = retention_run()
     assert result.deleted == 1
     assert list(Chart.objects.values_list("pk", flat=True)) == [held.pk]
@@ -274,3 +289,28 @@ def test_a_row_another_session_holds_is_skipped_not_waited_for(
     with connection.cursor() as cursor:
         cursor.execute("RESET lock_timeout")
     assert retention_run().deleted == 1
+
+
+def test_beat_sends_the_retention_once_a_minute_unless_it_keeps_everything(
+    db: None, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sent: list[str] = []
+    monkeypatch.setattr(tasks.retention, "delay", lambda: sent.append("retention"))
+    monkeypatch.setattr(tasks.reconcile, "delay", lambda: None)
+    monkeypatch.setattr(tasks, "replan_soon", lambda: None)
+    cache.delete(tasks.LAST_RUN_KEY.format("retention"))
+    settings.FAIRSCHED_RETENTION_DAYS = 0
+    tasks.tick()
+    assert sent == []
+    settings.FAIRSCHED_RETENTION_DAYS = 90
+    tasks.tick()
+    tasks.tick()  # within the minute: not again
+    assert sent == ["retention"]
+    cache.delete(tasks.LAST_RUN_KEY.format("retention"))
+
+
+def test_the_task_runs_the_pass(tenants: Tenants, settings: Any) -> None:
+    settings.FAIRSCHED_RETENTION_DAYS = 1
+    finished(tenants, age=2 * DAY)
+    tasks.retention.apply().get()
+    assert Chart.objects.count() == 0
