@@ -134,6 +134,8 @@ def org_charts(request: HttpRequest, org_slug: str) -> HttpResponse:
         "is_admin": membership.role == Membership.Role.ADMIN,
         "workflows": workflows_all() if membership.can_write else [],
         "priority_range": (services.TENANT_PRIORITY.minimum, services.TENANT_PRIORITY.maximum),
+        # How far back the finished charts go (scheduling.retention; 0: all are kept).
+        "retention_days": settings.FAIRSCHED_RETENTION_DAYS,
     }
     return render(request, "portal/org.html", context)
 
