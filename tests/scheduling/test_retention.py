@@ -47,6 +47,19 @@ def exported(files: list[Path]) -> list[dict[str, Any]]:
     return lines
 
 
+def as_exported(row: dict[str, Any]) -> dict[str, Any]:
+    """A row as its export line reads back: times parsed, the rest as JSON has it."""
+    return {key: value if isinstance(value, datetime) else json.loads(json.dumps(value)) for key, value in row.items()}
+
+
+def read_back(line: dict[str, Any], like: dict[str, Any]) -> dict[str, Any]:
+    """An exported row with the times of `like` parsed (ISO 8601 with offset)."""
+    return {
+        key: datetime.fromisoformat(value) if isinstance(like.get(key), datetime) else value
+        for key, value in line.items()
+    }
+
+
 @pytest.fixture
 def export_dir(settings: Any, tmp_path: Path) -> Path:
     settings.FAIRSCHED_RETENTION_EXPORT_DIR = str(tmp_path / "export")
@@ -111,11 +124,14 @@ def test_the_export_holds_exactly_the_deleted_rows(tenants: Tenants, settings: A
     assert sorted(line["chart"]["id"] for line in lines) == sorted(rows)
     for line in lines:
         chart_id = line["chart"]["id"]
-        assert line["chart"] == json.loads(json.dumps(rows[chart_id], default=retention._json_value))
-        assert line["events"] == json.loads(json.dumps(events[chart_id], default=retention._json_value))
-        assert line["promise"] == json.loads(json.dumps(promises[chart_id], default=retention._json_value))
-        # Times keep their microseconds and offset: the row can be rebuilt as it was.
-        assert datetime.fromisoformat(line["chart"]["finished_at"]) == rows[chart_id]["finished_at"]
+        # Every column, times to the microsecond with their offset: the row can be rebuilt as it was.
+        assert set(line) == {"chart", "events", "promise"}
+        assert read_back(line["chart"], rows[chart_id]) == as_exported(rows[chart_id])
+        assert [read_back(event, events[chart_id][0]) for event in line["events"]] == [
+            as_exported(event) for event in events[chart_id]
+        ]
+        assert read_back(line["promise"], promises[chart_id]) == as_exported(promises[chart_id])
+        assert line["chart"]["payload"] == rows[chart_id]["payload"]
 
 
 def test_a_crash_after_the_export_loses_nothing_and_a_rerun_finishes(
