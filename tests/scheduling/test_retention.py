@@ -107,7 +107,12 @@ def test_zero_days_keeps_everything(tenants: Tenants, settings: Any, export_dir:
 
 def test_the_export_holds_exactly_the_deleted_rows(tenants: Tenants, settings: Any, export_dir: Path) -> None:
     settings.FAIRSCHED_RETENTION_DAYS = 30
-    old = [finished(tenants, age=(31 + n) * DAY, payload={"n": n, "text": "é"}) for n in range(5)]
+    old = [
+        finished(
+            tenants, age=(31 + n) * DAY, payload={"n": n, "text": "é\nsecond line"}, last_error="Traceback\n  line 2"
+        )
+        for n in range(5)
+    ]
     finished(tenants, age=29 * DAY)
     rows = {chart["id"]: chart for chart in Chart._base_manager.filter(pk__in=[c.pk for c in old]).values()}
     events = {chart.pk: list(ChartEvent.objects.filter(chart=chart).order_by("at", "id").values()) for chart in old}
