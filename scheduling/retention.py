@@ -52,8 +52,8 @@ logger = logging.getLogger(__name__)
 
 RETENTION_LOCK = 0x7072756E  # "prun": one retention run at a time
 BATCH_SIZE = 2_000
-RUN_MAX_CHARTS = 100_000
-RUN_MAX_SECONDS = 30.0
+RUN_MAX_CHARTS = 50_000
+RUN_MAX_SECONDS = 10.0  # a run holds a pool child of the worker, which the passes share
 RUN_INTERVAL = 60.0  # seconds between runs (scheduling.tasks.tick), while there is something to do
 BATCH_PAUSE_SECONDS = 0.02  # between two batches: the passes' queries get the CPU and the disk
 PASS_WAIT_SECONDS = 0.05  # how often to look again while a pass holds its lock
