@@ -15,8 +15,9 @@ events (`ChartEvent`) and its promise at enqueue (`ChartPromise`). What stays:
 How it stays out of the passes' way: one batch of at most `BATCH_SIZE` charts per transaction,
 chosen by key range on (finished_at, id) with `FOR UPDATE SKIP LOCKED` (a row someone holds is left
 for the next run), never the plan table; before each batch it waits while the dispatcher or a replan
-holds its advisory lock, and sleeps a little between batches; a run ends after `RUN_MAX_CHARTS`
-charts or `RUN_MAX_SECONDS`, and the next run (beat asks every `RUN_INTERVAL` seconds) goes on.
+holds its advisory lock, and rests between batches as long as the batch took (`BATCH_REST_SHARE`);
+a run ends after `RUN_MAX_CHARTS` charts or `RUN_MAX_SECONDS`, and the next run (beat asks every
+`RUN_INTERVAL` seconds) goes on.
 Short transactions matter for the change feed too: it serves only rows of ended transactions, so an
 open one would hold it back.
 
@@ -55,7 +56,10 @@ BATCH_SIZE = 2_000
 RUN_MAX_CHARTS = 50_000
 RUN_MAX_SECONDS = 10.0  # a run holds a pool child of the worker, which the passes share
 RUN_INTERVAL = 60.0  # seconds between runs (scheduling.tasks.tick), while there is something to do
-BATCH_PAUSE_SECONDS = 0.02  # between two batches: the passes' queries get the CPU and the disk
+BATCH_PAUSE_SECONDS = 0.02  # between two batches at least: the passes' queries get the CPU and the disk
+# And as long as this share of the batch's own time: a batch keeps a core busy (its PostgreSQL backend
+# and this process take turns), so at 1.0 the prune takes half a core at most, whatever the machine.
+BATCH_REST_SHARE = 1.0
 PASS_WAIT_SECONDS = 0.05  # how often to look again while a pass holds its lock
 PASS_LOCKS = (DISPATCH_LOCK, REPLAN_LOCK)
 
@@ -98,6 +102,7 @@ def retention_run(
     max_charts: int = RUN_MAX_CHARTS,
     max_seconds: float = RUN_MAX_SECONDS,
     pause: float = BATCH_PAUSE_SECONDS,
+    rest: float = BATCH_REST_SHARE,
     sleep: Callable[[float], None] = time.sleep,
 ) -> RetentionResult:
     """Delete (and first export, if set) the finished charts older than the retention. Steps:
@@ -107,7 +112,8 @@ def retention_run(
        a. wait while the dispatcher or a replan holds its advisory lock (`_wait_for_passes`);
        b. in one transaction, lock the next batch by key range, skipping locked rows, export it
           (written and fsynced) and delete its events, promises and charts (`_prune_batch`);
-       c. stop when no batch is left, else sleep `pause` and go on after the batch's last key.
+       c. stop when no batch is left, else rest (`pause`, or `rest` times the batch's own time if
+          longer) and go on after the batch's last key.
     """
     result = RetentionResult()
     cutoff = retention_cutoff(now)
@@ -126,9 +132,11 @@ def retention_run(
         while result.deleted < max_charts:
             if not _wait_for_passes(deadline=deadline, sleep=sleep, result=result):
                 break
+            began = time.monotonic()
             batch = _prune_batch(
                 cutoff=cutoff, after=after, limit=min(batch_size, max_charts - result.deleted), export_dir=export_dir
             )
+            took = time.monotonic() - began
             if batch is None:
                 result.finished = True
                 break
@@ -140,7 +148,7 @@ def retention_run(
             after = batch.last
             if time.monotonic() >= deadline:
                 break
-            sleep(pause)
+            sleep(max(pause, took * rest))
     if result.deleted:
         logger.info(
             "retention: deleted %d finished charts and %d events in %d batches (before %s)%s",
