@@ -29,6 +29,15 @@ printed). Steps:
 # machine's drift, not a gain; what they show is no visible rise during the prune.
 # 10M at that rate: ~38 min of pruning (linear: each batch walks on from the last key, and deletes
 # by id); not run here (its seed alone would take ~30 min on this machine).
+# 300k (20:10-20:13, load average 2.7-3.8, the "after" window added), 20 ms between batches: 65.7 s
+# = 4,568 charts/s; status read p95 11.1 ms before, 18.8 during, 11.8 after (x1.70 / x1.60); replan
+# p95 587 / 999 / 627 ms (x1.70 / x1.59). Far over the 10%: at full speed the prune (its
+# backend building the JSON lines, this process compressing them) takes a core of the two.
+# 200k (20:14-20:17, load average 3.5-5.1), resting as long as each batch took (BATCH_REST_SHARE 1.0,
+# the default now): 77.9 s = 2,569 charts/s (10M: ~65 min); status read p95 12.3 / 19.2 / 13.7 ms
+# (x1.56 / x1.40), replan p95 683 / 1395 / 800 ms (x2.04 / x1.74). Still over 10%, on a machine whose
+# load rose meanwhile; not met. Left to try: a larger rest share, an export of its own process,
+# smaller batches, the retention on a worker queue of its own (a run holds a pool child).
 # In isolation (no loops; 100k charts, export on): 10.9 s, of which the export 7.1 s (the server's
 # JSON lines, gzip, fsync) and the deletes 1.3 s: without an export directory the prune is ~3x faster.
 
