@@ -134,6 +134,8 @@ def org_charts(request: HttpRequest, org_slug: str) -> HttpResponse:
         "can_act": membership.can_write,
         "is_admin": membership.role == Membership.Role.ADMIN,
         **(_submit_form_context({}) if membership.can_write else {}),
+        # How far back the finished charts go (scheduling.retention; 0: all are kept).
+        "retention_days": settings.FAIRSCHED_RETENTION_DAYS,
     }
     return render(request, "portal/org.html", context)
 

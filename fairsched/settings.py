@@ -67,6 +67,15 @@ def env_positive(name: str, default: float, *, whole: bool = False) -> float:
     return value
 
 
+def env_whole(name: str, default: int) -> int:
+    """A whole number >= 0: a count of days or of things, where 0 means none (or: no limit)."""
+    raw = os.environ.get(name)
+    value = str(default) if raw is None else raw.strip()
+    if not (value.isascii() and value.isdigit()):
+        raise ImproperlyConfigured(f"{name} must be a whole number of 0 or more, got {raw!r}")
+    return int(value)
+
+
 DEBUG = env_bool("DEBUG", False)
 # The fallback key is for development only; `manage.py check --deploy` flags it.
 SECRET_KEY = os.environ.get("SECRET_KEY") or "django-insecure-fairsched-development-key"
@@ -277,6 +286,11 @@ FAIRSCHED_WEBHOOK_GIVE_UP = env_positive("FAIRSCHED_WEBHOOK_GIVE_UP", 86400.0)
 # Seconds between beat's webhook ticks (collect the feed's new events, send what is due): half of it is
 # the mean wait a delivery adds to its event's commit.
 FAIRSCHED_WEBHOOK_TICK = env_positive("FAIRSCHED_WEBHOOK_TICK", 0.5)
+# Retention (scheduling/retention.py): finished charts (succeeded, failed, cancelled) that finished more
+# than this many days ago are deleted with their events by a beat task, in short batches; 0 keeps
+# everything. With an export directory, each batch is first written there as gzip JSON lines, and fsynced.
+FAIRSCHED_RETENTION_DAYS = env_whole("FAIRSCHED_RETENTION_DAYS", 90)
+FAIRSCHED_RETENTION_EXPORT_DIR = os.environ.get("FAIRSCHED_RETENTION_EXPORT_DIR", "").strip()
 # Bearer token a Prometheus scraper presents to /metrics (staff sessions need none).
 METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
 # Largest request body the API accepts (bytes); Django refuses larger bodies with 400.

@@ -4,6 +4,7 @@ Beat fires `tick` every second; `tick` runs replan and reconcile when their inte
 live configuration, so operators can change them without a restart) have passed. A change of a lever
 asks for a replan at once (`common.events.replan_soon`, which sends `replan` by name); bursts of changes
 are coalesced by a short-lived Redis flag.
+`tick` also sends the retention pass (`scheduling.retention`) once a minute while a retention is set.
 Every replan is followed by a dispatch. A reconcile that finished a run dispatches first, into the
 freed budget and against the order already persisted (dispatch is dumb: it walks that order), and
 replans after: the next chart starts without waiting for a replan.
@@ -14,6 +15,7 @@ from __future__ import annotations
 import logging
 
 from celery import shared_task
+from django.conf import settings
 from django.core.cache import cache
 
 from charts.services import CANCEL_WORKFLOW_TASK
@@ -23,6 +25,8 @@ from scheduling.models import SchedulerConfig
 from scheduling.reconcile import reconcile_chart as reconcile_one
 from scheduling.reconcile import reconcile_run
 from scheduling.replan import plan_refresh
+from scheduling.retention import RUN_INTERVAL as RETENTION_INTERVAL
+from scheduling.retention import retention_run
 from scheduling.temporal.client import cancel_workflow as temporal_cancel_workflow
 
 logger = logging.getLogger(__name__)
@@ -85,6 +89,14 @@ def tick() -> None:
         reconcile.delay()
     if _due("replan", config.replan_interval):
         replan_soon()
+    if settings.FAIRSCHED_RETENTION_DAYS and _due("retention", RETENTION_INTERVAL):
+        retention.delay()
+
+
+@shared_task(name="scheduling.tasks.retention", ignore_result=True)
+def retention() -> None:
+    """Delete (export first, if set) finished charts past the retention, a bounded share per run."""
+    retention_run()
 
 
 def _due(name: str, interval: float) -> bool:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from fairsched.settings import env_positive
+from fairsched.settings import env_positive, env_whole
 
 ROOT = Path(__file__).resolve().parents[1]
 PRODUCTION = {
@@ -98,6 +98,18 @@ def test_run_timeout_cancel_grace_and_throttle_settings_must_be_positive(monkeyp
     monkeypatch.setenv("FAIRSCHED_RUN_TIMEOUT", "1.5")
     with pytest.raises(ImproperlyConfigured, match="FAIRSCHED_RUN_TIMEOUT must be a whole number"):
         env_positive("FAIRSCHED_RUN_TIMEOUT", 86400, whole=True)
+
+
+def test_the_retention_is_a_whole_number_of_days_zero_included(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("FAIRSCHED_RETENTION_DAYS", raising=False)
+    assert env_whole("FAIRSCHED_RETENTION_DAYS", 90) == 90
+    for good, days in (("0", 0), (" 30 ", 30), ("365", 365)):
+        monkeypatch.setenv("FAIRSCHED_RETENTION_DAYS", good)
+        assert env_whole("FAIRSCHED_RETENTION_DAYS", 90) == days
+    for bad in ("-1", "1.5", "ninety", "", "\u00b2"):
+        monkeypatch.setenv("FAIRSCHED_RETENTION_DAYS", bad)
+        with pytest.raises(ImproperlyConfigured, match="FAIRSCHED_RETENTION_DAYS must be a whole number of 0 or more"):
+            env_whole("FAIRSCHED_RETENTION_DAYS", 90)
 
 
 def test_a_bad_run_timeout_stops_the_process_naming_the_variable() -> None:

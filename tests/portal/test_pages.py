@@ -217,3 +217,15 @@ def test_pages_name_an_icon_that_exists(client: Client) -> None:
     (href,) = re.findall(r'<link rel="icon" href="([^"]+)"', page)
     assert href == static("favicon.svg")
     assert finders.find("favicon.svg") is not None
+
+
+def test_the_chart_list_says_how_far_back_its_history_goes(
+    tenants: Tenants, browser: Browser, charts: tuple[Chart, Chart], settings: Any
+) -> None:
+    settings.FAIRSCHED_RETENTION_DAYS = 90
+    page = browser(tenants.member_a).get("/portal/acme/").content.decode()
+    assert "History is kept for 90 days" in page
+    settings.FAIRSCHED_RETENTION_DAYS = 1
+    assert "History is kept for 1 day:" in browser(tenants.member_a).get("/portal/acme/").content.decode()
+    settings.FAIRSCHED_RETENTION_DAYS = 0  # everything is kept: nothing to say
+    assert "History is kept" not in browser(tenants.member_a).get("/portal/acme/").content.decode()
