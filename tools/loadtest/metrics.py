@@ -973,7 +973,8 @@ def webhook_figures(log: Mapping[str, Any]) -> WebhookFigures | None:
         latest = max(latest, index)
     fed = [tuple(event["row"]) for event in hooks["feed"] if event.get("row") is not None]
     logged = [tuple(row) for row in hooks["event_log"]]
-    fed_count, logged_count = defaultdict(int), defaultdict(int)
+    fed_count: dict[tuple[Any, ...], int] = defaultdict(int)
+    logged_count: dict[tuple[Any, ...], int] = defaultdict(int)
     for row in fed:
         fed_count[row] += 1
     for row in logged:

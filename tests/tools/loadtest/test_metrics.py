@@ -333,22 +333,28 @@ def test_webhooks_find_lost_unkeyed_repeats_disorder_and_disagreement() -> None:
     figures = metrics.webhook_figures(
         _hooks([("a", "ka", 100.2, True), ("b", "kb", 101.5, True), ("c", "kc", 103, False)])
     )
-    assert figures is not None and figures.lost == ["c"] and figures.bad_signatures == 1
+    assert figures is not None
+    assert figures.lost == ["c"]
+    assert figures.bad_signatures == 1
     # a repeat of b with a new key: a duplicate the receiver cannot recognise.
     figures = metrics.webhook_figures(
         _hooks(
             [("a", "ka", 100.2, True), ("b", "kb", 101.5, True), ("b", "kb2", 101.7, True), ("c", "kc", 102.1, True)]
         )
     )
-    assert figures is not None and figures.unkeyed_repeats == ["b"]
+    assert figures is not None
+    assert figures.unkeyed_repeats == ["b"]
     # c first received before b: order broken.
     figures = metrics.webhook_figures(
         _hooks([("a", "ka", 100.2, True), ("c", "kc", 102.1, True), ("b", "kb", 102.2, True)])
     )
-    assert figures is not None and figures.out_of_order == ["b"]
+    assert figures is not None
+    assert figures.out_of_order == ["b"]
     # the event log has a row the feed lacks, and lacks one the feed has (the org one).
     receipts = [("a", "ka", 100.2, True), ("b", "kb", 101.5, True), ("c", "kc", 102.1, True)]
     rows = [["chart", "a"], ["chart", "b"], ["chart", "c"], ["chart", "d"]]
     figures = metrics.webhook_figures(_hooks(receipts, log_rows=rows))
-    assert figures is not None and not figures.agrees
-    assert figures.log_only == [str(("chart", "d"))] and figures.feed_only == [str(("org", "x"))]
+    assert figures is not None
+    assert not figures.agrees
+    assert figures.log_only == [str(("chart", "d"))]
+    assert figures.feed_only == [str(("org", "x"))]

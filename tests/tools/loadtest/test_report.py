@@ -58,7 +58,8 @@ def test_the_webhooks_section_and_its_verdicts(tmp_path: Path) -> None:
     verdicts = build_report(log, tmp_path, command="report")
     assert "## Webhooks" in (tmp_path / "report.md").read_text()
     hooks = [v for v in verdicts if "webhook" in v.target or "feed agrees" in v.target]
-    assert len(hooks) == 5 and all(v.met for v in hooks)
+    assert len(hooks) == 5
+    assert all(v.met for v in hooks)
     # Each verdict can fail: lost, unkeyed repeat, disorder, disagreement, slow.
     bad = metrics.webhook_figures(
         _hooks(
