@@ -934,14 +934,15 @@ def webhook_figures(log: Mapping[str, Any]) -> WebhookFigures | None:
 
     `log["webhooks"]`: `event_types` (the endpoint's; empty = all), `feed` (the change feed read as
     staff to its end, in order: `id`, `type`, `committed` (epoch s), `row` (what the event log's row is:
-    a list naming it)), `receipts` (in arrival order: `event`, `key`, `received` (epoch s),
-    `signature_ok`), `event_log` (the rows of ChartEvent / OrgChange, each as a `row` list).
+    a list naming it), `subscribed` (after the endpoint's first position; default true)), `receipts`
+    (in arrival order: `event`, `key`, `received` (epoch s), `signature_ok`), `event_log`
+    (the rows of ChartEvent / OrgChange, each as a `row` list).
     """
     hooks = log.get("webhooks")
     if not hooks:
         return None
     types = set(hooks.get("event_types") or ())
-    feed = [event for event in hooks["feed"] if not types or event["type"] in types]
+    feed = [event for event in hooks["feed"] if event.get("subscribed", True) and (not types or event["type"] in types)]
     position = {event["id"]: index for index, event in enumerate(feed)}
     committed = {event["id"]: float(event["committed"]) for event in feed}
     keys: dict[str, str] = {}
