@@ -888,3 +888,108 @@ def live_figures(log: Mapping[str, Any]) -> LiveFigures:
         drift_figures(log),
         running_eta_figures(log),
     )
+
+
+@dataclass
+class WebhookFigures:
+    """The load run's own receiver against the change feed and the event log.
+
+    `lost`: feed events the endpoint subscribes to never received with a good signature;
+    `unkeyed_repeats`: repeats of an event carrying a key not already seen with it (a duplicate the
+    receiver could not recognise); `out_of_order`: events first received before one that comes earlier
+    in the feed; `feed_only` / `log_only`: the feed and the event log (ChartEvent / OrgChange rows)
+    not the same set; `latencies`: commit to first good receipt, seconds."""
+
+    subscribed: int
+    receipts: int
+    delivered: int
+    repeats: int
+    bad_signatures: int
+    lost: list[str]
+    unkeyed_repeats: list[str]
+    out_of_order: list[str]
+    feed_only: list[str]
+    log_only: list[str]
+    latencies: list[float]
+
+    @property
+    def p50(self) -> float | None:
+        return quantile(self.latencies, 0.5)
+
+    @property
+    def p95(self) -> float | None:
+        return quantile(self.latencies, 0.95)
+
+    @property
+    def max(self) -> float | None:
+        return max(self.latencies, default=None)
+
+    @property
+    def agrees(self) -> bool:
+        return not self.feed_only and not self.log_only
+
+
+def webhook_figures(log: Mapping[str, Any]) -> WebhookFigures | None:
+    """The webhook figures of a run that had a receiver (`log["webhooks"]`), else None.
+
+    `log["webhooks"]`: `event_types` (the endpoint's; empty = all), `feed` (the change feed read as
+    staff to its end, in order: `id`, `type`, `committed` (epoch s), `row` (what the event log's row is:
+    a list naming it), `subscribed` (after the endpoint's first position; default true)), `receipts`
+    (in arrival order: `event`, `key`, `received` (epoch s), `signature_ok`), `event_log`
+    (the rows of ChartEvent / OrgChange, each as a `row` list).
+    """
+    hooks = log.get("webhooks")
+    if not hooks:
+        return None
+    types = set(hooks.get("event_types") or ())
+    feed = [event for event in hooks["feed"] if event.get("subscribed", True) and (not types or event["type"] in types)]
+    position = {event["id"]: index for index, event in enumerate(feed)}
+    committed = {event["id"]: float(event["committed"]) for event in feed}
+    keys: dict[str, str] = {}
+    first: list[str] = []
+    latencies: list[float] = []
+    unkeyed: list[str] = []
+    repeats = bad = 0
+    for receipt in hooks["receipts"]:
+        event = receipt["event"]
+        if not receipt["signature_ok"]:
+            bad += 1
+            continue
+        if event in keys:
+            repeats += 1
+            if receipt["key"] != keys[event]:
+                unkeyed.append(event)
+            continue
+        keys[event] = receipt["key"]
+        first.append(event)
+        if event in committed:
+            latencies.append(float(receipt["received"]) - committed[event])
+    out_of_order, latest = [], -1
+    for event in first:
+        index = position.get(event)
+        if index is None:
+            continue
+        if index < latest:
+            out_of_order.append(event)
+        latest = max(latest, index)
+    fed = [tuple(event["row"]) for event in hooks["feed"] if event.get("row") is not None]
+    logged = [tuple(row) for row in hooks["event_log"]]
+    fed_count: dict[tuple[Any, ...], int] = defaultdict(int)
+    logged_count: dict[tuple[Any, ...], int] = defaultdict(int)
+    for row in fed:
+        fed_count[row] += 1
+    for row in logged:
+        logged_count[row] += 1
+    return WebhookFigures(
+        subscribed=len(feed),
+        receipts=len(hooks["receipts"]),
+        delivered=len(first),
+        repeats=repeats,
+        bad_signatures=bad,
+        lost=[event["id"] for event in feed if event["id"] not in keys],
+        unkeyed_repeats=unkeyed,
+        out_of_order=out_of_order,
+        feed_only=[str(row) for row in fed_count if fed_count[row] > logged_count.get(row, 0)],
+        log_only=[str(row) for row in logged_count if logged_count[row] > fed_count.get(row, 0)],
+        latencies=latencies,
+    )

@@ -448,6 +448,65 @@ def integrity_table(integrity: metrics.IntegrityFigures) -> Table:
     )
 
 
+def webhook_verdicts(hooks: metrics.WebhookFigures | None) -> list[Verdict]:
+    """The issue's webhook targets, judged on the run's own receiver; none if the run had no receiver."""
+    if hooks is None:
+        return []
+    return [
+        Verdict(
+            "webhooks: zero lost (every subscribed feed event received, signature good)",
+            f"{len(hooks.lost)} of {hooks.subscribed}",
+            hooks.subscribed > 0 and not hooks.lost,
+        ),
+        Verdict(
+            "webhooks: zero duplicates without their idempotency key",
+            f"{len(hooks.unkeyed_repeats)} of {hooks.repeats} repeats",
+            not hooks.unkeyed_repeats,
+        ),
+        Verdict("webhooks: order kept per endpoint", f"{len(hooks.out_of_order)} out of order", not hooks.out_of_order),
+        Verdict(
+            "the change feed agrees with the event log",
+            f"{len(hooks.feed_only)} only in the feed, {len(hooks.log_only)} only in the log",
+            hooks.agrees,
+        ),
+        Verdict(
+            "webhook delivery p95 <= 1 s from commit",
+            f"p50 {num(hooks.p50, 2, ' s')}, p95 {num(hooks.p95, 2, ' s')}, max {num(hooks.max, 2, ' s')}",
+            None if hooks.p95 is None else hooks.p95 <= 1.0,
+        ),
+    ]
+
+
+def webhook_section(hooks: metrics.WebhookFigures) -> Section:
+    table = Table(
+        ["subscribed events", "receipts", "delivered", "repeats", "bad signatures", "lost", "unkeyed repeats",
+         "out of order", "feed only / log only", "latency p50 / p95 / max"],
+        [
+            [
+                str(hooks.subscribed), str(hooks.receipts), str(hooks.delivered), str(hooks.repeats),
+                str(hooks.bad_signatures), str(len(hooks.lost)), str(len(hooks.unkeyed_repeats)),
+                str(len(hooks.out_of_order)), f"{len(hooks.feed_only)} / {len(hooks.log_only)}",
+                f"{num(hooks.p50, 2)} / {num(hooks.p95, 2)} / {num(hooks.max, 2)} s",
+            ]
+        ],
+    )  # fmt: skip
+    return Section(
+        "Webhooks",
+        "One endpoint (every event type) registered at the start of the run, pointing at a receiver on "
+        "127.0.0.1 that checks each delivery's signature as examples/webhook_receiver.py does and records it. "
+        "After the drain the change feed is read as staff to its end and compared: every subscribed event "
+        "received at least once (lost), every repeat carrying the key first seen with its event, first "
+        "receipts in feed order, and the feed's rows the same set as the ChartEvent / OrgChange rows. "
+        "Latency = first good receipt - the event's commit time (its `at`).",
+        [
+            table,
+            *(["Lost: " + ", ".join(hooks.lost[:20])] if hooks.lost else []),
+            *(["Only in the feed: " + "; ".join(hooks.feed_only[:10])] if hooks.feed_only else []),
+            *(["Only in the log: " + "; ".join(hooks.log_only[:10])] if hooks.log_only else []),
+        ],
+    )
+
+
 def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
@@ -563,7 +622,8 @@ def build_report(
     schedules = [live_schedule, *baseline_schedules(log, replays)]
     results = [metrics.fairness(schedule) for schedule in schedules]
     figures = metrics.live_figures(log)
-    judged = verdicts(results[0], figures)
+    hooks = metrics.webhook_figures(log)
+    judged = verdicts(results[0], figures) + webhook_verdicts(hooks)
     ended = float(log["meta"]["ended"])
     in_flight = Plot("in_flight.svg", plot_in_flight(log, figures))
     first_waits = Plot("first_waits.svg", plot_first_waits(results))
@@ -678,6 +738,7 @@ def build_report(
                 ),
             ],
         ),
+        *([webhook_section(hooks)] if hooks is not None else []),
         Section(
             "Faults and recovery",
             "Recovery = from the fault to the first chart started after the service was back.",

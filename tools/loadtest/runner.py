@@ -64,6 +64,7 @@ from fairsched.devservices import (
 )
 from fairsched.launcher import procfile_commands
 from tools.loadtest.api_load import status_throughput
+from tools.loadtest.webhooks import RecordingReceiver, feed_and_log
 from tools.loadtest.workload import TASK_QUEUE, Workload, build
 
 T = TypeVar("T")
@@ -81,6 +82,7 @@ KILL_WINDOW_SECONDS = 10.0
 FAILOVER_TIMEOUT_SECONDS = 60.0
 LOCK_POLL_SECONDS = 0.002
 API_CLIENTS = 50
+WEBHOOK_SETTLE_SECONDS = 60.0
 API_PER_CLIENT = 40
 # The dispatcher's advisory lock as pg_locks shows a bigint key: high half in classid, low in objid.
 LEADER_QUERY = """
@@ -141,6 +143,9 @@ class Services:
             "TEMPORAL_NAMESPACE": "default",
             "CACHE_PREFIX": "loadtest",
             "CHANNELS_PREFIX": "loadtest",
+            # The run's own webhook receiver is plain HTTP on 127.0.0.1 (tools/loadtest/webhooks.py).
+            "FAIRSCHED_WEBHOOK_ALLOW_HTTP": "1",
+            "FAIRSCHED_WEBHOOK_ALLOW_PRIVATE": "1",
         }
 
     def _start_temporal(self) -> EmbeddedService:
@@ -306,6 +311,8 @@ class LoadRun:
         self.leader_kills: list[dict[str, Any]] = []
         self.api: list[dict[str, Any]] = []
         self.children: Children | None = None
+        self.receiver: RecordingReceiver | None = None
+        self.endpoint_id, self.endpoint_cursor, self.endpoint_types = 0, "", list[str]()
         self.t0 = 0.0
         self.faults: list[Fault] = []
         self.eta_enqueue: dict[int, EtaSample] = {}
@@ -337,6 +344,7 @@ class LoadRun:
         django.setup()
         call_command("migrate", "--noinput", verbosity=0)
         self._create_tenants()
+        self._register_receiver()
         self.children = Children(
             self.services.env, self.log_dir, self.temporal_workers, celery_workers=self.celery_workers, web=self.web
         )
@@ -366,6 +374,34 @@ class LoadRun:
             if org.held_until is not None:
                 org_hold(org=created, actor=ACTOR, reason="load test: held from the start")
 
+    def _register_receiver(self) -> None:
+        """Start the run's webhook receiver and register an endpoint (every event type, every org) at it."""
+        from feed.selectors import WEBHOOK_TYPES
+        from feed.services import webhook_endpoint_create
+
+        self.receiver = RecordingReceiver()
+        self.receiver.start()
+        endpoint, secret = webhook_endpoint_create(
+            org=None, url=self.receiver.url, event_types=list(WEBHOOK_TYPES), actor=ACTOR
+        )
+        self.receiver.secret = secret
+        self.endpoint_id, self.endpoint_cursor, self.endpoint_types = endpoint.pk, endpoint.cursor, endpoint.event_types
+
+    def _settle_webhooks(self) -> None:
+        """After the drain: wait until the endpoint has read the feed to its end and delivered everything."""
+        from feed.models import DeliveryState, WebhookDelivery, WebhookEndpoint
+        from feed.selectors import feed_now
+
+        def settled() -> bool:
+            endpoint = WebhookEndpoint.objects.get(pk=self.endpoint_id)
+            pending = WebhookDelivery.objects.filter(endpoint=endpoint, state=DeliveryState.PENDING).exists()
+            return endpoint.cursor == feed_now().encode() and not pending
+
+        deadline = time.monotonic() + WEBHOOK_SETTLE_SECONDS
+        while time.monotonic() < deadline and not self._db(settled):
+            self._revive()
+            time.sleep(SAMPLE_SECONDS)
+
     # -- the run -----------------------------------------------------------------------------------
 
     def run(self) -> dict[str, Any]:
@@ -375,9 +411,12 @@ class LoadRun:
             self.t0 = time.time()
             self._submit_phase()
             self._drain()
+            self._settle_webhooks()
             self._measure_api()
             return self._collect()
         finally:
+            if self.receiver is not None:
+                self.receiver.stop()
             if self.children is not None:
                 self.children.stop()
             self.services.stop()
@@ -723,6 +762,10 @@ class LoadRun:
             "temporal_unknown_workflows": unknown,
             "leader_kills": self.leader_kills,
             "api": self.api,
+            "webhooks": {
+                **feed_and_log(event_types=self.endpoint_types, after_cursor=self.endpoint_cursor),
+                "receipts": self.receiver.snapshot() if self.receiver is not None else [],
+            },
         }
 
 

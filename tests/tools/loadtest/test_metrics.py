@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tests.tools.loadtest.logs import chart, lifecycle, log_of
@@ -288,3 +290,71 @@ def test_running_etas_shown_in_the_past_are_counted_and_their_band_scored() -> N
     assert figures.latest_lag == pytest.approx(0.5)
     assert figures.sampled.count == 2
     assert figures.band == 0.5  # [5, 12] holds 10, [11, 16] does not
+
+
+def _hooks(receipts: list[tuple[str, str, float, bool]], *, log_rows: list[list[Any]] | None = None) -> dict[str, Any]:
+    """Three feed events a, b, c committed at 100, 101, 102 (rows r-a, r-b, r-c) and an org-only one
+    the endpoint does not hear; `receipts` as (event, key, received, signature ok)."""
+    feed = [
+        {"id": "a", "type": "chart.started", "committed": 100.0, "row": ["chart", "a"]},
+        {"id": "b", "type": "chart.succeeded", "committed": 101.0, "row": ["chart", "b"]},
+        {"id": "x", "type": "org.held", "committed": 101.5, "row": ["org", "x"]},
+        {"id": "c", "type": "chart.failed", "committed": 102.0, "row": ["chart", "c"]},
+    ]
+    rows = log_rows if log_rows is not None else [event["row"] for event in feed]
+    return {
+        "webhooks": {
+            "event_types": ["chart.started", "chart.succeeded", "chart.failed"],
+            "feed": feed,
+            "receipts": [
+                {"event": event, "key": key, "received": received, "signature_ok": ok}
+                for event, key, received, ok in receipts
+            ],
+            "event_log": rows,
+        }
+    }
+
+
+def test_webhooks_of_a_clean_run_with_a_keyed_repeat() -> None:
+    figures = metrics.webhook_figures(
+        _hooks([("a", "ka", 100.2, True), ("b", "kb", 101.5, True), ("a", "ka", 101.6, True), ("c", "kc", 102.1, True)])
+    )
+    assert figures is not None
+    assert (figures.subscribed, figures.delivered, figures.repeats) == (3, 3, 1)
+    assert figures.lost == figures.unkeyed_repeats == figures.out_of_order == []
+    assert figures.agrees
+    assert figures.latencies == pytest.approx([0.2, 0.5, 0.1])
+    assert figures.max == pytest.approx(0.5)
+    assert metrics.webhook_figures({}) is None
+
+
+def test_webhooks_find_lost_unkeyed_repeats_disorder_and_disagreement() -> None:
+    # c never arrives with a good signature: lost, even though a forged copy came.
+    figures = metrics.webhook_figures(
+        _hooks([("a", "ka", 100.2, True), ("b", "kb", 101.5, True), ("c", "kc", 103, False)])
+    )
+    assert figures is not None
+    assert figures.lost == ["c"]
+    assert figures.bad_signatures == 1
+    # a repeat of b with a new key: a duplicate the receiver cannot recognise.
+    figures = metrics.webhook_figures(
+        _hooks(
+            [("a", "ka", 100.2, True), ("b", "kb", 101.5, True), ("b", "kb2", 101.7, True), ("c", "kc", 102.1, True)]
+        )
+    )
+    assert figures is not None
+    assert figures.unkeyed_repeats == ["b"]
+    # c first received before b: order broken.
+    figures = metrics.webhook_figures(
+        _hooks([("a", "ka", 100.2, True), ("c", "kc", 102.1, True), ("b", "kb", 102.2, True)])
+    )
+    assert figures is not None
+    assert figures.out_of_order == ["b"]
+    # the event log has a row the feed lacks, and lacks one the feed has (the org one).
+    receipts = [("a", "ka", 100.2, True), ("b", "kb", 101.5, True), ("c", "kc", 102.1, True)]
+    rows = [["chart", "a"], ["chart", "b"], ["chart", "c"], ["chart", "d"]]
+    figures = metrics.webhook_figures(_hooks(receipts, log_rows=rows))
+    assert figures is not None
+    assert not figures.agrees
+    assert figures.log_only == [str(("chart", "d"))]
+    assert figures.feed_only == [str(("org", "x"))]

@@ -42,3 +42,34 @@ def test_the_markdown_and_the_html_have_the_same_sections_tables_and_plots(tmp_p
     assert "| zero lost | 0 | yes |" in report_md
     assert "<td>zero lost</td>\n<td>0</td>\n<td>yes</td>" in report_html
     assert {verdict.target: verdict.met for verdict in verdicts}["zero lost"] is True
+
+
+def test_the_webhooks_section_and_its_verdicts(tmp_path: Path) -> None:
+    from tests.tools.loadtest.test_metrics import _hooks
+    from tools.loadtest import metrics
+    from tools.loadtest.report import webhook_verdicts
+
+    charts = [chart(1, "big", 0.0, finished=3.0, runs=[("completed", 1.0, 3.0)])]
+    log = log_of(
+        charts, lifecycle(1, 0.0, 1.0, 3.0), seconds=10.0, seed=1, temporal_workers=1, faults_requested=[],
+        settings={"policy": "deficit"},
+    )  # fmt: skip
+    log.update(_hooks([("a", "ka", 100.2, True), ("b", "kb", 101.5, True), ("c", "kc", 102.1, True)]))
+    verdicts = build_report(log, tmp_path, command="report")
+    assert "## Webhooks" in (tmp_path / "report.md").read_text()
+    hooks = [v for v in verdicts if "webhook" in v.target or "feed agrees" in v.target]
+    assert len(hooks) == 5
+    assert all(v.met for v in hooks)
+    # Each verdict can fail: lost, unkeyed repeat, disorder, disagreement, slow.
+    bad = metrics.webhook_figures(
+        _hooks(
+            [("a", "ka", 100.2, True), ("c", "kc", 104.0, True), ("a", "ka2", 104.1, True)],
+            log_rows=[["chart", "a"]],
+        )
+    )
+    assert [v.met for v in webhook_verdicts(bad)] == [False, False, True, False, False]
+    disorder = metrics.webhook_figures(
+        _hooks([("b", "kb", 101.1, True), ("a", "ka", 101.2, True), ("c", "kc", 102.1, True)])
+    )
+    assert [v.met for v in webhook_verdicts(disorder)][2] is False
+    assert webhook_verdicts(None) == []
