@@ -1,0 +1,1 @@
+"""Examples that run beside fairsched without importing it: a Temporal worker and a webhook receiver."""
