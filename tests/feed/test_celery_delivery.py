@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -16,16 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.conf import settings
 
 from charts import services as chart_services
 from feed import services
 from feed.models import WebhookDelivery
+from tests.celery_workers import celery_workers
 from tests.conftest import Tenants
-from tests.database import database_url
 from tests.feed.test_webhooks import receiver, settle
-from tests.processes import end
-from tests.processes import start as start_process
 
 pytestmark = [pytest.mark.temporal, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,37 +29,15 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def celery_worker(temporal_settings: Any, tmp_path: Path) -> Iterator[Callable[[], subprocess.Popen[bytes]]]:
-    env = {
-        **os.environ,
-        "DATABASE_URL": database_url(),
-        "TEMPORAL_ADDRESS": temporal_settings.TEMPORAL_ADDRESS,
-        "REDIS_URL": settings.REDIS_URL,
-        "CACHE_PREFIX": f"celerytest-{os.getpid()}",
-        "FAIRSCHED_WEBHOOK_ALLOW_HTTP": "1",
-        "FAIRSCHED_WEBHOOK_ALLOW_PRIVATE": "1",
-        "FAIRSCHED_WEBHOOK_FIRST_RETRY": "0.2",
-        "FAIRSCHED_WEBHOOK_TIMEOUT": "10",
-    }
-    children: list[subprocess.Popen[bytes]] = []
-
-    def start() -> subprocess.Popen[bytes]:
-        log = (tmp_path / f"worker{len(children)}.log").open("wb")
-        child = start_process(
-            [sys.executable, "-m", "celery", "-A", "fairsched", "worker", "-B", "--concurrency", "2",
-             "--loglevel", "INFO", "--schedule", str(tmp_path / "beat-schedule"), "-Q", "celery",
-             "--without-gossip", "--without-mingle"],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-        children.append(child)
-        return child
-
-    from fairsched.celery import app
-
-    app.control.purge()
-    yield start
-    for child in children:
-        end(child, grace=15)
-    app.control.purge()
+    with celery_workers(
+        tmp_path,
+        TEMPORAL_ADDRESS=temporal_settings.TEMPORAL_ADDRESS,
+        FAIRSCHED_WEBHOOK_ALLOW_HTTP="1",
+        FAIRSCHED_WEBHOOK_ALLOW_PRIVATE="1",
+        FAIRSCHED_WEBHOOK_FIRST_RETRY="0.2",
+        FAIRSCHED_WEBHOOK_TIMEOUT="10",
+    ) as start:
+        yield start
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:

@@ -7,23 +7,19 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from django.conf import settings
 
 from charts.models import Chart, ChartEvent, ChartState
 from charts.services import Submission, chart_submit_bulk
 from scheduling.services import scheduler_config_set
 from scheduling.temporal.client import describe_workflow
-from tests.database import database_url
+from tests.celery_workers import celery_workers
 from tests.factories import OrgFactory, WorkflowFactory
-from tests.processes import end
-from tests.processes import start as start_process
 
 pytestmark = [pytest.mark.temporal, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,37 +29,8 @@ ACTOR = "user:test"
 @pytest.fixture
 def celery_worker(temporal_settings: Any, tmp_path: Path) -> Iterator[Callable[[], subprocess.Popen[bytes]]]:
     """Start (and restart) `celery worker -B` as a child process; all are stopped at the end."""
-    env = {
-        **os.environ,
-        "DATABASE_URL": database_url(),
-        "TEMPORAL_ADDRESS": temporal_settings.TEMPORAL_ADDRESS,
-        "REDIS_URL": settings.REDIS_URL,
-        "CACHE_PREFIX": f"celerytest-{os.getpid()}",
-    }
-    children: list[subprocess.Popen[bytes]] = []
-
-    def start() -> subprocess.Popen[bytes]:
-        log = (tmp_path / f"worker{len(children)}.log").open("wb")
-        child = start_process(
-            [sys.executable, "-m", "celery", "-A", "fairsched", "worker", "-B", "--concurrency", "2",
-             "--loglevel", "INFO", "--schedule", str(tmp_path / "beat-schedule"), "-Q", "celery",
-             "--without-gossip", "--without-mingle"],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-        children.append(child)
-        return child
-
-    _purge_broker()
-    yield start
-    for child in children:
-        end(child, grace=15)
-    _purge_broker()
-
-
-def _purge_broker() -> None:
-    from fairsched.celery import app
-
-    app.control.purge()
+    with celery_workers(tmp_path, TEMPORAL_ADDRESS=temporal_settings.TEMPORAL_ADDRESS) as start:
+        yield start
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float) -> None:
