@@ -11,6 +11,9 @@ Enabled with `pytest_plugins = ["tests.processes"]` in the root conftest.
   and the session fails. Session fixtures (the Temporal dev server) are torn down before that, so
   a fixture that ends what it started is never reported. An `atexit` fallback kills what is left
   if pytest exits without finishing its session.
+- SIGTERM to pytest (a CI job's timeout, `timeout`) interrupts the run as Ctrl-C does, so the
+  session still finishes and ends what its tests started (by default SIGTERM ends the process at
+  once and leaves its children running, their parent gone).
 """
 
 from __future__ import annotations
@@ -119,6 +122,15 @@ def _describe(group: int) -> str:
     args = _groups[group].args
     command = " ".join(str(arg) for arg in args) if isinstance(args, (list, tuple)) else str(args)
     return command[:200]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _interrupt)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"pytest got signal {signum}")
 
 
 @pytest.hookimpl(trylast=True)  # after other plugins' own session-end stops (tests/tools/loadtest's runs)

@@ -3,12 +3,15 @@ a timed-out test's process is ended with its whole group."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.processes import members
+from tests.processes import end, members, start
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -95,3 +98,39 @@ def test_hangs():
     result.stdout.no_fnmatch_line("*still alive at the session's end*")
     assert not alive(child)
     assert not alive(grandchild)
+
+
+@pytest.mark.slow
+def test_a_run_ended_by_sigterm_ends_what_its_tests_started(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A CI job's timeout or a `timeout` command sends SIGTERM to pytest: the processes its tests
+    started go with it (found left behind: a Temporal dev server and two daphnes, their parent gone)."""
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    monkeypatch.delenv("DJANGO_SETTINGS_MODULE", raising=False)
+    pytester.makepyfile(
+        test_inner=f"""
+import sys, time
+from tests.processes import start
+
+def test_waits_with_its_process():
+    start([sys.executable, "-c", {FAMILY!r}, "pids"])
+    time.sleep(600)
+"""
+    )
+    inner = start(
+        [sys.executable, "-m", "pytest", "-p", "tests.processes", "-p", "no:django", "-p", "no:cacheprovider"],
+        cwd=pytester.path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        pids = family(pytester)
+        inner.send_signal(signal.SIGTERM)  # to pytest alone, as `timeout` does
+        inner.wait(timeout=60)
+    finally:
+        end(inner)
+    deadline = time.monotonic() + 10
+    while any(alive(pid) for pid in pids):
+        assert time.monotonic() < deadline, f"left alive after pytest got SIGTERM: {[p for p in pids if alive(p)]}"
+        time.sleep(0.05)
