@@ -410,10 +410,10 @@ class Api:
         return response.status, json.loads(data) if is_json and data else data[:300], elapsed
 
 
-def create_database(url: str) -> str:
-    """A fresh database next to the one DATABASE_URL names; returns its URL."""
+def create_database(url: str, suffix: str = "_bench_api") -> str:
+    """A fresh database next to the one DATABASE_URL names (its name + `suffix`); returns its URL."""
     parsed = urlparse(url)
-    name = (parsed.path.lstrip("/") or "fairsched") + "_bench_api"
+    name = (parsed.path.lstrip("/") or "fairsched") + suffix
     admin = urlunparse(parsed._replace(path="/postgres"))
     with psycopg.connect(admin, autocommit=True) as connection:
         connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -33,35 +33,13 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse, urlunparse
-
-import psycopg
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from bench_api import create_database, drop_database, percentile  # noqa: E402  (the same helpers)
+
 GOAL_P95_SECONDS = 1.0
-
-
-def percentile(values: list[float], share: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
-
-
-def fresh_database(url: str) -> str:
-    parsed = urlparse(url)
-    name = (parsed.path.lstrip("/") or "fairsched") + "_bench_webhooks"
-    admin = urlunparse(parsed._replace(path="/postgres"))
-    with psycopg.connect(admin, autocommit=True) as connection:
-        connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        connection.execute(f'CREATE DATABASE "{name}"')
-    return urlunparse(parsed._replace(path=f"/{name}"))
-
-
-def drop_database(url: str) -> None:
-    parsed = urlparse(url)
-    admin = urlunparse(parsed._replace(path="/postgres"))
-    with psycopg.connect(admin, autocommit=True) as connection:
-        connection.execute(f'DROP DATABASE IF EXISTS "{parsed.path.lstrip("/")}" WITH (FORCE)')
 
 
 class Arrivals:
@@ -133,7 +111,9 @@ def main() -> None:
     parser.add_argument("--tick", type=float, default=0.5, help="FAIRSCHED_WEBHOOK_TICK for the worker")
     args = parser.parse_args()
 
-    database_url = fresh_database(os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/fairsched"))
+    database_url = create_database(
+        os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/fairsched"), suffix="_bench_webhooks"
+    )
     env = {
         **os.environ,
         "DATABASE_URL": database_url,
