@@ -13,10 +13,10 @@ import logging
 import math
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal, get_args
 
 from django.conf import settings
 from django.db import transaction
@@ -49,7 +49,21 @@ MAX_ERROR_CHARS = 4000
 TIMED_OUT = "timed out"
 
 
-@dataclass
+# What settling one chart did to it; each names the list of `ReconcileResult` the chart is counted in.
+Outcome = Literal["succeeded", "retried", "failed", "cancelled", "requeued", "throttled", "marked_running"]
+OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
+
+
+@dataclass(frozen=True)
+class Settled:
+    """What `settle` found: whether the chart's workflow still runs, and what it did to the chart
+    (None: nothing, because the run goes on, or another pass settled it first)."""
+
+    still_running: bool
+    outcome: Outcome | None = None
+
+
+@dataclass(frozen=True)
 class ReconcileResult:
     succeeded: list[int] = field(default_factory=list)
     retried: list[int] = field(default_factory=list)
@@ -59,6 +73,17 @@ class ReconcileResult:
     throttled: list[int] = field(default_factory=list)
     marked_running: list[int] = field(default_factory=list)
     closed_after_cancel: list[int] = field(default_factory=list)
+
+    @classmethod
+    def of(
+        cls, outcomes: Iterable[tuple[int, Outcome | None]], *, closed_after_cancel: Iterable[int] = ()
+    ) -> ReconcileResult:
+        """The pass's result from what it did to each chart, (chart id, outcome), in the order it did it."""
+        by_outcome: dict[str, list[int]] = {outcome: [] for outcome in OUTCOMES}
+        for chart_id, outcome in outcomes:
+            if outcome is not None:
+                by_outcome[outcome].append(chart_id)
+        return cls(**by_outcome, closed_after_cancel=list(closed_after_cancel))
 
     @property
     def finished(self) -> int:
@@ -76,7 +101,7 @@ def reconcile_run() -> ReconcileResult:
     4. Make sure the workflows of cancelled charts close (`close_cancelled`).
     """
     begun = time.perf_counter()
-    result = ReconcileResult()
+    outcomes: list[tuple[int, Outcome | None]] = []
     charts = list(Chart.objects.filter(state__in=IN_FLIGHT_STATES).select_related("org"))
     if charts:
         open_ids = list_open_workflow_ids()
@@ -84,8 +109,8 @@ def reconcile_run() -> ReconcileResult:
         for chart in charts:
             if chart.state == ChartState.RUNNING and chart.temporal_workflow_id in open_ids:
                 continue
-            settle(chart, config=config, result=result)
-    close_cancelled(result)
+            outcomes.append((chart.pk, settle(chart, config=config).outcome))
+    result = ReconcileResult.of(outcomes, closed_after_cancel=close_cancelled())
     if result.finished or result.marked_running:
         changed(kind="reconcile", finished=result.finished)
     metrics.observe_reconcile(time.perf_counter() - begun)
@@ -97,19 +122,20 @@ def reconcile_chart(chart_id: int) -> bool:
     chart = Chart.objects.filter(pk=chart_id, state__in=IN_FLIGHT_STATES).select_related("org").first()
     if chart is None:
         return False
-    result = ReconcileResult()
-    still_running = settle(chart, config=SchedulerConfig.load(), result=result)
+    settled = settle(chart, config=SchedulerConfig.load())
+    result = ReconcileResult.of([(chart.pk, settled.outcome)])
     if result.finished or result.marked_running:
         changed(kind="reconcile", finished=result.finished)
-    return still_running
+    return settled.still_running
 
 
 # What Temporal says of a workflow id (its latest run), or None when it has no record of it.
 Describe = Callable[[str], WorkflowOutcome | None]
 
 
-def settle(chart: Chart, *, config: SchedulerConfig, result: ReconcileResult, describe: Describe | None = None) -> bool:
-    """Record what Temporal says of one in-flight chart; return whether its workflow still runs.
+def settle(chart: Chart, *, config: SchedulerConfig, describe: Describe | None = None) -> Settled:
+    """Record what Temporal says of one in-flight chart; return whether its workflow still runs, and
+    what the chart became (none when another pass's compare-and-swap won first).
 
     `describe` asks Temporal (`describe_workflow`, the default); tests pass a fake. A chart without
     a workflow id is not described: it is as Temporal having no record of it.
@@ -133,15 +159,12 @@ def settle(chart: Chart, *, config: SchedulerConfig, result: ReconcileResult, de
     if outcome is None:
         if chart.state == ChartState.DISPATCHING:
             stale = chart.claimed_at is None or now - chart.claimed_at > timedelta(seconds=config.dispatch_stale_after)
-            if stale and _requeue(chart):
-                result.requeued.append(chart.pk)
-            return False
-        _fail(
-            chart, config=config, message="Temporal has no record of the workflow", kind="lost", result=result, now=now
+            return Settled(False, "requeued" if stale and _requeue(chart) else None)
+        return Settled(
+            False, _fail(chart, config=config, message="Temporal has no record of the workflow", kind="lost", now=now)
         )
-        return False
     if outcome.status == "running":
-        if chart.state == ChartState.DISPATCHING and transition_if(
+        marked = chart.state == ChartState.DISPATCHING and transition_if(
             chart.pk,
             [ChartState.DISPATCHING],
             ChartState.RUNNING,
@@ -150,27 +173,24 @@ def settle(chart: Chart, *, config: SchedulerConfig, result: ReconcileResult, de
             where={"temporal_workflow_id": workflow_id},
             temporal_run_id=outcome.run_id,
             started_at=outcome.start_time,
-        ):
-            result.marked_running.append(chart.pk)
-        return True
+        )
+        return Settled(True, "marked_running" if marked else None)
     if outcome.status == "completed":
-        _succeed(chart, outcome, result)
-    elif outcome.status == "canceled":
-        if transition_if(
+        return Settled(False, _succeed(chart, outcome))
+    if outcome.status == "canceled":
+        cancelled = transition_if(
             chart.pk, IN_FLIGHT_STATES, ChartState.CANCELLED, actor=RECONCILER, reason="workflow cancelled",
             where={"temporal_workflow_id": workflow_id}, finished_at=outcome.close_time or now,
-        ):  # fmt: skip
-            result.cancelled.append(chart.pk)
-    elif outcome.throttled:
-        _throttle(chart, outcome, result=result, now=now)
-    elif outcome.status == "terminated":
-        _end_terminated(chart, outcome, result=result, now=outcome.close_time or now)
-    else:
-        message = (
-            TIMED_OUT if outcome.status == "timed_out" else outcome.failure_message or f"workflow {outcome.status}"
-        )
-        _fail(chart, config=config, message=message, kind=outcome.status, result=result, now=outcome.close_time or now)
-    return False
+        )  # fmt: skip
+        return Settled(False, "cancelled" if cancelled else None)
+    if outcome.throttled:
+        return Settled(False, _throttle(chart, outcome, now=now))
+    if outcome.status == "terminated":
+        return Settled(False, _end_terminated(chart, outcome, now=outcome.close_time or now))
+    message = TIMED_OUT if outcome.status == "timed_out" else outcome.failure_message or f"workflow {outcome.status}"
+    return Settled(
+        False, _fail(chart, config=config, message=message, kind=outcome.status, now=outcome.close_time or now)
+    )
 
 
 def _requeue(chart: Chart) -> bool:
@@ -197,9 +217,10 @@ def _requeue(chart: Chart) -> bool:
     return won
 
 
-def _succeed(chart: Chart, outcome: WorkflowOutcome, result: ReconcileResult) -> None:
+def _succeed(chart: Chart, outcome: WorkflowOutcome) -> Outcome | None:
     """A completed run: `succeeded`, its duration learned, and the ETAs it was promised scored against
-    its finish (`scheduling.accuracy`), in the same statement; the metrics after."""
+    its finish (`scheduling.accuracy`), in the same statement; the metrics after. None when another
+    pass settled the run first."""
     finished = outcome.close_time or timezone.now()
     scores, outcomes = finish_scores(chart, finished=finished)
     with transaction.atomic():
@@ -209,23 +230,21 @@ def _succeed(chart: Chart, outcome: WorkflowOutcome, result: ReconcileResult) ->
             finished_at=finished, started_at=outcome.start_time, temporal_run_id=outcome.run_id, last_error="",
             **scores,
         ):  # fmt: skip
-            return
+            return None
         duration_record(
             org_id=chart.org_id, workflow_id=chart.workflow_id, seconds=(finished - outcome.start_time).total_seconds()
         )
-    result.succeeded.append(chart.pk)
     metrics.observe_finish(
         org=chart.org.slug, cost=chart.cost or 1, retry=is_retry(state=chart.state, attempt=chart.attempt)
     )
     for at, scored in outcomes:
         metrics.observe_eta_outcome(org=chart.org.slug, at=at, error=scored.error, in_band=scored.in_band)
+    return "succeeded"
 
 
-def _fail(
-    chart: Chart, *, config: SchedulerConfig, message: str, kind: str, result: ReconcileResult, now: datetime
-) -> None:
-    """A failed run: back to the queue after a backoff, or `failed` after the last attempt; counted as
-    a failure of `kind` by the reconcile that records it."""
+def _fail(chart: Chart, *, config: SchedulerConfig, message: str, kind: str, now: datetime) -> Outcome | None:
+    """A failed run: back to the queue after a backoff (`retried`), or `failed` after the last attempt;
+    counted as a failure of `kind` by the reconcile that records it (None: another pass did)."""
     error = message[:MAX_ERROR_CHARS]
     common: dict[str, Any] = {
         "where": {"temporal_workflow_id": chart.temporal_workflow_id},
@@ -238,17 +257,18 @@ def _fail(
             reason=f"attempt {chart.attempt} of {config.max_attempts} failed: {error}",
             finished_at=now, **common,
         ):  # fmt: skip
-            result.failed.append(chart.pk)
             metrics.observe_failure(org=chart.org.slug, kind=kind, cost=chart.cost or 1)
-        return
+            return "failed"
+        return None
     delay = retry_delay(attempt=chart.attempt, base=config.backoff_base, ceiling=config.backoff_ceiling)
     if transition_if(
         chart.pk, IN_FLIGHT_STATES, ChartState.RETRY_WAIT, actor=RECONCILER,
         reason=f"attempt {chart.attempt} failed, retry in {delay.total_seconds():.0f} s: {error}",
         available_at=timezone.now() + delay, **common,
     ):  # fmt: skip
-        result.retried.append(chart.pk)
         metrics.observe_failure(org=chart.org.slug, kind=kind, cost=chart.cost or 1)
+        return "retried"
+    return None
 
 
 def retry_delay(*, attempt: int, base: float, ceiling: float, rng: random.Random | None = None) -> timedelta:
@@ -286,7 +306,7 @@ def _workflow_log_duration(workflow_id: int) -> tuple[float, float] | None:
     return sum_log / count, log_spread(count=count, sum_log=sum_log, sum_log_sq=sum_log_sq) or 0.0
 
 
-def _end_terminated(chart: Chart, outcome: WorkflowOutcome, *, result: ReconcileResult, now: datetime) -> None:
+def _end_terminated(chart: Chart, outcome: WorkflowOutcome, *, now: datetime) -> Outcome | None:
     """A run terminated in Temporal: someone decided it must stop, so the chart fails, not retried."""
     error = f"terminated in Temporal: {outcome.failure_message or 'no reason given'}"[:MAX_ERROR_CHARS]
     if transition_if(
@@ -294,11 +314,12 @@ def _end_terminated(chart: Chart, outcome: WorkflowOutcome, *, result: Reconcile
         where={"temporal_workflow_id": chart.temporal_workflow_id},
         last_error=error, cost=None, finished_at=now,
     ):  # fmt: skip
-        result.failed.append(chart.pk)
         metrics.observe_failure(org=chart.org.slug, kind="terminated", cost=chart.cost or 1)
+        return "failed"
+    return None
 
 
-def _throttle(chart: Chart, outcome: WorkflowOutcome, *, result: ReconcileResult, now: datetime) -> None:
+def _throttle(chart: Chart, outcome: WorkflowOutcome, *, now: datetime) -> Outcome | None:
     """A provider throttled the run: that is no failure of the chart. Steps:
 
     1. The pause ends the throttle's Retry-After after the run closed, or FAIRSCHED_THROTTLE_PAUSE
@@ -336,9 +357,10 @@ def _throttle(chart: Chart, outcome: WorkflowOutcome, *, result: ReconcileResult
                 if seconds is not None
                 else "throttled (no Retry-After: default pause)",
             )
-    if won:
-        result.throttled.append(chart.pk)
-        metrics.observe_throttle(org=chart.org.slug, provider=provider.slug if provider is not None else "")
+    if not won:
+        return None
+    metrics.observe_throttle(org=chart.org.slug, provider=provider.slug if provider is not None else "")
+    return "throttled"
 
 
 def _throttled_provider(chart: Chart, outcome: WorkflowOutcome) -> Provider | None:
@@ -347,9 +369,10 @@ def _throttled_provider(chart: Chart, outcome: WorkflowOutcome) -> Provider | No
     return Provider.objects.filter(workflows=chart.workflow_id).first()
 
 
-def close_cancelled(result: ReconcileResult) -> None:
-    """Make sure the workflow of every cancelled chart closes in Temporal. For each chart whose cancel
-    request is not yet settled (`Chart.cancel_requested_at`):
+def close_cancelled() -> list[int]:
+    """Make sure the workflow of every cancelled chart closes in Temporal; return the ids of the charts
+    whose request this pass settled. For each chart whose cancel request is not yet settled
+    (`Chart.cancel_requested_at`):
 
     1. Describe its workflow.
     2. Still running within FAIRSCHED_CANCEL_GRACE seconds of the request: ask again to cancel (the
@@ -360,6 +383,7 @@ def close_cancelled(result: ReconcileResult) -> None:
     If Temporal cannot be reached, the error leaves the request unsettled for the next pass.
     """
     grace = timedelta(seconds=settings.FAIRSCHED_CANCEL_GRACE)
+    closed: list[int] = []
     for chart in Chart.objects.filter(state=ChartState.CANCELLED, cancel_requested_at__isnull=False):
         workflow_id = chart.temporal_workflow_id
         outcome = describe_workflow(workflow_id)
@@ -379,4 +403,5 @@ def close_cancelled(result: ReconcileResult) -> None:
             continue
         how = outcome.status if outcome is not None else "never started"
         if chart_workflow_closed(chart=chart, how=how, actor=RECONCILER):
-            result.closed_after_cancel.append(chart.pk)
+            closed.append(chart.pk)
+    return closed

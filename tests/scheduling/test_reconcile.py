@@ -22,7 +22,7 @@ from scheduling import metrics
 from scheduling import reconcile as reconcile_module
 from scheduling.dispatch import dispatch_run
 from scheduling.models import SchedulerConfig
-from scheduling.reconcile import ReconcileResult, reconcile_run, settle
+from scheduling.reconcile import reconcile_run, settle
 from scheduling.replan import plan_refresh
 from scheduling.services import scheduler_config_set
 from scheduling.temporal.client import WorkflowOutcome
@@ -476,10 +476,8 @@ def test_two_reconciles_of_one_run_count_one_failure(tenants: Tenants, temporal:
     running = start(chart)
     temporal.close(running.temporal_workflow_id, "terminated", failure_message="stop")
     config = SchedulerConfig.load()
-    first, second = ReconcileResult(), ReconcileResult()
+    first = settle(running, config=config)
+    second = settle(running, config=config)  # the same stale row: its compare-and-swap loses
 
-    settle(running, config=config, result=first)
-    settle(running, config=config, result=second)  # the same stale row: its compare-and-swap loses
-
-    assert (first.failed, second.failed) == ([chart.pk], [])
+    assert (first.outcome, second.outcome) == ("failed", None)
     assert counters("failed_runs") == {"acme|terminated": 1}

@@ -15,7 +15,7 @@ from django.utils import timezone
 from charts.models import Chart, ChartEvent, ChartState, DurationStat
 from orgs.models import Org, ProviderPause
 from scheduling.models import SchedulerConfig
-from scheduling.reconcile import ReconcileResult, settle
+from scheduling.reconcile import ReconcileResult, Settled, settle
 from scheduling.temporal.client import WorkflowOutcome
 from tests.conftest import Tenants
 from tests.factories import ChartFactory, ProviderFactory
@@ -73,9 +73,8 @@ def in_flight(
 
 
 def run_settle(chart: Chart, config: SchedulerConfig, describe: Describe) -> tuple[bool, ReconcileResult, Chart]:
-    result = ReconcileResult()
-    still_running = settle(Chart.objects.get(pk=chart.pk), config=config, result=result, describe=describe)
-    return still_running, result, Chart.objects.get(pk=chart.pk)
+    settled = settle(Chart.objects.get(pk=chart.pk), config=config, describe=describe)
+    return settled.still_running, ReconcileResult.of([(chart.pk, settled.outcome)]), Chart.objects.get(pk=chart.pk)
 
 
 def outcomes_of(result: ReconcileResult) -> dict[str, list[int]]:
@@ -232,7 +231,6 @@ def test_a_chart_another_pass_settled_first_is_not_settled_twice(tenants: Tenant
     chart = in_flight(tenants)
     stale = Chart.objects.get(pk=chart.pk)
     Chart.objects.filter(pk=chart.pk).update(temporal_workflow_id="chart-test-r2")  # a later run took over
-    result = ReconcileResult()
-    settle(stale, config=config, result=result, describe=Describe(outcome("failed", failure_message="boom")))
-    assert outcomes_of(result) == {}
+    settled = settle(stale, config=config, describe=Describe(outcome("failed", failure_message="boom")))
+    assert settled == Settled(still_running=False, outcome=None)
     assert Chart.objects.get(pk=chart.pk).state == ChartState.RUNNING
