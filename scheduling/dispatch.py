@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -52,14 +53,40 @@ SKIP_REASONS = {
 }
 
 
-@dataclass
+@dataclass(frozen=True)
 class DispatchResult:
     locked: bool = True
     started: list[int] = field(default_factory=list)
     failed_to_start: list[int] = field(default_factory=list)
-    skips: dict[str, int] = field(default_factory=dict)
-    # The same, by (org id, reason): the metrics count them per org.
+    # The charts the walk passed over, by (org id, reason): the metrics count them per org.
     org_skips: dict[tuple[int, str], int] = field(default_factory=dict)
+
+    @property
+    def skips(self) -> dict[str, int]:
+        """The charts the walk passed over, by reason."""
+        by_reason: Counter[str] = Counter()
+        for (_, reason), count in self.org_skips.items():
+            by_reason[reason] += count
+        return dict(by_reason)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A chart the walk starts: the cost its run will hold, and the service its start gives its org
+    (`scheduling.core.service.start_service`; 0 in the high tier)."""
+
+    chart: Chart
+    cost: int
+    service: float
+
+
+@dataclass(frozen=True)
+class Walk:
+    """What one dispatch walk decided: the charts to start, in order, and the charts it passed over,
+    counted by (org id, reason)."""
+
+    chosen: list[Choice]
+    skips: Counter[tuple[int, str]]
 
 
 @contextmanager
@@ -97,19 +124,18 @@ def dispatch_run() -> DispatchResult:
     4. Claim each chosen chart by compare-and-swap and commit (phase 1).
     5. Start each claimed chart's workflow and mark it running (phase 2).
     """
-    result = DispatchResult()
     begun = time.perf_counter()
     with advisory_lock(DISPATCH_LOCK) as locked:
         if not locked:
-            result.locked = False
-            return result
-        chosen = _choose(result)
-        claimed = [chart for chart in chosen if _claim(chart)]
-        for chart in claimed:
-            if _start(chart):
-                result.started.append(chart.pk)
-            else:
-                result.failed_to_start.append(chart.pk)
+            return DispatchResult(locked=False)
+        walk = _choose()
+        claimed = [choice for choice in walk.chosen if _claim(choice)]
+        started = {choice.chart.pk: _start(choice) for choice in claimed}
+    result = DispatchResult(
+        started=[chart_id for chart_id, ok in started.items() if ok],
+        failed_to_start=[chart_id for chart_id, ok in started.items() if not ok],
+        org_skips=dict(walk.skips),
+    )
     slug_of = dict(Org.objects.filter(pk__in={org for org, _ in result.org_skips}).values_list("pk", "slug"))
     skips = {(slug_of.get(org, str(org)), reason): count for (org, reason), count in result.org_skips.items()}
     metrics.observe_dispatch(latency=time.perf_counter() - begun, started=len(result.started), skips=skips)
@@ -118,14 +144,21 @@ def dispatch_run() -> DispatchResult:
     return result
 
 
-def _choose(result: DispatchResult) -> list[Chart]:
+def _choose() -> Walk:
     """The charts to start now, each with the cost it will hold and the service its start gives its
-    org (`scheduling.core.service.start_service`)."""
+    org, and the charts passed over, by reason. Steps:
+
+    1. Read the dispatch view, and count what is in flight in the core's `Dispatcher`.
+    2. Read the waiting charts a page at a time in their persisted order; the view maps each page to
+       what the walk reads (`DispatchView.candidates`), and the page's columns join the dispatcher's
+       (it reads its columns as they are at each decision).
+    3. Decide each chart in order: a START becomes a `Choice`; a skip is counted under its reason
+       (a provider's pause named apart from the chart's own backoff); a STOP ends the walk.
+    """
     view = load_dispatch_view()
     config = view.config
     budget = config.budget
     code = {org.id: index for index, org in enumerate(view.orgs)}
-    held = view.held
     weight_of = {org.id: org.weight for org in view.orgs}
     units: list[int] = []
     org_of: list[int] = []
@@ -143,12 +176,13 @@ def _choose(result: DispatchResult) -> list[Chart]:
     for run in view.in_flight:
         dispatcher.occupy(code[run.org_id], min(run.cost, budget), run.retry)
 
-    chosen: list[Chart] = []
+    chosen: list[Choice] = []
+    skips: Counter[tuple[int, str]] = Counter()
     last_position = -1
     while dispatcher.free_budget > 0:
         page = list(
             Chart.objects.filter(state__in=CLAIMABLE_STATES, plan__position__gt=last_position)
-            .exclude(org_id__in=held)
+            .exclude(org_id__in=view.held)
             .order_by("plan__position")
             .only(
                 "id", "org_id", "workflow_id", "available_at", "attempt", "runs", "created_at", "state", "high_priority"
@@ -156,45 +190,35 @@ def _choose(result: DispatchResult) -> list[Chart]:
         )
         if not page:
             break
-        for chart in page:
-            last_position = chart.position  # type: ignore[attr-defined]  # joined in by ChartManager
-            candidate = view.candidate(
-                org_id=chart.org_id,
-                workflow_id=chart.workflow_id,
-                available_at=chart.available_at,
-                state=chart.state,
-                attempt=chart.attempt,
-            )
-            cost = candidate.cost
-            index = len(units)
-            units.append(min(cost, budget))
-            org_of.append(code[chart.org_id])
-            available_at.append(candidate.available_at)
-            retry.append(candidate.retry)
+        last_position = page[-1].position  # type: ignore[attr-defined]  # joined in by ChartManager
+        candidates = view.candidates(page)
+        first = len(units)
+        units.extend(min(candidate.cost, budget) for candidate in candidates)
+        org_of.extend(code[chart.org_id] for chart in page)
+        available_at.extend(candidate.available_at for candidate in candidates)
+        retry.extend(candidate.retry for candidate in candidates)
+        for index, (chart, candidate) in enumerate(zip(page, candidates, strict=True), start=first):
             verdict = dispatcher.decide(index, view.instant)
             if verdict is START:
-                chart.cost = cost
-                chart.service = (
+                cost = candidate.cost
+                weight = weight_of[chart.org_id]
+                service = (
                     0.0
                     if chart.high_priority
-                    else start_service(
-                        weight=weight_of[chart.org_id], cost=cost, policy=config.policy, quantum=config.quantum
-                    )
+                    else start_service(weight=weight, cost=cost, policy=config.policy, quantum=config.quantum)
                 )
-                chosen.append(chart)
+                chosen.append(Choice(chart, cost, service))
                 continue
             reason = SKIP_REASONS[verdict]
-            if reason == "backoff" and candidate.available_at != candidate.own_available_at:
+            if reason == WaitingReason.BACKOFF and candidate.provider_paused:
                 reason = WaitingReason.PROVIDER_PAUSED.value  # its provider's pause, not its own backoff
-            result.skips[reason] = result.skips.get(reason, 0) + 1
-            key = (chart.org_id, reason)
-            result.org_skips[key] = result.org_skips.get(key, 0) + 1
+            skips[(chart.org_id, reason)] += 1
             if verdict is STOP:
-                return chosen
-    return chosen
+                return Walk(chosen, skips)
+    return Walk(chosen, skips)
 
 
-def _claim(chart: Chart) -> bool:
+def _claim(choice: Choice) -> bool:
     """Phase 1: queued or retry_wait -> dispatching, only if nobody moved the chart meanwhile; in the
     same transaction, the org's virtual time advances by the chart's `service` (0 in the high tier),
     which the claim records so that an undone claim gives back exactly that (`reconcile._requeue`).
@@ -204,12 +228,13 @@ def _claim(chart: Chart) -> bool:
     table's exclusive lock for its swap. Taken plan first, org second, each waited for the other
     (`deadlock detected`, seen on `make run`); in the replan's order, the claim waits for the replan's
     commit, or the replan's swap for the claim's. A claim that loses rolls its org's write back."""
+    chart = choice.chart
     attempt = chart.attempt + 1
     workflow_id = workflow_id_for(chart, chart.runs + 1, to_seconds(chart.created_at))
     with transaction.atomic():
-        if chart.service:
-            Org.objects.filter(pk=chart.org_id).update(served=F("served") + chart.service)
-        won = _claim_row(chart, attempt, workflow_id)
+        if choice.service:
+            Org.objects.filter(pk=chart.org_id).update(served=F("served") + choice.service)
+        won = _claim_row(choice, attempt, workflow_id)
         if not won:
             transaction.set_rollback(True)
     if won:
@@ -217,9 +242,10 @@ def _claim(chart: Chart) -> bool:
     return won
 
 
-def _claim_row(chart: Chart, attempt: int, workflow_id: str) -> bool:
+def _claim_row(choice: Choice, attempt: int, workflow_id: str) -> bool:
     """The claim's compare-and-swap; it also records the ETA and band that the plan this walk read
     gave the chart (joined in by the chart manager): its promise at start (`scheduling.accuracy`)."""
+    chart = choice.chart
     return transition_if(
         chart.pk,
         [chart.state],
@@ -229,8 +255,8 @@ def _claim_row(chart: Chart, attempt: int, workflow_id: str) -> bool:
         where={"attempt": chart.attempt, "runs": chart.runs},
         attempt=F("attempt") + 1,
         runs=F("runs") + 1,
-        cost=chart.cost,
-        service=chart.service,
+        cost=choice.cost,
+        service=choice.service,
         claimed_at=timezone.now(),
         temporal_workflow_id=workflow_id,
         temporal_run_id="",
@@ -238,13 +264,13 @@ def _claim_row(chart: Chart, attempt: int, workflow_id: str) -> bool:
     )
 
 
-def _start(chart: Chart) -> bool:
+def _start(choice: Choice) -> bool:
     """Phase 2: start the workflow (a repeat of the same id is harmless), then mark the chart running.
 
     If Temporal cannot be reached the chart stays `dispatching`; the reconciler describes it later and
     either marks it running or puts it back in the queue.
     """
-    chart = Chart.objects.select_related("org", "workflow").get(pk=chart.pk)
+    chart = Chart.objects.select_related("org", "workflow").get(pk=choice.chart.pk)
     payload = {
         "chart_id": chart.pk,
         "org": chart.org.slug,
@@ -279,6 +305,6 @@ def _start(chart: Chart) -> bool:
             org=chart.org.slug,
             waited=(timezone.now() - chart.created_at).total_seconds(),
             first=not is_retry(state=ChartState.RUNNING, attempt=chart.attempt),
-            cost=chart.cost or 1,
+            cost=choice.cost,
         )
     return marked

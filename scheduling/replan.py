@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 import numpy as np
 from django.conf import settings
 from django.db import connection, transaction
+from numpy.typing import NDArray
 from psycopg.copy import QueuedLibpqWriter
 
 from charts.models import ChartPlan, ChartPromise, WaitingReason
@@ -232,7 +233,10 @@ def _plan_rows(snapshot: Snapshot, plan: core.Plan) -> Iterator[dict[str, copy_b
     ids = np.concatenate((snapshot.waiting.id[arrays.queued], snapshot.in_flight.id))
     places = np.arange(len(ids), dtype=np.int64)
     positions = copy_binary.Column("int4", places, places >= len(plan.order))
-    reasons = _reasons(plan, snapshot.provider_paused)
+    provider_paused = np.concatenate(
+        (snapshot.provider_paused[arrays.queued], np.zeros(len(snapshot.in_flight.id), bool))
+    )
+    reasons = _reasons(plan, provider_paused)
     until, head = plan.waiting_until.column(), plan.head_of_line.column()
     running_avg = [chart.avg for chart in snapshot.scenario.running]
     expected = copy_binary.floats(np.concatenate((np.full(len(ids) - len(running_avg), np.nan), running_avg)))
@@ -252,16 +256,13 @@ def _plan_rows(snapshot: Snapshot, plan: core.Plan) -> Iterator[dict[str, copy_b
 def _check_aligned(snapshot: Snapshot) -> None:
     """Refuse a snapshot whose rows are not its scenario's charts: the ids written are the rows', by
     the plan's places in the scenario, so a scenario filtered or reordered after the load would put
-    one chart's plan under another's id. A count and the ends are checked (no pass over the queue)."""
-    for rows, charts, name in (
-        (snapshot.waiting.id, snapshot.scenario.queued, "queued"),
-        (snapshot.in_flight.id, snapshot.scenario.running, "running"),
+    one chart's plan under another's id. Every chart is checked, id by id (the queue's keys read
+    back as one array, `snapshot.chart_ids`)."""
+    for rows, keys, name in (
+        (snapshot.waiting.id, core.QueueColumns.of(snapshot.scenario.queued).id, "queued"),
+        (snapshot.in_flight.id, [chart.id for chart in snapshot.scenario.running], "running"),
     ):
-        ends_differ = len(charts) > 0 and (charts[0].id, charts[-1].id) != (
-            chart_key(int(rows[0])),
-            chart_key(int(rows[-1])),
-        )
-        if len(rows) != len(charts) or ends_differ:
+        if len(rows) != len(keys) or not np.array_equal(rows, chart_ids(keys)):
             raise ValueError(f"the snapshot's {name} rows are not its scenario's {name} charts, in order")
 
 
@@ -277,17 +278,16 @@ def _time_columns(arrays: PlanArrays, block: slice) -> dict[str, copy_binary.Col
     }
 
 
-def _reasons(plan: core.Plan, provider_paused: frozenset[str]) -> Sequence[str | None]:
+def _reasons(plan: core.Plan, provider_paused: NDArray[np.bool_]) -> Sequence[str | None]:
     """Why each chart waits (None: it does not). The core's `unavailable` is written as
-    `provider_paused` for a chart a provider pause holds past its own backoff, else `backoff`."""
+    `provider_paused` for a chart a provider pause holds past its own backoff (`provider_paused`,
+    aligned with the plan's rows), else `backoff`."""
     reasons = plan.reason.column()
     if Reason.UNAVAILABLE.value not in reasons:  # (a plain string: compared at C speed)
         return reasons
     return [
-        (WaitingReason.PROVIDER_PAUSED if chart_id in provider_paused else WaitingReason.BACKOFF)
-        if reason == Reason.UNAVAILABLE
-        else reason
-        for chart_id, reason in zip(plan.reason, reasons, strict=True)
+        (WaitingReason.PROVIDER_PAUSED if paused else WaitingReason.BACKOFF) if reason == Reason.UNAVAILABLE else reason
+        for reason, paused in zip(reasons, provider_paused.tolist(), strict=True)
     ]
 
 

@@ -8,10 +8,10 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, NamedTuple
 
+import numpy as np
 from django.db import transaction
 from django.utils.dateparse import parse_datetime
 
-from charts.models import QUEUE_STATES, Chart
 from charts.services import PRIORITY
 from common.bounds import Number, Whole
 from common.errors import InvalidInput
@@ -21,7 +21,7 @@ from orgs.services import COST, MAX_CONCURRENCY, QUEUE_LIMIT, WEIGHT
 from scheduling import core
 from scheduling.models import ConfigChange, SchedulerConfig
 from scheduling.snapshot import (
-    Epoch,
+    availability,
     backlogged_and_ready,
     chart_key,
     fair_service,
@@ -332,15 +332,17 @@ def plan_preview(*, changes: dict[str, Any], now: datetime | None = None) -> dic
                 if until <= scenario.now:
                     raise InvalidInput("until must be in the future", field=name)
                 pauses[(provider_id, org_id)] = max(until, pauses.get((provider_id, org_id), until))
-        # Each waiting chart's own availability (its backoff), before any pause was laid over it.
-        own = dict(Chart.objects.filter(state__in=QUEUE_STATES).values_list("id", Epoch("available_at")))
+        # The changed pauses laid over each waiting chart's own availability (its backoff, as the
+        # snapshot read it), by the one rule (`snapshot.availability`).
         changed_costs = replace(costs_now, pauses=pauses)
-        for index, (chart_id, org, workflow_id) in enumerate(
-            zip(queued.id, queued.org, snapshot.queued_workflow, strict=True)
-        ):
-            queued.available_at[index] = changed_costs.ready_at(
-                int(org), workflow_id, own.get(int(chart_id), queued.available_at[index])
-            )
+        pause = np.array(
+            [
+                changed_costs.pause_until(int(org), workflow_id)
+                for org, workflow_id in zip(queued.org, snapshot.queued_workflow, strict=True)
+            ],
+            dtype=np.float64,
+        )
+        queued.available_at[:] = core.times_list(availability(snapshot.waiting.available_at, pause).available_at)
 
     # 3. The rounds under way with the changed rows, then both plans.
     backlogged, ready = backlogged_and_ready(queued, list(scenario.running), changed_rows, scenario.now)

@@ -217,8 +217,9 @@ class Snapshot:
     queued_workflow: list[int] = field(default_factory=list)
     # The round under way (see `fair_service`): every org's virtual time is raised to it, or None.
     round_under_way: float | None = None
-    # The queued charts (core ids) held later than their own backoff by a paused provider.
-    provider_paused: frozenset[str] = frozenset()
+    # Which queued charts a paused provider holds later than their own backoff, aligned with
+    # `scenario.queued` (`availability`).
+    provider_paused: NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
 
 
 def org_key(org_id: int) -> str:
@@ -324,12 +325,6 @@ class Costs:
         """The (org, workflow) override, else the workflow's default cost."""
         return self.overrides.get((org_id, workflow_id)) or self.defaults[workflow_id]
 
-    def ready_at(self, org_id: int, workflow_id: int, available_at: float | None) -> float | None:
-        """When a chart may start: its own `available_at`, or later if its provider is paused for
-        everyone or for its org."""
-        until = self.pause_until(org_id, workflow_id)
-        return available_at if until is None else max(available_at or 0.0, until)
-
     def pause_until(self, org_id: int, workflow_id: int) -> float | None:
         """When the pauses of the provider of an (org, workflow)'s charts end, for everyone and for
         the org: the later of them, or None if neither is active."""
@@ -338,6 +333,23 @@ class Costs:
             return None
         ends = [self.pauses[key] for key in ((provider_id, None), (provider_id, org_id)) if key in self.pauses]
         return max(ends, default=None)
+
+
+@dataclass(frozen=True)
+class Availability:
+    """When charts may start (`available_at`, seconds since the epoch, NaN: now) and which of them a
+    provider pause holds later than their own backoff (`provider_paused`), aligned with the charts."""
+
+    available_at: NDArray[np.float64]
+    provider_paused: NDArray[np.bool_]
+
+
+def availability(own: NDArray[np.float64], pause: NDArray[np.float64]) -> Availability:
+    """The rule of when a chart may start, written once: the later of its own backoff (`own`) and the
+    end of its provider's pause for everyone or for its org (`pause`), either NaN when there is none.
+    The snapshot's queue, the dispatch walk and the what-if all take it from here."""
+    available_at = np.fmax(own, pause)  # NaN is no time: the other one wins
+    return Availability(available_at, (available_at != own) & ~np.isnan(available_at))
 
 
 def load_costs(now: datetime) -> Costs:
@@ -387,14 +399,15 @@ class InFlightRun:
 class Candidate:
     """A waiting chart as the dispatch walk reads it.
 
-    `cost` is what its run will hold (the (org, workflow) override, else the workflow's default);
-    `own_available_at` its own backoff, `available_at` the later of that and any pause of its
-    provider (seconds since the epoch, or None: available now); `retry` whether its run will be one.
+    `cost` is what its run will hold (`Costs.of`); `available_at` when it may start (`availability`:
+    the later of its own backoff and any pause of its provider, seconds since the epoch, or None:
+    now); `provider_paused` whether such a pause holds it later than its own backoff; `retry`
+    whether its run will be one.
     """
 
     cost: int
-    own_available_at: float | None
     available_at: float | None
+    provider_paused: bool
     retry: bool
 
 
@@ -424,16 +437,26 @@ class DispatchView:
         """The orgs on hold (weight 0): their charts are never visited."""
         return frozenset(org.id for org in self.orgs if org.weight == 0)
 
-    def candidate(
-        self, *, org_id: int, workflow_id: int, available_at: datetime | None, state: str, attempt: int
-    ) -> Candidate:
-        own = to_seconds(available_at) if available_at else None
-        return Candidate(
-            cost=self.costs.of(org_id, workflow_id),
-            own_available_at=own,
-            available_at=self.costs.ready_at(org_id, workflow_id, own),
-            retry=is_retry(state=state, attempt=attempt),
+    def candidates(self, page: Sequence[Chart]) -> list[Candidate]:
+        """Each chart of `page` (a page of the persisted order, as the dispatch pass reads it) as
+        the walk reads it, its availability by the snapshot's one rule (`availability`)."""
+        own = np.array(
+            [np.nan if chart.available_at is None else to_seconds(chart.available_at) for chart in page],
+            dtype=np.float64,
         )
+        pause = np.array([self.costs.pause_until(chart.org_id, chart.workflow_id) for chart in page], dtype=np.float64)
+        available = availability(own, pause)
+        return [
+            Candidate(
+                cost=self.costs.of(chart.org_id, chart.workflow_id),
+                available_at=available_at,
+                provider_paused=provider_paused,
+                retry=is_retry(state=chart.state, attempt=chart.attempt),
+            )
+            for chart, available_at, provider_paused in zip(
+                page, core.times_list(available.available_at), available.provider_paused.tolist(), strict=True
+            )
+        ]
 
 
 def load_dispatch_view(*, now: datetime | None = None) -> DispatchView:
@@ -657,12 +680,12 @@ _CAST_TO: dict[copy_binary.Kind, Field[Any, Any]] = {
 
 @dataclass(frozen=True)
 class _Queue:
-    """The waiting charts as the core's columns, their spreads (aligned), and the charts (core ids)
-    that a provider pause holds later than their own backoff."""
+    """The waiting charts as the core's columns, their spreads and which of them a provider pause
+    holds later than their own backoff (both aligned with the columns)."""
 
     columns: core.QueueColumns
     spread: NDArray[np.float64]
-    provider_paused: frozenset[str]
+    provider_paused: NDArray[np.bool_]
 
 
 def _queue(waiting: ActiveCharts, costs: Costs, durations: Durations) -> _Queue:
@@ -676,13 +699,11 @@ def _queue(waiting: ActiveCharts, costs: Costs, durations: Durations) -> _Queue:
     pair_duration = np.array([durations.of(*pair) for pair in pairs], dtype=np.float64).reshape(-1, 2)
     pair_org = np.array([org_key(org_id) for org_id, _ in pairs], dtype=object)
     ids = chart_keys(waiting.id)
-    available_at = waiting.available_at
-    provider_paused: frozenset[str] = frozenset()
     if costs.pauses:
         pause = np.array([costs.pause_until(*pair) for pair in pairs], dtype=np.float64)[pair_of]  # None: NaN
-        available_at = np.fmax(waiting.available_at, pause)  # as `Costs.ready_at`: NaN is no time
-        held = (available_at != waiting.available_at) & ~np.isnan(available_at)
-        provider_paused = frozenset(compress(ids, held.tolist()))
+        available = availability(waiting.available_at, pause)
+    else:
+        available = Availability(waiting.available_at, np.zeros(len(waiting.id), dtype=np.bool_))
     paused = waiting.state == ACTIVE_STATES.index(ChartState.PAUSED)
     spent = attempts_before_retry(ChartState.QUEUED)  # the same for every state in the queue (`is_retry`)
     columns = core.QueueColumns(
@@ -694,10 +715,10 @@ def _queue(waiting: ActiveCharts, costs: Costs, durations: Durations) -> _Queue:
         high_priority=waiting.high_priority,
         paused=paused,
         priority=waiting.priority.astype(np.int64),
-        available_at=available_at,
+        available_at=available.available_at,
         retry=waiting.attempt > spent,
     )
-    return _Queue(columns, pair_duration[pair_of, 1], provider_paused)
+    return _Queue(columns, pair_duration[pair_of, 1], available.provider_paused)
 
 
 def _running(

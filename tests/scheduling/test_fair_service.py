@@ -14,7 +14,7 @@ from charts.models import ChartState
 from charts.services import chart_prioritize
 from orgs.models import Provider
 from orgs.services import org_cap_set, org_hold, org_release, org_weight_set, provider_pause, provider_resume
-from scheduling.dispatch import _claim
+from scheduling.dispatch import Choice, _claim
 from scheduling.reconcile import _requeue
 from scheduling.services import scheduler_config_set
 from tests.factories import OrgFactory, ProviderFactory, WorkflowFactory
@@ -211,11 +211,9 @@ def test_a_lost_claim_adds_no_service() -> None:
     submit(acme, "w", 1)
     chart = acme.charts.get()
     stale = acme.charts.get()
-    chart.cost, chart.service = 1, 0.0
-    assert _claim(chart)  # the chart is claimed: the stale copy's claim loses
+    assert _claim(Choice(chart, cost=1, service=0.0))  # the chart is claimed: the stale copy's claim loses
     acme.refresh_from_db()
     served = acme.served
-    stale.cost, stale.service = 1, 0.5
-    assert not _claim(stale)
+    assert not _claim(Choice(stale, cost=1, service=0.5))
     acme.refresh_from_db()
     assert acme.served == served

@@ -19,7 +19,7 @@ from charts.states import transition_if
 from orgs.models import Org
 from orgs.services import provider_pause
 from scheduling import core, replan
-from scheduling.dispatch import _claim
+from scheduling.dispatch import Choice, _claim
 from scheduling.models import QueueSample
 from scheduling.reconcile import duration_record
 from scheduling.replan import plan_refresh
@@ -476,6 +476,18 @@ def test_a_plan_of_a_scenario_other_than_its_snapshot_s_rows_is_refused(backlog:
     assert _plan_rows() == before
 
 
+def test_a_scenario_with_two_charts_swapped_inside_the_queue_is_refused(backlog: tuple[Org, Org]) -> None:
+    """Alignment is checked chart by chart: the same count and the same ends, but two charts
+    exchanged in the middle, would write each one's plan under the other's id."""
+    snapshot = load_snapshot()
+    queued = list(snapshot.scenario.queued)
+    assert len(queued) >= 4
+    queued[1], queued[2] = queued[2], queued[1]
+    swapped = dataclasses.replace(snapshot, scenario=dataclasses.replace(snapshot.scenario, queued=queued))
+    with pytest.raises(ValueError, match="queued rows are not its scenario's queued charts"):
+        replan.write_plan(swapped, core.plan(swapped.scenario))
+
+
 @pytest.mark.parametrize(
     "keys", [[None, None, None], [None, chart_key(7), None], [chart_key(2**62), chart_key(3), None]]
 )
@@ -497,7 +509,7 @@ def test_a_claim_during_a_replan_s_swap_does_not_deadlock_with_it(
     plan_refresh()
     chart = Chart.objects.filter(org=acme).order_by("position").first()
     assert chart is not None
-    chart.cost, chart.service = 1, 0.5  # a fair-tier start: its org's virtual time moves
+    choice = Choice(chart, cost=1, service=0.5)  # a fair-tier start: its org's virtual time moves
     orgs_written, resume_swap = threading.Event(), threading.Event()
     swap = replan._swap_in_next_plan
 
@@ -510,7 +522,7 @@ def test_a_claim_during_a_replan_s_swap_does_not_deadlock_with_it(
     errors: list[BaseException] = []
     replanning = _in_thread(plan_refresh, errors)
     assert orgs_written.wait(10)
-    claiming = _in_thread(lambda: _claim(chart), errors)
+    claiming = _in_thread(lambda: _claim(choice), errors)
     _wait_for_a_lock_wait(relation=None)  # the claim waits for its org's row
     resume_swap.set()
     replanning.join(15)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from datetime import UTC, datetime, timedelta
+from itertools import compress
 from typing import Any
 
 import numpy as np
@@ -84,20 +85,28 @@ def test_the_dispatch_view_reads_orgs_in_flight_runs_and_pauses(tenants: Tenants
         InFlightRun(tenants.org_b.pk, 7, False),  # its org's override, as a new claim would hold
     ]
     backoff = now + timedelta(minutes=1)
-    paused = view.candidate(
+    paused_chart = Chart(
         org_id=tenants.org_a.pk,
         workflow_id=tenants.workflow.pk,
         available_at=backoff,
         state=ChartState.RETRY_WAIT,
         attempt=1,
     )
-    assert (paused.cost, paused.retry) == (1, True)
-    assert paused.own_available_at == to_seconds(backoff)
-    assert paused.available_at == pytest.approx(to_seconds(until))  # the provider's pause lasts longer
-    other = view.candidate(
+    backing_off = Chart(
+        org_id=tenants.org_a.pk,
+        workflow_id=tenants.workflow.pk,
+        available_at=until + timedelta(minutes=1),
+        state=ChartState.RETRY_WAIT,
+        attempt=1,
+    )
+    other_chart = Chart(
         org_id=tenants.org_b.pk, workflow_id=tenants.workflow.pk, available_at=None, state=ChartState.QUEUED, attempt=0
     )
-    assert (other.cost, other.own_available_at, other.available_at, other.retry) == (1, None, None, False)
+    paused, own, other = view.candidates([paused_chart, backing_off, other_chart])
+    assert (paused.cost, paused.retry, paused.provider_paused) == (1, True, True)
+    assert paused.available_at == pytest.approx(to_seconds(until))  # the provider's pause lasts longer
+    assert (own.available_at, own.provider_paused) == (pytest.approx(to_seconds(until) + 60), False)
+    assert (other.cost, other.available_at, other.provider_paused, other.retry) == (1, None, False, False)
 
 
 def test_the_replan_and_the_dispatch_pass_mean_one_thing_by_a_retry(tenants: Tenants) -> None:
@@ -216,7 +225,8 @@ def _read_row_by_row(
         retry = is_retry(state=chart.state, attempt=chart.attempt)
         if chart.state in QUEUE_STATES:
             own = to_seconds(chart.available_at) if chart.available_at else None
-            ready = costs.ready_at(chart.org_id, chart.workflow_id, own)
+            pause = costs.pause_until(chart.org_id, chart.workflow_id)
+            ready = own if pause is None else max(own or 0.0, pause)
             if ready != own:
                 held.add(key)
             queued[key] = (
@@ -310,7 +320,8 @@ def test_the_snapshot_is_what_a_row_by_row_reading_gives_on_a_busy_queue(
     } == spread
     assert len(scenario.spread) == len(scenario.queued)
     assert len(scenario.running_spread) == len(scenario.running)
-    assert snapshot.provider_paused == provider_paused
+    assert set(compress(scenario.queued.id, snapshot.provider_paused.tolist())) == provider_paused
+    assert len(snapshot.provider_paused) == len(scenario.queued)
     assert len(queued) == 24
     assert len(running) == 16
     assert spread
