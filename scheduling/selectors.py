@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Aggregate, Avg, Count, F, FloatField, IntegerField, OuterRef, Q, Subquery, Sum
+from django.db.models import Aggregate, Avg, Count, F, FloatField, IntegerField, Q, Sum
 from django.db.models.functions import Cast, Coalesce
 from django.utils import timezone
 
@@ -21,7 +21,7 @@ from common.api import etag
 from orgs.models import Org, OrgChange, Provider, ProviderPause, Workflow, WorkflowCost
 from scheduling.accuracy import AT_ENQUEUE, AT_START
 from scheduling.models import ConfigChange, QueueSample, SchedulerConfig
-from scheduling.snapshot import Durations
+from scheduling.snapshot import Durations, run_cost, run_cost_expression
 
 QUEUE_PAGE_MAX = 500
 IN_FLIGHT_MAX = 500
@@ -31,14 +31,6 @@ SAMPLES_MAX = 720
 
 def _iso(value: datetime | None, timespec: str = "auto") -> str | None:
     return value.isoformat(timespec=timespec) if value is not None else None
-
-
-def _cost_expression() -> Coalesce:
-    """What one run of the chart costs: its org's override for the workflow, or the workflow's default."""
-    override = WorkflowCost.objects.filter(org_id=OuterRef("org_id"), workflow_id=OuterRef("workflow_id")).values(
-        "cost"
-    )[:1]
-    return Coalesce(Subquery(override), F("workflow__default_cost"), output_field=IntegerField())
 
 
 Load = dict[tuple[int, str], tuple[int, int]]
@@ -138,7 +130,7 @@ def queue_page(*, start: int = 0, org: Org | None = None, offset: int = 0, limit
         last = planned.order_by("-plan__position").values_list("plan__position", flat=True).first()
         total = 0 if last is None else last + 1
     values = rows.annotate(
-        org_slug=F("org__slug"), workflow_name=F("workflow__name"), run_cost=_cost_expression()
+        org_slug=F("org__slug"), workflow_name=F("workflow__name"), run_cost=run_cost_expression()
     ).values(
         "id",
         "external_id",
@@ -200,7 +192,7 @@ def outside_plan(*, limit: int = 100) -> dict[str, Any]:
     waiting = Chart.objects.filter(Q(state=ChartState.PAUSED) | Q(state__in=CLAIMABLE_STATES, org_id__in=held))
     values = (
         waiting.order_by("created_at", "id")[: max(1, min(limit, QUEUE_PAGE_MAX))]
-        .annotate(org_slug=F("org__slug"), workflow_name=F("workflow__name"), run_cost=_cost_expression())
+        .annotate(org_slug=F("org__slug"), workflow_name=F("workflow__name"), run_cost=run_cost_expression())
         .values("id", "external_id", "state", "org_slug", "workflow_name", "run_cost", "high_priority", "created_at")
     )
     return {
@@ -238,7 +230,7 @@ def in_flight(*, now: datetime | None = None) -> dict[str, Any]:
         .annotate(
             org_slug=F("org__slug"),
             workflow_name=F("workflow__name"),
-            run_cost=Coalesce(F("cost"), _cost_expression(), output_field=IntegerField()),
+            run_cost=run_cost_expression(recorded=True),
         )
         .values(
             "id",
@@ -431,8 +423,8 @@ class WorkflowTerms:
 def workflow_terms(*, workflows: Sequence[Workflow], org: Org | None) -> list[WorkflowTerms]:
     """The terms of `workflows` for `org`, in two queries whatever their number.
 
-    1. The org's cost overrides of these workflows; a workflow without one costs its default (the
-       rule of `snapshot.Costs.of`).
+    1. The org's cost overrides of these workflows; a workflow without one costs its default
+       (`snapshot.run_cost`).
     2. The duration statistics that the ETAs' fallback chain needs for them (`snapshot.Durations`):
        the (org, workflow) runs, then the org's, then the workflow's, then the configured default.
     """
@@ -450,7 +442,7 @@ def workflow_terms(*, workflows: Sequence[Workflow], org: Org | None) -> list[Wo
         WorkflowTerms(
             workflow=workflow,
             org=org,
-            cost=overrides.get(workflow.pk) or workflow.default_cost,
+            cost=run_cost(override=overrides.get(workflow.pk), default=workflow.default_cost),
             expected_duration=durations.of(org_id, workflow.pk)[0],
         )
         for workflow in workflows

@@ -30,8 +30,10 @@ from django.db.models import (
     FloatField,
     Func,
     IntegerField,
+    OuterRef,
     Q,
     SmallIntegerField,
+    Subquery,
     When,
 )
 from django.db.models.expressions import RawSQL
@@ -311,9 +313,35 @@ def fair_service(
     )
 
 
+# The cost rule, written once for Python (`run_cost`) and for SQL (`run_cost_expression`): the first
+# of these terms that is known is what one run of a chart costs. The cost its claim recorded (a chart
+# in flight keeps what it took, whatever was changed since); its org's override for its workflow;
+# its workflow's default.
+COST_TERMS = ("recorded", "override", "default")
+
+
+def run_cost(*, default: int, override: int | None = None, recorded: int | None = None) -> int:
+    """What one run of a chart costs, by COST_TERMS."""
+    known = {"recorded": recorded, "override": override, "default": default}
+    return next(cost for term in COST_TERMS if (cost := known[term]) is not None)
+
+
+def run_cost_expression(*, recorded: bool = False) -> Coalesce:
+    """`run_cost` as the expression of a chart query (a correlated subquery for the override);
+    `recorded`: the chart's recorded cost first (for charts in flight)."""
+    override = WorkflowCost.objects.filter(org_id=OuterRef("org_id"), workflow_id=OuterRef("workflow_id"))
+    terms = {
+        "recorded": F("cost"),
+        "override": Subquery(override.values("cost")[:1]),
+        "default": F("workflow__default_cost"),
+    }
+    chain = [terms[term] for term in COST_TERMS if recorded or term != "recorded"]
+    return Coalesce(*chain, output_field=IntegerField())
+
+
 @dataclass(frozen=True)
 class Costs:
-    """What a run costs and which provider it calls: the one place these rules are written."""
+    """What a run costs (by `run_cost`) and which provider it calls."""
 
     overrides: dict[tuple[int, int], int]
     defaults: dict[int, int]
@@ -321,9 +349,11 @@ class Costs:
     # Active provider pauses: (provider, org or None for everyone) -> until, in seconds.
     pauses: dict[tuple[int, int | None], float]
 
-    def of(self, org_id: int, workflow_id: int) -> int:
-        """The (org, workflow) override, else the workflow's default cost."""
-        return self.overrides.get((org_id, workflow_id)) or self.defaults[workflow_id]
+    def of(self, org_id: int | None, workflow_id: int, *, recorded: int | None = None) -> int:
+        """What a run of the workflow costs the org (no org: any org without an override), by
+        `run_cost`; `recorded` the cost a claim recorded, if any."""
+        override = None if org_id is None else self.overrides.get((org_id, workflow_id))
+        return run_cost(recorded=recorded, override=override, default=self.defaults[workflow_id])
 
     def pause_until(self, org_id: int, workflow_id: int) -> float | None:
         """When the pauses of the provider of an (org, workflow)'s charts end, for everyone and for
@@ -475,7 +505,7 @@ def load_dispatch_view(*, now: datetime | None = None) -> DispatchView:
         for org_id, weight, cap in Org.objects.values_list("id", "weight", "max_concurrency")
     )
     in_flight = tuple(
-        InFlightRun(org_id, cost or costs.of(org_id, workflow_id), is_retry(state=state, attempt=attempt))
+        InFlightRun(org_id, costs.of(org_id, workflow_id, recorded=cost), is_retry(state=state, attempt=attempt))
         for org_id, workflow_id, cost, state, attempt in Chart.objects.filter(state__in=IN_FLIGHT_STATES).values_list(
             "org_id", "workflow_id", "cost", "state", "attempt"
         )
@@ -740,7 +770,7 @@ def _running(
                 org=org_key(org_id),
                 started=started if started is not None else to_seconds(now),
                 avg=mean,
-                cost=cost or costs.of(org_id, workflow_id),
+                cost=costs.of(org_id, workflow_id, recorded=cost or None),  # (read as 0: none recorded)
                 retry=is_retry(state=ACTIVE_STATES[state], attempt=attempt),
             )
         )

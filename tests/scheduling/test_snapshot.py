@@ -33,6 +33,7 @@ from scheduling.snapshot import (
     load_dispatch_view,
     load_snapshot,
     org_key,
+    run_cost_expression,
     to_seconds,
 )
 from tests.conftest import Tenants
@@ -55,6 +56,31 @@ pytestmark = pytest.mark.django_db
 )
 def test_a_retry_is_a_run_after_the_first_attempt(state: str, attempt: int, retry: bool) -> None:
     assert is_retry(state=state, attempt=attempt) is retry
+
+
+def test_the_cost_rule_reads_the_same_in_python_and_in_sql(tenants: Tenants) -> None:
+    """`Costs.of` and `run_cost_expression` are one rule: for charts with and without an override,
+    waiting and in flight, with and without a recorded cost, both give each chart the same cost."""
+    heavy = WorkflowFactory(name="heavy", default_cost=4)
+    WorkflowCost.objects.create(org=tenants.org_b, workflow=heavy, cost=7)
+    cases = [
+        (tenants.org_a, heavy, ChartState.QUEUED, None, 4),  # the default
+        (tenants.org_b, heavy, ChartState.QUEUED, None, 7),  # the org's override
+        (tenants.org_b, heavy, ChartState.RUNNING, 2, 2),  # what its claim recorded
+        (tenants.org_b, heavy, ChartState.DISPATCHING, None, 7),  # none recorded: the override
+    ]
+    charts = [
+        (ChartFactory(org=org, workflow=workflow, state=state, cost=cost), expected)
+        for org, workflow, state, cost, expected in cases
+    ]
+    costs = load_costs(timezone.now())
+    sql = dict(Chart.objects.annotate(run=run_cost_expression(recorded=True)).values_list("id", "run"))
+    sql_unrecorded = dict(Chart.objects.annotate(run=run_cost_expression()).values_list("id", "run"))
+    for chart, expected in charts:
+        python = costs.of(chart.org_id, chart.workflow_id, recorded=chart.cost)
+        assert (python, sql[chart.pk]) == (expected, expected)
+        assert sql_unrecorded[chart.pk] == costs.of(chart.org_id, chart.workflow_id)
+    assert costs.of(None, heavy.pk) == 4  # no org: the workflow's default
 
 
 def test_the_dispatch_view_reads_orgs_in_flight_runs_and_pauses(tenants: Tenants) -> None:
