@@ -89,15 +89,21 @@ def charts_in_queue_order(charts: QuerySet[Chart]) -> QuerySet[Chart]:
 # One chart with its org, workflow and plan, in one constant statement (`common/rows.py`): the
 # status read is the API's most frequent call, and the ORM's query building was most of its cost. The
 # parts are exposed so that the status read can fetch the caller's token in the same statement.
-_PLAN_COLUMNS = ", ".join(f'p."{name}"' for name in PLAN_FIELDS)
-CHART_COLUMNS = f"{rows.columns(Chart, 'c')}, {_PLAN_COLUMNS}, {rows.columns(Org, 'o')}, {rows.columns(Workflow, 'w')}"
+CHART_ROW = rows.Layout(
+    [
+        ("chart", rows.model_columns(Chart, "c")),
+        ("plan", [f'p."{name}"' for name in PLAN_FIELDS]),
+        ("org", rows.model_columns(Org, "o")),
+        ("workflow", rows.model_columns(Workflow, "w")),
+    ]
+)
 CHART_FROM = (
     f'"{Chart._meta.db_table}" c'
     f' JOIN "{Org._meta.db_table}" o ON o."id" = c."org_id"'
     f' JOIN "{Workflow._meta.db_table}" w ON w."id" = c."workflow_id"'
     f' LEFT JOIN "{ChartPlan._meta.db_table}" p ON p."chart_id" = c."id"'
 )
-CHART_GET_SQL = f'SELECT {CHART_COLUMNS} FROM {CHART_FROM} WHERE c."id" = %s'  # noqa: S608 (names from the models; values are parameters)
+CHART_GET_SQL = f'SELECT {CHART_ROW.sql} FROM {CHART_FROM} WHERE c."id" = %s'  # noqa: S608 (names from the models; values are parameters)
 
 
 def chart_get(*, org_ids: OrgIds, chart_id: int) -> Chart:
@@ -112,16 +118,14 @@ def chart_get(*, org_ids: OrgIds, chart_id: int) -> Chart:
     return chart_from_row(row)
 
 
-def chart_from_row(values: Sequence[object]) -> Chart:
-    """The chart of `CHART_COLUMNS`' values, with its org, workflow and plan."""
-    plan_at = rows.width(Chart)
-    org_at = plan_at + len(PLAN_FIELDS)
-    workflow_at = org_at + rows.width(Org)
-    chart = rows.from_row(Chart, values[:plan_at])
-    for name, value in zip(PLAN_FIELDS, values[plan_at:org_at], strict=True):
+def chart_from_row(values: Sequence[object], layout: rows.Layout = CHART_ROW) -> Chart:
+    """The chart of a row laid out by `layout` (`CHART_ROW`, or a layout that adds it to others),
+    with its org, workflow and plan."""
+    chart = rows.from_row(Chart, layout.part(values, "chart"))
+    for name, value in zip(PLAN_FIELDS, layout.part(values, "plan"), strict=True):
         setattr(chart, name, value)
-    chart.org = rows.from_row(Org, values[org_at:workflow_at])
-    chart.workflow = rows.from_row(Workflow, values[workflow_at:])
+    chart.org = rows.from_row(Org, layout.part(values, "org"))
+    chart.workflow = rows.from_row(Workflow, layout.part(values, "workflow"))
     return chart
 
 

@@ -12,6 +12,7 @@ import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any, NamedTuple
 
 from celery import current_app
@@ -299,6 +300,8 @@ _STAGE_COLUMNS = (
     ("high_priority", "boolean"),
     ("priority", "integer"),
 )
+# A staged row's values in the order of `_STAGE_COLUMNS`, by name.
+_staged_values = attrgetter(*(name for name, _ in _STAGE_COLUMNS))
 # A bulk of more rows than this is COPYed into a temporary table (for the length of the transaction);
 # up to this many are written into the statements as a VALUES list. Creating and dropping a temporary
 # table writes PostgreSQL's catalog: half the statements and most of the database time of a single
@@ -332,7 +335,7 @@ def _stage(rows: Sequence[StagedRow]) -> Staged:
         row_sql = "(" + ", ".join(f"%s::{kind}" for _, kind in _STAGE_COLUMNS) + ")"
         return Staged(
             f"(VALUES {', '.join([row_sql] * len(rows))}) AS staged ({names})",
-            [value for row in rows for value in row[: len(_STAGE_COLUMNS)]],
+            [value for row in rows for value in _staged_values(row)],
         )
     with connection.cursor() as cursor:
         # (Dropped first: a caller's transaction may hold an earlier bulk's table.)
@@ -341,7 +344,7 @@ def _stage(rows: Sequence[StagedRow]) -> Staged:
         cursor.execute(f"CREATE TEMP TABLE {_STAGE_TABLE} ({typed}) ON COMMIT DROP")
         with cursor.connection.cursor().copy(f"COPY {_STAGE_TABLE} ({names}) FROM STDIN") as copy:
             for row in rows:
-                copy.write_row(row[: len(_STAGE_COLUMNS)])
+                copy.write_row(_staged_values(row))
     return Staged(f"{_STAGE_TABLE} staged", [])
 
 

@@ -32,14 +32,13 @@ from rest_framework import exceptions
 from rest_framework.authentication import get_authorization_header
 from rest_framework.renderers import JSONRenderer
 
-from charts.selectors import BIGINT_MAX, CHART_COLUMNS, CHART_FROM, chart_from_row, chart_not_found
+from charts.selectors import BIGINT_MAX, CHART_FROM, CHART_ROW, chart_from_row, chart_not_found
 from charts.serializers import ChartDetailSerializer
 from common import rows
 from orgs.access import (
-    TOKEN_COLUMNS,
     TOKEN_FROM,
+    TOKEN_ROW,
     TOKEN_WHERE,
-    TOKEN_WIDTH,
     CallerReadThrottle,
     scope_for,
     token_accepted,
@@ -54,8 +53,9 @@ View = Callable[..., HttpResponse]
 # parameter (`indent`) to honour: anything else is DRF's to negotiate.
 JSON_ACCEPTS = frozenset({"", "*/*", "application/json"})
 # The token and the chart in one statement; the chart's columns are NULL when it does not exist.
+STATUS_ROW = TOKEN_ROW + CHART_ROW
 STATUS_SQL = (
-    f"SELECT {TOKEN_COLUMNS}, {CHART_COLUMNS} FROM {TOKEN_FROM}"  # noqa: S608 (names from the models; values are parameters)
+    f"SELECT {STATUS_ROW.sql} FROM {TOKEN_FROM}"  # noqa: S608 (names from the models; values are parameters)
     f' LEFT JOIN ({CHART_FROM}) ON c."id" = %s WHERE {TOKEN_WHERE}'
 )
 # What DRF answers a detail route of the chart viewset with, beside the body (`finalize_response`).
@@ -92,15 +92,15 @@ def _answer(request: HttpRequest, pk: str) -> HttpResponse | None:
     row = rows.fetch_one(STATUS_SQL, [chart_id, digest])
     if row is None:
         return None
-    token = token_from_row(row[:TOKEN_WIDTH])
+    token = token_from_row(row, STATUS_ROW)
     if not token_accepted(token):
         return None
     token_used(token)
     if not CallerReadThrottle().allow("GET", token=token, user=token.user):
         return None
     request.user = token.user  # as DRF sets it for what runs after the view
-    values = row[TOKEN_WIDTH:]
-    chart = None if values[0] is None else chart_from_row(values)
+    chart_id_read = STATUS_ROW.part(row, "chart")[0]
+    chart = None if chart_id_read is None else chart_from_row(row, STATUS_ROW)
     if chart is None or not scope_for(token=token, user=token.user).sees(chart.org_id):
         error = chart_not_found()
         return _json(error.as_dict(), error.status)

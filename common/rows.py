@@ -18,12 +18,42 @@ M = TypeVar("M", bound=models.Model)
 
 def columns(model: type[models.Model], alias: str) -> str:
     """The model's concrete columns under a table alias, in field order: `t."id", t."name", ...`."""
-    return ", ".join(f'{alias}."{field.column}"' for field in model._meta.concrete_fields)
+    return ", ".join(model_columns(model, alias))
 
 
-def width(model: type[models.Model]) -> int:
-    """How many values `columns` selects."""
-    return len(model._meta.concrete_fields)
+def model_columns(model: type[models.Model], alias: str) -> list[str]:
+    """The model's concrete columns under a table alias, in field order, one expression each."""
+    return [f'{alias}."{field.column}"' for field in model._meta.concrete_fields]
+
+
+class Layout:
+    """A statement's row as named parts, in order, each a run of columns (a model's, by
+    `model_columns`, or plain expressions): `sql` is the SELECT list, `part` a part's values in a
+    row, so that no reader counts columns. Layouts add up (`token + chart`) when one statement
+    reads both; their part names must differ."""
+
+    __slots__ = ("_slices", "columns")
+
+    def __init__(self, parts: Sequence[tuple[str, Sequence[str]]]) -> None:
+        self.columns: tuple[tuple[str, tuple[str, ...]], ...] = tuple((name, tuple(sql)) for name, sql in parts)
+        self._slices: dict[str, slice] = {}
+        begin = 0
+        for name, sql in self.columns:
+            if name in self._slices:
+                raise ValueError(f"two parts named {name!r}")
+            self._slices[name] = slice(begin, begin + len(sql))
+            begin += len(sql)
+
+    def __add__(self, other: Layout) -> Layout:
+        return Layout([*self.columns, *other.columns])
+
+    @property
+    def sql(self) -> str:
+        return ", ".join(column for _, sql in self.columns for column in sql)
+
+    def part(self, row: Sequence[Any], name: str) -> Sequence[Any]:
+        """The values of part `name` in `row` (a row of this layout's `sql`)."""
+        return row[self._slices[name]]
 
 
 def from_row(model: type[M], values: Sequence[Any]) -> M:

@@ -83,15 +83,16 @@ def api_token_revoke(*, token_id: int, actor: str) -> None:
 
 # A token, its user and the user's role in the token's org, as one statement (`common/rows.py`). The
 # parts are exposed so that a hot read can fetch its own row in the same statement (charts' status read).
-TOKEN_COLUMNS = f'{rows.columns(ApiToken, "t")}, {rows.columns(User, "u")}, m."role"'
+TOKEN_ROW = rows.Layout(
+    [("token", rows.model_columns(ApiToken, "t")), ("user", rows.model_columns(User, "u")), ("role", ['m."role"'])]
+)
 TOKEN_FROM = (
     f'"{ApiToken._meta.db_table}" t'
     f' JOIN "{User._meta.db_table}" u ON u."id" = t."user_id"'
     f' LEFT JOIN "{Membership._meta.db_table}" m ON m."user_id" = t."user_id" AND m."org_id" = t."org_id"'
 )
 TOKEN_WHERE = 't."key_hash" = %s'  # noqa: S105 (a condition on the digest, not a secret)
-TOKEN_WIDTH = rows.width(ApiToken) + rows.width(User) + 1
-TOKEN_LOOKUP_SQL = f"SELECT {TOKEN_COLUMNS} FROM {TOKEN_FROM} WHERE {TOKEN_WHERE}"  # noqa: S608 (names from the models; values are parameters)
+TOKEN_LOOKUP_SQL = f"SELECT {TOKEN_ROW.sql} FROM {TOKEN_FROM} WHERE {TOKEN_WHERE}"  # noqa: S608 (names from the models; values are parameters)
 
 
 def token_digest(header: bytes) -> str | None:
@@ -109,13 +110,13 @@ def token_digest(header: bytes) -> str | None:
     return _digest(secret)
 
 
-def token_from_row(values: Sequence[Any]) -> ApiToken:
-    """The token of `TOKEN_COLUMNS`' values, with its user (`token.user`) and the user's role in the
-    token's org (`token.member_role`, None when not a member)."""
-    split = rows.width(ApiToken)
-    token = rows.from_row(ApiToken, values[:split])
-    token.user = rows.from_row(User, values[split : split + rows.width(User)])
-    token.member_role = values[TOKEN_WIDTH - 1]  # type: ignore[attr-defined]
+def token_from_row(values: Sequence[Any], layout: rows.Layout = TOKEN_ROW) -> ApiToken:
+    """The token of a row laid out by `layout` (`TOKEN_ROW`, or a layout that adds it to others),
+    with its user (`token.user`) and the user's role in the token's org (`token.member_role`, None
+    when not a member)."""
+    token = rows.from_row(ApiToken, layout.part(values, "token"))
+    token.user = rows.from_row(User, layout.part(values, "user"))
+    (token.member_role,) = layout.part(values, "role")  # type: ignore[attr-defined]
     return token
 
 
