@@ -9,6 +9,12 @@ from django.db.models import Q
 from common.txid import CurrentTransactionId
 
 
+def holds(weight: int) -> bool:
+    """Whether an org of this weight is on hold (nothing of it dispatches or competes): the one
+    rule, for an `Org` and for the rows the snapshot reads."""
+    return weight == 0
+
+
 class Org(models.Model):
     """A tenant. Its weight is its share of each round; weight 0 means held (nothing dispatches)."""
 
@@ -61,7 +67,7 @@ class Org(models.Model):
 
     @property
     def is_held(self) -> bool:
-        return self.weight == 0
+        return holds(self.weight)
 
 
 class Membership(models.Model):

@@ -52,7 +52,7 @@ from charts.models import (
     is_retry,
     log_spread,
 )
-from orgs.models import Org, ProviderPause, Workflow, WorkflowCost
+from orgs.models import Org, ProviderPause, Workflow, WorkflowCost, holds
 from scheduling import copy_binary, core, packed_rows
 from scheduling.core import durations as core_durations
 from scheduling.core import service as core_service
@@ -287,6 +287,10 @@ class OrgRow:
     served: float
     weight_before_hold: int | None
 
+    @property
+    def held(self) -> bool:
+        return holds(self.weight)
+
 
 def load_orgs() -> dict[str, OrgRow]:
     """Every org's row by core key."""
@@ -415,6 +419,10 @@ class DispatchOrg:
     weight: int
     max_concurrency: int | None
 
+    @property
+    def held(self) -> bool:
+        return holds(self.weight)
+
 
 @dataclass(frozen=True)
 class InFlightRun:
@@ -465,7 +473,7 @@ class DispatchView:
     @property
     def held(self) -> frozenset[int]:
         """The orgs on hold (weight 0): their charts are never visited."""
-        return frozenset(org.id for org in self.orgs if org.weight == 0)
+        return frozenset(org.id for org in self.orgs if org.held)
 
     def candidates(self, page: Sequence[Chart]) -> list[Candidate]:
         """Each chart of `page` (a page of the persisted order, as the dispatch pass reads it) as
@@ -812,7 +820,7 @@ def backlogged_and_ready(
     The chart tests run on the queue's arrays; the orgs of the charts that pass are then counted
     once each (`dict.fromkeys`, in C), with no Python step per chart."""
     in_flight = Counter(chart.org for chart in running)
-    weighted = {key for key, row in org_rows.items() if row.weight > 0}
+    weighted = {key for key, row in org_rows.items() if not row.held}
     under_cap = {key for key in weighted if (cap := org_rows[key].max_concurrency) is None or in_flight[key] < cap}
     arrays = queued.arrays
     fair_tier = ~(arrays.paused | arrays.high_priority)
@@ -857,7 +865,7 @@ def recent_history(
     for org_id, workflow_id, second, count in grouped:
         if (pair := (org_id, workflow_id)) not in kinds:
             row = org_rows.get(org_key(org_id))
-            held = row is None or row.weight == 0
+            held = row is None or row.held
             kinds[pair] = None if held else (org_key(org_id), *durations.of(*pair), costs.of(*pair))
         if (kind := kinds[pair]) is not None:
             org, avg, spread, cost = kind
