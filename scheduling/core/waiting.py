@@ -11,30 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any, Final
 
 import numpy as np
 from numpy.typing import NDArray
 
+from .dispatcher import BUDGET, CHART_PAUSED, ORG_CAP, ORG_HELD, RETRY_BUDGET, START, TURN, UNAVAILABLE, Verdict
 from .order import Indices
 
-
-class Reason(StrEnum):
-    """Why a queued chart is not running now (the order of the members is the order of the checks)."""
-
-    ORG_HELD = "org_held"  # its org's weight is 0: not in the order
-    CHART_PAUSED = "chart_paused"  # paused: not in the order
-    UNAVAILABLE = "unavailable"  # `available_at` after now (a backoff or a paused provider: the caller knows which)
-    ORG_CAP = "org_cap"  # its org runs `max_concurrency` charts now
-    RETRY_BUDGET = "retry_budget"  # a retry whose units exceed the retry units free now
-    BUDGET = "budget"  # the head of the line: the free budget cannot hold it; or one the free budget
-    # could hold now, held behind that head (`head_of_line` names it)
-    TURN = "turn"  # charts ahead of it in the fair order come first
-
-
-# Codes of the reasons in the columns; NOT_WAITING for a chart the walk starts at `now`.
-REASONS: Final = tuple(Reason)
+# Codes of the verdicts in the columns; NOT_WAITING (START) for a chart the walk starts at `now`.
+REASONS: Final = tuple(verdict for verdict in Verdict if verdict is not START)
 NOT_WAITING: Final = len(REASONS)
 _NAMES: Final = np.array([*(reason.value for reason in REASONS), None], dtype=object)
 _CODE: Final = {reason: code for code, reason in enumerate(REASONS)}
@@ -57,12 +43,12 @@ class Waiting:
     behind_head: NDArray[np.bool_]
 
     def names(self) -> list[str | None]:
-        """Each chart's reason as its `Reason` value (None: the walk starts it now)."""
+        """Each chart's reason as its `Verdict` value (None: the walk starts it now)."""
         return reason_names(self.code)
 
 
 def reason_names(code: NDArray[np.int8]) -> list[str | None]:
-    """The `Reason` value of each code (None for NOT_WAITING)."""
+    """The `Verdict` value of each code (None for NOT_WAITING)."""
     return _NAMES[code].tolist()  # type: ignore[no-any-return]
 
 
@@ -114,25 +100,25 @@ def waiting_reasons(
 
     org_met, retry_taken_after = _met_by_position(started_now, org, units, retry)
 
-    code = np.full(count, _CODE[Reason.TURN], dtype=np.int8)
+    code = np.full(count, _CODE[TURN], dtype=np.int8)
     until = start.copy()
     if retry is not None and retry_budget is not None:
         running_retry_held = running_held[np.asarray(running_retry, dtype=np.bool_)[running_on]]
         retry_free = retry_budget - int(running_retry_held.sum()) - int(units[started_now & retry].sum())
-        code[retry & (units > retry_free + retry_taken_after)] = _CODE[Reason.RETRY_BUDGET]
-    code[org_running[org] - org_met >= cap[org]] = _CODE[Reason.ORG_CAP]
-    code[later] = _CODE[Reason.UNAVAILABLE]
+        code[retry & (units > retry_free + retry_taken_after)] = _CODE[RETRY_BUDGET]
+    code[org_running[org] - org_met >= cap[org]] = _CODE[ORG_CAP]
+    code[later] = _CODE[UNAVAILABLE]
     until[later] = later_at
     code[started_now] = NOT_WAITING
     until[started_now] = np.nan
 
-    in_line = code == _CODE[Reason.TURN]
+    in_line = code == _CODE[TURN]
     head = int(np.argmax(in_line)) if in_line.any() else -1
     behind_head = np.zeros(count, dtype=np.bool_)
     if head >= 0:
         behind_head[head + 1 :] = in_line[head + 1 :] & (units[head + 1 :] <= free)
-        code[behind_head] = _CODE[Reason.BUDGET]
-        code[head] = _CODE[Reason.BUDGET]
+        code[behind_head] = _CODE[BUDGET]
+        code[head] = _CODE[BUDGET]
     return Waiting(code=code, until=until, head=head, behind_head=behind_head)
 
 
@@ -171,5 +157,5 @@ def _met_by_position(
 
 def left_out_reasons(held: NDArray[np.bool_]) -> list[str]:
     """The reason of each chart left out of the order: its org is held, else it is paused."""
-    names: NDArray[Any] = np.where(held, Reason.ORG_HELD.value, Reason.CHART_PAUSED.value).astype(object)
+    names: NDArray[Any] = np.where(held, ORG_HELD.value, CHART_PAUSED.value).astype(object)
     return names.tolist()  # type: ignore[no-any-return]
