@@ -119,7 +119,7 @@ STAGES = (
     ("planner.fair_order_indices", "2 fair order", 0),
     ("planner._columns", "3 columns", 0),
     ("planner._later_charts", "charts available later", 1),
-    ("planner._replay", "4 replay", 0),
+    ("planner.replay", "4 replay", 0),
     ("planner._bands", "6 bands", 0),
     ("planner.spreads", "spreads (column)", 1),
     ("planner.eta_bands", "eta_bands", 1),

@@ -56,7 +56,8 @@ from .model import (
     times_list,
 )
 from .order import fair_order
-from .planner import load_compiled_replay, plan
+from .planner import plan
+from .replay import load_compiled_replay
 
 __all__ = [
     "Aging",

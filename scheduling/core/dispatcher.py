@@ -1,7 +1,7 @@
 """The dispatch rule, written once: `Dispatcher.decide` gives a chart its verdict at an instant.
 
 The live dispatcher reaches it through `Dispatcher.walk` (one chart at a time as it pages through the
-queue) and `dispatch_walk`; the event replay (`replay.EventReplay`) decides its stream heads with it
+queue) and `dispatch_walk`; the reference replay (`replay.reference.EventReplay`) decides its stream heads with it
 at every decision instant.
 """
 

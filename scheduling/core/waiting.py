@@ -1,7 +1,7 @@
 """Why each waiting chart is not running now, and until when: the verdicts of the walk at `now`.
 
-The replay that gives the ETAs walks the order at `now` first (`Dispatcher.decide`, or its inline
-forms in `lanes` and `org_replay`). Its outcome at `now` (which charts start, and so the free budget,
+The replay that gives the ETAs walks the order at `now` first (`Dispatcher.decide`, or its fast
+forms in `replay.lanes` and `replay.compiled`). Its outcome at `now` (which charts start, and so the free budget,
 each org's running count and the free retry units after the walk) gives every chart of the order the
 verdict the walk gives it, or would give it had it not stopped at the head of the line. This step
 reads that outcome in whole columns (numpy), not chart by chart: no second walk of the queue.

@@ -1,6 +1,6 @@
-"""The event replay of the dispatcher, for any scenario: the reference the faster replays
-(`lanes.lane_replay`, `org_replay.org_replay`) are tested against, and the path `plan` takes under a
-retry budget. It decides every chart with the one dispatch rule, `Dispatcher.decide`.
+"""The reference replay: the dispatcher's walk from instant to instant, for any scenario, written
+once through the one dispatch rule, `Dispatcher.decide`. The fast replays (`lanes`, `compiled`) are
+held equal to it; `plan` takes it wherever neither applies.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import math
 from collections.abc import Sequence
 from typing import Final
 
-from .dispatcher import BUDGET, ORG_CAP, START, Dispatcher
+from ..dispatcher import BUDGET, ORG_CAP, START, Dispatcher
 
 IDLE: Final = 0
 ACTIVE: Final = 1
