@@ -41,7 +41,7 @@ LANE_MEAN_UNITS_LIMIT: Final = 4
 COMPILED_MIN_CHARTS: Final = 10_000
 # A plan that would load it first (import numba, load the kernel from its cache, once per process)
 # takes it from these sizes, where the load is won back at once (`bench/bench_core.py`'s header).
-COMPILED_MIN_CHARTS_COLD: Final = 1_000_000
+COMPILED_MIN_CHARTS_COLD: Final = 200_000
 COMPILED_MIN_CHARTS_COLD_LANES: Final = 3_000_000
 
 Times = Sequence[float | None]
