@@ -57,7 +57,12 @@ def test_a_chart_that_starts_has_no_reason_to_wait() -> None:
 def quiet_temporal(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     """Starts recorded instead of sent to Temporal."""
     started: list[dict[str, Any]] = []
-    monkeypatch.setattr(dispatch_module, "start_chart_workflow", lambda **start: started.append(start) or "run")
+
+    def start(**workflow: Any) -> str:
+        started.append(workflow)
+        return "run"
+
+    monkeypatch.setattr(dispatch_module, "start_chart_workflow", start)
     return started
 
 
