@@ -46,10 +46,10 @@ from charts.serializers import ReasonSerializer
 from charts.waiting import waiting_words
 from common.actors import actor_for
 from common.errors import BulkInvalid, FieldsInvalid, Forbidden, InvalidInput, NotFound, QueueFull, ServiceError
+from knobs.models import SchedulerConfig
 from orgs.access import CallerWriteThrottle
 from orgs.models import Membership, Org
 from orgs.selectors import member_orgs, membership_get, workflows_all
-from scheduling.models import SchedulerConfig
 
 PAGE_SIZE = 50
 

@@ -33,13 +33,13 @@ from common.strict import (
     StrictSerializer,
     StrictSlugField,
 )
+from knobs.models import ConfigChange, SchedulerConfig
 from orgs import services as org_services
 from orgs.access import IsStaffScope
 from orgs.models import Org, Provider, ProviderPause, Workflow
 from orgs.selectors import provider_pauses
 from orgs.services import COST, MAX_CONCURRENCY, QUEUE_LIMIT, WEIGHT
 from scheduling import services
-from scheduling.models import ConfigChange, SchedulerConfig
 from scheduling.services import AGING_CAP, BUDGET, CONFIG_BOUNDS, MAX_ATTEMPTS
 
 STAFF = [IsAuthenticated, IsStaffScope]

@@ -16,10 +16,10 @@ from charts.services import PRIORITY
 from common.bounds import Number, Whole
 from common.errors import InvalidInput
 from common.events import changed
+from knobs.models import ConfigChange, SchedulerConfig
 from orgs.models import Provider, Workflow
 from orgs.services import COST, MAX_CONCURRENCY, QUEUE_LIMIT, WEIGHT
 from scheduling import core
-from scheduling.models import ConfigChange, SchedulerConfig
 from scheduling.snapshot import (
     Epoch,
     backlogged_and_ready,

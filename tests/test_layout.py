@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import grimp
 
-PACKAGES = ("common", "orgs", "charts", "scheduling", "feed", "fairsched")
+PACKAGES = ("common", "orgs", "knobs", "charts", "scheduling", "feed", "fairsched")
 
 
 def circles(imports: dict[str, set[str]]) -> list[list[str]]:

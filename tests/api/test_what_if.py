@@ -11,8 +11,8 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from charts.models import Chart, ChartState
+from knobs.models import ConfigChange, SchedulerConfig
 from orgs.models import Org, ProviderPause
-from scheduling.models import ConfigChange, SchedulerConfig
 from tests.conftest import Tenants
 from tests.factories import ChartFactory, ProviderFactory
 

@@ -12,8 +12,8 @@ from django.utils import timezone
 
 from charts.models import ChartState
 from common import events
+from knobs.models import SchedulerConfig
 from orgs.models import ProviderPause, WorkflowCost
-from scheduling.models import SchedulerConfig
 from tests.conftest import Tenants
 from tests.dashboard.conftest import plan_queue
 from tests.factories import ChartFactory, ProviderFactory, WorkflowFactory
