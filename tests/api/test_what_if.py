@@ -223,9 +223,10 @@ def test_the_preview_is_the_plan_the_levers_would_give(
     """Preview several levers at one instant, then pull them for real and replan at that instant:
     every org's clear-time and every listed chart's ETA are the ones previewed."""
     from charts.services import chart_prioritize
+    from knobs.services import scheduler_config_set
     from orgs import services as org_services
     from scheduling.replan import plan_refresh
-    from scheduling.services import plan_preview, scheduler_config_set
+    from scheduling.services import plan_preview
 
     instant = timezone.now()
     until = instant + timedelta(minutes=30)

@@ -8,8 +8,8 @@ import pytest
 from django.db.models import Model
 
 from knobs.models import SchedulerConfig
+from knobs.services import scheduler_config_set
 from orgs.models import Org
-from scheduling.services import scheduler_config_set
 from tests.factories import OrgFactory
 
 pytestmark = pytest.mark.django_db

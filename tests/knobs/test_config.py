@@ -13,8 +13,8 @@ from django.urls import reverse
 
 from common.errors import InvalidInput
 from common.events import STAFF_GROUP
+from knobs import services
 from knobs.models import ConfigChange, SchedulerConfig
-from scheduling import services
 from tests.admin_helpers import change_form_data, messages_of
 from tests.conftest import Announcements, Tenants
 

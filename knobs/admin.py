@@ -12,7 +12,7 @@ from django.urls import reverse
 from common.actors import actor_for
 from common.admin_utils import ServiceModelAdmin, reason_field
 from knobs.models import ConfigChange, SchedulerConfig
-from scheduling.services import CONFIG_BOUNDS, scheduler_config_set
+from knobs.services import CONFIG_BOUNDS, scheduler_config_set
 
 
 class SchedulerConfigForm(ModelForm[SchedulerConfig]):
