@@ -350,7 +350,7 @@ def _insert_staged(
 ) -> list[Chart]:
     """Insert the staged charts whose external id the org has not used yet (its unique index finds
     the others as the rows are written: no lookup before), in item order, with their birth events
-    (the '' -> queued event of `record_created`), in one statement; return the charts inserted.
+    (the '' -> queued event), in one statement; return the charts inserted.
 
     Every column the rows do not name takes its field's default as Django would give it (auto_now
     fields: now), so a field added later needs nothing here. Only (id, external id) come back: the

@@ -304,14 +304,6 @@ def workflow_change(*, workflow: Workflow, actor: str, **values: object) -> Work
     return workflow
 
 
-def workflow_run_timeout_set(*, workflow: Workflow, run_timeout: int | None, actor: str) -> Workflow:
-    """Set how many seconds a run of `workflow` may take (None: the FAIRSCHED_RUN_TIMEOUT default).
-
-    It applies to runs started from now on: Temporal fixes a run's execution timeout when it starts.
-    """
-    return workflow_change(workflow=workflow, run_timeout=run_timeout, actor=actor)
-
-
 def membership_create(*, user: User, org: Org, role: str, actor: str) -> Membership:
     """Make `user` a member of `org` with `role`; already a member is a conflict (409). Logged in the
     org's history."""
