@@ -11,7 +11,7 @@ from rest_framework import serializers
 from charts.models import Chart, ChartState, WaitingReason
 from charts.running import chart_overdue
 from charts.selectors import last_error_summary
-from charts.services import MAX_BULK_ITEMS, MAX_EXTERNAL_ID, PRIORITY, Submission
+from charts.services import MAX_BULK_ITEMS, MAX_EXTERNAL_ID, PRIORITY, ChartRequest
 from charts.waiting import chart_waiting
 from common.errors import InvalidInput
 from common.outputs import OutputFieldsOnce
@@ -248,7 +248,7 @@ class PrioritizeSerializer(StrictSerializer):
 ITEM_KEYS = frozenset(BulkItemSerializer().fields)
 
 
-def parse_bulk_items(items: object) -> list[Submission]:
+def parse_bulk_items(items: object) -> list[ChartRequest]:
     """Read bulk items without a serializer per item (10,000 of them must parse in milliseconds).
 
     Only the list and each item's shape are read here: what is wrong with an item's shape (not an
@@ -260,17 +260,17 @@ def parse_bulk_items(items: object) -> list[Submission]:
         raise InvalidInput("items must not be empty", field="items")
     if len(items) > MAX_BULK_ITEMS:
         raise InvalidInput(f"at most {MAX_BULK_ITEMS} charts per request, got {len(items)}", field="items")
-    parsed: list[Submission] = []
+    parsed: list[ChartRequest] = []
     for item in items:
         if not isinstance(item, dict):
-            parsed.append(Submission("", "", problems={"detail": ["each item must be a JSON object"]}))
+            parsed.append(ChartRequest("", "", problems={"detail": ["each item must be a JSON object"]}))
             continue
         problems: dict[str, list[str]] = {str(key): ["unknown field"] for key in item.keys() - ITEM_KEYS}
         for key in ("workflow", "external_id"):
             if not isinstance(item.get(key), str):
                 problems[key] = ["this field is required and must be a string"]
         parsed.append(
-            Submission(
+            ChartRequest(
                 workflow=item.get("workflow", ""),
                 external_id=item.get("external_id", ""),
                 payload=item.get("payload"),

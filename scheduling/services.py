@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 
 from django.utils.dateparse import parse_datetime
 
-from charts.models import QUEUE_STATES, Chart
+from charts.models import WAITING_STATES, Chart
 from charts.services import PRIORITY
 from common.errors import InvalidInput
 from knobs.models import SchedulerConfig
@@ -253,7 +253,7 @@ def plan_preview(*, changes: dict[str, Any], now: datetime | None = None) -> dic
                     raise InvalidInput("until must be in the future", field=name)
                 pauses[(provider_id, org_id)] = max(until, pauses.get((provider_id, org_id), until))
         # Each waiting chart's own availability (its backoff), before any pause was laid over it.
-        own = dict(Chart.objects.filter(state__in=QUEUE_STATES).values_list("id", Epoch("available_at")))
+        own = dict(Chart.objects.filter(state__in=WAITING_STATES).values_list("id", Epoch("available_at")))
         changed_costs = replace(costs_now, pauses=pauses)
         for index, (chart_id, org, workflow_id) in enumerate(
             zip(queued.id, queued.org, snapshot.queued_workflow, strict=True)

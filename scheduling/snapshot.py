@@ -42,7 +42,7 @@ from numpy.typing import NDArray
 from charts.models import (
     ACTIVE_STATES,
     IN_FLIGHT_STATES,
-    QUEUE_STATES,
+    WAITING_STATES,
     Chart,
     ChartState,
     DurationStat,
@@ -484,7 +484,7 @@ def load_snapshot(*, now: datetime | None = None) -> Snapshot:
     costs = load_costs(now)
     durations = Durations.load()
     charts = ActiveCharts.load()
-    waiting = charts.where(charts.in_states(QUEUE_STATES))
+    waiting = charts.where(charts.in_states(WAITING_STATES))
     queue = _queue(waiting, costs, durations)
     in_flight = charts.where(charts.in_states(IN_FLIGHT_STATES))
     running, running_spread = _running(in_flight, now, costs, durations)

@@ -139,7 +139,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
 
 # The org table (500 orgs: 400 KB of rows) and the header come with the page's first resync, once its
 # socket has joined and the queue has painted: both are made of the aggregate of every active chart
-# (a scan of the charts, 70-100 ms at 100k), which the first paint need not wait for, and which the
+# (a scan of the charts: bench/bench_dashboard.py), which the first paint need not wait for, and which the
 # resync then reads once for both.
 LATER = {"summary", "orgs"}
 

@@ -14,7 +14,7 @@ import pytest
 from django.utils import timezone
 
 from charts.models import Chart, ChartEvent, ChartState
-from charts.services import Submission, chart_cancel, chart_submit_bulk
+from charts.services import ChartRequest, chart_cancel, chart_submit_bulk
 from common.actors import RECONCILER
 from knobs.models import SchedulerConfig
 from knobs.services import scheduler_config_set
@@ -89,7 +89,7 @@ def _fresh_counters() -> None:
 
 
 def submit(org: Org, workflow: Workflow, count: int = 1, *, prefix: str = "c") -> list[Chart]:
-    items = [Submission(workflow.name, f"{prefix}{i}") for i in range(count)]
+    items = [ChartRequest(workflow.name, f"{prefix}{i}") for i in range(count)]
     return [chart for chart, _ in chart_submit_bulk(org=org, items=items, actor=ACTOR)]
 
 

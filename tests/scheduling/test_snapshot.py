@@ -16,7 +16,7 @@ from django.utils import timezone
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from charts.models import ACTIVE_STATES, QUEUE_STATES, Chart, ChartState, is_retry
+from charts.models import ACTIVE_STATES, WAITING_STATES, Chart, ChartState, is_retry
 from orgs.models import ProviderPause, WorkflowCost
 from scheduling import core, packed_rows, snapshot
 from scheduling.reconcile import duration_record
@@ -214,7 +214,7 @@ def _read_row_by_row(
         if sigma:
             spread[key] = sigma
         retry = is_retry(state=chart.state, attempt=chart.attempt)
-        if chart.state in QUEUE_STATES:
+        if chart.state in WAITING_STATES:
             own = to_seconds(chart.available_at) if chart.available_at else None
             ready = costs.ready_at(chart.org_id, chart.workflow_id, own)
             if ready != own:

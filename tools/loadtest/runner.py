@@ -485,14 +485,14 @@ class LoadRun:
             return None
 
     def _submit(self, due: list[Any]) -> bool:
-        from charts.services import Submission, chart_submit_bulk
+        from charts.services import ChartRequest, chart_submit_bulk
         from orgs.models import Org
 
         by_org: dict[str, list[Any]] = defaultdict(list)
         for chart in due:
             by_org[chart.org].append(chart)
         for slug, charts in by_org.items():
-            items = [Submission(c.workflow, c.external_id, {"duration": c.duration}) for c in charts]
+            items = [ChartRequest(c.workflow, c.external_id, {"duration": c.duration}) for c in charts]
             chart_submit_bulk(org=Org.objects.get(slug=slug), items=items, actor=ACTOR)
         return True
 

@@ -22,7 +22,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
 from charts.models import Chart, DurationStat
-from charts.services import Submission, chart_submit_bulk
+from charts.services import ChartRequest, chart_submit_bulk
 from common.errors import ServiceError
 from knobs.services import scheduler_config_set
 from orgs import services
@@ -198,13 +198,13 @@ class Command(BaseCommand):
         return new
 
 
-def _submissions(slug: str, count: int) -> Iterator[Submission]:
+def _submissions(slug: str, count: int) -> Iterator[ChartRequest]:
     """The same backlog every time for one org: the workflows mixed by `mix`, a few high priority."""
     draw = random.Random(slug)  # a reproducible mix
     names = [spec.name for spec in WORKFLOWS]
     mix = [spec.mix for spec in WORKFLOWS]
     for index in range(count):
-        yield Submission(
+        yield ChartRequest(
             workflow=draw.choices(names, weights=mix)[0],
             external_id=f"{slug}-{index + 1:05d}",
             payload={"demo": True, "n": index + 1},
@@ -212,8 +212,8 @@ def _submissions(slug: str, count: int) -> Iterator[Submission]:
         )
 
 
-def _batches(items: Iterator[Submission], size: int) -> Iterator[list[Submission]]:
-    batch: list[Submission] = []
+def _batches(items: Iterator[ChartRequest], size: int) -> Iterator[list[ChartRequest]]:
+    batch: list[ChartRequest] = []
     for item in items:
         batch.append(item)
         if len(batch) == size:
