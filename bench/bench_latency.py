@@ -65,8 +65,8 @@ def main() -> None:
         call_command("migrate", verbosity=0)
         from charts.models import Chart, ChartEvent, ChartState
         from charts.services import Submission, chart_submit_bulk
+        from knobs.services import scheduler_config_set
         from orgs.models import Org, Workflow
-        from scheduling.services import scheduler_config_set
 
         scheduler_config_set(actor="bench", budget=args.budget, replan_interval=2.0, reconcile_interval=2.0)
         workflow = Workflow.objects.create(

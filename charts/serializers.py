@@ -245,36 +245,6 @@ class PrioritizeSerializer(StrictSerializer):
     reason = ReasonField()
 
 
-class ReasonSerializer(StrictSerializer):
-    reason = ReasonField()
-
-
-class ReasonQuerySerializer(StrictQuerySerializer):
-    """A lever that is a DELETE takes its reason in the query as well (`?reason=`): some clients and
-    proxies drop a DELETE's body."""
-
-    reason = ReasonField()
-
-
-class HoldSerializer(StrictSerializer):
-    reason = ReasonField(
-        help_text="Why, written for the customer: the org's members see it (portal, `hold_reason`) until the"
-        " release. At most 500 characters, one line."
-    )
-
-
-def reason_read(body: object, serializer: type[serializers.Serializer[Any]] | None = None) -> str:
-    """A lever's body: empty, or an object with an optional `reason` (`ReasonSerializer`, or the
-    lever's own `serializer`, e.g. `HoldSerializer`); anything else (null, a list, a string) is a 400,
-    not read as no reason."""
-    if not isinstance(body, dict):
-        raise InvalidInput("the body must be a JSON object (with an optional reason), or empty", field="detail")
-    reason = (serializer or ReasonSerializer)(data=body)
-    reason.is_valid(raise_exception=True)
-    text: str = reason.validated_data["reason"]
-    return text
-
-
 ITEM_KEYS = frozenset(BulkItemSerializer().fields)
 
 

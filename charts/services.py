@@ -46,9 +46,9 @@ from common.errors import (
 )
 from common.events import changed
 from common.rows import instances_where
+from knobs.models import SchedulerConfig
 from orgs.models import Org, Workflow
 from orgs.services import org_change_log
-from scheduling.models import SchedulerConfig
 
 MAX_EXTERNAL_ID = 200
 MAX_PAYLOAD_BYTES = 64 * 1024

@@ -278,3 +278,34 @@ class ApiTokenIssueSerializer(StrictSerializer):
         if (attrs["org"] is None) == (not attrs["staff"]):
             raise serializers.ValidationError({"org": ["give org or staff: true, not both and not neither"]})
         return attrs
+
+
+class HoldSerializer(StrictSerializer):
+    reason = ReasonField(
+        help_text="Why, written for the customer: the org's members see it (portal, `hold_reason`) until the"
+        " release. At most 500 characters, one line."
+    )
+
+
+class ProviderPauseSerializer(serializers.ModelSerializer[ProviderPause]):
+    provider = serializers.CharField(source="provider.slug", read_only=True)
+    org = serializers.SerializerMethodField(help_text="The paused org's slug; null: paused for everyone.")
+
+    class Meta:
+        model = ProviderPause
+        fields = ["id", "provider", "org", "until", "reason", "created_by", "created_at"]
+        read_only_fields = fields
+
+    def get_org(self, pause: ProviderPause) -> str | None:
+        return pause.org.slug if pause.org is not None else None
+
+
+class ProviderPauseCreateSerializer(StrictSerializer):
+    provider = StrictSlugField(max_length=100)
+    org = StrictSlugField(max_length=100, required=False, allow_null=True, default=None)
+    until = serializers.DateTimeField()
+    reason = ReasonField()
+
+
+class ProviderPauseQuerySerializer(StrictQuerySerializer):
+    active = serializers.BooleanField(required=False, default=True, help_text="Only pauses still in force.")

@@ -23,8 +23,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from charts.models import CLAIMABLE_STATES, IN_FLIGHT_STATES, QUEUE_STATES, Chart, ChartPlan, ChartState
+from knobs.models import SchedulerConfig
 from orgs.models import Org
-from scheduling.models import SchedulerConfig
 
 logger = logging.getLogger(__name__)
 

@@ -18,9 +18,10 @@ from django.utils import timezone
 from charts.models import ACTIVE_STATES, CLAIMABLE_STATES, IN_FLIGHT_STATES, Chart, ChartEvent, ChartState
 from charts.running import run_overdue
 from common.api import etag
+from knobs.models import ConfigChange, SchedulerConfig
 from orgs.models import Org, OrgChange, Provider, ProviderPause, Workflow, WorkflowCost
 from scheduling.accuracy import AT_ENQUEUE, AT_START
-from scheduling.models import ConfigChange, QueueSample, SchedulerConfig
+from scheduling.models import QueueSample
 from scheduling.snapshot import Durations
 
 QUEUE_PAGE_MAX = 500

@@ -50,12 +50,12 @@ from charts.models import (
     is_retry,
     log_spread,
 )
+from knobs.models import SchedulerConfig
 from orgs.models import Org, ProviderPause, Workflow, WorkflowCost
 from scheduling import copy_binary, core, packed_rows
 from scheduling.core import durations as core_durations
 from scheduling.core import service as core_service
 from scheduling.core.planner import cyclic_gc_paused
-from scheduling.models import SchedulerConfig
 
 
 class Epoch(Func):

@@ -24,9 +24,9 @@ from django.views.decorators.http import require_GET
 
 from common.api import etag
 from common.errors import InvalidInput, NotFound, ServiceError
+from knobs.models import SchedulerConfig
 from orgs.models import Org
 from scheduling import selectors
-from scheduling.models import SchedulerConfig
 
 QUEUE_PAGE = 100
 

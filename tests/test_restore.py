@@ -26,11 +26,11 @@ from django.db import connection
 from charts.models import Chart, ChartEvent, ChartPlan, ChartState
 from charts.services import Submission, chart_submit_bulk
 from fairsched.devservices import REPO_ROOT
+from knobs.services import scheduler_config_set
 from orgs.models import Org, Workflow
 from scheduling.dispatch import dispatch_run
 from scheduling.reconcile import reconcile_run
 from scheduling.replan import plan_refresh
-from scheduling.services import scheduler_config_set
 from tests.database import database_url
 from tests.factories import OrgFactory, WorkflowFactory
 

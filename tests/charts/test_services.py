@@ -16,8 +16,8 @@ from charts.models import PLAN_FIELDS, Chart, ChartEvent, ChartPlan, ChartState,
 from charts.services import Submission
 from common.errors import BulkInvalid, Conflict, InvalidInput, NotFound, QueueFull
 from common.events import STAFF_GROUP, org_group
+from knobs.services import scheduler_config_set
 from orgs.models import Org, OrgChange
-from scheduling.services import scheduler_config_set
 from tests.conftest import Announcements, CallerFailed, Tenants, fail_after
 from tests.factories import ChartFactory, OrgFactory, WorkflowFactory
 

@@ -16,7 +16,7 @@ import pytest
 
 from charts.models import Chart, ChartEvent, ChartState
 from charts.services import Submission, chart_submit_bulk
-from scheduling.services import scheduler_config_set
+from knobs.services import scheduler_config_set
 from scheduling.temporal.client import describe_workflow
 from tests.celery_workers import celery_workers
 from tests.factories import OrgFactory, WorkflowFactory

@@ -11,9 +11,9 @@ from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 
 from charts.models import Chart, ChartEvent, ChartState
+from knobs.models import SchedulerConfig
 from orgs import services
 from orgs.models import Membership, Org, Workflow, WorkflowCost
-from scheduling.models import SchedulerConfig
 
 pytestmark = pytest.mark.django_db
 

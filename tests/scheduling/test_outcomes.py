@@ -14,11 +14,11 @@ from django.utils import timezone
 
 from charts.models import Chart, ChartState
 from charts.services import Submission, chart_cancel, chart_submit_bulk
+from knobs.services import scheduler_config_set
 from orgs.models import Org, Workflow
 from scheduling.dispatch import dispatch_run, workflow_id_for
 from scheduling.reconcile import reconcile_run
 from scheduling.replan import plan_refresh
-from scheduling.services import scheduler_config_set
 from scheduling.snapshot import to_seconds
 from scheduling.temporal.client import describe_workflow, temporal_call
 from tests.factories import OrgFactory, WorkflowFactory

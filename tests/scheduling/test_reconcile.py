@@ -16,15 +16,15 @@ from django.utils import timezone
 from charts.models import Chart, ChartEvent, ChartState
 from charts.services import Submission, chart_cancel, chart_submit_bulk
 from common.actors import RECONCILER
+from knobs.models import SchedulerConfig
+from knobs.services import scheduler_config_set
 from orgs.models import Org, ProviderPause, Workflow
 from scheduling import dispatch as dispatch_module
 from scheduling import metrics
 from scheduling import reconcile as reconcile_module
 from scheduling.dispatch import dispatch_run
-from scheduling.models import SchedulerConfig
 from scheduling.reconcile import ReconcileResult, reconcile_run, settle
 from scheduling.replan import plan_refresh
-from scheduling.services import scheduler_config_set
 from scheduling.temporal.client import WorkflowOutcome
 from tests.conftest import Tenants
 from tests.factories import OrgFactory, ProviderFactory

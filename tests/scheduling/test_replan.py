@@ -16,6 +16,7 @@ from django.utils import timezone
 from charts.models import Chart, ChartPlan, ChartState
 from charts.services import Submission, chart_cancel, chart_pause, chart_submit_bulk
 from charts.states import transition_if
+from knobs.services import scheduler_config_set
 from orgs.models import Org
 from orgs.services import provider_pause
 from scheduling import core, replan
@@ -23,7 +24,6 @@ from scheduling.dispatch import _claim
 from scheduling.models import QueueSample
 from scheduling.reconcile import duration_record
 from scheduling.replan import plan_refresh
-from scheduling.services import scheduler_config_set
 from scheduling.snapshot import chart_key, load_snapshot
 from tests.factories import ChartFactory, OrgFactory, ProviderFactory, WorkflowFactory
 

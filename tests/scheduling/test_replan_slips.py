@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from charts.services import Submission, chart_submit_bulk
+from knobs.services import scheduler_config_set
 from orgs.models import Org
 from scheduling.models import ClearTimeSlip
 from scheduling.replan import plan_refresh
-from scheduling.services import scheduler_config_set
 from tests.factories import OrgFactory, WorkflowFactory
 
 pytestmark = pytest.mark.django_db

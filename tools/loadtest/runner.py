@@ -353,9 +353,9 @@ class LoadRun:
         self.children.start_web()
 
     def _create_tenants(self) -> None:
+        from knobs.services import scheduler_config_set
         from orgs.models import Workflow
         from orgs.services import org_create, org_hold, provider_get_or_create
-        from scheduling.services import scheduler_config_set
         from scheduling.temporal.workflows import DEMO_WORKFLOW_TYPE
 
         scheduler_config_set(actor=ACTOR, budget=self.workload.budget, **self.settings)

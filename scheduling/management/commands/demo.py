@@ -24,9 +24,9 @@ from django.db import transaction
 from charts.models import Chart, DurationStat
 from charts.services import Submission, chart_submit_bulk
 from common.errors import ServiceError
+from knobs.services import scheduler_config_set
 from orgs import services
 from orgs.models import Membership, Org, Workflow
-from scheduling.services import scheduler_config_set
 
 ACTOR = "system:demo"
 ADMIN_USERNAME = "admin"
