@@ -110,6 +110,11 @@ class WorkflowTermsSerializer(serializers.Serializer[Any]):
         source="workflow.effective_run_timeout",
         help_text="Seconds a run started now may take before Temporal times it out.",
     )
+    initial_duration = serializers.IntegerField(
+        source="workflow.initial_duration",
+        allow_null=True,
+        help_text="Seconds a run is expected to take until runs of it have been learned; null: the default.",
+    )
     org = serializers.CharField(
         source="org.slug", allow_null=True, help_text="The org that `cost` and `expected_duration` are for; null: none."
     )
@@ -119,7 +124,7 @@ class WorkflowTermsSerializer(serializers.Serializer[Any]):
     expected_duration = serializers.FloatField(
         help_text=(
             "Seconds a run is expected to take: the org's runs of it, else the org's runs, "
-            "else the workflow's, else the default."
+            "else the workflow's, else its `initial_duration`, else the default."
         )
     )
 
@@ -180,6 +185,7 @@ class WorkflowSerializer(serializers.ModelSerializer[Workflow]):
             "default_cost",
             "run_timeout",
             "effective_run_timeout",
+            "initial_duration",
             "provider",
             "params",
         ]
@@ -197,6 +203,14 @@ class WorkflowCreateSerializer(StrictSerializer):
         allow_null=True,
         **RUN_TIMEOUT.limits,
         help_text="Seconds; null: the deployment's default.",
+    )
+    initial_duration = StrictIntegerField(
+        required=False,
+        default=None,
+        allow_null=True,
+        **RUN_TIMEOUT.limits,
+        help_text="Seconds a run is expected to take until runs of it have been learned; null: the deployment's"
+        " default (FAIRSCHED_DEFAULT_DURATION).",
     )
     provider = StrictSlugField(
         required=False, default=None, allow_null=True, max_length=100, help_text="A provider's slug; null: none."

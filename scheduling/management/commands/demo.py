@@ -144,6 +144,8 @@ class Command(BaseCommand):
                 "workflow_type": "fairsched.demo",
                 "task_queue": settings.TEMPORAL_TASK_QUEUE,
                 "default_cost": spec.cost,
+                # The first ETAs, before any run has finished, come from this (not the 60 s default).
+                "initial_duration": max(1, round(spec.duration)),
                 "params": {"duration": spec.duration, "fail_probability": spec.fail_probability},
                 "provider": services.provider_get_or_create(slug=spec.provider) if spec.provider else None,
             }
