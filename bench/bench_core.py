@@ -126,6 +126,9 @@ with other engineers, so CPU seconds are the figure to compare):
   compiled + 0.79 s to load it, 200k in 1.22 s against 0.37 + 0.8 s, 400k in 2.67 against 0.93 +
   0.8 s, so `replay.COMPILED_MIN_CHARTS_COLD` is 200k (was 1M). The reasons (`waiting_reasons`,
   now read from `Dispatcher.walk` at `now`) at 1M: 0.08-0.13 -> 0.12-0.16 s CPU, the same reasons.
+
+Figures behind `fairsched.celery.load_compiled_core`, as measured when it was written: loading the
+compiled replay costs a process ~0.6 s; in a fresh checkout numba takes ~4-7 s of CPU to compile it.
 """
 
 from __future__ import annotations

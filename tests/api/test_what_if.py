@@ -11,8 +11,8 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from charts.models import Chart, ChartState
+from knobs.models import ConfigChange, SchedulerConfig
 from orgs.models import Org, ProviderPause
-from scheduling.models import ConfigChange, SchedulerConfig
 from tests.conftest import Tenants
 from tests.factories import ChartFactory, ProviderFactory
 
@@ -223,9 +223,10 @@ def test_the_preview_is_the_plan_the_levers_would_give(
     """Preview several levers at one instant, then pull them for real and replan at that instant:
     every org's clear-time and every listed chart's ETA are the ones previewed."""
     from charts.services import chart_prioritize
+    from knobs.services import scheduler_config_set
     from orgs import services as org_services
     from scheduling.replan import plan_refresh
-    from scheduling.services import plan_preview, scheduler_config_set
+    from scheduling.services import plan_preview
 
     instant = timezone.now()
     until = instant + timedelta(minutes=30)

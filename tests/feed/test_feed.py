@@ -27,9 +27,9 @@ from common import txid
 from common.txid import HORIZON_SQL
 from feed import api as feed_api
 from feed.selectors import START, Position, feed_horizon, feed_read, position_decode
+from knobs import services as knobs_services
 from orgs import services as org_services
 from orgs.access import api_token_issue
-from scheduling import services as scheduling_services
 from scheduling.models import ClearTimeSlip
 from scheduling.replan import _record_slips
 from tests import processes
@@ -177,7 +177,7 @@ def test_every_kind_of_event_in_the_feed_with_its_type(tenants: Tenants, chart: 
     chart_services.chart_pause(chart=chart, actor="user:alice")
     org_services.org_hold(org=tenants.org_b, actor="user:stella", reason="unpaid invoice")
     org_services.org_release(org=tenants.org_b, actor="user:stella")
-    scheduling_services.budget_set(budget=7, actor="user:stella")
+    knobs_services.budget_set(budget=7, actor="user:stella")
     now = timezone.now()
     _record_slips(now, [(tenants.org_a.pk, now + timedelta(minutes=10), now + timedelta(minutes=20))])
     settled(current_txid())
@@ -202,7 +202,7 @@ def test_a_tenant_sees_its_own_orgs_events_in_the_portals_words(tenants: Tenants
     chart_services.chart_cancel(chart=chart_a, actor="user:stella", reason="duplicate\nsee ticket 4711 on host db-3")
     org_services.org_hold(org=tenants.org_a, actor="user:stella", reason="unpaid invoice")
     org_services.org_hold(org=tenants.org_b, actor="user:stella", reason="unpaid invoice")
-    scheduling_services.budget_set(budget=7, actor="user:stella")
+    knobs_services.budget_set(budget=7, actor="user:stella")
     settled(current_txid())
     alice = APIClient()
     alice.credentials(HTTP_AUTHORIZATION=f"Token {api_token_issue(user=tenants.member_a, org=tenants.org_a)}")  # type: ignore[arg-type]

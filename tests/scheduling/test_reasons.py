@@ -9,7 +9,8 @@ import pytest
 from django.utils import timezone
 
 from charts.models import Chart, WaitingReason
-from charts.services import Submission, chart_submit_bulk
+from charts.services import ChartRequest, chart_submit_bulk
+from knobs.services import scheduler_config_set
 from orgs.models import Org, Workflow
 from orgs.services import provider_pause
 from scheduling import dispatch as dispatch_module
@@ -17,7 +18,6 @@ from scheduling.core.dispatcher import START, UNAVAILABLE, Verdict
 from scheduling.dispatch import dispatch_run
 from scheduling.reasons import skip_reason, waiting_reason
 from scheduling.replan import plan_refresh
-from scheduling.services import scheduler_config_set
 from tests.conftest import Tenants
 from tests.factories import ProviderFactory, WorkflowFactory
 
@@ -67,7 +67,7 @@ def quiet_temporal(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
 
 
 def submit(org: Org, workflow: Workflow, name: str) -> Chart:
-    ((chart, _),) = chart_submit_bulk(org=org, items=[Submission(workflow.name, name)], actor=ACTOR)
+    ((chart, _),) = chart_submit_bulk(org=org, items=[ChartRequest(workflow.name, name)], actor=ACTOR)
     return chart
 
 

@@ -11,8 +11,8 @@ from django.urls import reverse
 
 from common.actors import actor_for
 from common.admin_utils import ServiceModelAdmin, reason_field
-from scheduling.models import ConfigChange, SchedulerConfig
-from scheduling.services import CONFIG_BOUNDS, scheduler_config_set
+from knobs.models import ConfigChange, SchedulerConfig
+from knobs.services import CONFIG_BOUNDS, scheduler_config_set
 
 
 class SchedulerConfigForm(ModelForm[SchedulerConfig]):
@@ -36,7 +36,7 @@ class SchedulerConfigAdmin(ServiceModelAdmin[SchedulerConfig]):
 
     def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
         config = SchedulerConfig.load()
-        return HttpResponseRedirect(reverse("admin:scheduling_schedulerconfig_change", args=[config.pk]))
+        return HttpResponseRedirect(reverse("admin:knobs_schedulerconfig_change", args=[config.pk]))
 
     def save_model(
         self, request: HttpRequest, obj: SchedulerConfig, form: ModelForm[SchedulerConfig], change: bool
