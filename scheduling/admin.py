@@ -9,7 +9,7 @@ from django.forms import ModelForm
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 
-from common.actors import actor_for
+from common.actors import Actor
 from common.admin_utils import ServiceModelAdmin, reason_field
 from scheduling.models import ConfigChange, SchedulerConfig
 from scheduling.services import CONFIG_BOUNDS, scheduler_config_set
@@ -42,7 +42,7 @@ class SchedulerConfigAdmin(ServiceModelAdmin[SchedulerConfig]):
         self, request: HttpRequest, obj: SchedulerConfig, form: ModelForm[SchedulerConfig], change: bool
     ) -> None:
         values = {field: form.cleaned_data[field] for field in form.changed_data if field != "reason"}
-        scheduler_config_set(actor=actor_for(request.user), reason=form.cleaned_data.get("reason", ""), **values)
+        scheduler_config_set(actor=Actor.operator(request.user), reason=form.cleaned_data.get("reason", ""), **values)
 
 
 @admin.register(ConfigChange)

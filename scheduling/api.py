@@ -18,7 +18,6 @@ from rest_framework.views import APIView
 
 from charts.serializers import ReasonSerializer
 from charts.services import PRIORITY
-from common.actors import actor_for
 from common.api import ETAG, IF_MATCH, CursorPagination, FairschedAPIView, if_match_check, with_etag
 from common.bounds import Number
 from common.errors import InvalidInput, NotFound
@@ -34,7 +33,7 @@ from common.strict import (
     StrictSlugField,
 )
 from orgs import services as org_services
-from orgs.access import IsStaffScope
+from orgs.access import IsStaffScope, actor_of
 from orgs.models import Org, Provider, ProviderPause, Workflow
 from orgs.selectors import provider_pauses
 from orgs.services import COST, MAX_CONCURRENCY, QUEUE_LIMIT, WEIGHT
@@ -143,7 +142,7 @@ class SchedulerConfigView(FairschedAPIView, APIView):
             if_match_check(
                 request, lambda: SchedulerConfig.objects.select_for_update().get(pk=SchedulerConfig.load().pk)
             )
-            services.scheduler_config_set(actor=actor_for(request.user), **body.validated_data)
+            services.scheduler_config_set(actor=actor_of(request), **body.validated_data)
         config = SchedulerConfig.load()  # as stored, for the ETag a GET will answer
         return with_etag(Response(SchedulerConfigSerializer(config).data), config)
 
@@ -209,7 +208,7 @@ class ProviderPauseViewSet(FairschedAPIView, viewsets.GenericViewSet[ProviderPau
             if org is None:
                 raise InvalidInput(f"unknown org {data['org']!r}", field="org")
         pause = org_services.provider_pause(
-            provider=provider, org=org, until=data["until"], actor=actor_for(request.user), reason=data["reason"]
+            provider=provider, org=org, until=data["until"], actor=actor_of(request), reason=data["reason"]
         )
         return Response(ProviderPauseSerializer(pause).data, status=status.HTTP_201_CREATED)
 
@@ -225,7 +224,7 @@ class ProviderPauseViewSet(FairschedAPIView, viewsets.GenericViewSet[ProviderPau
         body = ReasonSerializer(data=request.data if isinstance(request.data, dict) else {})
         body.is_valid(raise_exception=True)
         ended = org_services.provider_resume(
-            provider=pause.provider, org=pause.org, actor=actor_for(request.user), reason=body.validated_data["reason"]
+            provider=pause.provider, org=pause.org, actor=actor_of(request), reason=body.validated_data["reason"]
         )
         return Response({"ended": ended})
 

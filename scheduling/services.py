@@ -13,6 +13,7 @@ from django.utils.dateparse import parse_datetime
 
 from charts.models import QUEUE_STATES, Chart
 from charts.services import PRIORITY
+from common.actors import Actor
 from common.bounds import Number, Whole
 from common.errors import InvalidInput
 from common.events import changed
@@ -33,12 +34,12 @@ from scheduling.snapshot import (
 )
 
 
-def budget_set(*, budget: int, actor: str, reason: str = "") -> SchedulerConfig:
+def budget_set(*, budget: int, actor: Actor, reason: str = "") -> SchedulerConfig:
     """Set the total budget. Lowering it below what runs preempts nothing: dispatch waits for the drain."""
     return scheduler_config_set(actor=actor, reason=reason, budget=budget)
 
 
-def policy_set(*, policy: str, actor: str, quantum: float | None = None, reason: str = "") -> SchedulerConfig:
+def policy_set(*, policy: str, actor: Actor, quantum: float | None = None, reason: str = "") -> SchedulerConfig:
     values: dict[str, Any] = {"policy": policy}
     if quantum is not None:
         values["quantum"] = quantum
@@ -73,9 +74,10 @@ def config_value_check(name: str, value: object) -> Any:
     return CONFIG_BOUNDS[name].check(value, field=name)
 
 
-def scheduler_config_set(*, actor: str, reason: str = "", **values: Any) -> SchedulerConfig:
+def scheduler_config_set(*, actor: Actor, reason: str = "", **values: Any) -> SchedulerConfig:
     """Change any of the configuration's fields at once; all are validated before anything is written.
-    Each changed field is a line of the change log (`ConfigChange`), with `reason`."""
+    Each changed field is a line of the change log (`ConfigChange`), with `reason`. Staff only."""
+    actor.staff_required(field=next(iter(values), "config"))
     cleaned: dict[str, Any] = {}
     for name, value in values.items():
         if name == "policy":
@@ -93,7 +95,11 @@ def scheduler_config_set(*, actor: str, reason: str = "", **values: Any) -> Sche
         config = SchedulerConfig.objects.select_for_update().get(id=1)
         changes = [
             ConfigChange(
-                actor=actor, field=name, old_value=str(getattr(config, name)), new_value=str(value), reason=reason[:500]
+                actor=actor.name,
+                field=name,
+                old_value=str(getattr(config, name)),
+                new_value=str(value),
+                reason=reason[:500],
             )
             for name, value in cleaned.items()
             if getattr(config, name) != value
@@ -106,7 +112,7 @@ def scheduler_config_set(*, actor: str, reason: str = "", **values: Any) -> Sche
             return config
         config.save()
         ConfigChange.objects.bulk_create(changes)
-        changed(kind="config", actor=actor, fields=sorted(cleaned))
+        changed(kind="config", actor=actor.name, fields=sorted(cleaned))
     return config
 
 

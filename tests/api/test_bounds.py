@@ -14,6 +14,7 @@ from rest_framework.test import APIClient
 
 from charts.models import Chart, ChartState
 from charts.services import PRIORITY, chart_submit
+from common.actors import Actor
 from common.bounds import Whole
 from common.errors import InvalidInput
 from orgs import services as org_services
@@ -26,7 +27,7 @@ from tests.conftest import Tenants
 from tests.factories import ChartFactory
 
 pytestmark = pytest.mark.django_db
-ACTOR = "user:test"
+ACTOR = Actor("user:test", staff=True)
 PREVIEW = "/api/v1/scheduler/plan-preview/"
 
 

@@ -7,6 +7,7 @@ import importlib
 import pytest
 from django.apps import apps
 
+from common.actors import Actor
 from orgs.models import Org
 from scheduling.services import scheduler_config_set
 from tests.factories import OrgFactory
@@ -26,7 +27,7 @@ def test_round_robin_service_is_divided_by_the_weight() -> None:
 
 
 def test_deficit_service_is_divided_by_weight_and_quantum_and_back() -> None:
-    scheduler_config_set(actor="user:test", policy="deficit", quantum=2.5)
+    scheduler_config_set(actor=Actor("user:test", staff=True), policy="deficit", quantum=2.5)
     org = OrgFactory(weight=2, served=10.0)
 
     migration.served_in_rounds(apps, None)

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from charts.models import Chart, ChartEvent, ChartState
 from charts.services import Submission, chart_cancel, chart_submit_bulk
-from common.actors import RECONCILER
+from common.actors import RECONCILER, Actor
 from orgs.models import Org, ProviderPause, Workflow
 from scheduling import dispatch as dispatch_module
 from scheduling import metrics
@@ -30,7 +30,7 @@ from tests.conftest import Tenants
 from tests.factories import OrgFactory, ProviderFactory
 
 pytestmark = pytest.mark.django_db
-ACTOR = "user:test"
+ACTOR = Actor("user:test", staff=True)
 
 
 @dataclass
