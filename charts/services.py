@@ -20,6 +20,7 @@ from django.db.models import Max, Min
 from django.db.models.base import ModelState
 from django.utils import timezone
 
+from charts.levers import PRIORITY, TENANT_PRIORITY, prioritized, tenant_levers_refused
 from charts.models import (
     ACTIVE_STATES,
     IN_FLIGHT_STATES,
@@ -33,14 +34,12 @@ from charts.models import (
 from charts.states import transition, transition_if
 from common import strict
 from common.actors import Actor
-from common.bounds import Whole
 from common.errors import (
     BulkForbidden,
     BulkInvalid,
     Conflict,
     FieldsForbidden,
     FieldsInvalid,
-    Forbidden,
     InvalidInput,
     NotFound,
     QueueFull,
@@ -54,10 +53,6 @@ from scheduling.models import SchedulerConfig
 MAX_EXTERNAL_ID = 200
 MAX_PAYLOAD_BYTES = 64 * 1024
 MAX_BULK_ITEMS = 10_000
-PRIORITY = Whole(-1000, 1000)
-# A tenant's priority only reorders its own charts inside its share, in a narrower range; staff keep
-# PRIORITY and the high-priority tier (the operators' lever).
-TENANT_PRIORITY = Whole(-10, 10)
 # One encoder for every payload; NaN and infinities are not JSON, and PostgreSQL's jsonb refuses them.
 _PAYLOAD_JSON = json.JSONEncoder(allow_nan=False)
 # The first key of the org's admission turn (`_admission_turn`), a two-key advisory lock: that key
@@ -80,33 +75,6 @@ class Submission:
     high_priority: bool = False
     priority: int = 0
     problems: Mapping[str, list[str]] = dataclasses.field(default_factory=dict)
-
-
-def tenant_levers_refused(*, high_priority: object = None, priority: object = None) -> dict[str, list[str]]:
-    """What only staff may ask for, by field: the high-priority tier, or a priority outside
-    TENANT_PRIORITY. A value that no one may set (not a bool, past PRIORITY) is left to validation:
-    400, not 403."""
-    refused: dict[str, list[str]] = {}
-    if high_priority is True:
-        refused["high_priority"] = ["only operators (staff) may set high_priority; it jumps every org's share"]
-    low, high = TENANT_PRIORITY.minimum, TENANT_PRIORITY.maximum
-    if isinstance(priority, bool) or not isinstance(priority, int):
-        return refused
-    if PRIORITY.minimum <= priority <= PRIORITY.maximum and not low <= priority <= high:
-        refused["priority"] = [
-            f"tenants may set priority from {low} to {high} (it orders the org's own charts); only staff go beyond"
-        ]
-    return refused
-
-
-def _tenant_levers_check(actor: Actor, *, high_priority: object = None, priority: object = None) -> None:
-    """Refuse (403) a tenant the first of `tenant_levers_refused`; staff pass."""
-    if actor.staff:
-        return
-    refused = tenant_levers_refused(high_priority=high_priority, priority=priority)
-    if refused:
-        name, messages = next(iter(refused.items()))
-        raise Forbidden(messages[0], field=name)
 
 
 def chart_submit(
@@ -612,24 +580,14 @@ def chart_prioritize(
 ) -> Chart:
     """Set the high-priority flag and/or the tenant priority of a chart that has not started; the
     history says what changed, and why when given a `reason`. A tenant sets a priority within
-    TENANT_PRIORITY of its own org's charts, never the high-priority tier (403 naming the field)."""
+    TENANT_PRIORITY of its own org's charts, never the high-priority tier (403 naming the field), as
+    `charts.levers.prioritized` rules."""
     actor.org_required(chart.org_id, field="chart")
-    if high_priority is None and priority is None:
-        raise InvalidInput("give high_priority or priority", field="high_priority")
-    if high_priority is not None and not isinstance(high_priority, bool):
-        raise InvalidInput("high_priority must be true or false", field="high_priority")
-    if priority is not None:
-        _check_priority(priority)
-    _tenant_levers_check(actor, high_priority=high_priority, priority=priority)
+    fields = prioritized(high_priority=high_priority, priority=priority, staff=actor.staff)
     with transaction.atomic():
         locked = Chart.objects.select_for_update(of=("self",)).get(pk=chart.pk)
         if locked.state not in QUEUE_STATES:
             raise Conflict(f"chart {chart.pk} is {locked.state}; only waiting charts can be reprioritized")
-        fields: dict[str, Any] = {}
-        if high_priority is not None:
-            fields["high_priority"] = high_priority
-        if priority is not None:
-            fields["priority"] = priority
         Chart.objects.filter(pk=chart.pk).update(**fields, updated_at=timezone.now())
         for name, value in fields.items():
             setattr(chart, name, value)

@@ -15,6 +15,7 @@ from django.db.models import Field, QuerySet
 from django.forms import BaseInlineFormSet, ModelForm
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import format_html
 
 from common.actors import Actor
@@ -28,7 +29,7 @@ from common.admin_utils import (
     reason_field,
 )
 from common.errors import InvalidInput
-from orgs import services
+from orgs import levers, services
 from orgs.access import api_token_revoke
 from orgs.models import ApiToken, Membership, Org, OrgChange, Provider, ProviderPause, Workflow, WorkflowCost
 
@@ -304,7 +305,7 @@ class ProviderPauseForm(ModelForm[ProviderPause]):
 
     def clean_until(self) -> Any:
         try:
-            return services.pause_until_check(self.cleaned_data["until"])
+            return levers.pause_until_check(self.cleaned_data["until"], now=timezone.now())
         except InvalidInput as error:
             raise ValidationError(error.message) from None
 

@@ -1,12 +1,15 @@
 """Writes on tenants: weights, holds, caps, queue limits, per-workflow costs, provider pauses.
 
 Every function validates its input, runs in one transaction, records who changed what in the org's
-history (`OrgChange`) and, after commit, asks for a replan and tells the live pages.
+history (`OrgChange`) and, after commit, asks for a replan and tells the live pages. What a lever
+makes of the org's row is its pure function in `orgs.levers` (the what-if calls the same ones);
+these are operators' levers: a tenant actor is refused (403).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -19,16 +22,10 @@ from common.actors import Actor
 from common.bounds import Whole
 from common.errors import Conflict, InvalidInput, NotFound
 from common.events import changed
+from orgs import levers
+from orgs.levers import COST, MAX_CONCURRENCY, QUEUE_LIMIT, WEIGHT
 from orgs.models import Membership, Org, OrgChange, Provider, ProviderPause, Workflow, WorkflowCost
 
-# The bounds of the org and workflow levers, for every surface (API, admin, what-if): see common.bounds.
-WEIGHT = Whole(0, 10_000)
-# Charts of an org in flight at once, and in its queue (null: no cap, no limit). The columns are
-# PostgreSQL integers: a larger number is refused here, not by the database.
-MAX_CONCURRENCY = Whole(1)
-QUEUE_LIMIT = Whole(1)
-# Budget units one run holds: a workflow's default and an org's override.
-COST = Whole(1, 1_000_000)
 RUN_TIMEOUT = Whole(1, 366 * 86400)
 logger = logging.getLogger(__name__)
 
@@ -96,7 +93,6 @@ def org_weight_set(*, org: Org, weight: int, actor: Actor, reason: str = "", exp
     earlier); if the stored one is another, by a change made since, nothing is written (Conflict).
     Compared under the org's lock, so no write lands between the comparison and this one."""
     actor.staff_required(field="weight")
-    weight = WEIGHT.check(weight, field="weight")
     with transaction.atomic():
         org = _locked(org)
         old = org.weight
@@ -106,12 +102,10 @@ def org_weight_set(*, org: Org, weight: int, actor: Actor, reason: str = "", exp
                 f"{old}. Nothing was saved; check the value and save again.",
                 field="weight",
             )
-        if old == weight:
+        fields = levers.weight_set(org, weight)
+        if not fields:
             return org
-        org.weight = weight
-        org.weight_before_hold = (old or org.weight_before_hold) if weight == 0 else None
-        org.hold_reason = ""
-        org.save(update_fields=["weight", "weight_before_hold", "hold_reason", "updated_at"])
+        _apply(org, {**fields, "hold_reason": ""})
         org_change_log(org, actor=actor, field="weight", old=old, new=weight, reason=reason)
         changed(kind="org", org_id=org.pk)
     return org
@@ -135,8 +129,7 @@ def org_hold(*, org: Org, actor: Actor, reason: str = "") -> Org:
                 changed(kind="org", org_id=org.pk, replan=False)
             return org
         old = org.weight
-        org.weight_before_hold, org.weight, org.hold_reason = old, 0, reason
-        org.save(update_fields=["weight", "weight_before_hold", "hold_reason", "updated_at"])
+        _apply(org, {**levers.hold(org), "hold_reason": reason})
         org_change_log(org, actor=actor, field="hold", old=f"weight {old}", new="held", reason=reason)
         changed(kind="org", org_id=org.pk)
     return org
@@ -147,11 +140,10 @@ def org_release(*, org: Org, actor: Actor, reason: str = "") -> Org:
     actor.staff_required(field="hold")
     with transaction.atomic():
         org = _locked(org)
-        if not org.is_held:
+        fields = levers.release(org)
+        if not fields:
             return org
-        org.weight = org.weight_before_hold or 1
-        org.weight_before_hold, org.hold_reason = None, ""
-        org.save(update_fields=["weight", "weight_before_hold", "hold_reason", "updated_at"])
+        _apply(org, {**fields, "hold_reason": ""})
         org_change_log(org, actor=actor, field="hold", old="held", new=f"weight {org.weight}", reason=reason)
         changed(kind="org", org_id=org.pk)
     return org
@@ -159,25 +151,36 @@ def org_release(*, org: Org, actor: Actor, reason: str = "") -> Org:
 
 def org_cap_set(*, org: Org, max_concurrency: int | None, actor: Actor, reason: str = "") -> Org:
     actor.staff_required(field="max_concurrency")
-    max_concurrency = MAX_CONCURRENCY.check_optional(max_concurrency, field="max_concurrency")
-    return _org_field_set(org=org, field="max_concurrency", value=max_concurrency, actor=actor, reason=reason)
+    return _org_field_set(org=org, lever=lambda row: levers.cap_set(row, max_concurrency), actor=actor, reason=reason)
 
 
 def org_queue_limit_set(*, org: Org, queue_limit: int | None, actor: Actor, reason: str = "") -> Org:
     actor.staff_required(field="queue_limit")
-    queue_limit = QUEUE_LIMIT.check_optional(queue_limit, field="queue_limit")
     # A queue limit does not move the plan: no replan needed.
-    return _org_field_set(org=org, field="queue_limit", value=queue_limit, actor=actor, reason=reason, replan=False)
+    return _org_field_set(
+        org=org, lever=lambda row: levers.queue_limit_set(row, queue_limit), actor=actor, reason=reason, replan=False
+    )
 
 
-def _org_field_set(*, org: Org, field: str, value: int | None, actor: Actor, reason: str, replan: bool = True) -> Org:
+def _apply(org: Org, fields: dict[str, object]) -> None:
+    """Write what a lever (`orgs.levers`) made of the locked org's row."""
+    for name, value in fields.items():
+        setattr(org, name, value)
+    org.save(update_fields=[*fields, "updated_at"])
+
+
+def _org_field_set(
+    *, org: Org, lever: Callable[[Org], levers.Fields], actor: Actor, reason: str, replan: bool = True
+) -> Org:
+    """Pull a lever of one field on the locked org: write the field it changes, log it, announce it."""
     with transaction.atomic():
         org = _locked(org)
-        old = getattr(org, field)
-        if old == value:
+        fields = lever(org)
+        if not fields:
             return org
-        setattr(org, field, value)
-        org.save(update_fields=[field, "updated_at"])
+        ((field, value),) = fields.items()
+        old = getattr(org, field)
+        _apply(org, fields)
         org_change_log(org, actor=actor, field=field, old=old, new=value, reason=reason)
         changed(kind="org", org_id=org.pk, replan=replan)
     return org
@@ -186,7 +189,7 @@ def _org_field_set(*, org: Org, field: str, value: int | None, actor: Actor, rea
 def workflow_cost_set(*, org: Org, workflow: Workflow, cost: int | None, actor: Actor, reason: str = "") -> None:
     """Set what one run of `workflow` costs `org`; None removes the override (the default applies)."""
     actor.staff_required(field="cost")
-    cost = COST.check_optional(cost, field="cost")
+    cost = levers.cost_override_check(cost)
     with transaction.atomic():
         org = _locked(org)
         current = WorkflowCost.objects.filter(org=org, workflow=workflow).first()
@@ -373,21 +376,12 @@ def membership_remove(*, membership: Membership, actor: Actor) -> None:
         changed(kind="org", org_id=org.pk, replan=False)
 
 
-def pause_until_check(until: datetime) -> datetime:
-    """When a provider pause may end: a moment with its time zone, in the future."""
-    if timezone.is_naive(until):
-        raise InvalidInput("until must carry a time zone", field="until")
-    if until <= timezone.now():
-        raise InvalidInput("until must be in the future", field="until")
-    return until
-
-
 def provider_pause(
     *, provider: Provider, until: datetime, org: Org | None = None, actor: Actor, reason: str = ""
 ) -> ProviderPause:
     """Pause a provider until `until`, for everyone or for one org. Its charts wait; others go on."""
     actor.staff_required(field="provider")
-    until = pause_until_check(until)
+    until = levers.pause_until_check(until, now=timezone.now())
     with transaction.atomic():
         pause = ProviderPause.objects.create(
             provider=provider, org=org, until=until, reason=reason[:500], created_by=actor.name

@@ -11,8 +11,9 @@ from django.urls import reverse
 
 from common.actors import Actor
 from common.admin_utils import ServiceModelAdmin, reason_field
+from scheduling.levers import CONFIG_BOUNDS
 from scheduling.models import ConfigChange, SchedulerConfig
-from scheduling.services import CONFIG_BOUNDS, scheduler_config_set
+from scheduling.services import scheduler_config_set
 
 
 class SchedulerConfigForm(ModelForm[SchedulerConfig]):

@@ -16,8 +16,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from charts.levers import PRIORITY
 from charts.serializers import ReasonSerializer
-from charts.services import PRIORITY
 from common.api import ETAG, IF_MATCH, CursorPagination, FairschedAPIView, if_match_check, with_etag
 from common.bounds import Number
 from common.errors import InvalidInput, NotFound
@@ -34,12 +34,13 @@ from common.strict import (
 )
 from orgs import services as org_services
 from orgs.access import IsStaffScope, actor_of
+from orgs.levers import COST, MAX_CONCURRENCY, QUEUE_LIMIT, WEIGHT
 from orgs.models import Org, Provider, ProviderPause, Workflow
 from orgs.selectors import provider_pauses
-from orgs.services import COST, MAX_CONCURRENCY, QUEUE_LIMIT, WEIGHT
 from scheduling import services
+from scheduling.levers import AGING_CAP, BUDGET, CONFIG_BOUNDS, MAX_ATTEMPTS
 from scheduling.models import ConfigChange, SchedulerConfig
-from scheduling.services import AGING_CAP, BUDGET, CONFIG_BOUNDS, MAX_ATTEMPTS
+from scheduling.what_if import plan_preview
 
 STAFF = [IsAuthenticated, IsStaffScope]
 
@@ -352,4 +353,4 @@ class PlanPreviewView(FairschedAPIView, APIView):
         org's clear-time and the global one before and after, and the charts whose ETAs move most."""
         body = PlanChangesSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        return Response(services.plan_preview(changes=dict(body.validated_data)))
+        return Response(plan_preview(changes=body.validated_data))

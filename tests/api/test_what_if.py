@@ -226,7 +226,8 @@ def test_the_preview_is_the_plan_the_levers_would_give(
     from charts.services import chart_prioritize
     from orgs import services as org_services
     from scheduling.replan import plan_refresh
-    from scheduling.services import plan_preview, scheduler_config_set
+    from scheduling.services import scheduler_config_set
+    from scheduling.what_if import plan_preview
 
     instant = timezone.now()
     until = instant + timedelta(minutes=30)
@@ -237,7 +238,7 @@ def test_the_preview_is_the_plan_the_levers_would_give(
             "budget": 2,
             "caps": {"acme": 1},
             "priorities": [{"chart": last.pk, "priority": 50}],
-            "provider_pauses": [{"provider": "llm", "org": "acme", "until": until.isoformat()}],
+            "provider_pauses": [{"provider": "llm", "org": "acme", "until": until}],
         },
         now=instant,
     )

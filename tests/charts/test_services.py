@@ -864,6 +864,10 @@ def test_forgetting_learned_durations_logs_it_and_replans(
         assert services.duration_stats_forget(stats=list(forgotten), actor=ACTOR) == 1
     assert list(DurationStat.objects.values_list("org__slug", flat=True)) == [tenants.org_b.slug]
     (change,) = OrgChange.objects.filter(org=tenants.org_a, field="learned durations")
-    assert (change.actor, change.old_value, change.new_value) == (ACTOR.name, f"{tenants.workflow}: 20.0 s over 2 runs", "")
+    assert (change.actor, change.old_value, change.new_value) == (
+        ACTOR.name,
+        f"{tenants.workflow}: 20.0 s over 2 runs",
+        "",
+    )
     assert not OrgChange.objects.filter(org=tenants.org_b).exists()
     assert announced.replans == 1

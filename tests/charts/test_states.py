@@ -48,7 +48,12 @@ def test_allowed_transition_moves_the_chart_and_logs_it(tenants: Tenants, from_s
     stored = Chart.objects.get(pk=chart.pk)
     assert (stored.state, stored.attempt, stored.claimed_at) == (to_state, 2, attempt_at)
     event = ChartEvent.objects.get(chart=chart)
-    assert (event.from_state, event.to_state, event.actor, event.reason) == (from_state, to_state, ACTOR.name, "because")
+    assert (event.from_state, event.to_state, event.actor, event.reason) == (
+        from_state,
+        to_state,
+        ACTOR.name,
+        "because",
+    )
     assert can_transition(from_state, to_state)
 
 

@@ -159,7 +159,10 @@ def test_cap_set_and_clear_are_logged() -> None:
     services.org_cap_set(org=org, max_concurrency=None, actor=ACTOR, reason="no cap")
     org.refresh_from_db()
     assert org.max_concurrency is None
-    assert history(org) == [(ACTOR.name, "max_concurrency", "", "2", ""), (ACTOR.name, "max_concurrency", "2", "", "no cap")]
+    assert history(org) == [
+        (ACTOR.name, "max_concurrency", "", "2", ""),
+        (ACTOR.name, "max_concurrency", "2", "", "no cap"),
+    ]
 
 
 @pytest.mark.parametrize("value", [0, -1, "2", True, 1.0])

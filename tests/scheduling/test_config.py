@@ -14,7 +14,7 @@ from django.urls import reverse
 from common.actors import Actor
 from common.errors import InvalidInput
 from common.events import STAFF_GROUP
-from scheduling import services
+from scheduling import levers, services
 from scheduling.models import ConfigChange, SchedulerConfig
 from tests.admin_helpers import change_form_data, messages_of
 from tests.conftest import Announcements, Tenants
@@ -76,7 +76,7 @@ def test_budget_set_is_logged_with_the_actor() -> None:
     assert changes() == [(ACTOR.name, "budget", "10", "8")]
 
 
-@pytest.mark.parametrize("budget", [0, -1, "8", True, 2.5, None, services.BUDGET.maximum + 1])
+@pytest.mark.parametrize("budget", [0, -1, "8", True, 2.5, None, levers.BUDGET.maximum + 1])
 def test_budget_set_refuses_bad_budgets(budget: Any) -> None:
     with pytest.raises(InvalidInput) as error:
         services.budget_set(budget=budget, actor=ACTOR)
@@ -88,7 +88,10 @@ def test_budget_set_refuses_bad_budgets(budget: Any) -> None:
 def test_policy_set_with_a_quantum() -> None:
     config = services.policy_set(policy="deficit", quantum=2.5, actor=ACTOR)
     assert (config.policy, config.quantum) == ("deficit", 2.5)
-    assert sorted(changes()) == [(ACTOR.name, "policy", "round_robin", "deficit"), (ACTOR.name, "quantum", "1.0", "2.5")]
+    assert sorted(changes()) == [
+        (ACTOR.name, "policy", "round_robin", "deficit"),
+        (ACTOR.name, "quantum", "1.0", "2.5"),
+    ]
     with pytest.raises(InvalidInput) as error:
         services.policy_set(policy="lottery", actor=ACTOR)
     assert error.value.field == "policy"

@@ -136,7 +136,7 @@ def test_a_throttle_requeues_without_spending_an_attempt(tenants: Tenants, tempo
     assert throttled.last_error == ""
     assert close_to(throttled.available_at, timezone.now() + timedelta(seconds=42))
     (pause,) = ProviderPause.objects.all()
-    assert (pause.provider.slug, pause.org, pause.created_by) == ("gpu-east", tenants.org_a, RECONCILER)
+    assert (pause.provider.slug, pause.org, pause.created_by) == ("gpu-east", tenants.org_a, RECONCILER.name)
     assert pause.until == throttled.available_at
     event = ChartEvent.objects.filter(chart=chart).last()
     assert event is not None
