@@ -665,8 +665,10 @@ def chart_workflow_closed(*, chart: Chart, how: str, actor: Actor) -> bool:
     """Settle a cancelled chart's cancel request: Temporal says its workflow has closed (`how`).
 
     Returns whether this call settled it (a concurrent reconcile may have done so first). The
-    history gets a note, cancelled to cancelled, saying how the workflow ended.
+    history gets a note, cancelled to cancelled, saying how the workflow ended. The reconciler's, not
+    a tenant's.
     """
+    actor.staff_required(field="chart")
     with transaction.atomic():
         settled = Chart.objects.filter(
             pk=chart.pk, state=ChartState.CANCELLED, cancel_requested_at__isnull=False
