@@ -93,9 +93,9 @@ def seed_backlog(size: int, orgs: int = 500) -> None:
 
     from charts.models import Chart, ChartPlan
     from common.actors import Actor
+    from knobs.services import scheduler_config_set
     from orgs.models import Org, Workflow
     from scheduling.reconcile import duration_record
-    from scheduling.services import scheduler_config_set
 
     ChartPlan.objects.all().delete()
     Chart.objects.all().delete()

@@ -114,6 +114,9 @@ with other engineers, so CPU seconds are the figure to compare):
   branch, back to back on a swamped machine (load 6-16, CPU figures ~2-3x the quiet ones): 1M no
   caps round_robin 4.08 -> 3.42 s CPU, deficit 4.37 -> 3.59; caps 5.94 -> 3.70, 6.25 -> 3.34; the
   command at 100k 1.02x -> 1.07x (pure on both: noise). To be measured again on a quiet machine.
+
+Figures behind `fairsched.celery.load_compiled_core`, as measured when it was written: loading the
+compiled replay costs a process ~0.6 s; in a fresh checkout numba takes ~4-7 s of CPU to compile it.
 """
 
 from __future__ import annotations

@@ -29,13 +29,12 @@ from charts.serializers import (
     ChartSerializer,
     ChartSubmitSerializer,
     PrioritizeSerializer,
-    ReasonSerializer,
     parse_bulk_items,
-    reason_read,
 )
 from common.api import CursorPagination, FairschedAPIView
 from common.errors import FieldsInvalid, InvalidInput
 from common.memory import collector_paused
+from common.reasons import ReasonSerializer, reason_read
 from common.strict import PageQuerySerializer
 from orgs.access import actor_of, require_write, scope_of, visible_org_ids
 from orgs.selectors import org_for_input

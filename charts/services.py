@@ -25,7 +25,7 @@ from charts.models import (
     ACTIVE_STATES,
     IN_FLIGHT_STATES,
     PLAN_FIELDS,
-    QUEUE_STATES,
+    WAITING_STATES,
     Chart,
     ChartEvent,
     ChartState,
@@ -46,9 +46,9 @@ from common.errors import (
 )
 from common.events import changed
 from common.rows import instances_where
+from knobs.models import SchedulerConfig
 from orgs.models import Org, Workflow
 from orgs.services import org_change_log
-from scheduling.models import SchedulerConfig
 
 MAX_EXTERNAL_ID = 200
 MAX_PAYLOAD_BYTES = 64 * 1024
@@ -63,7 +63,7 @@ CANCEL_WORKFLOW_TASK = "scheduling.tasks.cancel_workflow"
 
 
 @dataclass(frozen=True)
-class Submission:
+class ChartRequest:
     """One chart to submit, as parsed by an interface; `problems` are what the interface found wrong
     while reading it (an unknown key, a value of the wrong type), reported with the service's own by
     `chart_submit_bulk`. A field named there is not checked again; `detail` (not an item at all)
@@ -93,7 +93,7 @@ def chart_submit(
     The bulk's rule judges it (`chart_submit_bulk`, one item): every problem of the chart is reported
     at once, by field (`FieldsInvalid`; only refused staff levers: `FieldsForbidden`, 403), with
     those the interface found reading it (`problems`)."""
-    item = Submission(workflow, external_id, payload, high_priority, priority, problems=problems or {})
+    item = ChartRequest(workflow, external_id, payload, high_priority, priority, problems=problems or {})
     try:
         ((chart, created),) = chart_submit_bulk(org=org, items=[item], actor=actor)
     except BulkInvalid as bulk:
@@ -101,7 +101,7 @@ def chart_submit(
     return chart, created
 
 
-def chart_submit_problems(*, item: Submission, actor: Actor) -> dict[str, list[str]]:
+def chart_submit_problems(*, item: ChartRequest, actor: Actor) -> dict[str, list[str]]:
     """What is wrong with one chart, by field, judged without its org (which the caller could not
     name): the first step of `chart_submit_bulk`, so that a submission to an unknown org still hears
     of its other problems in the same answer."""
@@ -118,7 +118,7 @@ class ItemsChecked(NamedTuple):
     workflows: dict[str, Workflow]
 
 
-def _items_check(items: Sequence[Submission], *, staff: bool) -> ItemsChecked:
+def _items_check(items: Sequence[ChartRequest], *, staff: bool) -> ItemsChecked:
     """Check every item in one pass (`_item_check`, a repeated external id, and for a tenant the
     staff levers it asked for), writing the row each good one will be."""
     names = list({item.workflow for item in items if isinstance(item.workflow, str)})
@@ -148,7 +148,7 @@ def _items_check(items: Sequence[Submission], *, staff: bool) -> ItemsChecked:
     return ItemsChecked(errors, only_refused, rows, workflows)
 
 
-def chart_submit_bulk(*, org: Org, items: Sequence[Submission], actor: Actor) -> list[tuple[Chart, bool]]:
+def chart_submit_bulk(*, org: Org, items: Sequence[ChartRequest], actor: Actor) -> list[tuple[Chart, bool]]:
     """Submit many charts of one org, all or nothing; a tenant only to an org it writes in (else 404).
 
     1. Validate every item in one pass (`_items_check`), writing the row each good one will be.
@@ -237,7 +237,7 @@ def _queue_overflow(org: Org, *, incoming: int) -> list[str] | None:
     (nothing is written here), so it says how things stand now; `_admit` decides when it is sent again."""
     if org.queue_limit is None or incoming == 0:
         return None
-    waiting = Chart.objects.filter(org_id=org.pk, state__in=QUEUE_STATES).count()
+    waiting = Chart.objects.filter(org_id=org.pk, state__in=WAITING_STATES).count()
     if waiting + incoming <= org.queue_limit:
         return None
     return [
@@ -318,7 +318,7 @@ def _insert_staged(
 ) -> list[Chart]:
     """Insert the staged charts whose external id the org has not used yet (its unique index finds
     the others as the rows are written: no lookup before), in item order, with their birth events
-    (the '' -> queued event of `record_created`), in one statement; return the charts inserted.
+    (the '' -> queued event), in one statement; return the charts inserted.
 
     Every column the rows do not name takes its field's default as Django would give it (auto_now
     fields: now), so a field added later needs nothing here. Only (id, external id) come back: the
@@ -401,7 +401,7 @@ _NO_PLAN = dict.fromkeys(PLAN_FIELDS)
 
 
 def _item_check(
-    item: Submission, workflows: Mapping[str, Workflow]
+    item: ChartRequest, workflows: Mapping[str, Workflow]
 ) -> tuple[dict[str, list[str]], dict[str, Any], str]:
     """Check every field of one item (those its `problems` name already are not checked again);
     return the problems by field, and the payload, as a value and as JSON text."""
@@ -467,8 +467,8 @@ def _payload_text(value: dict[str, Any]) -> str:
 
 def _encode_payload(value: dict[str, Any]) -> str:
     """`_PAYLOAD_JSON.encode(value)` through one C encoder, which `encode` makes anew on every call (the
-    making was three quarters of a small payload's encoding: 10-35 ms of a 10,000-chart bulk,
-    bench/bench_api.py). The same options, the same text. It keeps no list of the containers it is in
+    making was most of a small payload's encoding: bench/bench_api.py). The same options, the same
+    text. It keeps no list of the containers it is in
     (a list shared by threads would see another's), so a circular value, which only Python callers can
     make, ends in RecursionError instead of ValueError (`_payload_text` refuses both)."""
     if _C_ENCODER is None:
@@ -526,7 +526,7 @@ def _admit(org: Org, incoming: int) -> None:
     turn). The `incoming` new charts are inserted already, in this transaction: the count includes them."""
     if org.queue_limit is None or incoming == 0:
         return
-    waiting = Chart.objects.filter(org=org, state__in=QUEUE_STATES).count() - incoming
+    waiting = Chart.objects.filter(org=org, state__in=WAITING_STATES).count() - incoming
     if waiting + incoming > org.queue_limit:
         full = f"org {org.slug} has {waiting} waiting charts; its queue limit is {org.queue_limit}"
         if org.is_held:
@@ -543,7 +543,7 @@ def _admit(org: Org, incoming: int) -> None:
 
 def _retry_after(org: Org) -> int:
     """Seconds until the org's queue is likely to shrink: its next predicted start, within [1 s, 1 h]."""
-    next_start = Chart.objects.filter(org=org, state__in=QUEUE_STATES, plan__predicted_start__isnull=False).aggregate(
+    next_start = Chart.objects.filter(org=org, state__in=WAITING_STATES, plan__predicted_start__isnull=False).aggregate(
         first=Min("plan__predicted_start")
     )["first"]
     if next_start is None:
@@ -586,7 +586,7 @@ def chart_prioritize(
     fields = prioritized(high_priority=high_priority, priority=priority, staff=actor.staff)
     with transaction.atomic():
         locked = Chart.objects.select_for_update(of=("self",)).get(pk=chart.pk)
-        if locked.state not in QUEUE_STATES:
+        if locked.state not in WAITING_STATES:
             raise Conflict(f"chart {chart.pk} is {locked.state}; only waiting charts can be reprioritized")
         Chart.objects.filter(pk=chart.pk).update(**fields, updated_at=timezone.now())
         for name, value in fields.items():
@@ -614,7 +614,7 @@ def chart_move_to_top(*, chart: Chart, actor: Actor, reason: str = "") -> Chart:
     with transaction.atomic():
         Org.objects.select_for_update().get(pk=chart.org_id)
         top = (
-            Chart.objects.filter(org_id=chart.org_id, state__in=QUEUE_STATES)
+            Chart.objects.filter(org_id=chart.org_id, state__in=WAITING_STATES)
             .exclude(pk=chart.pk)
             .aggregate(top=Max("priority"))["top"]
         )

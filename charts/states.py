@@ -123,12 +123,3 @@ def _leave_plan(chart_id: int, to_state: str) -> None:
             cursor.execute(f"UPDATE {table} SET position = NULL WHERE chart_id IN ({unlocked})", [chart_id])  # noqa: S608
         else:
             cursor.execute(f"DELETE FROM {table} WHERE chart_id IN ({unlocked})", [chart_id])  # noqa: S608
-
-
-def record_created(charts: Iterable[Chart], *, actor: Actor, reason: str = "submitted") -> None:
-    """Log the birth of newly inserted charts (the '' -> initial state event), in bulk."""
-    now = timezone.now()
-    ChartEvent.objects.bulk_create(
-        ChartEvent(chart_id=chart.pk, from_state="", to_state=chart.state, actor=actor.name, reason=reason, at=now)
-        for chart in charts
-    )

@@ -42,14 +42,14 @@ from charts.selectors import (
     last_error_summary,
     org_summary,
 )
-from charts.serializers import ReasonSerializer
 from charts.waiting import waiting_words
 from common.actors import Actor
 from common.errors import BulkInvalid, FieldsInvalid, Forbidden, InvalidInput, NotFound, QueueFull, ServiceError
+from common.reasons import ReasonSerializer
+from knobs.models import SchedulerConfig
 from orgs.access import CallerWriteThrottle
 from orgs.models import Membership, Org
 from orgs.selectors import member_orgs, membership_get, workflows_all
-from scheduling.models import SchedulerConfig
 
 PAGE_SIZE = 50
 

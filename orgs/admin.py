@@ -41,6 +41,7 @@ FIELD_BOUNDS = {
     "cost": services.COST,
     "default_cost": services.COST,
     "run_timeout": services.RUN_TIMEOUT,
+    "initial_duration": services.RUN_TIMEOUT,
 }
 
 # The newest of an org's history lines its admin History page lists (the change page's inline has all).

@@ -211,7 +211,9 @@ def workflow_cost_set(*, org: Org, workflow: Workflow, cost: int | None, actor: 
         changed(kind="org", org_id=org.pk)
 
 
-WORKFLOW_FIELDS = ("name", "workflow_type", "task_queue", "default_cost", "run_timeout", "provider", "params")
+WORKFLOW_FIELDS = (
+    "name", "workflow_type", "task_queue", "default_cost", "run_timeout", "initial_duration", "provider", "params",
+)  # fmt: skip
 
 
 def _text(value: object, *, field: str, max_length: int = 200) -> str:
@@ -231,7 +233,7 @@ def _workflow_values(values: dict[str, object]) -> dict[str, object]:
             cleaned[field] = _text(value, field=field)
         elif field == "default_cost":
             cleaned[field] = COST.check(value, field=field)
-        elif field == "run_timeout":
+        elif field in {"run_timeout", "initial_duration"}:
             cleaned[field] = RUN_TIMEOUT.check_optional(value, field=field)
         elif field == "provider":
             if value is not None and not isinstance(value, Provider):
@@ -263,6 +265,7 @@ def workflow_register(
     task_queue: str,
     default_cost: int = 1,
     run_timeout: int | None = None,
+    initial_duration: int | None = None,
     provider: Provider | None = None,
     params: dict[str, object] | None = None,
     actor: Actor,
@@ -279,6 +282,7 @@ def workflow_register(
             "task_queue": task_queue,
             "default_cost": default_cost,
             "run_timeout": run_timeout,
+            "initial_duration": initial_duration,
             "provider": provider,
             "params": {} if params is None else params,
         }
@@ -295,8 +299,8 @@ def workflow_register(
 def workflow_change(*, workflow: Workflow, actor: Actor, **values: object) -> Workflow:
     """Change any of a workflow's `WORKFLOW_FIELDS` at once; all are checked before anything is written.
 
-    A new cost or provider moves the plan (replan); a new run timeout, type, task queue or params
-    apply to runs started from now on (Temporal fixes a run's timeout when it starts).
+    A new cost, provider or initial duration moves the plan (replan); a new run timeout, type, task
+    queue or params apply to runs started from now on (Temporal fixes a run's timeout when it starts).
     """
     actor.staff_required(field="workflow")
     cleaned = _workflow_values(values)
@@ -311,18 +315,14 @@ def workflow_change(*, workflow: Workflow, actor: Actor, **values: object) -> Wo
         for field in moved:
             setattr(workflow, field, cleaned[field])
         _workflow_saved(workflow, fields=moved)
-        changed(kind="workflow", workflow=workflow.pk, replan=bool({"default_cost", "provider"} & set(moved)))
+        changed(
+            kind="workflow",
+            workflow=workflow.pk,
+            replan=bool({"default_cost", "provider", "initial_duration"} & set(moved)),
+        )
     for field in moved:
         logger.info("workflow %s: %s %s -> %s by %s", workflow.name, field, old[field], cleaned[field], actor)
     return workflow
-
-
-def workflow_run_timeout_set(*, workflow: Workflow, run_timeout: int | None, actor: Actor) -> Workflow:
-    """Set how many seconds a run of `workflow` may take (None: the FAIRSCHED_RUN_TIMEOUT default).
-
-    It applies to runs started from now on: Temporal fixes a run's execution timeout when it starts.
-    """
-    return workflow_change(workflow=workflow, run_timeout=run_timeout, actor=actor)
 
 
 def membership_create(*, user: User, org: Org, role: str, actor: Actor) -> Membership:

@@ -1,7 +1,7 @@
 """The what-if: the plan now and after proposed lever changes, on one snapshot; a read, nothing is written.
 
 Each lever is the same pure function the services write with (`orgs.levers`, `charts.levers`,
-`scheduling.levers`), laid over copies of the snapshot's rows instead of written; the API's
+`knobs.levers`), laid over copies of the snapshot's rows instead of written; the API's
 serializer (`scheduling.api.PlanChangesSerializer`) has checked the shape of the changes and that
 the orgs, workflows and providers they name exist, so this module does not check them again.
 """
@@ -17,12 +17,12 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 from charts.levers import prioritized
-from charts.models import QUEUE_STATES, Chart
+from charts.models import WAITING_STATES, Chart
 from common.errors import InvalidInput
+from knobs.levers import config_changes
 from orgs import levers as org_levers
 from orgs.models import Provider, Workflow
 from scheduling import core
-from scheduling.levers import config_changes
 from scheduling.snapshot import (
     Costs,
     Epoch,
@@ -93,7 +93,7 @@ def plan_preview(*, changes: Mapping[str, Any], now: datetime | None = None) -> 
     refuses it (`InvalidInput`), naming the change.
     1. Load the snapshot the replan pass would load, and the org rows it was built from.
     2. Pull each lever on copies: the org rows (`orgs.levers`), the configuration
-       (`scheduling.levers`), the queued columns (cost, priority, availability under the pauses).
+       (`knobs.levers`), the queued columns (cost, priority, availability under the pauses).
     3. Recompute every org's place in the rounds under way with the changed rows (as the replan
        would at the next pass), and plan both scenarios with the core.
     4. Pair up the clear-times (per org and global), each chart's ETA before and after, and list
@@ -223,7 +223,7 @@ def _pauses_laid(
         until = org_levers.pause_until_check(entry["until"], now=snapshot.now, field="provider_pauses")
         # A second pause of one scope: the later end holds (`Costs.pause_until` takes the latest).
         pauses[scope(entry)] = max(to_seconds(until), pauses.get(scope(entry), -math.inf))
-    own = dict(Chart.objects.filter(state__in=QUEUE_STATES).values_list("id", Epoch("available_at")))
+    own = dict(Chart.objects.filter(state__in=WAITING_STATES).values_list("id", Epoch("available_at")))
     changed_costs: Costs = replace(costs_now, pauses=pauses)
     for index, (chart_id, org, workflow_id) in enumerate(
         zip(queued.id, queued.org, snapshot.queued_workflow, strict=True)

@@ -29,9 +29,9 @@ from common.actors import Actor
 from fairsched.celery import app as celery_app
 from fairsched.devservices import free_port, port_is_free
 from fairsched.launcher import procfile_commands
+from knobs.services import scheduler_config_set
 from orgs.access import api_token_issue
 from orgs.models import Membership
-from scheduling.services import scheduler_config_set
 from tests.database import database_url
 from tests.factories import MembershipFactory, OrgFactory, UserFactory, WorkflowFactory
 from tests.processes import end, start

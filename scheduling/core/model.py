@@ -270,12 +270,6 @@ class LazyChartValues(ChartValues[Value]):
         return self._loaded()
 
 
-class ChartTimes(ChartValues[float | None]):
-    """A read-only time per chart id (the times aligned with the ids)."""
-
-    __slots__ = ()
-
-
 @dataclass(frozen=True, slots=True)
 class PlanArrays:
     """A plan's rows as arrays, for a writer of whole columns (`scheduling.replan`), laid out as the

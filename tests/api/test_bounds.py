@@ -17,12 +17,12 @@ from charts.services import PRIORITY, chart_submit
 from common.actors import Actor
 from common.bounds import Whole
 from common.errors import InvalidInput
+from knobs.levers import AGING_CAP, BUDGET, MAX_ATTEMPTS
+from knobs.models import SchedulerConfig
+from knobs.services import scheduler_config_set
 from orgs import services as org_services
 from orgs.levers import COST, MAX_CONCURRENCY, QUEUE_LIMIT, WEIGHT
 from orgs.models import Org, WorkflowCost
-from scheduling.levers import AGING_CAP, BUDGET, MAX_ATTEMPTS
-from scheduling.models import SchedulerConfig
-from scheduling.services import scheduler_config_set
 from tests.admin_helpers import change_form_data
 from tests.conftest import Tenants
 from tests.factories import ChartFactory

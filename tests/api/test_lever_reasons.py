@@ -15,9 +15,9 @@ from rest_framework.test import APIClient
 from charts.models import Chart, ChartEvent, ChartState
 from charts.services import chart_pause
 from common.actors import Actor
+from knobs.models import ConfigChange
 from orgs.models import Org, OrgChange, ProviderPause, WorkflowCost
 from orgs.services import org_hold, provider_pause
-from scheduling.models import ConfigChange
 from tests.conftest import Tenants
 from tests.factories import ProviderFactory
 

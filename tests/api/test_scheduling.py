@@ -10,8 +10,8 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from knobs.models import ConfigChange, SchedulerConfig
 from orgs.models import ProviderPause
-from scheduling.models import ConfigChange, SchedulerConfig
 from tests.conftest import Tenants
 from tests.factories import ProviderFactory
 

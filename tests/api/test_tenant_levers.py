@@ -14,9 +14,9 @@ from rest_framework.test import APIClient
 
 from charts.models import Chart
 from common.actors import Actor
+from knobs.services import scheduler_config_set
 from orgs.services import org_hold
 from scheduling.replan import plan_refresh
-from scheduling.services import scheduler_config_set
 from tests.conftest import Tenants
 from tests.factories import ChartFactory
 

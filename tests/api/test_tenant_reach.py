@@ -31,11 +31,11 @@ from common.actors import Actor
 from common.errors import BulkForbidden, FieldsForbidden, Forbidden, NotFound
 from feed import services as feed_services
 from feed.models import WebhookDelivery, WebhookEndpoint
+from knobs import services as knob_services
+from knobs.models import ConfigChange, SchedulerConfig
 from orgs import access
 from orgs import services as org_services
 from orgs.models import ApiToken, Membership, Org, OrgChange, Provider, ProviderPause, Workflow, WorkflowCost
-from scheduling import services as scheduling_services
-from scheduling.models import ConfigChange, SchedulerConfig
 from tests.conftest import Tenants
 from tests.factories import ChartFactory, ProviderFactory
 
@@ -375,7 +375,7 @@ def test_the_admin_is_for_staff_only(world: World) -> None:
 
 # --- Every write service --------------------------------------------------------------------------
 
-SERVICE_MODULES: tuple[ModuleType, ...] = (chart_services, org_services, scheduling_services, feed_services, access)
+SERVICE_MODULES: tuple[ModuleType, ...] = (chart_services, org_services, knob_services, feed_services, access)
 # Functions that take an actor but are not entry points, with why.
 NOT_ENTRY_POINTS = {
     "org_change_log": "a history line inside the transaction of the service that checked the actor",
@@ -404,7 +404,7 @@ def _future() -> Any:
 # expected refusal follows: NotFound for another org's row, Forbidden for an operators' lever.
 SERVICE_CALLS: dict[str, Callable[[World], dict[str, Any]]] = {
     "chart_submit": lambda w: {"org": w.tenants.org_b, "workflow": "render", "external_id": "x"},
-    "chart_submit_bulk": lambda w: {"org": w.tenants.org_b, "items": [chart_services.Submission("render", "y")]},
+    "chart_submit_bulk": lambda w: {"org": w.tenants.org_b, "items": [chart_services.ChartRequest("render", "y")]},
     "chart_pause": lambda w: {"chart": w.chart_b},
     "chart_resume": lambda w: {"chart": w.chart_b},
     "chart_prioritize": lambda w: {"chart": w.chart_b, "priority": 1},
@@ -421,7 +421,6 @@ SERVICE_CALLS: dict[str, Callable[[World], dict[str, Any]]] = {
     "workflow_cost_set": lambda w: {"org": w.tenants.org_a, "workflow": w.tenants.workflow, "cost": 1},
     "workflow_register": lambda w: {"name": "mine", "workflow_type": "t", "task_queue": "q"},
     "workflow_change": lambda w: {"workflow": w.tenants.workflow, "default_cost": 1000},
-    "workflow_run_timeout_set": lambda w: {"workflow": w.tenants.workflow, "run_timeout": 5},
     "membership_create": lambda w: {"user": w.tenants.outsider, "org": w.tenants.org_a, "role": "admin"},
     "membership_role_set": lambda w: {"membership": w.membership_b, "role": "viewer"},
     "membership_remove": lambda w: {"membership": w.membership_b},
@@ -471,7 +470,7 @@ def test_a_tenant_actor_is_refused_by_every_service(world: World, name: str) -> 
             org=w.tenants.org_a, workflow="render", external_id="p", priority=11, actor=a
         ),
         lambda w, a: chart_services.chart_submit_bulk(
-            org=w.tenants.org_a, items=[chart_services.Submission("render", "b", high_priority=True)], actor=a
+            org=w.tenants.org_a, items=[chart_services.ChartRequest("render", "b", high_priority=True)], actor=a
         ),
         lambda w, a: chart_services.chart_prioritize(chart=w.chart_a, high_priority=True, actor=a),
         lambda w, a: chart_services.chart_prioritize(chart=w.chart_a, priority=-11, actor=a),

@@ -12,8 +12,8 @@ from rest_framework.test import APIClient
 
 from charts.models import Chart, ChartState
 from common.actors import Actor
+from knobs.models import ConfigChange, SchedulerConfig
 from orgs.models import Org, ProviderPause
-from scheduling.models import ConfigChange, SchedulerConfig
 from tests.conftest import Tenants
 from tests.factories import ChartFactory, ProviderFactory
 
@@ -224,9 +224,9 @@ def test_the_preview_is_the_plan_the_levers_would_give(
     """Preview several levers at one instant, then pull them for real and replan at that instant:
     every org's clear-time and every listed chart's ETA are the ones previewed."""
     from charts.services import chart_prioritize
+    from knobs.services import scheduler_config_set
     from orgs import services as org_services
     from scheduling.replan import plan_refresh
-    from scheduling.services import scheduler_config_set
     from scheduling.what_if import plan_preview
 
     instant = timezone.now()

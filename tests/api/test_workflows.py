@@ -36,6 +36,7 @@ def test_members_and_staff_read_workflows_with_their_run_timeout(
                 "effective_run_timeout": 600,
                 "org": org,
                 "cost": 3,
+                "initial_duration": None,
                 "expected_duration": 45.0,
             },
             {
@@ -46,6 +47,7 @@ def test_members_and_staff_read_workflows_with_their_run_timeout(
                 "effective_run_timeout": 7200,
                 "org": org,
                 "cost": 1,
+                "initial_duration": None,
                 "expected_duration": 45.0,
             },
         ]
@@ -83,6 +85,33 @@ def test_a_bad_run_timeout_is_400_naming_the_field(tenants: Tenants, client_for:
     assert response.status_code == 400
     assert "run_timeout" in response.json()
     assert Workflow.objects.get(name="render").run_timeout is None
+
+
+def test_staff_state_a_new_workflow_s_initial_duration_which_its_etas_use_until_runs_are_learned(
+    tenants: Tenants, client_for: Client, settings: Any
+) -> None:
+    settings.FAIRSCHED_DEFAULT_DURATION = 60.0
+    staff = client_for(tenants.staff)
+    created = staff.post(
+        "/api/v1/workflows/",
+        {"name": "scan", "workflow_type": "Scan", "task_queue": "q", "initial_duration": 8},
+        format="json",
+    )
+    assert created.status_code == 201, created.json()
+    assert created.json()["initial_duration"] == 8
+    read = client_for(tenants.member_a).get("/api/v1/workflows/scan/").json()
+    assert (read["initial_duration"], read["expected_duration"]) == (8, 8.0)
+
+    assert staff.patch("/api/v1/workflows/scan/", {"initial_duration": None}, format="json").status_code == 200
+    assert client_for(tenants.member_a).get("/api/v1/workflows/scan/").json()["expected_duration"] == 60.0
+
+
+@pytest.mark.parametrize("value", [0, -1, 2.5, "8s"])
+def test_a_bad_initial_duration_is_400_naming_the_field(tenants: Tenants, client_for: Client, value: Any) -> None:
+    response = client_for(tenants.staff).patch("/api/v1/workflows/render/", {"initial_duration": value}, format="json")
+    assert response.status_code == 400
+    assert "initial_duration" in response.json()
+    assert Workflow.objects.get(name="render").initial_duration is None
 
 
 def test_an_empty_change_is_400_naming_the_fields(tenants: Tenants, client_for: Client) -> None:

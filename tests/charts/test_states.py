@@ -11,7 +11,7 @@ from django.db import connection
 from django.utils import timezone
 
 from charts.models import Chart, ChartEvent, ChartState
-from charts.states import TRANSITIONS, IllegalTransition, can_transition, record_created, transition, transition_if
+from charts.states import TRANSITIONS, IllegalTransition, can_transition, transition, transition_if
 from common.actors import Actor
 from common.errors import Conflict
 from tests.conftest import CallerFailed, Tenants, fail_after
@@ -133,15 +133,6 @@ def test_transition_if_ignores_sources_that_cannot_reach_the_target(tenants: Ten
     assert Chart.objects.get(pk=chart.pk).state == ChartState.SUCCEEDED
     with pytest.raises(IllegalTransition):
         transition_if(chart.pk, [ChartState.SUCCEEDED], ChartState.FAILED, actor=ACTOR)
-
-
-def test_record_created_logs_the_birth_of_each_chart(tenants: Tenants) -> None:
-    charts = [make_chart(tenants, ChartState.QUEUED) for _ in range(3)]
-    record_created(charts, actor=Actor("user:alice", staff=True))
-    events = ChartEvent.objects.order_by("chart_id")
-    assert [(e.chart_id, e.from_state, e.to_state, e.actor, e.reason) for e in events] == [
-        (c.pk, "", "queued", "user:alice", "submitted") for c in charts
-    ]
 
 
 @pytest.mark.django_db(transaction=True)

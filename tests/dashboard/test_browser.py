@@ -17,9 +17,9 @@ from django.utils import timezone
 from charts.models import Chart, ChartState
 from common.actors import Actor
 from fairsched.devservices import free_port, start_redis
+from knobs.models import SchedulerConfig
 from orgs import services as org_services
 from orgs.models import Org, ProviderPause, WorkflowCost
-from scheduling.models import SchedulerConfig
 from tests.browser import Violations
 from tests.conftest import Tenants
 from tests.dashboard.conftest import plan_queue

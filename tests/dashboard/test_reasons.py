@@ -10,8 +10,8 @@ from django.test import Client
 
 from charts.services import chart_pause
 from common.actors import Actor
+from knobs.services import scheduler_config_set
 from orgs.services import org_cap_set, org_hold
-from scheduling.services import scheduler_config_set
 from tests.conftest import Tenants
 from tests.factories import ChartFactory
 

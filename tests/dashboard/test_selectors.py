@@ -9,9 +9,10 @@ import pytest
 from django.utils import timezone
 
 from charts.models import Chart, ChartEvent, ChartState, DurationStat
+from knobs.models import ConfigChange, SchedulerConfig
 from orgs.models import OrgChange, ProviderPause, WorkflowCost
 from scheduling import selectors
-from scheduling.models import ConfigChange, QueueSample, SchedulerConfig
+from scheduling.models import QueueSample
 from scheduling.snapshot import chart_key, load_snapshot
 from tests.conftest import Tenants
 from tests.dashboard.conftest import plan_queue

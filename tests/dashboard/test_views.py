@@ -13,8 +13,8 @@ from django.utils import timezone
 from charts.models import ChartState
 from common import events
 from common.actors import Actor
+from knobs.models import SchedulerConfig
 from orgs.models import ProviderPause, WorkflowCost
-from scheduling.models import SchedulerConfig
 from tests.conftest import Tenants
 from tests.dashboard.conftest import plan_queue
 from tests.factories import ChartFactory, ProviderFactory, WorkflowFactory
@@ -180,7 +180,7 @@ def test_the_providers_partial_offers_resume_by_slug(staff_client: Client, tenan
 
 
 def test_the_summary_config_and_events_partials(staff_client: Client, tenants: Tenants) -> None:
-    from scheduling.services import budget_set
+    from knobs.services import budget_set
 
     budget_set(budget=7, actor=Actor("user:ops", staff=True))
     summary = staff_client.get("/dashboard/partials/?names=summary").content.decode()

@@ -28,9 +28,9 @@ from common.actors import Actor
 from common.txid import HORIZON_SQL
 from feed import api as feed_api
 from feed.selectors import START, Position, feed_horizon, feed_read, position_decode
+from knobs import services as knobs_services
 from orgs import services as org_services
 from orgs.access import api_token_issue
-from scheduling import services as scheduling_services
 from scheduling.models import ClearTimeSlip
 from scheduling.replan import _record_slips
 from tests import processes
@@ -180,7 +180,7 @@ def test_every_kind_of_event_in_the_feed_with_its_type(tenants: Tenants, chart: 
     chart_services.chart_pause(chart=chart, actor=Actor("user:alice", staff=True))
     org_services.org_hold(org=tenants.org_b, actor=Actor("user:stella", staff=True), reason="unpaid invoice")
     org_services.org_release(org=tenants.org_b, actor=Actor("user:stella", staff=True))
-    scheduling_services.budget_set(budget=7, actor=Actor("user:stella", staff=True))
+    knobs_services.budget_set(budget=7, actor=Actor("user:stella", staff=True))
     now = timezone.now()
     _record_slips(now, [(tenants.org_a.pk, now + timedelta(minutes=10), now + timedelta(minutes=20))])
     settled(current_txid())
@@ -211,7 +211,7 @@ def test_a_tenant_sees_its_own_orgs_events_in_the_portals_words(tenants: Tenants
     )
     org_services.org_hold(org=tenants.org_a, actor=Actor("user:stella", staff=True), reason="unpaid invoice")
     org_services.org_hold(org=tenants.org_b, actor=Actor("user:stella", staff=True), reason="unpaid invoice")
-    scheduling_services.budget_set(budget=7, actor=Actor("user:stella", staff=True))
+    knobs_services.budget_set(budget=7, actor=Actor("user:stella", staff=True))
     settled(current_txid())
     alice = APIClient()
     alice.credentials(HTTP_AUTHORIZATION=f"Token {api_token_issue(user=tenants.member_a, org=tenants.org_a)}")  # type: ignore[arg-type]
@@ -243,7 +243,7 @@ def test_a_tenant_sees_its_own_orgs_events_in_the_portals_words(tenants: Tenants
 def test_pages_follow_each_other_without_gap_or_repeat(tenants: Tenants) -> None:
     chart_services.chart_submit_bulk(
         org=tenants.org_a,
-        items=[chart_services.Submission("render", f"bulk-{n}", None, False, 0) for n in range(23)],
+        items=[chart_services.ChartRequest("render", f"bulk-{n}", None, False, 0) for n in range(23)],
         actor=Actor("user:alice", staff=True),
     )
     settled(current_txid())

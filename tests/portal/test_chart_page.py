@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from charts.drain import Finish, drain_plot
 from charts.models import ChartEvent, ChartState
 from charts.templatetags.portal_time import band, relative
-from scheduling.models import SchedulerConfig
+from knobs.models import SchedulerConfig
 from tests.conftest import Tenants
 from tests.factories import ChartFactory, UserFactory
 

@@ -12,8 +12,8 @@ from django.utils import timezone
 
 from charts.models import ChartEvent, ChartState
 from common.actors import Actor
+from knobs.models import SchedulerConfig
 from orgs.services import org_hold
-from scheduling.models import SchedulerConfig
 from tests.conftest import Tenants
 from tests.factories import ChartFactory
 

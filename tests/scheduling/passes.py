@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 
 from charts.models import CLAIMABLE_STATES, IN_FLIGHT_STATES, Chart, ChartState
-from charts.services import Submission, chart_submit_bulk
+from charts.services import ChartRequest, chart_submit_bulk
 from charts.states import transition_if
 from common.actors import RECONCILER, Actor
 from orgs.models import Org
@@ -28,7 +28,7 @@ def fake_temporal(monkeypatch: pytest.MonkeyPatch) -> None:
 def submit(org: Org, workflow: str, count: int, *, prefix: str | None = None) -> list[Chart]:
     prefix = prefix if prefix is not None else org.slug
     existing = Chart.objects.filter(org=org).count()
-    items = [Submission(workflow, f"{prefix}{existing + i}") for i in range(count)]
+    items = [ChartRequest(workflow, f"{prefix}{existing + i}") for i in range(count)]
     return [chart for chart, _ in chart_submit_bulk(org=org, items=items, actor=ACTOR)]
 
 

@@ -12,9 +12,9 @@ from django.core.management import CommandError, call_command
 
 from charts.models import Chart, ChartEvent, ChartState
 from common.actors import Actor
+from knobs.models import SchedulerConfig
 from orgs import services
 from orgs.models import Membership, Org, Workflow, WorkflowCost
-from scheduling.models import SchedulerConfig
 
 pytestmark = pytest.mark.django_db
 
@@ -49,11 +49,11 @@ def test_demo_creates_orgs_workflows_users_config_and_a_backlog(monkeypatch: pyt
     assert services.org_release(org=orgs["delta"], actor=Actor("user:x", staff=True)).weight == 2
 
     workflows = {w.name: w for w in Workflow.objects.select_related("provider")}
-    assert {name: (w.default_cost, w.params["duration"]) for name, w in workflows.items()} == {
-        "render": (1, 8),
-        "simulate": (3, 20),
-        "export": (1, 4),
-        "flaky": (1, 6),
+    assert {name: (w.default_cost, w.params["duration"], w.initial_duration) for name, w in workflows.items()} == {
+        "render": (1, 8, 8),
+        "simulate": (3, 20, 20),
+        "export": (1, 4, 4),
+        "flaky": (1, 6, 6),
     }
     assert workflows["flaky"].params["fail_probability"] == 0.3
     assert workflows["export"].provider is not None

@@ -7,9 +7,9 @@ from django.test import Client
 
 from charts.models import ChartState
 from common.actors import Actor
+from knobs.services import scheduler_config_set
 from scheduling import metrics
 from scheduling.reconcile import reconcile_run
-from scheduling.services import scheduler_config_set
 from tests.conftest import Tenants
 from tests.factories import ChartFactory
 

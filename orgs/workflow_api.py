@@ -1,7 +1,11 @@
 """Workflow endpoints: anyone signed in reads the workflows with what they mean for their org (cost and
-expected duration: `scheduling.selectors.workflow_terms`); staff register and change them."""
+expected duration, which scheduling computes: the project's routes give it, `WorkflowViewSet.wired`);
+staff register and change them."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar, Protocol, cast
 
 from django.db import transaction
 from django.db.models import QuerySet
@@ -23,7 +27,10 @@ from orgs.serializers import (
     WorkflowTermsSerializer,
     WorkflowUpdateSerializer,
 )
-from scheduling.selectors import workflow_terms
+
+
+class WorkflowTermsOf(Protocol):
+    def __call__(self, *, workflows: Sequence[Workflow], org: Org | None) -> Sequence[object]: ...
 
 
 class WorkflowCursorPagination(CursorPagination):
@@ -33,10 +40,23 @@ class WorkflowCursorPagination(CursorPagination):
 class WorkflowViewSet(FairschedAPIView, viewsets.GenericViewSet[Workflow]):
     """The kinds of chart that may be submitted: anyone signed in reads them; staff register and change them."""
 
+    # The workflows' terms for an org (`WorkflowTermsSerializer` shows them): given by `wired`.
+    workflow_terms: ClassVar[WorkflowTermsOf]
+
     serializer_class = WorkflowTermsSerializer
     pagination_class = WorkflowCursorPagination
     lookup_field = "name"
     lookup_value_regex = "[^/]+"
+
+    @classmethod
+    def wired(cls, *, workflow_terms: WorkflowTermsOf) -> type[WorkflowViewSet]:
+        """This viewset reading the workflows' terms with `workflow_terms`."""
+        attributes = {
+            "__module__": cls.__module__,
+            "__doc__": cls.__doc__,
+            "workflow_terms": staticmethod(workflow_terms),
+        }
+        return cast(type[WorkflowViewSet], type(cls.__name__, (cls,), attributes))
 
     def get_permissions(self) -> list[BasePermission]:
         if self.action in {"create", "partial_update"}:
@@ -52,13 +72,13 @@ class WorkflowViewSet(FairschedAPIView, viewsets.GenericViewSet[Workflow]):
         org = self._terms_org(request)
         page = self.paginate_queryset(workflows_all()) or []
         return self.get_paginated_response(
-            WorkflowTermsSerializer(workflow_terms(workflows=page, org=org), many=True).data
+            WorkflowTermsSerializer(self.workflow_terms(workflows=page, org=org), many=True).data
         )
 
     @extend_schema(parameters=[WorkflowTermsQuerySerializer, ETAG], responses=WorkflowTermsSerializer)
     def retrieve(self, request: Request, name: str) -> Response:
         workflow = workflow_get(name=name)
-        (terms,) = workflow_terms(workflows=[workflow], org=self._terms_org(request))
+        (terms,) = self.workflow_terms(workflows=[workflow], org=self._terms_org(request))
         return with_etag(Response(WorkflowTermsSerializer(terms).data), workflow)
 
     def _terms_org(self, request: Request) -> Org | None:

@@ -11,9 +11,9 @@ from django.urls import reverse
 
 from common.actors import Actor
 from common.admin_utils import ServiceModelAdmin, reason_field
-from scheduling.levers import CONFIG_BOUNDS
-from scheduling.models import ConfigChange, SchedulerConfig
-from scheduling.services import scheduler_config_set
+from knobs.levers import CONFIG_BOUNDS
+from knobs.models import ConfigChange, SchedulerConfig
+from knobs.services import scheduler_config_set
 
 
 class SchedulerConfigForm(ModelForm[SchedulerConfig]):
@@ -37,7 +37,7 @@ class SchedulerConfigAdmin(ServiceModelAdmin[SchedulerConfig]):
 
     def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
         config = SchedulerConfig.load()
-        return HttpResponseRedirect(reverse("admin:scheduling_schedulerconfig_change", args=[config.pk]))
+        return HttpResponseRedirect(reverse("admin:knobs_schedulerconfig_change", args=[config.pk]))
 
     def save_model(
         self, request: HttpRequest, obj: SchedulerConfig, form: ModelForm[SchedulerConfig], change: bool

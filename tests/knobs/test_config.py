@@ -14,8 +14,8 @@ from django.urls import reverse
 from common.actors import Actor
 from common.errors import InvalidInput
 from common.events import STAFF_GROUP
-from scheduling import levers, services
-from scheduling.models import ConfigChange, SchedulerConfig
+from knobs import levers, services
+from knobs.models import ConfigChange, SchedulerConfig
 from tests.admin_helpers import change_form_data, messages_of
 from tests.conftest import Announcements, Tenants
 
@@ -165,28 +165,28 @@ def staff_client(client: Client, tenants: Tenants) -> Client:
 
 
 def test_the_admin_list_is_the_one_change_page(staff_client: Client) -> None:
-    response = staff_client.get(reverse("admin:scheduling_schedulerconfig_changelist"))
+    response = staff_client.get(reverse("admin:knobs_schedulerconfig_changelist"))
     assert response.status_code == 302
-    assert response["Location"] == reverse("admin:scheduling_schedulerconfig_change", args=[1])
-    assert staff_client.get(reverse("admin:scheduling_schedulerconfig_add")).status_code == 403
-    assert staff_client.get(reverse("admin:scheduling_schedulerconfig_delete", args=[1])).status_code == 403
+    assert response["Location"] == reverse("admin:knobs_schedulerconfig_change", args=[1])
+    assert staff_client.get(reverse("admin:knobs_schedulerconfig_add")).status_code == 403
+    assert staff_client.get(reverse("admin:knobs_schedulerconfig_delete", args=[1])).status_code == 403
 
 
 def test_an_admin_change_goes_through_the_service(staff_client: Client) -> None:
-    url = reverse("admin:scheduling_schedulerconfig_change", args=[SchedulerConfig.load().pk])
+    url = reverse("admin:knobs_schedulerconfig_change", args=[SchedulerConfig.load().pk])
     data = change_form_data(staff_client.get(url))
     data.update(budget="8", max_attempts="4")
     assert staff_client.post(url, data).status_code == 302
     config = SchedulerConfig.load()
     assert (config.budget, config.max_attempts) == (8, 4)
     assert sorted(changes()) == [(ACTOR.name, "budget", "10", "8"), (ACTOR.name, "max_attempts", "3", "4")]
-    response = staff_client.get(reverse("admin:scheduling_configchange_changelist"))
+    response = staff_client.get(reverse("admin:knobs_configchange_changelist"))
     assert response.status_code == 200
     assert "user:stella" in response.content.decode()
 
 
 def test_an_admin_change_refused_by_the_service_writes_nothing(staff_client: Client) -> None:
-    url = reverse("admin:scheduling_schedulerconfig_change", args=[SchedulerConfig.load().pk])
+    url = reverse("admin:knobs_schedulerconfig_change", args=[SchedulerConfig.load().pk])
     data = change_form_data(staff_client.get(url))
     data.update(budget="8", replan_interval="0.1")
     response = staff_client.post(url, data, follow=True)
@@ -198,7 +198,7 @@ def test_an_admin_change_refused_by_the_service_writes_nothing(staff_client: Cli
 
 
 def test_a_budget_set_while_the_form_was_open_survives_a_max_attempts_edit(staff_client: Client) -> None:
-    url = reverse("admin:scheduling_schedulerconfig_change", args=[SchedulerConfig.load().pk])
+    url = reverse("admin:knobs_schedulerconfig_change", args=[SchedulerConfig.load().pk])
     data = change_form_data(staff_client.get(url))
     services.scheduler_config_set(actor=Actor("user:oscar", staff=True), budget=7)
     data["max_attempts"] = "4"
@@ -209,7 +209,7 @@ def test_a_budget_set_while_the_form_was_open_survives_a_max_attempts_edit(staff
 
 
 def test_a_budget_set_while_the_form_was_open_refuses_the_budget_edit(staff_client: Client) -> None:
-    url = reverse("admin:scheduling_schedulerconfig_change", args=[SchedulerConfig.load().pk])
+    url = reverse("admin:knobs_schedulerconfig_change", args=[SchedulerConfig.load().pk])
     data = change_form_data(staff_client.get(url))
     services.scheduler_config_set(actor=Actor("user:oscar", staff=True), budget=7)
     data.update(budget="8", max_attempts="4")
@@ -224,7 +224,7 @@ def test_a_budget_set_while_the_form_was_open_refuses_the_budget_edit(staff_clie
 
 
 def test_a_backoff_ceiling_below_the_base_is_a_form_error(staff_client: Client) -> None:
-    url = reverse("admin:scheduling_schedulerconfig_change", args=[SchedulerConfig.load().pk])
+    url = reverse("admin:knobs_schedulerconfig_change", args=[SchedulerConfig.load().pk])
     data = change_form_data(staff_client.get(url))
     data.update(backoff_base="30", backoff_ceiling="20")
     response = staff_client.post(url, data)
@@ -235,6 +235,6 @@ def test_a_backoff_ceiling_below_the_base_is_a_form_error(staff_client: Client) 
 
 def test_the_config_admin_refuses_a_plain_user(client: Client, tenants: Tenants) -> None:
     client.force_login(tenants.member_a)
-    response = client.get(reverse("admin:scheduling_schedulerconfig_change", args=[1]))
+    response = client.get(reverse("admin:knobs_schedulerconfig_change", args=[1]))
     assert response.status_code == 302
     assert response["Location"].startswith(reverse("admin:login"))

@@ -1,7 +1,7 @@
 """The configuration levers as a pure function: what a change makes of the scheduler's configuration.
 
 `config_changes` checks each value against its bound and returns the fields that change; nothing
-here reads or writes the database. `scheduling.services.scheduler_config_set` writes them (locked,
+here reads or writes the database. `knobs.services.scheduler_config_set` writes them (locked,
 logged in `ConfigChange`, announced); `scheduling.what_if` plans with them.
 """
 
@@ -12,7 +12,7 @@ from typing import Any
 
 from common.bounds import Number, Whole
 from common.errors import InvalidInput
-from scheduling.models import SchedulerConfig
+from knobs.models import SchedulerConfig
 
 # The bounds of every configuration field, for every surface (admin, API, dashboard, what-if):
 # `config_changes` checks them (see common.bounds); `aging_step` may also be None (no aging).

@@ -1,6 +1,6 @@
 """Writes on the scheduler's configuration: budget, policy, aging, pass intervals, retry policy.
 
-What a change makes of the configuration is `scheduling.levers.config_changes` (the what-if,
+What a change makes of the configuration is `knobs.levers.config_changes` (the what-if,
 `scheduling.what_if`, plans with the same function); only operators change it.
 """
 
@@ -12,8 +12,8 @@ from django.db import transaction
 
 from common.actors import Actor
 from common.events import changed
-from scheduling.levers import config_changes
-from scheduling.models import ConfigChange, SchedulerConfig
+from knobs.levers import config_changes
+from knobs.models import ConfigChange, SchedulerConfig
 
 
 def budget_set(*, budget: int, actor: Actor, reason: str = "") -> SchedulerConfig:
