@@ -58,8 +58,9 @@ def attempts_before_retry(state: str) -> int:
 
 class WaitingReason(models.TextChoices):
     """Why a waiting chart (queued, paused, retry_wait) is not running now: the verdict of the replan's
-    walk at its instant (`scheduling.core.waiting.Reason`), with the core's `unavailable` told apart
-    into `backoff` and `provider_paused`, and `not_yet_planned` for a chart no replan has seen yet.
+    walk at its instant (`scheduling.core.dispatcher.Verdict`, named by `scheduling.reasons`), with
+    the core's `unavailable` told apart into `backoff` and `provider_paused`, and `not_yet_planned`
+    for a chart no replan has seen yet.
 
     Two times go with it:
     - `waiting_until`: when the reason lifts, as far as the last replan knows. `backoff`: the end of

@@ -27,15 +27,16 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from charts.models import CLAIMABLE_STATES, Chart, ChartState, WaitingReason, is_retry
+from charts.models import CLAIMABLE_STATES, Chart, ChartState, is_retry
 from charts.states import transition_if
 from common.actors import DISPATCHER
 from common.events import changed
 from orgs.models import Org
 from scheduling import metrics
 from scheduling.accuracy import start_promise
-from scheduling.core.dispatcher import SKIP_CAPPED, SKIP_RETRY, SKIP_UNAVAILABLE, START, STOP, Dispatcher
+from scheduling.core.dispatcher import BUDGET, START, Dispatcher
 from scheduling.core.service import start_service
+from scheduling.reasons import skip_reason
 from scheduling.snapshot import load_dispatch_view, to_seconds
 from scheduling.temporal.client import start_chart_workflow
 
@@ -43,13 +44,6 @@ logger = logging.getLogger(__name__)
 
 DISPATCH_LOCK = 0x66616972  # "fair": the advisory lock key of the one dispatcher
 PAGE_SIZE = 256
-# A skip is named as the plan names the wait (`WaitingReason`), so the two metrics share one vocabulary.
-SKIP_REASONS = {
-    SKIP_UNAVAILABLE: WaitingReason.BACKOFF.value,
-    SKIP_CAPPED: WaitingReason.ORG_CAP.value,
-    SKIP_RETRY: WaitingReason.RETRY_BUDGET.value,
-    STOP: WaitingReason.BUDGET.value,
-}
 
 
 @dataclass
@@ -183,13 +177,11 @@ def _choose(result: DispatchResult) -> list[Chart]:
                 )
                 chosen.append(chart)
                 continue
-            reason = SKIP_REASONS[verdict]
-            if reason == "backoff" and candidate.available_at != candidate.own_available_at:
-                reason = WaitingReason.PROVIDER_PAUSED.value  # its provider's pause, not its own backoff
+            reason = skip_reason(verdict, provider_paused=candidate.available_at != candidate.own_available_at)
             result.skips[reason] = result.skips.get(reason, 0) + 1
             key = (chart.org_id, reason)
             result.org_skips[key] = result.org_skips.get(key, 0) + 1
-            if verdict is STOP:
+            if verdict is BUDGET:
                 return chosen
     return chosen
 

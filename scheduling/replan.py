@@ -14,13 +14,14 @@ from django.conf import settings
 from django.db import connection, transaction
 from psycopg.copy import QueuedLibpqWriter
 
-from charts.models import ChartPlan, ChartPromise, WaitingReason
+from charts.models import ChartPlan, ChartPromise
 from common.events import STAFF_GROUP, broadcast
 from orgs.models import Org
 from scheduling import copy_binary, core, metrics
+from scheduling.core.dispatcher import UNAVAILABLE
 from scheduling.core.model import PlanArrays
-from scheduling.core.waiting import Reason
 from scheduling.models import ClearTimeSlip, QueueSample
+from scheduling.reasons import waiting_reason
 from scheduling.snapshot import Snapshot, chart_ids, chart_key, load_snapshot, org_key, to_datetime, to_seconds
 
 logger = logging.getLogger(__name__)
@@ -281,12 +282,10 @@ def _reasons(plan: core.Plan, provider_paused: frozenset[str]) -> Sequence[str |
     """Why each chart waits (None: it does not). The core's `unavailable` is written as
     `provider_paused` for a chart a provider pause holds past its own backoff, else `backoff`."""
     reasons = plan.reason.column()
-    if Reason.UNAVAILABLE.value not in reasons:  # (a plain string: compared at C speed)
+    if UNAVAILABLE.value not in reasons:  # (a plain string: compared at C speed)
         return reasons
     return [
-        (WaitingReason.PROVIDER_PAUSED if chart_id in provider_paused else WaitingReason.BACKOFF)
-        if reason == Reason.UNAVAILABLE
-        else reason
+        waiting_reason(UNAVAILABLE, provider_paused=chart_id in provider_paused) if reason == UNAVAILABLE else reason
         for chart_id, reason in zip(plan.reason, reasons, strict=True)
     ]
 

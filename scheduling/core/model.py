@@ -302,7 +302,7 @@ class Plan:
     `scheduling.core.forecast`).
 
     Why each queued chart is not running now, from the walk at `now` (see `scheduling.core.waiting`;
-    None for a running chart and for one the walk starts at `now`): `reason` (a `Reason` value),
+    None for a running chart and for one the walk starts at `now`): `reason` (a `dispatcher.Verdict` value),
     `waiting_until` (when that reason lifts, as far as the plan knows) and `head_of_line` (for a
     chart the budget would hold now but the head of the line does not let by: that head's id).
 
