@@ -8,10 +8,11 @@ from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from charts.levers import PRIORITY
 from charts.models import Chart, ChartState, WaitingReason
 from charts.running import chart_overdue
 from charts.selectors import last_error_summary
-from charts.services import MAX_BULK_ITEMS, MAX_EXTERNAL_ID, PRIORITY, ChartRequest
+from charts.services import MAX_BULK_ITEMS, MAX_EXTERNAL_ID, ChartRequest
 from charts.waiting import chart_waiting
 from common.errors import InvalidInput
 from common.outputs import OutputFieldsOnce

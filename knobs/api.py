@@ -14,13 +14,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from common.actors import actor_for
 from common.api import ETAG, IF_MATCH, CursorPagination, FairschedAPIView, if_match_check, with_etag
 from common.bounds import Number
 from common.strict import PageQuerySerializer, ReasonField, StrictFloatField, StrictIntegerField, StrictSerializer
+from knobs.levers import AGING_CAP, BUDGET, CONFIG_BOUNDS, MAX_ATTEMPTS
 from knobs.models import ConfigChange, SchedulerConfig
-from knobs.services import AGING_CAP, BUDGET, CONFIG_BOUNDS, MAX_ATTEMPTS, scheduler_config_set
-from orgs.access import IsStaffScope
+from knobs.services import scheduler_config_set
+from orgs.access import IsStaffScope, actor_of
 
 STAFF = [IsAuthenticated, IsStaffScope]
 
@@ -123,6 +123,6 @@ class SchedulerConfigView(FairschedAPIView, APIView):
             if_match_check(
                 request, lambda: SchedulerConfig.objects.select_for_update().get(pk=SchedulerConfig.load().pk)
             )
-            scheduler_config_set(actor=actor_for(request.user), **body.validated_data)
+            scheduler_config_set(actor=actor_of(request), **body.validated_data)
         config = SchedulerConfig.load()  # as stored, for the ETag a GET will answer
         return with_etag(Response(SchedulerConfigSerializer(config).data), config)

@@ -11,13 +11,12 @@ from rest_framework.permissions import BasePermission, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from common.actors import actor_for
 from common.api import CursorPagination, FairschedAPIView
 from common.errors import InvalidInput, NotFound
 from common.reasons import ReasonSerializer
 from common.strict import PageQuerySerializer
 from orgs import services
-from orgs.access import IsStaffScope, api_token_grant, api_token_revoke, visible_org_ids
+from orgs.access import IsStaffScope, actor_of, api_token_grant, api_token_revoke, visible_org_ids
 from orgs.models import ApiToken, Org, Provider, ProviderPause
 from orgs.selectors import org_for_input, provider_get, provider_pauses, providers_visible, user_for_input
 from orgs.serializers import (
@@ -73,7 +72,7 @@ class ProviderViewSet(FairschedAPIView, viewsets.GenericViewSet[Provider]):
         body.is_valid(raise_exception=True)
         org = org_for_input(org_ids=None, slug=body.validated_data["org"]) if body.validated_data["org"] else None
         ended = services.provider_resume(
-            provider=provider, org=org, actor=actor_for(request.user), reason=body.validated_data["reason"]
+            provider=provider, org=org, actor=actor_of(request), reason=body.validated_data["reason"]
         )
         return Response({"ended": ended})
 
@@ -115,7 +114,7 @@ class ProviderPauseViewSet(FairschedAPIView, viewsets.GenericViewSet[ProviderPau
             if org is None:
                 raise InvalidInput(f"unknown org {data['org']!r}", field="org")
         pause = services.provider_pause(
-            provider=provider, org=org, until=data["until"], actor=actor_for(request.user), reason=data["reason"]
+            provider=provider, org=org, until=data["until"], actor=actor_of(request), reason=data["reason"]
         )
         return Response(ProviderPauseSerializer(pause).data, status=status.HTTP_201_CREATED)
 
@@ -131,7 +130,7 @@ class ProviderPauseViewSet(FairschedAPIView, viewsets.GenericViewSet[ProviderPau
         body = ReasonSerializer(data=request.data if isinstance(request.data, dict) else {})
         body.is_valid(raise_exception=True)
         ended = services.provider_resume(
-            provider=pause.provider, org=pause.org, actor=actor_for(request.user), reason=body.validated_data["reason"]
+            provider=pause.provider, org=pause.org, actor=actor_of(request), reason=body.validated_data["reason"]
         )
         return Response({"ended": ended})
 
@@ -168,7 +167,7 @@ class ApiTokenViewSet(FairschedAPIView, viewsets.GenericViewSet[ApiToken]):
             org=org,
             staff=data["staff"],
             name=data["name"],
-            actor=actor_for(request.user),
+            actor=actor_of(request),
         )
         token.secret = secret  # type: ignore[attr-defined]
         return Response(ApiTokenIssuedSerializer(token).data, status=status.HTTP_201_CREATED)
@@ -176,5 +175,5 @@ class ApiTokenViewSet(FairschedAPIView, viewsets.GenericViewSet[ApiToken]):
     @extend_schema(responses={204: None})
     def destroy(self, request: Request, pk: str) -> Response:
         """Revoke the token: it stops working at once."""
-        api_token_revoke(token_id=int(pk), actor=actor_for(request.user))
+        api_token_revoke(token_id=int(pk), actor=actor_of(request))
         return Response(status=status.HTTP_204_NO_CONTENT)

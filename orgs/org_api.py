@@ -18,13 +18,12 @@ from rest_framework.permissions import BasePermission, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from common.actors import actor_for
 from common.api import ETAG, IF_MATCH, CursorPagination, FairschedAPIView, if_match_check, with_etag
 from common.errors import InvalidInput
 from common.reasons import ReasonQuerySerializer, ReasonSerializer, reason_read
 from common.strict import PageQuerySerializer
 from orgs import services
-from orgs.access import IsStaffScope, visible_org_ids
+from orgs.access import IsStaffScope, actor_of, visible_org_ids
 from orgs.models import Membership, Org, OrgChange, Workflow
 from orgs.selectors import org_get, orgs_visible, user_for_input, workflow_cost_get, workflow_costs
 from orgs.serializers import (
@@ -115,7 +114,7 @@ class OrgViewSet(FairschedAPIView, viewsets.GenericViewSet[Org]):
         """Staff: create an org (the slug defaults to one made from the name; a slug in use is a 409)."""
         body = OrgCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        org = services.org_create(actor=actor_for(request.user), **body.validated_data)
+        org = services.org_create(actor=actor_of(request), **body.validated_data)
         return Response(self._detail(org), status=status.HTTP_201_CREATED)
 
     @extend_schema(methods=["GET"], responses=MembershipSerializer(many=True))
@@ -134,7 +133,7 @@ class OrgViewSet(FairschedAPIView, viewsets.GenericViewSet[Org]):
             user=user_for_input(body.validated_data["user"]),
             org=org,
             role=body.validated_data["role"],
-            actor=actor_for(request.user),
+            actor=actor_of(request),
         )
         return Response(MembershipSerializer(membership).data, status=status.HTTP_201_CREATED)
 
@@ -151,7 +150,7 @@ class OrgViewSet(FairschedAPIView, viewsets.GenericViewSet[Org]):
         )
         if membership is None:
             raise HttpNotFound("membership not found")
-        actor = actor_for(request.user)
+        actor = actor_of(request)
         if request.method == "DELETE":
             services.membership_remove(membership=membership, actor=actor)
             return Response(status=status.HTTP_204_NO_CONTENT)
@@ -171,7 +170,7 @@ class OrgViewSet(FairschedAPIView, viewsets.GenericViewSet[Org]):
         org = org_get(org_ids=None, slug=slug)
         body = OrgUpdateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        data, actor = body.validated_data, actor_for(request.user)
+        data, actor = body.validated_data, actor_of(request)
         # One transaction: a stale If-Match, or a later field's refusal, undoes the earlier ones.
         with transaction.atomic():
             if_match_check(request, lambda: Org.objects.select_for_update().get(pk=org.pk))
@@ -194,7 +193,7 @@ class OrgViewSet(FairschedAPIView, viewsets.GenericViewSet[Org]):
         """Staff: hold the org (weight 0); its charts stay queued and never dispatch. The reason is
         written for the customer: the org's members see it as `hold_reason` until the release."""
         org = org_get(org_ids=None, slug=slug)
-        services.org_hold(org=org, actor=actor_for(request.user), reason=self._reason(request, HoldSerializer))
+        services.org_hold(org=org, actor=actor_of(request), reason=self._reason(request, HoldSerializer))
         org = org_get(org_ids=None, slug=slug)
         return with_etag(Response(self._detail(org)), org)
 
@@ -203,7 +202,7 @@ class OrgViewSet(FairschedAPIView, viewsets.GenericViewSet[Org]):
     def release(self, request: Request, slug: str) -> Response:
         """Staff: release a held org, restoring its weight from before the hold."""
         org = org_get(org_ids=None, slug=slug)
-        services.org_release(org=org, actor=actor_for(request.user), reason=self._reason(request))
+        services.org_release(org=org, actor=actor_of(request), reason=self._reason(request))
         org = org_get(org_ids=None, slug=slug)
         return with_etag(Response(self._detail(org)), org)
 
@@ -239,7 +238,7 @@ class OrgViewSet(FairschedAPIView, viewsets.GenericViewSet[Org]):
         if request.method == "GET":
             override = workflow_cost_get(org=org, workflow=found)
             return with_etag(Response(WorkflowCostSerializer(override).data), override)
-        actor = actor_for(request.user)
+        actor = actor_of(request)
         body = WorkflowCostSetSerializer(data=request.data) if request.method == "PUT" else None
         if body is not None:
             body.is_valid(raise_exception=True)

@@ -17,8 +17,9 @@ from common.strict import (
     StrictSerializer,
     StrictSlugField,
 )
+from orgs.levers import COST, MAX_CONCURRENCY, QUEUE_LIMIT, WEIGHT
 from orgs.models import ApiToken, Membership, Org, OrgChange, Provider, ProviderPause, Workflow, WorkflowCost
-from orgs.services import COST, MAX_CONCURRENCY, QUEUE_LIMIT, RUN_TIMEOUT, WEIGHT, WORKFLOW_FIELDS
+from orgs.services import RUN_TIMEOUT, WORKFLOW_FIELDS
 
 
 class OrgSerializer(serializers.ModelSerializer[Org]):

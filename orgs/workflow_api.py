@@ -15,10 +15,9 @@ from rest_framework.permissions import BasePermission, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from common.actors import actor_for
 from common.api import ETAG, IF_MATCH, CursorPagination, FairschedAPIView, if_match_check, with_etag
 from orgs import services
-from orgs.access import IsStaffScope, visible_org_ids
+from orgs.access import IsStaffScope, actor_of, visible_org_ids
 from orgs.models import Org, Workflow
 from orgs.selectors import org_for_input, provider_for_input, workflow_get, workflows_all
 from orgs.serializers import (
@@ -100,7 +99,7 @@ class WorkflowViewSet(FairschedAPIView, viewsets.GenericViewSet[Workflow]):
         body.is_valid(raise_exception=True)
         data = dict(body.validated_data)
         data["provider"] = provider_for_input(data["provider"])
-        workflow = services.workflow_register(actor=actor_for(request.user), **data)
+        workflow = services.workflow_register(actor=actor_of(request), **data)
         return Response(WorkflowSerializer(workflow).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(parameters=[IF_MATCH, ETAG], request=WorkflowUpdateSerializer, responses=WorkflowSerializer)
@@ -115,6 +114,6 @@ class WorkflowViewSet(FairschedAPIView, viewsets.GenericViewSet[Workflow]):
             data["provider"] = provider_for_input(data["provider"])
         with transaction.atomic():
             if_match_check(request, lambda: Workflow.objects.select_for_update().get(pk=workflow.pk))
-            workflow = services.workflow_change(workflow=workflow, actor=actor_for(request.user), **data)
+            workflow = services.workflow_change(workflow=workflow, actor=actor_of(request), **data)
         workflow = workflow_get(name=workflow.name)  # as stored, for the ETag a GET will answer
         return with_etag(Response(WorkflowSerializer(workflow).data), workflow)

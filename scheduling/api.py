@@ -11,7 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from charts.services import PRIORITY
+from charts.levers import PRIORITY
 from common.api import FairschedAPIView
 from common.strict import (
     StrictBooleanField,
@@ -21,12 +21,12 @@ from common.strict import (
     StrictSerializer,
     StrictSlugField,
 )
+from knobs.levers import AGING_CAP, BUDGET
 from knobs.models import SchedulerConfig
-from knobs.services import AGING_CAP, BUDGET
 from orgs.access import IsStaffScope
+from orgs.levers import COST, MAX_CONCURRENCY, QUEUE_LIMIT, WEIGHT
 from orgs.models import Org, Provider, Workflow
-from orgs.services import COST, MAX_CONCURRENCY, QUEUE_LIMIT, WEIGHT
-from scheduling import services
+from scheduling.what_if import plan_preview
 
 STAFF = [IsAuthenticated, IsStaffScope]
 
@@ -154,4 +154,4 @@ class PlanPreviewView(FairschedAPIView, APIView):
         org's clear-time and the global one before and after, and the charts whose ETAs move most."""
         body = PlanChangesSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        return Response(services.plan_preview(changes=dict(body.validated_data)))
+        return Response(plan_preview(changes=body.validated_data))

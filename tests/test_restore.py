@@ -25,6 +25,7 @@ from django.db import connection
 
 from charts.models import Chart, ChartEvent, ChartPlan, ChartState
 from charts.services import ChartRequest, chart_submit_bulk
+from common.actors import Actor
 from fairsched.devservices import REPO_ROOT
 from knobs.services import scheduler_config_set
 from orgs.models import Org, Workflow
@@ -35,7 +36,7 @@ from tests.database import database_url
 from tests.factories import OrgFactory, WorkflowFactory
 
 pytestmark = [pytest.mark.temporal, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-ACTOR = "user:test"
+ACTOR = Actor("user:test", staff=True)
 COMMAND_SECONDS = 120
 # The README's backup: the data without the plan table (so the dump never holds the plan table's
 # lock, which every replan's swap needs), and the plan table's definition alone (a moment's lock).

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
+from common.actors import Actor
 from orgs.models import Org, Workflow
 from orgs.services import RUN_TIMEOUT, workflow_cost_set
 from scheduling.reconcile import duration_record
@@ -128,7 +129,7 @@ def stat(org: Org, workflow: Workflow, *runs: float) -> None:
 def export(tenants: Tenants) -> Workflow:
     """A dearer workflow with an acme override, runs of acme and beta, and no runs of render."""
     export = WorkflowFactory(name="export", default_cost=3)
-    workflow_cost_set(org=tenants.org_a, workflow=export, cost=7, actor="user:stella")
+    workflow_cost_set(org=tenants.org_a, workflow=export, cost=7, actor=Actor("user:stella", staff=True))
     stat(tenants.org_a, export, 100.0, 200.0)  # acme's own runs of export: mean 150
     stat(tenants.org_b, export, 30.0)  # beta's: the workflow's mean over both orgs is 110
     return export
@@ -194,7 +195,7 @@ def test_the_list_costs_a_fixed_number_of_queries(
 ) -> None:
     for i in range(20):
         workflow = WorkflowFactory(name=f"w{i:02}", provider=ProviderFactory())
-        workflow_cost_set(org=tenants.org_a, workflow=workflow, cost=2, actor="user:stella")
+        workflow_cost_set(org=tenants.org_a, workflow=workflow, cost=2, actor=Actor("user:stella", staff=True))
         stat(tenants.org_b, workflow, 10.0)
     client = client_for(tenants.member_a)
 

@@ -14,6 +14,7 @@ from django.utils import timezone
 from charts import services
 from charts.models import PLAN_FIELDS, Chart, ChartEvent, ChartPlan, ChartState, DurationStat
 from charts.services import ChartRequest
+from common.actors import Actor
 from common.errors import BulkInvalid, Conflict, InvalidInput, NotFound, QueueFull
 from common.events import STAFF_GROUP, org_group
 from knobs.services import scheduler_config_set
@@ -23,7 +24,7 @@ from tests.factories import ChartFactory, OrgFactory, WorkflowFactory
 
 pytestmark = pytest.mark.django_db
 
-ACTOR = "user:alice"
+ACTOR = Actor("user:alice", staff=True)
 
 
 def submit(org: Org, external_id: str, workflow: str = "render", **kwargs: Any) -> tuple[Chart, bool]:
@@ -49,7 +50,7 @@ def test_submit_creates_a_queued_chart_and_logs_its_birth(tenants: Tenants) -> N
     )
     assert (stored.payload, stored.high_priority, stored.priority, stored.attempt) == ({"size": 3}, True, 5, 0)
     event = ChartEvent.objects.get(chart=chart)
-    assert (event.from_state, event.to_state, event.actor, event.reason) == ("", "queued", ACTOR, "submitted")
+    assert (event.from_state, event.to_state, event.actor, event.reason) == ("", "queued", ACTOR.name, "submitted")
 
 
 def test_the_same_submission_twice_gives_the_same_chart(tenants: Tenants) -> None:
@@ -273,7 +274,7 @@ def test_bulk_writes_rows_as_the_model_would_and_one_event_each(tenants: Tenants
         assert before <= stored.created_at == stored.updated_at <= timezone.now()
     events = ChartEvent.objects.filter(chart__org=tenants.org_a)
     assert sorted(event.chart_id for event in events) == sorted(chart.pk for chart in charts.values())
-    assert {(e.from_state, e.to_state, e.actor, e.reason) for e in events} == {("", "queued", ACTOR, "submitted")}
+    assert {(e.from_state, e.to_state, e.actor, e.reason) for e in events} == {("", "queued", ACTOR.name, "submitted")}
 
 
 def test_bulk_twice_in_one_transaction_and_repeats_against_the_rows(tenants: Tenants, staging: str) -> None:
@@ -355,7 +356,7 @@ def test_pause_and_resume(tenants: Tenants, state: str) -> None:
     services.chart_resume(chart=chart, actor=ACTOR, reason="go on")
     assert Chart.objects.get(pk=chart.pk).state == ChartState.QUEUED
     events = list(ChartEvent.objects.values_list("from_state", "to_state", "actor", "reason"))
-    assert events == [(state, "paused", ACTOR, "paused"), ("paused", "queued", ACTOR, "go on")]
+    assert events == [(state, "paused", ACTOR.name, "paused"), ("paused", "queued", ACTOR.name, "go on")]
 
 
 @pytest.mark.parametrize("state", [ChartState.DISPATCHING, ChartState.RUNNING, ChartState.SUCCEEDED])
@@ -450,7 +451,7 @@ def test_cancel_an_unfinished_chart(tenants: Tenants, state: str) -> None:
     assert stored.finished_at is not None
     event = ChartEvent.objects.get()
     assert (event.from_state, event.to_state, event.reason) == (state, "cancelled", "customer asked")
-    assert event.actor == ACTOR
+    assert event.actor == ACTOR.name
 
 
 @pytest.mark.parametrize("state", [ChartState.SUCCEEDED, ChartState.FAILED, ChartState.CANCELLED])
@@ -698,8 +699,10 @@ def test_prioritize_records_who_changed_what(tenants) -> None:  # type: ignore[n
     from charts.models import ChartEvent
     from charts.services import chart_prioritize, chart_submit
 
-    chart, _ = chart_submit(org=tenants.org_a, workflow="render", external_id="p1", actor="user:alice")
-    chart_prioritize(chart=chart, high_priority=True, priority=5, actor="user:stella")
+    chart, _ = chart_submit(
+        org=tenants.org_a, workflow="render", external_id="p1", actor=Actor("user:alice", staff=True)
+    )
+    chart_prioritize(chart=chart, high_priority=True, priority=5, actor=Actor("user:stella", staff=True))
     event = ChartEvent.objects.filter(chart=chart).latest("id")
     assert (event.from_state, event.to_state, event.actor) == ("queued", "queued", "user:stella")
     assert event.reason == "high_priority set to True, priority set to 5"
@@ -865,6 +868,10 @@ def test_forgetting_learned_durations_logs_it_and_replans(
         assert services.duration_stats_forget(stats=list(forgotten), actor=ACTOR) == 1
     assert list(DurationStat.objects.values_list("org__slug", flat=True)) == [tenants.org_b.slug]
     (change,) = OrgChange.objects.filter(org=tenants.org_a, field="learned durations")
-    assert (change.actor, change.old_value, change.new_value) == (ACTOR, f"{tenants.workflow}: 20.0 s over 2 runs", "")
+    assert (change.actor, change.old_value, change.new_value) == (
+        ACTOR.name,
+        f"{tenants.workflow}: 20.0 s over 2 runs",
+        "",
+    )
     assert not OrgChange.objects.filter(org=tenants.org_b).exists()
     assert announced.replans == 1

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from charts.models import ChartState
 from common import events
+from common.actors import Actor
 from knobs.models import SchedulerConfig
 from orgs.models import ProviderPause, WorkflowCost
 from tests.conftest import Tenants
@@ -88,8 +89,8 @@ def test_one_request_swaps_every_region_a_hint_moved(staff_client: Client, tenan
 def test_the_orgs_partial_shows_each_org_and_its_levers(staff_client: Client, tenants: Tenants) -> None:
     from orgs.services import org_cap_set, org_hold
 
-    org_hold(org=tenants.org_b, actor="user:ops")
-    org_cap_set(org=tenants.org_a, max_concurrency=3, actor="user:ops")
+    org_hold(org=tenants.org_b, actor=Actor("user:ops", staff=True))
+    org_cap_set(org=tenants.org_a, max_concurrency=3, actor=Actor("user:ops", staff=True))
     WorkflowCost.objects.create(org=tenants.org_a, workflow=tenants.workflow, cost=7)
     plan_queue([tenants.org_a], tenants.workflow, 3)
     response = staff_client.get("/dashboard/partials/?names=orgs")
@@ -115,8 +116,8 @@ def test_an_org_row_holds_no_form(staff_client: Client, tenants: Tenants) -> Non
 
     for name in ("extract", "embed", "summarize"):
         WorkflowFactory(name=name)
-    org_cap_set(org=tenants.org_a, max_concurrency=3, actor="user:ops")
-    org_queue_limit_set(org=tenants.org_a, queue_limit=100, actor="user:ops")
+    org_cap_set(org=tenants.org_a, max_concurrency=3, actor=Actor("user:ops", staff=True))
+    org_queue_limit_set(org=tenants.org_a, queue_limit=100, actor=Actor("user:ops", staff=True))
     WorkflowCost.objects.create(org=tenants.org_a, workflow=tenants.workflow, cost=7)
     plan_queue([tenants.org_a, tenants.org_b], tenants.workflow, 10)
     plan_refresh()
@@ -181,7 +182,7 @@ def test_the_providers_partial_offers_resume_by_slug(staff_client: Client, tenan
 def test_the_summary_config_and_events_partials(staff_client: Client, tenants: Tenants) -> None:
     from knobs.services import budget_set
 
-    budget_set(budget=7, actor="user:ops")
+    budget_set(budget=7, actor=Actor("user:ops", staff=True))
     summary = staff_client.get("/dashboard/partials/?names=summary").content.decode()
     assert '<b id="budget-total">7</b>' in summary
     config = staff_client.get("/dashboard/partials/?names=config").content.decode()

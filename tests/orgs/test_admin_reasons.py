@@ -12,6 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from charts.models import Chart, ChartEvent, ChartState
+from common.actors import Actor
 from knobs.models import ConfigChange, SchedulerConfig
 from orgs import services
 from orgs.models import Org, OrgChange, ProviderPause, WorkflowCost
@@ -130,7 +131,10 @@ def test_a_chart_action_takes_a_reason(
 def test_ending_a_provider_pause_takes_a_reason(staff_client: Client, tenants: Tenants) -> None:
     geo = ProviderFactory(slug="geo-api")
     pause = services.provider_pause(
-        provider=geo, org=tenants.org_a, until=timezone.now() + timedelta(minutes=10), actor="user:stella"
+        provider=geo,
+        org=tenants.org_a,
+        until=timezone.now() + timedelta(minutes=10),
+        actor=Actor("user:stella", staff=True),
     )
 
     staff_client.post(PAUSES, {**action_data("end_now", pause.pk), "reason": "quota raised"}, follow=True)

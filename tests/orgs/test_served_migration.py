@@ -7,6 +7,7 @@ import importlib
 import pytest
 from django.db.models import Model
 
+from common.actors import Actor
 from knobs.models import SchedulerConfig
 from knobs.services import scheduler_config_set
 from orgs.models import Org
@@ -36,7 +37,7 @@ def test_round_robin_service_is_divided_by_the_weight() -> None:
 
 
 def test_deficit_service_is_divided_by_weight_and_quantum_and_back() -> None:
-    scheduler_config_set(actor="user:test", policy="deficit", quantum=2.5)
+    scheduler_config_set(actor=Actor("user:test", staff=True), policy="deficit", quantum=2.5)
     org = OrgFactory(weight=2, served=10.0)
 
     migration.served_in_rounds(apps, None)

@@ -78,7 +78,11 @@ def test_chart_page_shows_history_with_reasons_and_actors_as_a_tenant_may_see_th
     chart = ChartFactory(org=tenants.org_a, workflow=tenants.workflow, external_id="hist-1")
     ChartEvent.objects.create(chart=chart, from_state="queued", to_state="paused", actor="user:alice", reason="hold on")
     ChartEvent.objects.create(
-        chart=chart, from_state="paused", to_state="queued", actor="user:stella", reason="ops\nhost db-7 at /srv"
+        chart=chart,
+        from_state="paused",
+        to_state="queued",
+        actor="user:stella",
+        reason="ops\nhost db-7 at /srv",
     )
     ChartEvent.objects.create(chart=chart, from_state="queued", to_state="dispatching", actor="system:dispatcher")
 

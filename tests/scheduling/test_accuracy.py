@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from charts.models import Chart, ChartPlan, ChartPromise, ChartState
 from charts.services import ChartRequest, chart_submit_bulk
+from common.actors import Actor
 from orgs.services import org_hold
 from scheduling import dispatch as dispatch_module
 from scheduling import metrics
@@ -30,7 +31,7 @@ from tests.factories import ChartFactory
 from tests.scheduling.test_reconcile import FakeTemporal, counters
 
 pytestmark = pytest.mark.django_db
-ACTOR = "user:test"
+ACTOR = Actor("user:test", staff=True)
 
 
 @pytest.fixture

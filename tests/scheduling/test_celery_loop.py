@@ -16,6 +16,7 @@ import pytest
 
 from charts.models import Chart, ChartEvent, ChartState
 from charts.services import ChartRequest, chart_submit_bulk
+from common.actors import Actor
 from knobs.services import scheduler_config_set
 from scheduling.temporal.client import describe_workflow
 from tests.celery_workers import celery_workers
@@ -23,7 +24,7 @@ from tests.factories import OrgFactory, WorkflowFactory
 
 pytestmark = [pytest.mark.temporal, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 ROOT = Path(__file__).resolve().parents[2]
-ACTOR = "user:test"
+ACTOR = Actor("user:test", staff=True)
 
 
 @pytest.fixture

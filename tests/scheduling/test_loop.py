@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from charts.models import Chart, ChartEvent, ChartState, DurationStat
 from charts.services import ChartRequest, chart_submit_bulk
+from common.actors import Actor
 from knobs.services import scheduler_config_set
 from orgs.models import Org, Workflow
 from orgs.services import org_hold, org_release, provider_get_or_create, provider_pause
@@ -30,7 +31,7 @@ from scheduling.temporal.client import describe_workflow, start_chart_workflow
 from tests.factories import OrgFactory, WorkflowFactory
 
 pytestmark = [pytest.mark.temporal, pytest.mark.django_db(transaction=True)]
-ACTOR = "user:test"
+ACTOR = Actor("user:test", staff=True)
 
 
 @pytest.fixture(autouse=True)

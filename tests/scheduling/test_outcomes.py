@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from charts.models import Chart, ChartState
 from charts.services import ChartRequest, chart_cancel, chart_submit_bulk
+from common.actors import Actor
 from knobs.services import scheduler_config_set
 from orgs.models import Org, Workflow
 from scheduling.dispatch import dispatch_run, workflow_id_for
@@ -24,7 +25,7 @@ from scheduling.temporal.client import describe_workflow, temporal_call
 from tests.factories import OrgFactory, WorkflowFactory
 
 pytestmark = [pytest.mark.temporal, pytest.mark.django_db(transaction=True)]
-ACTOR = "user:test"
+ACTOR = Actor("user:test", staff=True)
 UNSERVED_TYPE = "fairsched.no-worker-serves-this"
 
 

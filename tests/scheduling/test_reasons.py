@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from charts.models import Chart, WaitingReason
 from charts.services import ChartRequest, chart_submit_bulk
+from common.actors import Actor
 from knobs.services import scheduler_config_set
 from orgs.models import Org, Workflow
 from orgs.services import provider_pause
@@ -21,7 +22,7 @@ from scheduling.replan import plan_refresh
 from tests.conftest import Tenants
 from tests.factories import ProviderFactory, WorkflowFactory
 
-ACTOR = "test"
+ACTOR = Actor("test", staff=True)
 WAITING_VERDICTS = [verdict for verdict in Verdict if verdict not in (START, UNAVAILABLE)]
 
 

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from charts.models import Chart, ChartEvent, ChartState
 from charts.services import ChartRequest, chart_cancel, chart_submit_bulk
-from common.actors import RECONCILER
+from common.actors import RECONCILER, Actor
 from knobs.models import SchedulerConfig
 from knobs.services import scheduler_config_set
 from orgs.models import Org, ProviderPause, Workflow
@@ -30,7 +30,7 @@ from tests.conftest import Tenants
 from tests.factories import OrgFactory, ProviderFactory
 
 pytestmark = pytest.mark.django_db
-ACTOR = "user:test"
+ACTOR = Actor("user:test", staff=True)
 
 
 @dataclass
@@ -136,7 +136,7 @@ def test_a_throttle_requeues_without_spending_an_attempt(tenants: Tenants, tempo
     assert throttled.last_error == ""
     assert close_to(throttled.available_at, timezone.now() + timedelta(seconds=42))
     (pause,) = ProviderPause.objects.all()
-    assert (pause.provider.slug, pause.org, pause.created_by) == ("gpu-east", tenants.org_a, RECONCILER)
+    assert (pause.provider.slug, pause.org, pause.created_by) == ("gpu-east", tenants.org_a, RECONCILER.name)
     assert pause.until == throttled.available_at
     event = ChartEvent.objects.filter(chart=chart).last()
     assert event is not None

@@ -16,6 +16,7 @@ from django.utils import timezone
 from charts.models import Chart, ChartPlan, ChartState
 from charts.services import ChartRequest, chart_cancel, chart_pause, chart_submit_bulk
 from charts.states import transition_if
+from common.actors import Actor
 from knobs.services import scheduler_config_set
 from orgs.models import Org
 from orgs.services import provider_pause
@@ -28,7 +29,7 @@ from scheduling.snapshot import chart_key, load_snapshot
 from tests.factories import ChartFactory, OrgFactory, ProviderFactory, WorkflowFactory
 
 pytestmark = pytest.mark.django_db
-ACTOR = "user:test"
+ACTOR = Actor("user:test", staff=True)
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from charts.services import ChartRequest, chart_submit_bulk
+from common.actors import Actor
 from knobs.services import scheduler_config_set
 from orgs.models import Org
 from scheduling.models import ClearTimeSlip
@@ -13,7 +14,7 @@ from scheduling.replan import plan_refresh
 from tests.factories import OrgFactory, WorkflowFactory
 
 pytestmark = pytest.mark.django_db
-ACTOR = "user:test"
+ACTOR = Actor("user:test", staff=True)
 
 
 def test_a_burst_ahead_of_an_org_is_a_slip_and_a_quiet_replan_is_not(settings: object) -> None:

@@ -50,6 +50,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
+from common.actors import Actor
 from fairsched.devservices import (
     REPO_ROOT,
     ChildProcess,
@@ -69,7 +70,7 @@ from tools.loadtest.workload import TASK_QUEUE, Workload, build
 
 T = TypeVar("T")
 
-ACTOR = "loadtest"
+ACTOR = Actor(name="loadtest", staff=True)
 # ETAs over the wait and org clear-times are kept every this many samples (one a second).
 WAIT_SAMPLE_EVERY = 5
 DATABASE = "loadtest"

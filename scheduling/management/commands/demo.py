@@ -23,12 +23,13 @@ from django.db import transaction
 
 from charts.models import Chart, DurationStat
 from charts.services import ChartRequest, chart_submit_bulk
+from common.actors import Actor
 from common.errors import ServiceError
 from knobs.services import scheduler_config_set
 from orgs import services
 from orgs.models import Membership, Org, Workflow
 
-ACTOR = "system:demo"
+ACTOR = Actor.system("demo")
 ADMIN_USERNAME = "admin"
 ADMIN_URL = "http://127.0.0.1:8000/admin/"
 PORTAL_URL = "http://127.0.0.1:8000/portal/"
