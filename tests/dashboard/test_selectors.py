@@ -65,7 +65,7 @@ def busy(tenants: Tenants) -> dict[str, Any]:
         ("summary", lambda: selectors.summary(), 3),
         ("queue", lambda: selectors.queue_page(start=50, limit=100), 2),
         ("outside", lambda: selectors.outside_plan(), 3),
-        ("inflight", lambda: selectors.in_flight(), 3),
+        ("inflight", lambda: selectors.in_flight(), 4),  # with the workflows' initial durations
         ("orgs", lambda: selectors.org_rows(), 3),
         ("meta", lambda: selectors.workflows_and_providers(), 3),
         ("events", lambda: selectors.recent_events(limit=50), 3),
