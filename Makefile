@@ -3,6 +3,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 # Tests use their own Redis database so that they never feed a running development worker.
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/9
+# The suite runs on this many xdist workers (each takes the next Redis database: 9, 10, ...); 0 runs it in one process.
+TEST_WORKERS ?= 2
 
 .PHONY: run test lint bench report multirun venv
 
@@ -18,7 +20,7 @@ run: venv
 	$(PY) -m fairsched.launcher
 
 test: venv
-	REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} $(PY) -m pytest $(PYTEST_ARGS)
+	REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 lint: venv
 	$(VENV)/bin/ruff check .

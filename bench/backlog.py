@@ -92,9 +92,10 @@ def seed_backlog(size: int, orgs: int = 500) -> None:
     from django.utils import timezone
 
     from charts.models import Chart, ChartPlan
+    from common.actors import Actor
+    from knobs.services import scheduler_config_set
     from orgs.models import Org, Workflow
     from scheduling.reconcile import duration_record
-    from scheduling.services import scheduler_config_set
 
     ChartPlan.objects.all().delete()
     Chart.objects.all().delete()
@@ -109,7 +110,7 @@ def seed_backlog(size: int, orgs: int = 500) -> None:
         Workflow(name=f"wf-{i}", workflow_type="fairsched.demo", task_queue="bench", default_cost=cost)
         for i, cost in enumerate(WORKFLOW_COSTS)
     )
-    scheduler_config_set(actor="bench", budget=200)
+    scheduler_config_set(actor=Actor.system("bench"), budget=200)
     for workflow in workflows:
         for seconds in LEARNED_SECONDS:
             duration_record(org_id=org_rows[0].pk, workflow_id=workflow.pk, seconds=seconds)

@@ -109,11 +109,26 @@ with other engineers, so CPU seconds are the figure to compare):
   3 each, medians (03:30-03:38, load 8-14, so ~2x the quiet CPU): no caps round_robin 0.74 -> 0.29,
   deficit 0.77 -> 0.27; caps 1.76 -> 0.34 and 1.77 -> 0.34 s. Warm, it wins from ~100 charts
   (1k with caps: 1.8 -> 0.2 ms); cold, the load is won back only at ~1M charts with caps (~3M
-  without), hence `planner.COMPILED_MIN_CHARTS_COLD`: the plan command at 100k (this bench's
+  without), hence `replay.COMPILED_MIN_CHARTS_COLD`: the plan command at 100k (this bench's
   step 1) never imports numba. `.venv/bin/python bench/bench_core.py`, main ffcdd06 then this
   branch, back to back on a swamped machine (load 6-16, CPU figures ~2-3x the quiet ones): 1M no
   caps round_robin 4.08 -> 3.42 s CPU, deficit 4.37 -> 3.59; caps 5.94 -> 3.70, 6.25 -> 3.34; the
   command at 100k 1.02x -> 1.07x (pure on both: noise). To be measured again on a quiet machine.
+- The replays behind one seam (`scheduling/core/replay/`: the reference walk, the lanes, the
+  compiled one; `org_replay`, the pure fast path with caps described above, deleted, since this
+  bench, like the worker, takes the compiled replay at 1M). `.venv/bin/python bench/bench_core.py`,
+  before (5d639fd) then after, 06:10-06:30 UTC, load 5-7 (wall 3-4x the CPU: CPU is the figure), CPU
+  s at 1M: no caps round_robin 1.86 -> 1.73, deficit 1.90 -> 1.82; caps 2.05 -> 2.10, 2.11 -> 2.15
+  (within noise: the compiled replay on both). With `FAIRSCHED_COMPILED_CORE=0` (pure; the caps
+  path was `org_replay`, now the reference `EventReplay`): 1M caps 3.01 -> 5.99 and 3.35 -> 6.74 s
+  CPU, 100k caps 0.33 -> 0.48 s; no caps (lanes) unchanged. The cold threshold moved to match: a
+  process that has not loaded the kernel plans 100k capped charts in 0.60 s pure against 0.21 s
+  compiled + 0.79 s to load it, 200k in 1.22 s against 0.37 + 0.8 s, 400k in 2.67 against 0.93 +
+  0.8 s, so `replay.COMPILED_MIN_CHARTS_COLD` is 200k (was 1M). The reasons (`waiting_reasons`,
+  now read from `Dispatcher.walk` at `now`) at 1M: 0.08-0.13 -> 0.12-0.16 s CPU, the same reasons.
+
+Figures behind `fairsched.celery.load_compiled_core`, as measured when it was written: loading the
+compiled replay costs a process ~0.6 s; in a fresh checkout numba takes ~4-7 s of CPU to compile it.
 """
 
 from __future__ import annotations

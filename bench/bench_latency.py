@@ -64,11 +64,14 @@ def main() -> None:
 
         call_command("migrate", verbosity=0)
         from charts.models import Chart, ChartEvent, ChartState
-        from charts.services import Submission, chart_submit_bulk
+        from charts.services import ChartRequest, chart_submit_bulk
+        from common.actors import Actor
+        from knobs.services import scheduler_config_set
         from orgs.models import Org, Workflow
-        from scheduling.services import scheduler_config_set
 
-        scheduler_config_set(actor="bench", budget=args.budget, replan_interval=2.0, reconcile_interval=2.0)
+        scheduler_config_set(
+            actor=Actor.system("bench"), budget=args.budget, replan_interval=2.0, reconcile_interval=2.0
+        )
         workflow = Workflow.objects.create(
             name="latency", workflow_type="fairsched.demo", task_queue="latency", params={"duration": args.duration}
         )
@@ -86,8 +89,8 @@ def main() -> None:
         for org in Org.objects.all():
             chart_submit_bulk(
                 org=org,
-                items=[Submission(workflow.name, f"{org.slug}-{i}") for i in range(args.charts // 2)],
-                actor="bench",
+                items=[ChartRequest(workflow.name, f"{org.slug}-{i}") for i in range(args.charts // 2)],
+                actor=Actor.system("bench"),
             )
         deadline = time.monotonic() + args.charts * args.duration / args.budget * 3 + 60
         while time.monotonic() < deadline:

@@ -16,7 +16,8 @@ indented) taken by wrapping the planner's step functions. `--profile` prints a c
 # Where the time goes (issue 17; 2-core machine shared with four other sessions, load average 4-7
 # throughout, so wall times ran 1.5-3x the CPU times: CPU seconds are the figures to compare).
 # Command: `.venv/bin/python bench/bench_replan_plan.py --runs 3`, 1M queued (1.25M with the 250k
-# charts the history foresees), caps on, so the replay is `org_replay`.
+# charts the history foresees), caps on, so the replay was `org_replay` (deleted since: the compiled
+# replay takes it, `scheduling/core/replay/`).
 #
 # Before (main's core, e3e9cc6; 23:32, load 5.0): plan 4.72-4.76 s CPU + reasons 0.21-0.24 = 4.95.
 #   queue 0.25 (forecast 0.09, expected charts 0.05), org codes 0.06, fair order 0.79 (of which
@@ -42,8 +43,8 @@ indented) taken by wrapping the planner's step functions. `--profile` prints a c
 # <-> array conversions of the queue's columns (cost and avg read three and two times), the forecast
 # over 31k submissions, the ids of the plan (a random gather of 1M strings) and the float lists the
 # plan hands out. The 2.2 s target is not met while the replay alone takes 1.5 s.
-# The replay compiled (branch `jit`: numba, `scheduling/core/compiled.py`, loaded by this bench's
-# untimed first plan, 1.25M charts being past `planner.COMPILED_MIN_CHARTS_COLD`). Command as above
+# The replay compiled (branch `jit`: numba, now `scheduling/core/replay/compiled.py`, loaded by this bench's
+# untimed first plan, 1.25M charts being past `replay.COMPILED_MIN_CHARTS_COLD`). Command as above
 # with `--runs 2`, main ffcdd06 (run from a worktree of it with this venv) then the branch, back to
 # back on a swamped machine (load 16-19; CPU figures ~3x the quiet ones): plan 10.21-10.51 ->
 # 5.30-5.84 s CPU; replay 5.18 -> 0.47 s CPU (48.9 -> 4.2 s wall); every other stage the same
@@ -119,7 +120,7 @@ STAGES = (
     ("planner.fair_order_indices", "2 fair order", 0),
     ("planner._columns", "3 columns", 0),
     ("planner._later_charts", "charts available later", 1),
-    ("planner._replay", "4 replay", 0),
+    ("planner.replay", "4 replay", 0),
     ("planner._bands", "6 bands", 0),
     ("planner.spreads", "spreads (column)", 1),
     ("planner.eta_bands", "eta_bands", 1),

@@ -140,23 +140,43 @@ def percentiles(samples: list[float]) -> tuple[float, float, int]:
     return statistics.median(samples), cuts[94], len(samples)
 
 
-def prune_child() -> None:
-    """`--prune`: run the retention pass until nothing is left; print what it did as JSON."""
+def prune_child(cadence: str, scale: float, limit: float) -> None:
+    """`--prune`: run the retention pass; print what it did as JSON (and when each run was active).
+
+    `production`: as beat runs it, a `retention_run` with its default bounds every `RUN_INTERVAL`
+    seconds, both scaled by `scale` (the share of time pruning stays the same, the runs come oftener);
+    `flat`: run after run with no bound, as fast as the pass goes. Either stops when nothing is left,
+    or after `limit` seconds."""
     import django
 
     django.setup()
-    from scheduling.retention import retention_run
+    from scheduling import retention
 
     began = time.perf_counter()
     deleted = events = batches = pauses = 0
-    while True:
-        result = retention_run(max_charts=10**12, max_seconds=float("inf"))
+    active: list[tuple[float, float]] = []  # (start, end) of each run, on this machine's perf_counter
+    while time.perf_counter() - began < limit:
+        run_began = time.perf_counter()
+        if cadence == "flat":
+            result = retention.retention_run(max_charts=10**12, max_seconds=float("inf"))
+        else:
+            result = retention.retention_run(max_seconds=retention.RUN_MAX_SECONDS * scale)
+        active.append((run_began, time.perf_counter()))
         deleted, events = deleted + result.deleted, events + result.events
         batches, pauses = batches + result.batches, pauses + result.pauses
         if result.finished:
             break
+        if cadence != "flat":
+            time.sleep(max(0.0, run_began + retention.RUN_INTERVAL * scale - time.perf_counter()))
     seconds = time.perf_counter() - began
-    print(json.dumps({"deleted": deleted, "events": events, "batches": batches, "pauses": pauses, "seconds": seconds}))
+    print(
+        json.dumps(
+            {
+                "deleted": deleted, "events": events, "batches": batches, "pauses": pauses,
+                "seconds": seconds, "active": active,
+            }
+        )
+    )  # fmt: skip
 
 
 def main() -> None:
@@ -166,13 +186,23 @@ def main() -> None:
     parser.add_argument("--queued", type=int, default=20_000)
     parser.add_argument("--before", type=float, default=30.0, help="seconds timed before the prune")
     parser.add_argument("--no-export", action="store_true")
+    parser.add_argument(
+        "--cadence",
+        choices=("production", "flat"),
+        default="production",
+        help="production: beat's runs (RUN_MAX_SECONDS every RUN_INTERVAL); flat: one run after another, unbounded",
+    )
+    parser.add_argument(
+        "--scale", type=float, default=1.0, help="production cadence: run bound and interval times this (same share)"
+    )
+    parser.add_argument("--limit", type=float, default=float("inf"), help="stop the prune after this many seconds")
     parser.add_argument("--prune", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     use_database(BENCH_DB)
     os.environ["FAIRSCHED_API_READ_RATE"] = "off"
     os.environ["FAIRSCHED_RETENTION_DAYS"] = "90"
     if args.prune:
-        prune_child()
+        prune_child(args.cadence, args.scale, args.limit)
         return
     export_dir = None if args.no_export else Path(tempfile.mkdtemp(prefix="fairsched-retention-"))
     os.environ["FAIRSCHED_RETENTION_EXPORT_DIR"] = str(export_dir or "")
@@ -226,8 +256,9 @@ def run(args: argparse.Namespace, export_dir: Path | None) -> None:
     time.sleep(args.before)
     prune_began = time.perf_counter()
     load_before = os.getloadavg()[0]
+    prune_args = ["--cadence", args.cadence, "--scale", str(args.scale), "--limit", str(args.limit)]
     child = subprocess.run(
-        [sys.executable, __file__, "--prune", *(["--no-export"] if export_dir is None else [])],
+        [sys.executable, __file__, "--prune", *(["--no-export"] if export_dir is None else []), *prune_args],
         capture_output=True,
         text=True,
         env={**os.environ, "DATABASE_URL": BASE_URL.rsplit("/", 1)[0] + "/" + BENCH_DB},
@@ -248,24 +279,34 @@ def run(args: argparse.Namespace, export_dir: Path | None) -> None:
     rate = pruned["deleted"] / seconds
     rows = pruned["deleted"] * 2 + pruned["events"]  # charts, promises, events
     print(
-        f"pruned {pruned['deleted']:,} charts and {pruned['events']:,} events (+ promises) in {seconds:.1f} s:"
-        f" {rate:,.0f} charts/s, {rows / seconds:,.0f} rows/s; {pruned['batches']} batches,"
-        f" {pruned['pauses']} pauses for a pass; {left} finished charts left"
+        f"pruned {pruned['deleted']:,} charts and {pruned['events']:,} events (+ promises) in {seconds:.1f} s"
+        f" ({args.cadence} cadence{f', scale {args.scale:g}' if args.cadence == 'production' else ''}):"
+        f" {rate:,.0f} charts/s, {rows / seconds:,.0f} rows/s; {pruned['batches']} batches in"
+        f" {len(pruned['active'])} runs, {pruned['pauses']} pauses for a pass; {left:,} finished charts left"
     )
     if export_dir is not None:
         size = sum(path.stat().st_size for path in export_dir.iterdir())
         print(f"export: {len(list(export_dir.iterdir()))} files, {size / 1e6:.1f} MB")
     print(f"10M charts at this rate: {10_000_000 / rate / 60:.0f} min (linear: the walk is by key range)")
     print(f"load average: {load_before:.1f} as the prune began, {load_during:.1f} as it ended")
+    runs = pruned["active"]
+
+    def in_run(at: float) -> bool:
+        return any(start <= at < end for start, end in runs)
+
     for name, samples in (("status read", timings.status), ("replan", timings.replan)):
         before = [took for at, took in samples if at < prune_began]
         during = [took for at, took in samples if prune_began <= at < prune_ended]
+        inside = [took for at, took in samples if prune_began <= at < prune_ended and in_run(at)]
         after = [took for at, took in samples if at >= prune_ended]
-        (b50, b95, bn), (d50, d95, dn), (a50, a95, an) = map(percentiles, (before, during, after))
+        (b50, b95, bn), (d50, d95, dn), (i50, i95, inn), (a50, a95, an) = map(
+            percentiles, (before, during, inside, after)
+        )
         print(
             f"{name:>11}: p50/p95 ms before {b50 * 1000:.1f}/{b95 * 1000:.1f} ({bn}),"
             f" during {d50 * 1000:.1f}/{d95 * 1000:.1f} ({dn}), after {a50 * 1000:.1f}/{a95 * 1000:.1f} ({an});"
-            f" p95 during / before {d95 / b95:.2f}, during / after {d95 / a95:.2f}"
+            f" p95 during / before {d95 / b95:.2f}, during / after {d95 / a95:.2f};"
+            f" inside a run only {i50 * 1000:.1f}/{i95 * 1000:.1f} ({inn}, p95 / before {i95 / b95:.2f})"
         )
 
 

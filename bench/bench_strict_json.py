@@ -4,6 +4,9 @@
 
 `common.strict.loads` against a bare `json.loads` on bodies the API takes: a single submission, and
 bulk submissions of 1,000 and 10,000 items (each with a small nested payload). Best of 9 runs each.
+
+Figure behind `common.strict.loads`'s depth measure, as measured when it was written: a 10,000-item
+bulk body costs it ~20 ms.
 """
 
 from __future__ import annotations

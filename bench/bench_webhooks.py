@@ -137,6 +137,7 @@ def main() -> None:
     django.setup()
     from charts import services as chart_services
     from charts.models import ChartEvent
+    from common.actors import Actor
     from feed import services
     from orgs.models import Org, Workflow
 
@@ -148,7 +149,7 @@ def main() -> None:
         org=org,
         url=f"http://127.0.0.1:{receiver.server_address[1]}/",
         event_types=["chart.cancelled"],
-        actor="user:bench",
+        actor=Actor.system("bench"),
     )
     worker = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "fairsched", "worker", "-B", "--concurrency", "2",
@@ -163,8 +164,10 @@ def main() -> None:
         horizon.start()
         gap = 1.0 / args.rate
         for n in range(args.events):
-            chart, _ = chart_services.chart_submit(org=org, workflow="bench", external_id=f"b-{n}", actor="user:bench")
-            chart_services.chart_cancel(chart=chart, actor="user:bench")
+            chart, _ = chart_services.chart_submit(
+                org=org, workflow="bench", external_id=f"b-{n}", actor=Actor.system("bench")
+            )
+            chart_services.chart_cancel(chart=chart, actor=Actor.system("bench"))
             committed[chart.pk] = time.time()
             txid = ChartEvent.objects.filter(chart=chart, to_state="cancelled").values_list("txid", flat=True)[0]
             horizon.watch(chart.pk, txid)

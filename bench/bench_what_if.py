@@ -30,7 +30,7 @@ def change_sets() -> dict[str, dict[str, Any]]:
     provider, _ = Provider.objects.get_or_create(slug="bench-api", defaults={"name": "bench"})
     Workflow.objects.filter(pk=Workflow.objects.order_by("pk").values("pk")[:1]).update(provider=provider)
     last = Chart.objects.order_by("-pk").values_list("pk", flat=True).first()
-    until = (timezone.now() + timedelta(hours=1)).isoformat()
+    until = timezone.now() + timedelta(hours=1)
     return {
         "weight": {"weights": {"org-0": 10}},
         "hold": {"hold": ["org-0"]},
@@ -43,7 +43,7 @@ def change_sets() -> dict[str, dict[str, Any]]:
 
 def measure(size: int) -> None:
     from scheduling.replan import plan_refresh
-    from scheduling.services import plan_preview
+    from scheduling.what_if import plan_preview
 
     seed_backlog(size)
     plan_refresh()

@@ -12,7 +12,7 @@ from django.http import HttpRequest
 
 from charts import services
 from charts.models import Chart, ChartEvent, ChartState, DurationStat
-from common.actors import actor_for
+from common.actors import Actor
 from common.admin_utils import ReasonActionForm, ServiceModelAdmin, action_reason, apply_each
 from orgs.admin import OrgAdmin
 from orgs.models import Org
@@ -109,7 +109,7 @@ class ChartAdmin(ServiceModelAdmin[Chart]):
             payload=obj.payload,
             high_priority=obj.high_priority,
             priority=obj.priority,
-            actor=actor_for(request.user),
+            actor=Actor.operator(request.user),
         )
         obj.pk = chart.pk
 
@@ -143,7 +143,7 @@ class ChartAdmin(ServiceModelAdmin[Chart]):
         reason = action_reason(self, request)
         if reason is None:
             return
-        actor = actor_for(request.user)
+        actor = Actor.operator(request.user)
         apply_each(self, request, queryset, lambda c: lever(c, actor=actor, reason=reason), verb)
 
 
@@ -203,7 +203,7 @@ class DurationStatAdmin(admin.ModelAdmin[DurationStat]):
         return False
 
     def delete_model(self, request: HttpRequest, obj: DurationStat) -> None:
-        services.duration_stats_forget(stats=[obj], actor=actor_for(request.user))
+        services.duration_stats_forget(stats=[obj], actor=Actor.operator(request.user))
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[DurationStat]) -> None:
-        services.duration_stats_forget(stats=list(queryset), actor=actor_for(request.user))
+        services.duration_stats_forget(stats=list(queryset), actor=Actor.operator(request.user))

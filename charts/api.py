@@ -29,17 +29,14 @@ from charts.serializers import (
     ChartSerializer,
     ChartSubmitSerializer,
     PrioritizeSerializer,
-    ReasonSerializer,
     parse_bulk_items,
-    reason_read,
 )
-from charts.services import PRIORITY, TENANT_PRIORITY
-from common.actors import actor_for
 from common.api import CursorPagination, FairschedAPIView
 from common.errors import FieldsInvalid, InvalidInput
 from common.memory import collector_paused
+from common.reasons import ReasonSerializer, reason_read
 from common.strict import PageQuerySerializer
-from orgs.access import require_write, scope_of, visible_org_ids
+from orgs.access import actor_of, require_write, scope_of, visible_org_ids
 from orgs.selectors import org_for_input
 
 
@@ -114,7 +111,7 @@ class ChartViewSet(FairschedAPIView, viewsets.GenericViewSet[Chart]):
         if not isinstance(body, dict):
             raise InvalidInput("the body must be a JSON object: a chart", field="detail")
         slug = body.get("org")
-        staff = scope_of(request).staff
+        actor = actor_of(request)
         # The bulk's reading of one item (`parse_bulk_items`) and its rule (`chart_submit`): one rule for both.
         (item,) = parse_bulk_items([{key: value for key, value in body.items() if key != "org"}])
         try:
@@ -122,7 +119,7 @@ class ChartViewSet(FairschedAPIView, viewsets.GenericViewSet[Chart]):
                 raise InvalidInput("org must be an org's slug", field="org")
             org = org_for_input(org_ids=visible_org_ids(request), slug=slug)
         except InvalidInput as bad:
-            problems = services.chart_submit_problems(item=item, staff=staff)
+            problems = services.chart_submit_problems(item=item, actor=actor)
             raise FieldsInvalid({"org": [bad.message], **problems}) from None
         require_write(request, org.pk)
         chart, created = services.chart_submit(
@@ -132,8 +129,7 @@ class ChartViewSet(FairschedAPIView, viewsets.GenericViewSet[Chart]):
             payload=item.payload,
             high_priority=item.high_priority,
             priority=item.priority,
-            actor=actor_for(request.user),
-            staff=staff,
+            actor=actor,
             problems=item.problems,
         )
         if created:
@@ -171,9 +167,7 @@ class ChartViewSet(FairschedAPIView, viewsets.GenericViewSet[Chart]):
             org = org_for_input(org_ids=visible_org_ids(request), slug=slug)
             require_write(request, org.pk)
             items = parse_bulk_items(body.get("items"))
-            results = services.chart_submit_bulk(
-                org=org, items=items, actor=actor_for(request.user), staff=scope_of(request).staff
-            )
+            results = services.chart_submit_bulk(org=org, items=items, actor=actor_of(request))
             created = sum(1 for _, is_new in results if is_new)
             result = {
                 "created": created,
@@ -186,14 +180,14 @@ class ChartViewSet(FairschedAPIView, viewsets.GenericViewSet[Chart]):
     @action(detail=True, methods=["post"])
     def pause(self, request: Request, pk: str) -> Response:
         chart, reason = self._writable(request, pk), self._reason(request)
-        services.chart_pause(chart=chart, actor=actor_for(request.user), reason=reason)
+        services.chart_pause(chart=chart, actor=actor_of(request), reason=reason)
         return self._fresh(chart)
 
     @extend_schema(request=ReasonSerializer, responses=ChartLeverSerializer)
     @action(detail=True, methods=["post"])
     def resume(self, request: Request, pk: str) -> Response:
         chart, reason = self._writable(request, pk), self._reason(request)
-        services.chart_resume(chart=chart, actor=actor_for(request.user), reason=reason)
+        services.chart_resume(chart=chart, actor=actor_of(request), reason=reason)
         return self._fresh(chart)
 
     @extend_schema(
@@ -214,13 +208,11 @@ class ChartViewSet(FairschedAPIView, viewsets.GenericViewSet[Chart]):
         levers = PrioritizeSerializer(data=request.data)
         levers.is_valid(raise_exception=True)
         data = levers.validated_data
-        if not scope_of(request).staff:
-            services.tenant_levers_check(high_priority=data["high_priority"], priority=data["priority"])
         services.chart_prioritize(
             chart=chart,
             high_priority=data["high_priority"],
             priority=data["priority"],
-            actor=actor_for(request.user),
+            actor=actor_of(request),
             reason=data["reason"],
         )
         return self._fresh(chart)
@@ -231,15 +223,14 @@ class ChartViewSet(FairschedAPIView, viewsets.GenericViewSet[Chart]):
         """First among the org's own waiting charts (a tenant's priority stops at 10), with an optional
         reason recorded in the chart's history."""
         chart, reason = self._writable(request, pk), self._reason(request)
-        highest = PRIORITY.maximum if scope_of(request).staff else TENANT_PRIORITY.maximum
-        services.chart_move_to_top(chart=chart, actor=actor_for(request.user), highest=highest, reason=reason)
+        services.chart_move_to_top(chart=chart, actor=actor_of(request), reason=reason)
         return self._fresh(chart)
 
     @extend_schema(request=ReasonSerializer, responses=ChartLeverSerializer)
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: str) -> Response:
         chart, reason = self._writable(request, pk), self._reason(request)
-        services.chart_cancel(chart=chart, actor=actor_for(request.user), reason=reason)
+        services.chart_cancel(chart=chart, actor=actor_of(request), reason=reason)
         return self._fresh(chart)
 
     def _chart(self, pk: str) -> Chart:

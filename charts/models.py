@@ -23,17 +23,18 @@ class ChartState(models.TextChoices):
     CANCELLED = "cancelled", "Cancelled"
 
 
-# The chart state groups, defined here once; every app, page and pass uses these names.
-# In the queue: submitted, not yet started (paused ones too). The queue limit counts them; the snapshot
-# reads them as the core's queued charts.
-QUEUE_STATES = (ChartState.QUEUED, ChartState.PAUSED, ChartState.RETRY_WAIT)
-# The queue states that hold a place in the fair order and that the dispatcher claims from (a paused
+# The chart state groups, defined here once; every app, page and pass uses these names. "Queued" is
+# one state; "waiting" is any of these three, "claimable" the two the dispatcher may start.
+# Waiting: submitted, not yet started (paused ones too). The queue limit counts them; the snapshot
+# reads them as the core's queued charts (`Scenario.queued`).
+WAITING_STATES = (ChartState.QUEUED, ChartState.PAUSED, ChartState.RETRY_WAIT)
+# The waiting states that hold a place in the fair order and that the dispatcher claims from (a paused
 # chart has no place).
 CLAIMABLE_STATES = (ChartState.QUEUED, ChartState.RETRY_WAIT)
 # Claimed or running: holding budget units, watched by reconcile.
 IN_FLIGHT_STATES = (ChartState.DISPATCHING, ChartState.RUNNING)
 # Not yet finished: in the queue or in flight.
-ACTIVE_STATES = (*QUEUE_STATES, *IN_FLIGHT_STATES)
+ACTIVE_STATES = (*WAITING_STATES, *IN_FLIGHT_STATES)
 TERMINAL_STATES = (ChartState.SUCCEEDED, ChartState.FAILED, ChartState.CANCELLED)
 
 
@@ -57,8 +58,9 @@ def attempts_before_retry(state: str) -> int:
 
 class WaitingReason(models.TextChoices):
     """Why a waiting chart (queued, paused, retry_wait) is not running now: the verdict of the replan's
-    walk at its instant (`scheduling.core.waiting.Reason`), with the core's `unavailable` told apart
-    into `backoff` and `provider_paused`, and `not_yet_planned` for a chart no replan has seen yet.
+    walk at its instant (`scheduling.core.dispatcher.Verdict`, named by `scheduling.reasons`), with
+    the core's `unavailable` told apart into `backoff` and `provider_paused`, and `not_yet_planned`
+    for a chart no replan has seen yet.
 
     Two times go with it:
     - `waiting_until`: when the reason lifts, as far as the last replan knows. `backoff`: the end of
@@ -114,7 +116,7 @@ class Chart(models.Model):
     """
 
     # No index of its own: the unique (org, external id) and the active (org, state) indexes lead with
-    # it. One index fewer for every submitted chart to write (issue 17).
+    # it. One index fewer for every submitted chart to write.
     org = models.ForeignKey(Org, on_delete=models.PROTECT, related_name="charts", db_index=False)
     workflow = models.ForeignKey(Workflow, on_delete=models.PROTECT, related_name="charts")
     external_id = models.CharField(max_length=200, help_text="The submitter's id, unique within the org.")
@@ -255,8 +257,8 @@ class ChartPromise(models.Model):
     (`scheduling.replan._record_first_plans`), read at the chart's success (`scheduling.accuracy`).
 
     A table of its own, not columns of the chart: the replan inserts the new charts' rows in bulk
-    into this narrow table, where an update of as many chart rows (and of their many indexes) cost
-    the first replan after a bulk submission of 100k charts 25 s (`bench/bench_replan.py`). No
+    into this narrow table, where an update of as many chart rows (and of their many indexes) made
+    the first replan after a large bulk submission many times slower (`bench/bench_replan.py`). No
     foreign-key constraint, as for the plan: a check per inserted row for derived data.
     """
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from charts.serializers import ITEM_KEYS, parse_bulk_items
-from charts.services import Submission
+from charts.services import ChartRequest
 from common import strict
 from common.errors import InvalidInput
 
@@ -27,11 +27,11 @@ FALSE_WORDS = frozenset({"false", "no", "0", ""})
 class Upload:
     """The items of a file, and for each, where it is in the file ("row 3 (line 4)")."""
 
-    items: list[Submission]
+    items: list[ChartRequest]
     rows: list[str]
 
 
-def item_from_form(fields: Mapping[str, str]) -> Submission:
+def item_from_form(fields: Mapping[str, str]) -> ChartRequest:
     """One chart from the form's text (`item_read`), read as the API reads an item (`parse_bulk_items`),
     with every problem of its text: the submission's rule then reports them all at once."""
     item, problems = item_read(fields)

@@ -134,10 +134,6 @@ def chart_not_found() -> NotFound:
     return NotFound("chart not found", field="detail")
 
 
-def chart_history(*, chart: Chart) -> QuerySet[ChartEvent]:
-    return ChartEvent.objects.filter(chart=chart).only("from_state", "to_state", "at").order_by("at", "id")
-
-
 def chart_events(*, chart: Chart) -> QuerySet[ChartEvent]:
     """A chart's whole history, oldest first. Transitions of one chart are serialised by their
     compare-and-swap, so the event ids are in the order the transitions happened."""

@@ -8,10 +8,11 @@ from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from charts.levers import PRIORITY
 from charts.models import Chart, ChartState, WaitingReason
 from charts.running import chart_overdue
 from charts.selectors import last_error_summary
-from charts.services import MAX_BULK_ITEMS, MAX_EXTERNAL_ID, PRIORITY, Submission
+from charts.services import MAX_BULK_ITEMS, MAX_EXTERNAL_ID, ChartRequest
 from charts.waiting import chart_waiting
 from common.errors import InvalidInput
 from common.outputs import OutputFieldsOnce
@@ -245,40 +246,10 @@ class PrioritizeSerializer(StrictSerializer):
     reason = ReasonField()
 
 
-class ReasonSerializer(StrictSerializer):
-    reason = ReasonField()
-
-
-class ReasonQuerySerializer(StrictQuerySerializer):
-    """A lever that is a DELETE takes its reason in the query as well (`?reason=`): some clients and
-    proxies drop a DELETE's body."""
-
-    reason = ReasonField()
-
-
-class HoldSerializer(StrictSerializer):
-    reason = ReasonField(
-        help_text="Why, written for the customer: the org's members see it (portal, `hold_reason`) until the"
-        " release. At most 500 characters, one line."
-    )
-
-
-def reason_read(body: object, serializer: type[serializers.Serializer[Any]] | None = None) -> str:
-    """A lever's body: empty, or an object with an optional `reason` (`ReasonSerializer`, or the
-    lever's own `serializer`, e.g. `HoldSerializer`); anything else (null, a list, a string) is a 400,
-    not read as no reason."""
-    if not isinstance(body, dict):
-        raise InvalidInput("the body must be a JSON object (with an optional reason), or empty", field="detail")
-    reason = (serializer or ReasonSerializer)(data=body)
-    reason.is_valid(raise_exception=True)
-    text: str = reason.validated_data["reason"]
-    return text
-
-
 ITEM_KEYS = frozenset(BulkItemSerializer().fields)
 
 
-def parse_bulk_items(items: object) -> list[Submission]:
+def parse_bulk_items(items: object) -> list[ChartRequest]:
     """Read bulk items without a serializer per item (10,000 of them must parse in milliseconds).
 
     Only the list and each item's shape are read here: what is wrong with an item's shape (not an
@@ -290,17 +261,17 @@ def parse_bulk_items(items: object) -> list[Submission]:
         raise InvalidInput("items must not be empty", field="items")
     if len(items) > MAX_BULK_ITEMS:
         raise InvalidInput(f"at most {MAX_BULK_ITEMS} charts per request, got {len(items)}", field="items")
-    parsed: list[Submission] = []
+    parsed: list[ChartRequest] = []
     for item in items:
         if not isinstance(item, dict):
-            parsed.append(Submission("", "", problems={"detail": ["each item must be a JSON object"]}))
+            parsed.append(ChartRequest("", "", problems={"detail": ["each item must be a JSON object"]}))
             continue
         problems: dict[str, list[str]] = {str(key): ["unknown field"] for key in item.keys() - ITEM_KEYS}
         for key in ("workflow", "external_id"):
             if not isinstance(item.get(key), str):
                 problems[key] = ["this field is required and must be a string"]
         parsed.append(
-            Submission(
+            ChartRequest(
                 workflow=item.get("workflow", ""),
                 external_id=item.get("external_id", ""),
                 payload=item.get("payload"),

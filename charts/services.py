@@ -21,11 +21,12 @@ from django.db.models import Max, Min
 from django.db.models.base import ModelState
 from django.utils import timezone
 
+from charts.levers import PRIORITY, TENANT_PRIORITY, prioritized, tenant_levers_refused
 from charts.models import (
     ACTIVE_STATES,
     IN_FLIGHT_STATES,
     PLAN_FIELDS,
-    QUEUE_STATES,
+    WAITING_STATES,
     Chart,
     ChartEvent,
     ChartState,
@@ -33,31 +34,26 @@ from charts.models import (
 )
 from charts.states import transition, transition_if
 from common import strict
-from common.bounds import Whole
+from common.actors import Actor
 from common.errors import (
     BulkForbidden,
     BulkInvalid,
     Conflict,
     FieldsForbidden,
     FieldsInvalid,
-    Forbidden,
     InvalidInput,
     NotFound,
     QueueFull,
 )
 from common.events import changed
 from common.rows import instances_where
+from knobs.models import SchedulerConfig
 from orgs.models import Org, Workflow
 from orgs.services import org_change_log
-from scheduling.models import SchedulerConfig
 
 MAX_EXTERNAL_ID = 200
 MAX_PAYLOAD_BYTES = 64 * 1024
 MAX_BULK_ITEMS = 10_000
-PRIORITY = Whole(-1000, 1000)
-# A tenant's priority only reorders its own charts inside its share, in a narrower range; staff keep
-# PRIORITY and the high-priority tier (the operators' lever).
-TENANT_PRIORITY = Whole(-10, 10)
 # One encoder for every payload; NaN and infinities are not JSON, and PostgreSQL's jsonb refuses them.
 _PAYLOAD_JSON = json.JSONEncoder(allow_nan=False)
 # The first key of the org's admission turn (`_admission_turn`), a two-key advisory lock: that key
@@ -68,7 +64,7 @@ CANCEL_WORKFLOW_TASK = "scheduling.tasks.cancel_workflow"
 
 
 @dataclass(frozen=True)
-class Submission:
+class ChartRequest:
     """One chart to submit, as parsed by an interface; `problems` are what the interface found wrong
     while reading it (an unknown key, a value of the wrong type), reported with the service's own by
     `chart_submit_bulk`. A field named there is not checked again; `detail` (not an item at all)
@@ -82,32 +78,6 @@ class Submission:
     problems: Mapping[str, list[str]] = dataclasses.field(default_factory=dict)
 
 
-def tenant_levers_refused(*, high_priority: object = None, priority: object = None) -> dict[str, list[str]]:
-    """What only staff may ask for, by field: the high-priority tier, or a priority outside
-    TENANT_PRIORITY. A value that no one may set (not a bool, past PRIORITY) is left to validation:
-    400, not 403."""
-    refused: dict[str, list[str]] = {}
-    if high_priority is True:
-        refused["high_priority"] = ["only operators (staff) may set high_priority; it jumps every org's share"]
-    low, high = TENANT_PRIORITY.minimum, TENANT_PRIORITY.maximum
-    if isinstance(priority, bool) or not isinstance(priority, int):
-        return refused
-    if PRIORITY.minimum <= priority <= PRIORITY.maximum and not low <= priority <= high:
-        refused["priority"] = [
-            f"tenants may set priority from {low} to {high} (it orders the org's own charts); only staff go beyond"
-        ]
-    return refused
-
-
-def tenant_levers_check(*, high_priority: object = None, priority: object = None) -> None:
-    """Refuse (403) the first of `tenant_levers_refused`. Interfaces call it for tenants (org tokens,
-    members' sessions) on a single chart; `chart_submit_bulk` checks a bulk's items itself."""
-    refused = tenant_levers_refused(high_priority=high_priority, priority=priority)
-    if refused:
-        name, messages = next(iter(refused.items()))
-        raise Forbidden(messages[0], field=name)
-
-
 def chart_submit(
     *,
     org: Org,
@@ -116,8 +86,7 @@ def chart_submit(
     payload: Mapping[str, Any] | None = None,
     high_priority: bool = False,
     priority: int = 0,
-    actor: str,
-    staff: bool = True,
+    actor: Actor,
     problems: Mapping[str, list[str]] | None = None,
 ) -> tuple[Chart, bool]:
     """Submit one chart. Returns (chart, created); a repeat of the same submission returns the same chart.
@@ -125,19 +94,19 @@ def chart_submit(
     The bulk's rule judges it (`chart_submit_bulk`, one item): every problem of the chart is reported
     at once, by field (`FieldsInvalid`; only refused staff levers: `FieldsForbidden`, 403), with
     those the interface found reading it (`problems`)."""
-    item = Submission(workflow, external_id, payload, high_priority, priority, problems=problems or {})
+    item = ChartRequest(workflow, external_id, payload, high_priority, priority, problems=problems or {})
     try:
-        ((chart, created),) = chart_submit_bulk(org=org, items=[item], actor=actor, staff=staff)
+        ((chart, created),) = chart_submit_bulk(org=org, items=[item], actor=actor)
     except BulkInvalid as bulk:
         raise _single_error(bulk) from None
     return chart, created
 
 
-def chart_submit_problems(*, item: Submission, staff: bool) -> dict[str, list[str]]:
+def chart_submit_problems(*, item: ChartRequest, actor: Actor) -> dict[str, list[str]]:
     """What is wrong with one chart, by field, judged without its org (which the caller could not
     name): the first step of `chart_submit_bulk`, so that a submission to an unknown org still hears
     of its other problems in the same answer."""
-    return _items_check([item], staff=staff).errors.get(0, {})
+    return _items_check([item], staff=actor.staff).errors.get(0, {})
 
 
 class ItemsChecked(NamedTuple):
@@ -150,7 +119,7 @@ class ItemsChecked(NamedTuple):
     workflows: dict[str, Workflow]
 
 
-def _items_check(items: Sequence[Submission], *, staff: bool) -> ItemsChecked:
+def _items_check(items: Sequence[ChartRequest], *, staff: bool) -> ItemsChecked:
     """Check every item in one pass (`_item_check`, a repeated external id, and for a tenant the
     staff levers it asked for), writing the row each good one will be."""
     names = list({item.workflow for item in items if isinstance(item.workflow, str)})
@@ -180,14 +149,12 @@ def _items_check(items: Sequence[Submission], *, staff: bool) -> ItemsChecked:
     return ItemsChecked(errors, only_refused, rows, workflows)
 
 
-def chart_submit_bulk(
-    *, org: Org, items: Sequence[Submission], actor: str, staff: bool = True
-) -> list[tuple[Chart, bool]]:
-    """Submit many charts of one org, all or nothing.
+def chart_submit_bulk(*, org: Org, items: Sequence[ChartRequest], actor: Actor) -> list[tuple[Chart, bool]]:
+    """Submit many charts of one org, all or nothing; a tenant only to an org it writes in (else 404).
 
     1. Validate every item in one pass (`_items_check`), writing the row each good one will be.
        Every problem of every item is reported together, by index and field (the interface's
-       `problems`, the values, a repeated external id and, for a tenant (`staff` false), the staff
+       `problems`, the values, a repeated external id and, for a tenant actor, the staff
        levers it asked for), with a repeat under another workflow among the good items and, when
        the org has a queue limit that the request would overflow, that too (`_queue_overflow`: the
        queue is judged for certain in step 5); nothing is written. Refused levers alone are a 403
@@ -208,9 +175,10 @@ def chart_submit_bulk(
        A refusal in 4 or 5 raises, and the transaction takes the insert back: nothing is written.
     6. After commit, ask for a replan.
     """
+    actor.org_required(org.pk)
     if len(items) > MAX_BULK_ITEMS:
         raise InvalidInput(f"at most {MAX_BULK_ITEMS} charts per request, got {len(items)}", field="items")
-    errors, only_refused, rows, workflows = _items_check(items, staff=staff)
+    errors, only_refused, rows, workflows = _items_check(items, staff=actor.staff)
     if errors:
         conflicts, new = _repeats_with_another_workflow(org, rows)
         for index in conflicts:
@@ -270,7 +238,7 @@ def _queue_overflow(org: Org, *, incoming: int) -> list[str] | None:
     (nothing is written here), so it says how things stand now; `_admit` decides when it is sent again."""
     if org.queue_limit is None or incoming == 0:
         return None
-    waiting = Chart.objects.filter(org_id=org.pk, state__in=QUEUE_STATES).count()
+    waiting = Chart.objects.filter(org_id=org.pk, state__in=WAITING_STATES).count()
     if waiting + incoming <= org.queue_limit:
         return None
     return [
@@ -349,11 +317,11 @@ def _stage(rows: Sequence[StagedRow]) -> Staged:
 
 
 def _insert_staged(
-    org: Org, rows: Sequence[StagedRow], staged: Staged, *, actor: str, workflow_of: Mapping[int, Workflow]
+    org: Org, rows: Sequence[StagedRow], staged: Staged, *, actor: Actor, workflow_of: Mapping[int, Workflow]
 ) -> list[Chart]:
     """Insert the staged charts whose external id the org has not used yet (its unique index finds
     the others as the rows are written: no lookup before), in item order, with their birth events
-    (the '' -> queued event of `record_created`), in one statement; return the charts inserted.
+    (the '' -> queued event), in one statement; return the charts inserted.
 
     Every column the rows do not name takes its field's default as Django would give it (auto_now
     fields: now), so a field added later needs nothing here. Only (id, external id) come back: the
@@ -394,7 +362,7 @@ def _insert_staged(
         " SELECT id, external_id FROM inserted"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*params, *staged.params, ChartState.QUEUED, actor, now])
+        cursor.execute(sql, [*params, *staged.params, ChartState.QUEUED, actor.name, now])
         ids = dict((external_id, pk) for pk, external_id in cursor.fetchall())
     alias = connection.alias
     return [
@@ -436,7 +404,7 @@ _NO_PLAN = dict.fromkeys(PLAN_FIELDS)
 
 
 def _item_check(
-    item: Submission, workflows: Mapping[str, Workflow]
+    item: ChartRequest, workflows: Mapping[str, Workflow]
 ) -> tuple[dict[str, list[str]], dict[str, Any], str]:
     """Check every field of one item (those its `problems` name already are not checked again);
     return the problems by field, and the payload, as a value and as JSON text."""
@@ -502,8 +470,8 @@ def _payload_text(value: dict[str, Any]) -> str:
 
 def _encode_payload(value: dict[str, Any]) -> str:
     """`_PAYLOAD_JSON.encode(value)` through one C encoder, which `encode` makes anew on every call (the
-    making was three quarters of a small payload's encoding: 10-35 ms of a 10,000-chart bulk,
-    bench/bench_api.py). The same options, the same text. It keeps no list of the containers it is in
+    making was most of a small payload's encoding: bench/bench_api.py). The same options, the same
+    text. It keeps no list of the containers it is in
     (a list shared by threads would see another's), so a circular value, which only Python callers can
     make, ends in RecursionError instead of ValueError (`_payload_text` refuses both)."""
     if _C_ENCODER is None:
@@ -561,7 +529,7 @@ def _admit(org: Org, incoming: int) -> None:
     turn). The `incoming` new charts are inserted already, in this transaction: the count includes them."""
     if org.queue_limit is None or incoming == 0:
         return
-    waiting = Chart.objects.filter(org=org, state__in=QUEUE_STATES).count() - incoming
+    waiting = Chart.objects.filter(org=org, state__in=WAITING_STATES).count() - incoming
     if waiting + incoming > org.queue_limit:
         full = f"org {org.slug} has {waiting} waiting charts; its queue limit is {org.queue_limit}"
         if org.is_held:
@@ -578,7 +546,7 @@ def _admit(org: Org, incoming: int) -> None:
 
 def _retry_after(org: Org) -> int:
     """Seconds until the org's queue is likely to shrink: its next predicted start, within [1 s, 1 h]."""
-    next_start = Chart.objects.filter(org=org, state__in=QUEUE_STATES, plan__predicted_start__isnull=False).aggregate(
+    next_start = Chart.objects.filter(org=org, state__in=WAITING_STATES, plan__predicted_start__isnull=False).aggregate(
         first=Min("plan__predicted_start")
     )["first"]
     if next_start is None:
@@ -586,19 +554,21 @@ def _retry_after(org: Org) -> int:
     return int(min(3600, max(1, (next_start - timezone.now()).total_seconds())))
 
 
-def chart_pause(*, chart: Chart, actor: str, reason: str = "") -> Chart:
+def chart_pause(*, chart: Chart, actor: Actor, reason: str = "") -> Chart:
     """Pause a waiting chart: it keeps its place among its org's charts but is not dispatched."""
+    actor.org_required(chart.org_id, field="chart")
     chart = transition(chart, ChartState.PAUSED, actor=actor, reason=reason or "paused")
     changed(kind="chart", org_id=chart.org_id, chart=chart.pk)
     return chart
 
 
-def chart_resume(*, chart: Chart, actor: str, reason: str = "") -> Chart:
+def chart_resume(*, chart: Chart, actor: Actor, reason: str = "") -> Chart:
     """Resume a paused chart; a retry keeps its backoff through `available_at`.
 
     Only from `paused`: the table also lets a claimed (`dispatching`) chart go back to `queued`, but
     that is the reconciler's repair, never a user's resume.
     """
+    actor.org_required(chart.org_id, field="chart")
     with transaction.atomic():
         if not transition_if(chart.pk, [ChartState.PAUSED], ChartState.QUEUED, actor=actor, reason=reason or "resumed"):
             chart.refresh_from_db(fields=["state"])
@@ -609,25 +579,18 @@ def chart_resume(*, chart: Chart, actor: str, reason: str = "") -> Chart:
 
 
 def chart_prioritize(
-    *, chart: Chart, high_priority: bool | None = None, priority: int | None = None, actor: str, reason: str = ""
+    *, chart: Chart, high_priority: bool | None = None, priority: int | None = None, actor: Actor, reason: str = ""
 ) -> Chart:
     """Set the high-priority flag and/or the tenant priority of a chart that has not started; the
-    history says what changed, and why when given a `reason`."""
-    if high_priority is None and priority is None:
-        raise InvalidInput("give high_priority or priority", field="high_priority")
-    if high_priority is not None and not isinstance(high_priority, bool):
-        raise InvalidInput("high_priority must be true or false", field="high_priority")
-    if priority is not None:
-        _check_priority(priority)
+    history says what changed, and why when given a `reason`. A tenant sets a priority within
+    TENANT_PRIORITY of its own org's charts, never the high-priority tier (403 naming the field), as
+    `charts.levers.prioritized` rules."""
+    actor.org_required(chart.org_id, field="chart")
+    fields = prioritized(high_priority=high_priority, priority=priority, staff=actor.staff)
     with transaction.atomic():
         locked = Chart.objects.select_for_update(of=("self",)).get(pk=chart.pk)
-        if locked.state not in QUEUE_STATES:
+        if locked.state not in WAITING_STATES:
             raise Conflict(f"chart {chart.pk} is {locked.state}; only waiting charts can be reprioritized")
-        fields: dict[str, Any] = {}
-        if high_priority is not None:
-            fields["high_priority"] = high_priority
-        if priority is not None:
-            fields["priority"] = priority
         Chart.objects.filter(pk=chart.pk).update(**fields, updated_at=timezone.now())
         for name, value in fields.items():
             setattr(chart, name, value)
@@ -636,7 +599,7 @@ def chart_prioritize(
             chart=chart,
             from_state=locked.state,
             to_state=locked.state,
-            actor=actor,
+            actor=actor.name,
             reason="; ".join(
                 [", ".join(f"{name} set to {value}" for name, value in fields.items()), *([reason] if reason else [])]
             )[:1000],
@@ -645,14 +608,16 @@ def chart_prioritize(
     return chart
 
 
-def chart_move_to_top(*, chart: Chart, actor: str, highest: int = PRIORITY.maximum, reason: str = "") -> Chart:
+def chart_move_to_top(*, chart: Chart, actor: Actor, reason: str = "") -> Chart:
     """Put a chart first among its org's waiting charts by raising its priority above theirs
-    (including the largest waiting bonus aging could give them), up to `highest` (a tenant's is
-    the top of TENANT_PRIORITY)."""
+    (including the largest waiting bonus aging could give them), up to the top of PRIORITY (for a
+    tenant, of TENANT_PRIORITY)."""
+    actor.org_required(chart.org_id, field="chart")
+    highest = PRIORITY.maximum if actor.staff else TENANT_PRIORITY.maximum
     with transaction.atomic():
         Org.objects.select_for_update().get(pk=chart.org_id)
         top = (
-            Chart.objects.filter(org_id=chart.org_id, state__in=QUEUE_STATES)
+            Chart.objects.filter(org_id=chart.org_id, state__in=WAITING_STATES)
             .exclude(pk=chart.pk)
             .aggregate(top=Max("priority"))["top"]
         )
@@ -661,7 +626,7 @@ def chart_move_to_top(*, chart: Chart, actor: str, highest: int = PRIORITY.maxim
         return chart_prioritize(chart=chart, priority=max(priority, chart.priority), actor=actor, reason=reason)
 
 
-def chart_cancel(*, chart: Chart, actor: str, reason: str = "") -> Chart:
+def chart_cancel(*, chart: Chart, actor: Actor, reason: str = "") -> Chart:
     """Cancel a chart that has not finished. Steps:
 
     1. Lock the chart and move it to `cancelled` (its budget units are free from here on).
@@ -671,6 +636,7 @@ def chart_cancel(*, chart: Chart, actor: str, reason: str = "") -> Chart:
     3. After commit, have a worker ask Temporal to cancel the workflow (`CANCEL_WORKFLOW_TASK`); if
        that fails, the reconcile pass keeps trying.
     """
+    actor.org_required(chart.org_id, field="chart")
     with transaction.atomic():
         previous = (
             Chart.objects.select_for_update(of=("self",)).filter(pk=chart.pk).values_list("state", flat=True).first()
@@ -698,12 +664,14 @@ def chart_cancel(*, chart: Chart, actor: str, reason: str = "") -> Chart:
     return chart
 
 
-def chart_workflow_closed(*, chart: Chart, how: str, actor: str) -> bool:
+def chart_workflow_closed(*, chart: Chart, how: str, actor: Actor) -> bool:
     """Settle a cancelled chart's cancel request: Temporal says its workflow has closed (`how`).
 
     Returns whether this call settled it (a concurrent reconcile may have done so first). The
-    history gets a note, cancelled to cancelled, saying how the workflow ended.
+    history gets a note, cancelled to cancelled, saying how the workflow ended. The reconciler's, not
+    a tenant's.
     """
+    actor.staff_required(field="chart")
     with transaction.atomic():
         settled = Chart.objects.filter(
             pk=chart.pk, state=ChartState.CANCELLED, cancel_requested_at__isnull=False
@@ -713,7 +681,7 @@ def chart_workflow_closed(*, chart: Chart, how: str, actor: str) -> bool:
                 chart_id=chart.pk,
                 from_state=ChartState.CANCELLED,
                 to_state=ChartState.CANCELLED,
-                actor=actor,
+                actor=actor.name,
                 reason=f"workflow closed in Temporal: {how}"[:1000],
             )
     return bool(settled)
@@ -725,12 +693,13 @@ def _cancel_workflow(workflow_id: str) -> None:
     current_app.send_task(CANCEL_WORKFLOW_TASK, args=[workflow_id])
 
 
-def duration_stats_forget(*, stats: Sequence[DurationStat], actor: str) -> int:
+def duration_stats_forget(*, stats: Sequence[DurationStat], actor: Actor) -> int:
     """Forget what was learned of the run durations of these (org, workflow) pairs, as when a new
     version of a workflow takes another time: until new runs finish, their charts' ETAs take the
     org's runs, the workflow's or FAIRSCHED_DEFAULT_DURATION (`scheduling.snapshot.Durations.of`).
     Each is logged in its org's history; the plan is redone. Returns how many were forgotten (a
     pair forgotten meanwhile is skipped)."""
+    actor.staff_required(field="stats")
     with transaction.atomic():
         current = list(
             DurationStat.objects.select_for_update(of=("self",))

@@ -16,6 +16,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from charts.models import CLAIMABLE_STATES, IN_FLIGHT_STATES, Chart, ChartEvent, ChartPlan, ChartState
+from common.actors import Actor
 from common.errors import Conflict
 
 S = ChartState
@@ -47,7 +48,7 @@ def can_transition(from_state: str, to_state: str) -> bool:
     return to_state in TRANSITIONS.get(from_state, frozenset())
 
 
-def transition(chart: Chart, to_state: str, *, actor: str, reason: str = "", **fields: Any) -> Chart:
+def transition(chart: Chart, to_state: str, *, actor: Actor, reason: str = "", **fields: Any) -> Chart:
     """Move a chart the caller holds to `to_state`, setting `fields` too, and log it.
 
     1. Refuse a transition the table does not allow (`IllegalTransition`, HTTP 409).
@@ -72,7 +73,7 @@ def transition_if(
     from_states: Iterable[str],
     to_state: str,
     *,
-    actor: str,
+    actor: Actor,
     reason: str = "",
     where: dict[str, Any] | None = None,
     **fields: Any,
@@ -99,7 +100,7 @@ def transition_if(
         Chart.objects.filter(pk=chart_id).update(state=to_state, updated_at=now, **fields)
         _leave_plan(chart_id, to_state)
         ChartEvent.objects.create(
-            chart_id=chart_id, from_state=previous, to_state=to_state, actor=actor, reason=reason[:1000], at=now
+            chart_id=chart_id, from_state=previous, to_state=to_state, actor=actor.name, reason=reason[:1000], at=now
         )
     return True
 
@@ -122,12 +123,3 @@ def _leave_plan(chart_id: int, to_state: str) -> None:
             cursor.execute(f"UPDATE {table} SET position = NULL WHERE chart_id IN ({unlocked})", [chart_id])  # noqa: S608
         else:
             cursor.execute(f"DELETE FROM {table} WHERE chart_id IN ({unlocked})", [chart_id])  # noqa: S608
-
-
-def record_created(charts: Iterable[Chart], *, actor: str, reason: str = "submitted") -> None:
-    """Log the birth of newly inserted charts (the '' -> initial state event), in bulk."""
-    now = timezone.now()
-    ChartEvent.objects.bulk_create(
-        ChartEvent(chart_id=chart.pk, from_state="", to_state=chart.state, actor=actor, reason=reason, at=now)
-        for chart in charts
-    )

@@ -42,14 +42,14 @@ from charts.selectors import (
     last_error_summary,
     org_summary,
 )
-from charts.serializers import ReasonSerializer
 from charts.waiting import waiting_words
-from common.actors import actor_for
+from common.actors import Actor
 from common.errors import BulkInvalid, FieldsInvalid, Forbidden, InvalidInput, NotFound, QueueFull, ServiceError
+from common.reasons import ReasonSerializer
+from knobs.models import SchedulerConfig
 from orgs.access import CallerWriteThrottle
 from orgs.models import Membership, Org
 from orgs.selectors import member_orgs, membership_get, workflows_all
-from scheduling.models import SchedulerConfig
 
 PAGE_SIZE = 50
 
@@ -298,7 +298,7 @@ def chart_lever(request: HttpRequest, org_slug: str, chart_id: int, lever: str) 
         if not body.is_valid():
             ((field, texts),) = list(body.errors.items())[:1]
             raise InvalidInput(str(texts[0]), field=field)
-        LEVERS[lever](chart=chart, actor=actor_for(request.user), reason=body.validated_data["reason"])
+        LEVERS[lever](chart=chart, actor=Actor.tenant(request.user, [org.pk]), reason=body.validated_data["reason"])
     except ServiceError as error:
         return _refused(request, org, error)
     messages.success(request, f"{LEVER_DONE[lever]} {chart.external_id}.")
@@ -324,8 +324,7 @@ def submit_one(request: HttpRequest, org_slug: str) -> HttpResponse:
             payload=item.payload,
             high_priority=item.high_priority,
             priority=item.priority,
-            actor=actor_for(request.user),
-            staff=False,
+            actor=Actor.tenant(request.user, [org.pk]),
             problems=item.problems,
         )
     except ServiceError as error:
@@ -353,7 +352,7 @@ def submit_file(request: HttpRequest, org_slug: str) -> HttpResponse:
         if limit is not None and file.size is not None and file.size > limit:
             raise FileTooLarge(f"the file is larger than {limit} bytes; split it")
         upload = upload_read(name=file.name or "", raw=file.read(), org_slug=org.slug)
-        results = services.chart_submit_bulk(org=org, items=upload.items, actor=actor_for(request.user), staff=False)
+        results = services.chart_submit_bulk(org=org, items=upload.items, actor=Actor.tenant(request.user, [org.pk]))
     except ServiceError as error:
         return _refused(request, org, error, rows=upload.rows if upload is not None else None)
     created = sum(1 for _, is_new in results if is_new)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from charts.models import QUEUE_STATES, Chart, ChartState, WaitingReason
+from charts.models import WAITING_STATES, Chart, ChartState, WaitingReason
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ def chart_waiting(chart: Chart) -> ChartWaiting | None:
        `not_yet_planned`.
     3. Otherwise the plan's reason and time.
     """
-    if chart.state not in QUEUE_STATES:
+    if chart.state not in WAITING_STATES:
         return None
     if chart.org.weight == 0:
         return ChartWaiting(WaitingReason.ORG_HELD, None)

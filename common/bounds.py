@@ -3,8 +3,8 @@
 Every lever has a service that checks its input (`Whole.check`, `Number.check`: an `InvalidInput`
 naming the field, HTTP 400). The other surfaces take their limits from the same bound instead of
 writing the numbers again: the API's serializers (`Whole.limits` as `min_value`/`max_value`), the
-admin's form fields, the what-if preview. The bounds themselves live beside their services
-(`orgs.services.WEIGHT`, `scheduling.services.CONFIG_BOUNDS`, ...).
+admin's form fields, the what-if preview. The bounds themselves live beside their levers
+(`orgs.levers.WEIGHT`, `knobs.levers.CONFIG_BOUNDS`, ...).
 """
 
 from __future__ import annotations

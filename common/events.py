@@ -91,8 +91,8 @@ class _Sender:
     3. Send the broadcasts in order (a Redis blip only logs: the live pages resync on their next).
     4. Ask for one replan if any of them asked for one (a failure only logs: beat replans anyway).
 
-    Each send costs this thread ~0.1 ms of CPU and a wake-up, which one by one came to ~1.3 ms a single
-    submit, a fifth of its web CPU (bench/bench_submit_cpu.py); in batches it is shared.
+    Each send costs this thread CPU and a wake-up, which one by one came to a large share of a single
+    submit's web CPU (bench/bench_submit_cpu.py); in batches it is shared.
 
     The thread starts on first use, again after a fork (Celery's pool children, gunicorn's
     workers), and is given a moment to empty its queue when the process exits.
@@ -100,7 +100,7 @@ class _Sender:
 
     EXIT_FLUSH_SECONDS = 2.0
     # The live pages' hints wait at most this much longer during a burst (they refetch what a hint
-    # names; their update lag is some 150 ms: bench/bench_dashboard.py).
+    # names, well within their update lag: bench/bench_dashboard.py).
     GATHER_SECONDS = 0.05
 
     def __init__(self) -> None:

@@ -10,8 +10,8 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "fairsched.settings")
 
 def _http_application() -> WSGIBridge:
     """Django's HTTP application, with the URLconf and every view it names loaded now: lazily, a worker's
-    first request paid for importing them (DRF, the schema, the apps' views: ~0.3 s of CPU, in the
-    latency of whichever requests reach a new worker first; bench/bench_api.py)."""
+    first request paid for importing them (DRF, the schema, the apps' views), in the latency of
+    whichever requests reach a new worker first (bench/bench_api.py)."""
     import django
     from django.conf import settings
     from django.urls import get_resolver

@@ -34,8 +34,8 @@ APPLICATION_NAME = "fairsched-celery-{pid}"
 def load_compiled_core(**kwargs: Any) -> None:
     """The worker loads the core's compiled replay before it forks its pool, so that every child
     (the replan's process) has it from its first plan: a replan of a large queue then takes it
-    without the ~0.6 s its first load costs, nor, in a fresh checkout, the ~4-7 s of CPU numba takes
-    to compile it (cached on disk after). Here and not in each child: a child that takes longer than
+    without paying for its first load, nor, in a fresh checkout, for numba's compile (cached on disk
+    after; both measured by bench/bench_core.py). Here and not in each child: a child that takes longer than
     Celery's few seconds to start is killed, and forked children share the loaded code."""
     from scheduling.core import load_compiled_replay  # here: only the worker pays for the core's import
 

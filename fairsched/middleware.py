@@ -82,8 +82,8 @@ class PolicyOnceCSPMiddleware(CSPMiddleware):
     """django-csp's middleware, with the settings' policies built once instead of for every response.
 
     The library builds each header anew per response (the directives merged with its defaults, copied
-    and joined, for the policy and again for the report-only one): ~8% of a small API request's handler
-    CPU (bench/bench_api.py). Without a nonce the result depends on the settings alone, so:
+    and joined, for the policy and again for the report-only one), a visible share of a small API
+    request's handler CPU (bench/bench_api.py). Without a nonce the result depends on the settings alone, so:
 
     1. A response of a view with a policy of its own (`csp.decorators` set `_csp_config`, `_csp_update`
        or `_csp_replace`, or their report-only twins), or a request whose page used its nonce

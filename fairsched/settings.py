@@ -99,6 +99,7 @@ INSTALLED_APPS = [
     "csp",
     "django_htmx",
     "orgs",
+    "knobs",
     "charts",
     "scheduling",
     "feed",

@@ -1,8 +1,8 @@
 """Plain HTTP under ASGI served by Django's WSGI handler, each request whole in one thread of a pool.
 
 Django's ASGI handler runs a sync project's request in hops between the event loop and threads (the
-stack, the view, asgiref's per-request ThreadSensitiveContext and its fresh thread): ~1.2 ms of CPU a
-status read, a third of it (bench/bench_api.py). Here the event loop reads the request's head and
+stack, the view, asgiref's per-request ThreadSensitiveContext and its fresh thread), a large share of
+a status read's CPU (bench/bench_http_cpu.py). Here the event loop reads the request's head and
 first body message, hands the request to a pool thread once, and sends the answer when the thread is
 done: one hop, as gunicorn's threaded worker would. What that keeps:
 

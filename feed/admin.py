@@ -11,7 +11,7 @@ from django.db import models
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from common.actors import actor_for
+from common.actors import Actor
 from common.admin_utils import ServiceModelAdmin, apply_each
 from feed import services
 from feed.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint
@@ -53,11 +53,11 @@ class WebhookEndpointAdmin(ServiceModelAdmin[WebhookEndpoint]):
         data = form.cleaned_data
         if change:
             services.webhook_endpoint_update(
-                endpoint=obj, event_types=data["event_types"], actor=actor_for(request.user)
+                endpoint=obj, event_types=data["event_types"], actor=Actor.operator(request.user)
             )
             return
         endpoint, secret = services.webhook_endpoint_create(
-            org=data["org"], url=data["url"], event_types=data["event_types"], actor=actor_for(request.user)
+            org=data["org"], url=data["url"], event_types=data["event_types"], actor=Actor.operator(request.user)
         )
         obj.pk = endpoint.pk
         self.message_user(request, f"The endpoint's signing secret (shown this once): {secret}", messages.WARNING)
@@ -68,7 +68,7 @@ class WebhookEndpointAdmin(ServiceModelAdmin[WebhookEndpoint]):
             self,
             request,
             queryset,
-            lambda e: services.webhook_endpoint_update(endpoint=e, active=True, actor=actor_for(request.user)),
+            lambda e: services.webhook_endpoint_update(endpoint=e, active=True, actor=Actor.operator(request.user)),
             "Enabled",
         )
 
@@ -78,7 +78,7 @@ class WebhookEndpointAdmin(ServiceModelAdmin[WebhookEndpoint]):
             self,
             request,
             queryset,
-            lambda e: services.webhook_endpoint_update(endpoint=e, active=False, actor=actor_for(request.user)),
+            lambda e: services.webhook_endpoint_update(endpoint=e, active=False, actor=Actor.operator(request.user)),
             "Disabled",
         )
 
@@ -120,7 +120,7 @@ class WebhookDeliveryAdmin(admin.ModelAdmin[WebhookDelivery]):
             request,
             queryset.select_related("endpoint"),
             lambda d: services.webhook_delivery_send_again(
-                endpoint=d.endpoint, delivery_id=d.pk, actor=actor_for(request.user)
+                endpoint=d.endpoint, delivery_id=d.pk, actor=Actor.operator(request.user)
             ),
             "Queued again",
         )

@@ -23,7 +23,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from common.actors import actor_for
 from common.api import CursorPagination, FairschedAPIView
 from common.strict import PageQuerySerializer
 from feed import services
@@ -50,7 +49,7 @@ from feed.serializers import (
     WebhookEndpointSerializer,
     WebhookEndpointUpdateSerializer,
 )
-from orgs.access import IsStaffScope, visible_org_ids
+from orgs.access import IsStaffScope, actor_of, visible_org_ids
 from orgs.selectors import org_for_input
 
 POLL_SECONDS = 0.25
@@ -134,7 +133,7 @@ class WebhookEndpointViewSet(FairschedAPIView, viewsets.GenericViewSet[WebhookEn
         data = given.validated_data
         org = org_for_input(org_ids=None, slug=data["org"]) if data.get("org") else None
         endpoint, secret = services.webhook_endpoint_create(
-            org=org, url=data["url"], event_types=data["event_types"], actor=actor_for(request.user)
+            org=org, url=data["url"], event_types=data["event_types"], actor=actor_of(request)
         )
         shown = WebhookEndpointCreatedSerializer(endpoint).data
         return Response({**shown, "secret": secret}, status=status.HTTP_201_CREATED)
@@ -145,13 +144,13 @@ class WebhookEndpointViewSet(FairschedAPIView, viewsets.GenericViewSet[WebhookEn
         given = WebhookEndpointUpdateSerializer(data=request.data)
         given.is_valid(raise_exception=True)
         endpoint = services.webhook_endpoint_update(
-            endpoint=self._endpoint(pk), actor=actor_for(request.user), **given.validated_data
+            endpoint=self._endpoint(pk), actor=actor_of(request), **given.validated_data
         )
         return Response(WebhookEndpointSerializer(endpoint).data)
 
     @extend_schema(responses={204: OpenApiResponse(description="Deleted, with its delivery log.")})
     def destroy(self, request: Request, pk: str) -> Response:
-        services.webhook_endpoint_delete(endpoint=self._endpoint(pk), actor=actor_for(request.user))
+        services.webhook_endpoint_delete(endpoint=self._endpoint(pk), actor=actor_of(request))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     @extend_schema(parameters=[DeliveryFilterSerializer], responses=WebhookDeliverySerializer(many=True))
@@ -172,7 +171,7 @@ class WebhookEndpointViewSet(FairschedAPIView, viewsets.GenericViewSet[WebhookEn
     def send_again(self, request: Request, pk: str, delivery_id: str) -> Response:
         """Send a delivery's event again (with the same idempotency key), after what is queued."""
         delivery = services.webhook_delivery_send_again(
-            endpoint=self._endpoint(pk), delivery_id=int(delivery_id), actor=actor_for(request.user)
+            endpoint=self._endpoint(pk), delivery_id=int(delivery_id), actor=actor_of(request)
         )
         return Response(WebhookDeliverySerializer(delivery).data, status=status.HTTP_201_CREATED)
 

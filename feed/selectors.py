@@ -32,8 +32,9 @@ from charts.selectors import STAFF_ACTOR, SYSTEM_ACTOR_PREFIX, USER_ACTOR_PREFIX
 from common.errors import InvalidInput, NotFound
 from common.txid import horizon
 from feed.models import WebhookDelivery, WebhookEndpoint
+from knobs.models import ConfigChange
 from orgs.models import OrgChange
-from scheduling.models import ClearTimeSlip, ConfigChange
+from scheduling.models import ClearTimeSlip
 
 S = ChartState
 # The logs in the order their rows of one transaction are served (the second key of the feed's order).

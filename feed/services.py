@@ -26,6 +26,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection, transaction
 from django.utils import timezone
 
+from common.actors import Actor
 from common.errors import InvalidInput, NotFound
 from feed.delivery import Outcome, post, url_check
 from feed.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint
@@ -51,28 +52,39 @@ def _event_types_check(event_types: list[str]) -> list[str]:
     return [name for name in WEBHOOK_TYPES if name in event_types]
 
 
+def _endpoint_reach(actor: Actor, org_id: int | None) -> None:
+    """An endpoint of one org is its tenants' (another org's is not there: 404); one of every org, staff's."""
+    if org_id is None:
+        actor.staff_required(field="org", what="an endpoint of every org")
+    else:
+        actor.org_required(org_id, field="endpoint")
+
+
 def webhook_endpoint_create(
-    *, org: Org | None, url: str, event_types: list[str], actor: str
+    *, org: Org | None, url: str, event_types: list[str], actor: Actor
 ) -> tuple[WebhookEndpoint, str]:
     """Register an endpoint for `org` (None: every org) and return it with its secret (shown once).
 
-    It hears events from now on: its cursor starts after every event already committed."""
+    It hears events from now on: its cursor starts after every event already committed. A tenant
+    registers one for an org it writes in (else 404), never one for every org (403)."""
+    _endpoint_reach(actor, org.pk if org else None)
     url = url.strip()
     url_check(url)
     types = _event_types_check(event_types)
     secret = f"whsec_{secrets.token_hex(24)}"
     with transaction.atomic():
         endpoint = WebhookEndpoint.objects.create(
-            org=org, url=url, event_types=types, secret=secret, cursor=feed_now().encode(), created_by=actor
+            org=org, url=url, event_types=types, secret=secret, cursor=feed_now().encode(), created_by=actor.name
         )
     logger.info("webhook endpoint %s registered by %s for %s", endpoint.pk, actor, org.slug if org else "every org")
     return endpoint, secret
 
 
 def webhook_endpoint_update(
-    *, endpoint: WebhookEndpoint, actor: str, active: bool | None = None, event_types: list[str] | None = None
+    *, endpoint: WebhookEndpoint, actor: Actor, active: bool | None = None, event_types: list[str] | None = None
 ) -> WebhookEndpoint:
     """Change what it hears, or disable or re-enable it (re-enabled, it forgets its failing streak)."""
+    _endpoint_reach(actor, endpoint.org_id)
     with transaction.atomic():
         endpoint = WebhookEndpoint.objects.select_for_update().get(pk=endpoint.pk)
         if event_types is not None:
@@ -89,14 +101,16 @@ def webhook_endpoint_update(
     return endpoint
 
 
-def webhook_endpoint_delete(*, endpoint: WebhookEndpoint, actor: str) -> None:
+def webhook_endpoint_delete(*, endpoint: WebhookEndpoint, actor: Actor) -> None:
+    _endpoint_reach(actor, endpoint.org_id)
     with transaction.atomic():
         WebhookEndpoint.objects.filter(pk=endpoint.pk).delete()
     logger.info("webhook endpoint %s deleted by %s", endpoint.pk, actor)
 
 
-def webhook_delivery_send_again(*, endpoint: WebhookEndpoint, delivery_id: int, actor: str) -> WebhookDelivery:
+def webhook_delivery_send_again(*, endpoint: WebhookEndpoint, delivery_id: int, actor: Actor) -> WebhookDelivery:
     """Queue a delivery's event again for its endpoint, behind what waits, with the same idempotency key."""
+    _endpoint_reach(actor, endpoint.org_id)
     original = WebhookDelivery.objects.filter(endpoint=endpoint, pk=delivery_id).first()
     if original is None:
         raise NotFound("delivery not found", field="detail")

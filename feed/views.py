@@ -13,7 +13,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from common.actors import actor_for
+from common.actors import Actor
 from common.errors import NotFound, ServiceError
 from feed import services
 from feed.models import WebhookEndpoint
@@ -71,7 +71,7 @@ def register(request: HttpRequest, org_slug: str) -> HttpResponse:
             org=org,
             url=request.POST.get("url", "")[:2000],
             event_types=request.POST.getlist("event_types"),
-            actor=actor_for(request.user),
+            actor=Actor.tenant(request.user, [org.pk]),
         )
     except ServiceError as error:
         problem = f"{error.field}: {error.message}" if error.field else error.message
@@ -97,7 +97,9 @@ def send_again(request: HttpRequest, org_slug: str, endpoint_id: int, delivery_i
         return refusal
     endpoint = _endpoint(org, endpoint_id)
     try:
-        services.webhook_delivery_send_again(endpoint=endpoint, delivery_id=delivery_id, actor=actor_for(request.user))
+        services.webhook_delivery_send_again(
+            endpoint=endpoint, delivery_id=delivery_id, actor=Actor.tenant(request.user, [org.pk])
+        )
     except NotFound:
         raise Http404("No such delivery") from None
     messages.success(request, "Queued again, with the same idempotency key.")
@@ -112,7 +114,7 @@ def enable(request: HttpRequest, org_slug: str, endpoint_id: int) -> HttpRespons
         return refusal
     endpoint = _endpoint(org, endpoint_id)
     active = request.POST.get("active") == "1"
-    services.webhook_endpoint_update(endpoint=endpoint, active=active, actor=actor_for(request.user))
+    services.webhook_endpoint_update(endpoint=endpoint, active=active, actor=Actor.tenant(request.user, [org.pk]))
     messages.success(request, "Enabled: it resumes where it stopped." if active else "Disabled.")
     return redirect("portal-webhooks:list", org_slug=org.slug)
 

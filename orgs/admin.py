@@ -15,9 +15,10 @@ from django.db.models import Field, QuerySet
 from django.forms import BaseInlineFormSet, ModelForm
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import format_html
 
-from common.actors import actor_for
+from common.actors import Actor
 from common.admin_utils import (
     EditedFieldsForm,
     ReasonActionForm,
@@ -28,7 +29,7 @@ from common.admin_utils import (
     reason_field,
 )
 from common.errors import InvalidInput
-from orgs import services
+from orgs import levers, services
 from orgs.access import api_token_revoke
 from orgs.models import ApiToken, Membership, Org, OrgChange, Provider, ProviderPause, Workflow, WorkflowCost
 
@@ -40,6 +41,7 @@ FIELD_BOUNDS = {
     "cost": services.COST,
     "default_cost": services.COST,
     "run_timeout": services.RUN_TIMEOUT,
+    "initial_duration": services.RUN_TIMEOUT,
 }
 
 # The newest of an org's history lines its admin History page lists (the change page's inline has all).
@@ -150,7 +152,7 @@ class OrgAdmin(ServiceModelAdmin[Org]):
         return super().formfield_for_dbfield(db_field, request, **bounded(db_field, kwargs))
 
     def save_model(self, request: HttpRequest, obj: Org, form: ModelForm[Org], change: bool) -> None:
-        actor = actor_for(request.user)
+        actor = Actor.operator(request.user)
         if not change:
             created = services.org_create(
                 name=obj.name,
@@ -204,7 +206,7 @@ class OrgAdmin(ServiceModelAdmin[Org]):
         if formset.model is not WorkflowCost:
             super().save_formset(request, form, formset, change)
             return
-        actor = actor_for(request.user)
+        actor = Actor.operator(request.user)
         org = form.instance
         reason = form.cleaned_data.get("reason", "")  # the change form's reason, for its costs too
         formset.new_objects, formset.changed_objects, formset.deleted_objects = [], [], []
@@ -231,7 +233,7 @@ class OrgAdmin(ServiceModelAdmin[Org]):
     def _save_memberships(self, request: HttpRequest, org: Org, formset: BaseInlineFormSet[Any, Any, Any]) -> None:
         """Members are added, given a role and removed by the services the API calls, so each change
         is checked and logged in the org's history."""
-        actor = actor_for(request.user)
+        actor = Actor.operator(request.user)
         instances = formset.save(commit=False)
         for instance in formset.deleted_objects:
             services.membership_remove(membership=instance, actor=actor)
@@ -243,7 +245,7 @@ class OrgAdmin(ServiceModelAdmin[Org]):
 
     @admin.action(description="Hold the selected orgs (nothing of theirs dispatches; their members see the reason)")
     def hold(self, request: HttpRequest, queryset: QuerySet[Org]) -> None:
-        actor, reason = actor_for(request.user), action_reason(self, request)
+        actor, reason = Actor.operator(request.user), action_reason(self, request)
         if reason is not None:
             apply_each(
                 self, request, queryset, lambda org: services.org_hold(org=org, actor=actor, reason=reason), "Held"
@@ -251,7 +253,7 @@ class OrgAdmin(ServiceModelAdmin[Org]):
 
     @admin.action(description="Release the selected orgs")
     def release(self, request: HttpRequest, queryset: QuerySet[Org]) -> None:
-        actor, reason = actor_for(request.user), action_reason(self, request)
+        actor, reason = Actor.operator(request.user), action_reason(self, request)
         if reason is not None:
             apply_each(
                 self,
@@ -280,7 +282,7 @@ class WorkflowAdmin(ServiceModelAdmin[Workflow]):
         return super().formfield_for_dbfield(db_field, request, **bounded(db_field, kwargs))
 
     def save_model(self, request: HttpRequest, obj: Workflow, form: ModelForm[Workflow], change: bool) -> None:
-        actor = actor_for(request.user)
+        actor = Actor.operator(request.user)
         values = {field: getattr(obj, field) for field in services.WORKFLOW_FIELDS}
         if not change:
             obj.pk = services.workflow_register(actor=actor, **values).pk
@@ -304,7 +306,7 @@ class ProviderPauseForm(ModelForm[ProviderPause]):
 
     def clean_until(self) -> Any:
         try:
-            return services.pause_until_check(self.cleaned_data["until"])
+            return levers.pause_until_check(self.cleaned_data["until"], now=timezone.now())
         except InvalidInput as error:
             raise ValidationError(error.message) from None
 
@@ -328,13 +330,13 @@ class ProviderPauseAdmin(ServiceModelAdmin[ProviderPause]):
         self, request: HttpRequest, obj: ProviderPause, form: ModelForm[ProviderPause], change: bool
     ) -> None:
         pause = services.provider_pause(
-            provider=obj.provider, org=obj.org, until=obj.until, reason=obj.reason, actor=actor_for(request.user)
+            provider=obj.provider, org=obj.org, until=obj.until, reason=obj.reason, actor=Actor.operator(request.user)
         )
         obj.pk = pause.pk
 
     @admin.action(description="End the selected pauses now")
     def end_now(self, request: HttpRequest, queryset: QuerySet[ProviderPause]) -> None:
-        actor, reason = actor_for(request.user), action_reason(self, request)
+        actor, reason = Actor.operator(request.user), action_reason(self, request)
         if reason is None:
             return
         apply_each(
@@ -364,7 +366,7 @@ class ApiTokenAdmin(admin.ModelAdmin[ApiToken]):
         return False
 
     def delete_model(self, request: HttpRequest, obj: ApiToken) -> None:
-        api_token_revoke(token_id=obj.pk, actor=actor_for(request.user))
+        api_token_revoke(token_id=obj.pk, actor=Actor.operator(request.user))
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
         for token in queryset:

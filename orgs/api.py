@@ -1,27 +1,31 @@
-"""Provider and API token endpoints (orgs and workflows: `charts.org_api`, `scheduling.workflow_api`)."""
+"""Provider, provider pause and API token endpoints (orgs and workflows: `org_api`, `workflow_api`)."""
 
 from __future__ import annotations
 
 from django.db.models import QuerySet
 from django.utils import timezone
-from drf_spectacular.utils import extend_schema
-from rest_framework import status, viewsets
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.permissions import BasePermission, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from common.actors import actor_for
 from common.api import CursorPagination, FairschedAPIView
+from common.errors import InvalidInput, NotFound
+from common.reasons import ReasonSerializer
 from common.strict import PageQuerySerializer
 from orgs import services
-from orgs.access import IsStaffScope, api_token_grant, api_token_revoke, visible_org_ids
-from orgs.models import ApiToken, Provider
-from orgs.selectors import org_for_input, provider_get, providers_visible, user_for_input
+from orgs.access import IsStaffScope, actor_of, api_token_grant, api_token_revoke, visible_org_ids
+from orgs.models import ApiToken, Org, Provider, ProviderPause
+from orgs.selectors import org_for_input, provider_get, provider_pauses, providers_visible, user_for_input
 from orgs.serializers import (
     ApiTokenIssuedSerializer,
     ApiTokenIssueSerializer,
     ApiTokenSerializer,
+    ProviderPauseCreateSerializer,
+    ProviderPauseQuerySerializer,
+    ProviderPauseSerializer,
     ProviderResumeResultSerializer,
     ProviderResumeSerializer,
     ProviderSerializer,
@@ -68,7 +72,65 @@ class ProviderViewSet(FairschedAPIView, viewsets.GenericViewSet[Provider]):
         body.is_valid(raise_exception=True)
         org = org_for_input(org_ids=None, slug=body.validated_data["org"]) if body.validated_data["org"] else None
         ended = services.provider_resume(
-            provider=provider, org=org, actor=actor_for(request.user), reason=body.validated_data["reason"]
+            provider=provider, org=org, actor=actor_of(request), reason=body.validated_data["reason"]
+        )
+        return Response({"ended": ended})
+
+
+class PauseCursorPagination(CursorPagination):
+    ordering = "-id"
+
+
+class ProviderPauseViewSet(FairschedAPIView, viewsets.GenericViewSet[ProviderPause]):
+    """Staff: pause a provider for everyone or one org until a time; list the pauses; end them."""
+
+    permission_classes = [IsAuthenticated, IsStaffScope]
+    serializer_class = ProviderPauseSerializer
+    pagination_class = PauseCursorPagination
+    lookup_value_regex = "[0-9]+"
+
+    def get_queryset(self) -> QuerySet[ProviderPause]:
+        return provider_pauses(active_only=False, now=timezone.now())
+
+    @extend_schema(parameters=[ProviderPauseQuerySerializer])
+    def list(self, request: Request) -> Response:
+        query = ProviderPauseQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        active = query.validated_data["active"]
+        page = self.paginate_queryset(provider_pauses(active_only=active, now=timezone.now()))
+        return self.get_paginated_response(ProviderPauseSerializer(page, many=True).data)
+
+    @extend_schema(request=ProviderPauseCreateSerializer, responses={201: ProviderPauseSerializer})
+    def create(self, request: Request) -> Response:
+        body = ProviderPauseCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        provider = Provider.objects.filter(slug=data["provider"]).first()
+        if provider is None:
+            raise InvalidInput(f"unknown provider {data['provider']!r}", field="provider")
+        org = None
+        if data["org"]:
+            org = Org.objects.filter(slug=data["org"]).first()
+            if org is None:
+                raise InvalidInput(f"unknown org {data['org']!r}", field="org")
+        pause = services.provider_pause(
+            provider=provider, org=org, until=data["until"], actor=actor_of(request), reason=data["reason"]
+        )
+        return Response(ProviderPauseSerializer(pause).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        request=ReasonSerializer, responses=inline_serializer("PauseEnded", {"ended": serializers.IntegerField()})
+    )
+    @action(detail=True, methods=["post"])
+    def end(self, request: Request, pk: str) -> Response:
+        """End the pause now, with any other pause in force for the same provider and org."""
+        pause = ProviderPause.objects.select_related("provider", "org").filter(pk=int(pk)).first()
+        if pause is None:
+            raise NotFound("pause not found")
+        body = ReasonSerializer(data=request.data if isinstance(request.data, dict) else {})
+        body.is_valid(raise_exception=True)
+        ended = services.provider_resume(
+            provider=pause.provider, org=pause.org, actor=actor_of(request), reason=body.validated_data["reason"]
         )
         return Response({"ended": ended})
 
@@ -105,7 +167,7 @@ class ApiTokenViewSet(FairschedAPIView, viewsets.GenericViewSet[ApiToken]):
             org=org,
             staff=data["staff"],
             name=data["name"],
-            actor=actor_for(request.user),
+            actor=actor_of(request),
         )
         token.secret = secret  # type: ignore[attr-defined]
         return Response(ApiTokenIssuedSerializer(token).data, status=status.HTTP_201_CREATED)
@@ -113,5 +175,5 @@ class ApiTokenViewSet(FairschedAPIView, viewsets.GenericViewSet[ApiToken]):
     @extend_schema(responses={204: None})
     def destroy(self, request: Request, pk: str) -> Response:
         """Revoke the token: it stops working at once."""
-        api_token_revoke(token_id=int(pk), actor=actor_for(request.user))
+        api_token_revoke(token_id=int(pk), actor=actor_of(request))
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -119,6 +119,12 @@ class Workflow(models.Model):
         blank=True,
         help_text="Seconds a run may take before Temporal times it out (empty: FAIRSCHED_RUN_TIMEOUT).",
     )
+    initial_duration = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Seconds a run is expected to take, until runs of it have been seen: learned durations"
+        " replace it (empty: FAIRSCHED_DEFAULT_DURATION).",
+    )
 
     class Meta:
         ordering = ["name"]
@@ -126,6 +132,10 @@ class Workflow(models.Model):
             models.CheckConstraint(condition=Q(default_cost__gte=1), name="workflow_cost_gte_1"),
             models.CheckConstraint(
                 condition=Q(run_timeout__isnull=True) | Q(run_timeout__gte=1), name="workflow_run_timeout_gte_1"
+            ),
+            models.CheckConstraint(
+                condition=Q(initial_duration__isnull=True) | Q(initial_duration__gte=1),
+                name="workflow_initial_duration_gte_1",
             ),
         ]
 

@@ -52,14 +52,6 @@ def org_for_input(*, org_ids: OrgIds, slug: str | None) -> Org:
     return found[0]
 
 
-def member_org(*, user_id: int, slug: str) -> Org:
-    """One org the user belongs to, by slug; NotFound for any other (existing or not)."""
-    org = Org.objects.filter(slug=slug, memberships__user_id=user_id).first()
-    if org is None:
-        raise NotFound("org not found", field="org")
-    return org
-
-
 def membership_get(*, user_id: int, slug: str) -> Membership:
     """The user's membership in an org, by the org's slug, with the org; NotFound for any org the user
     is not in (existing or not)."""
@@ -72,10 +64,6 @@ def membership_get(*, user_id: int, slug: str) -> Membership:
 def member_orgs(*, user_id: int) -> list[Org]:
     """The orgs a user belongs to, by name: the portal's org switcher."""
     return list(Org.objects.filter(memberships__user_id=user_id).order_by("name", "id").only("id", "slug", "name"))
-
-
-def member_org_ids(*, user_id: int) -> frozenset[int]:
-    return frozenset(Membership.objects.filter(user_id=user_id).values_list("org_id", flat=True))
 
 
 def workflow_costs(*, org: Org) -> QuerySet[WorkflowCost]:

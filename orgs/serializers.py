@@ -17,8 +17,9 @@ from common.strict import (
     StrictSerializer,
     StrictSlugField,
 )
+from orgs.levers import COST, MAX_CONCURRENCY, QUEUE_LIMIT, WEIGHT
 from orgs.models import ApiToken, Membership, Org, OrgChange, Provider, ProviderPause, Workflow, WorkflowCost
-from orgs.services import COST, MAX_CONCURRENCY, QUEUE_LIMIT, RUN_TIMEOUT, WEIGHT, WORKFLOW_FIELDS
+from orgs.services import RUN_TIMEOUT, WORKFLOW_FIELDS
 
 
 class OrgSerializer(serializers.ModelSerializer[Org]):
@@ -110,6 +111,11 @@ class WorkflowTermsSerializer(serializers.Serializer[Any]):
         source="workflow.effective_run_timeout",
         help_text="Seconds a run started now may take before Temporal times it out.",
     )
+    initial_duration = serializers.IntegerField(
+        source="workflow.initial_duration",
+        allow_null=True,
+        help_text="Seconds a run is expected to take until runs of it have been learned; null: the default.",
+    )
     org = serializers.CharField(
         source="org.slug", allow_null=True, help_text="The org that `cost` and `expected_duration` are for; null: none."
     )
@@ -119,7 +125,7 @@ class WorkflowTermsSerializer(serializers.Serializer[Any]):
     expected_duration = serializers.FloatField(
         help_text=(
             "Seconds a run is expected to take: the org's runs of it, else the org's runs, "
-            "else the workflow's, else the default."
+            "else the workflow's, else its `initial_duration`, else the default."
         )
     )
 
@@ -180,6 +186,7 @@ class WorkflowSerializer(serializers.ModelSerializer[Workflow]):
             "default_cost",
             "run_timeout",
             "effective_run_timeout",
+            "initial_duration",
             "provider",
             "params",
         ]
@@ -197,6 +204,14 @@ class WorkflowCreateSerializer(StrictSerializer):
         allow_null=True,
         **RUN_TIMEOUT.limits,
         help_text="Seconds; null: the deployment's default.",
+    )
+    initial_duration = StrictIntegerField(
+        required=False,
+        default=None,
+        allow_null=True,
+        **RUN_TIMEOUT.limits,
+        help_text="Seconds a run is expected to take until runs of it have been learned; null: the deployment's"
+        " default (FAIRSCHED_DEFAULT_DURATION).",
     )
     provider = StrictSlugField(
         required=False, default=None, allow_null=True, max_length=100, help_text="A provider's slug; null: none."
@@ -278,3 +293,34 @@ class ApiTokenIssueSerializer(StrictSerializer):
         if (attrs["org"] is None) == (not attrs["staff"]):
             raise serializers.ValidationError({"org": ["give org or staff: true, not both and not neither"]})
         return attrs
+
+
+class HoldSerializer(StrictSerializer):
+    reason = ReasonField(
+        help_text="Why, written for the customer: the org's members see it (portal, `hold_reason`) until the"
+        " release. At most 500 characters, one line."
+    )
+
+
+class ProviderPauseSerializer(serializers.ModelSerializer[ProviderPause]):
+    provider = serializers.CharField(source="provider.slug", read_only=True)
+    org = serializers.SerializerMethodField(help_text="The paused org's slug; null: paused for everyone.")
+
+    class Meta:
+        model = ProviderPause
+        fields = ["id", "provider", "org", "until", "reason", "created_by", "created_at"]
+        read_only_fields = fields
+
+    def get_org(self, pause: ProviderPause) -> str | None:
+        return pause.org.slug if pause.org is not None else None
+
+
+class ProviderPauseCreateSerializer(StrictSerializer):
+    provider = StrictSlugField(max_length=100)
+    org = StrictSlugField(max_length=100, required=False, allow_null=True, default=None)
+    until = serializers.DateTimeField()
+    reason = ReasonField()
+
+
+class ProviderPauseQuerySerializer(StrictQuerySerializer):
+    active = serializers.BooleanField(required=False, default=True, help_text="Only pauses still in force.")

@@ -1,12 +1,15 @@
 """Writes on tenants: weights, holds, caps, queue limits, per-workflow costs, provider pauses.
 
 Every function validates its input, runs in one transaction, records who changed what in the org's
-history (`OrgChange`) and, after commit, asks for a replan and tells the live pages.
+history (`OrgChange`) and, after commit, asks for a replan and tells the live pages. What a lever
+makes of the org's row is its pure function in `orgs.levers` (the what-if calls the same ones);
+these are operators' levers: a tenant actor is refused (403).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -15,19 +18,14 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
+from common.actors import Actor
 from common.bounds import Whole
 from common.errors import Conflict, InvalidInput, NotFound
 from common.events import changed
+from orgs import levers
+from orgs.levers import COST, MAX_CONCURRENCY, QUEUE_LIMIT, WEIGHT
 from orgs.models import Membership, Org, OrgChange, Provider, ProviderPause, Workflow, WorkflowCost
 
-# The bounds of the org and workflow levers, for every surface (API, admin, what-if): see common.bounds.
-WEIGHT = Whole(0, 10_000)
-# Charts of an org in flight at once, and in its queue (null: no cap, no limit). The columns are
-# PostgreSQL integers: a larger number is refused here, not by the database.
-MAX_CONCURRENCY = Whole(1)
-QUEUE_LIMIT = Whole(1)
-# Budget units one run holds: a workflow's default and an org's override.
-COST = Whole(1, 1_000_000)
 RUN_TIMEOUT = Whole(1, 366 * 86400)
 logger = logging.getLogger(__name__)
 
@@ -40,11 +38,11 @@ def _locked(org: Org) -> Org:
         raise NotFound("org not found", field="org") from None
 
 
-def org_change_log(org: Org, *, actor: str, field: str, old: object, new: object, reason: str) -> None:
+def org_change_log(org: Org, *, actor: Actor, field: str, old: object, new: object, reason: str) -> None:
     """One line of the org's change history (`OrgChange`), within the caller's transaction."""
     OrgChange.objects.create(
         org=org,
-        actor=actor,
+        actor=actor.name,
         field=field,
         old_value="" if old is None else str(old),
         new_value="" if new is None else str(new),
@@ -59,8 +57,9 @@ def org_create(
     weight: int = 1,
     max_concurrency: int | None = None,
     queue_limit: int | None = None,
-    actor: str,
+    actor: Actor,
 ) -> Org:
+    actor.staff_required(field="org")
     name = (name or "").strip()
     if not name:
         raise InvalidInput("name must not be empty", field="name")
@@ -86,14 +85,14 @@ def org_create(
     return org
 
 
-def org_weight_set(*, org: Org, weight: int, actor: str, reason: str = "", expected: int | None = None) -> Org:
+def org_weight_set(*, org: Org, weight: int, actor: Actor, reason: str = "", expected: int | None = None) -> Org:
     """Set the org's weight; 0 holds it like `org_hold`, remembering the weight a release restores.
 
     The reason stays internal: a weight set to 0 shows the org's members no hold reason (`org_hold`'s
     reason is the one written for them). `expected`: the weight the caller saw (a page opened
     earlier); if the stored one is another, by a change made since, nothing is written (Conflict).
     Compared under the org's lock, so no write lands between the comparison and this one."""
-    weight = WEIGHT.check(weight, field="weight")
+    actor.staff_required(field="weight")
     with transaction.atomic():
         org = _locked(org)
         old = org.weight
@@ -103,22 +102,21 @@ def org_weight_set(*, org: Org, weight: int, actor: str, reason: str = "", expec
                 f"{old}. Nothing was saved; check the value and save again.",
                 field="weight",
             )
-        if old == weight:
+        fields = levers.weight_set(org, weight)
+        if not fields:
             return org
-        org.weight = weight
-        org.weight_before_hold = (old or org.weight_before_hold) if weight == 0 else None
-        org.hold_reason = ""
-        org.save(update_fields=["weight", "weight_before_hold", "hold_reason", "updated_at"])
+        _apply(org, {**fields, "hold_reason": ""})
         org_change_log(org, actor=actor, field="weight", old=old, new=weight, reason=reason)
         changed(kind="org", org_id=org.pk)
     return org
 
 
-def org_hold(*, org: Org, actor: str, reason: str = "") -> Org:
+def org_hold(*, org: Org, actor: Actor, reason: str = "") -> Org:
     """Hold the org: weight 0, so its charts stay queued and visible but never dispatch.
 
     The reason is written for the customer: the org's members see it (portal, API) until the release.
     Holding a held org again with another reason replaces the reason its members see."""
+    actor.staff_required(field="hold")
     reason = reason[:500]
     with transaction.atomic():
         org = _locked(org)
@@ -131,54 +129,67 @@ def org_hold(*, org: Org, actor: str, reason: str = "") -> Org:
                 changed(kind="org", org_id=org.pk, replan=False)
             return org
         old = org.weight
-        org.weight_before_hold, org.weight, org.hold_reason = old, 0, reason
-        org.save(update_fields=["weight", "weight_before_hold", "hold_reason", "updated_at"])
+        _apply(org, {**levers.hold(org), "hold_reason": reason})
         org_change_log(org, actor=actor, field="hold", old=f"weight {old}", new="held", reason=reason)
         changed(kind="org", org_id=org.pk)
     return org
 
 
-def org_release(*, org: Org, actor: str, reason: str = "") -> Org:
+def org_release(*, org: Org, actor: Actor, reason: str = "") -> Org:
     """Release a held org, restoring the weight it had before the hold (1 if it never had one)."""
+    actor.staff_required(field="hold")
     with transaction.atomic():
         org = _locked(org)
-        if not org.is_held:
+        fields = levers.release(org)
+        if not fields:
             return org
-        org.weight = org.weight_before_hold or 1
-        org.weight_before_hold, org.hold_reason = None, ""
-        org.save(update_fields=["weight", "weight_before_hold", "hold_reason", "updated_at"])
+        _apply(org, {**fields, "hold_reason": ""})
         org_change_log(org, actor=actor, field="hold", old="held", new=f"weight {org.weight}", reason=reason)
         changed(kind="org", org_id=org.pk)
     return org
 
 
-def org_cap_set(*, org: Org, max_concurrency: int | None, actor: str, reason: str = "") -> Org:
-    max_concurrency = MAX_CONCURRENCY.check_optional(max_concurrency, field="max_concurrency")
-    return _org_field_set(org=org, field="max_concurrency", value=max_concurrency, actor=actor, reason=reason)
+def org_cap_set(*, org: Org, max_concurrency: int | None, actor: Actor, reason: str = "") -> Org:
+    actor.staff_required(field="max_concurrency")
+    return _org_field_set(org=org, lever=lambda row: levers.cap_set(row, max_concurrency), actor=actor, reason=reason)
 
 
-def org_queue_limit_set(*, org: Org, queue_limit: int | None, actor: str, reason: str = "") -> Org:
-    queue_limit = QUEUE_LIMIT.check_optional(queue_limit, field="queue_limit")
+def org_queue_limit_set(*, org: Org, queue_limit: int | None, actor: Actor, reason: str = "") -> Org:
+    actor.staff_required(field="queue_limit")
     # A queue limit does not move the plan: no replan needed.
-    return _org_field_set(org=org, field="queue_limit", value=queue_limit, actor=actor, reason=reason, replan=False)
+    return _org_field_set(
+        org=org, lever=lambda row: levers.queue_limit_set(row, queue_limit), actor=actor, reason=reason, replan=False
+    )
 
 
-def _org_field_set(*, org: Org, field: str, value: int | None, actor: str, reason: str, replan: bool = True) -> Org:
+def _apply(org: Org, fields: dict[str, object]) -> None:
+    """Write what a lever (`orgs.levers`) made of the locked org's row."""
+    for name, value in fields.items():
+        setattr(org, name, value)
+    org.save(update_fields=[*fields, "updated_at"])
+
+
+def _org_field_set(
+    *, org: Org, lever: Callable[[Org], levers.Fields], actor: Actor, reason: str, replan: bool = True
+) -> Org:
+    """Pull a lever of one field on the locked org: write the field it changes, log it, announce it."""
     with transaction.atomic():
         org = _locked(org)
-        old = getattr(org, field)
-        if old == value:
+        fields = lever(org)
+        if not fields:
             return org
-        setattr(org, field, value)
-        org.save(update_fields=[field, "updated_at"])
+        ((field, value),) = fields.items()
+        old = getattr(org, field)
+        _apply(org, fields)
         org_change_log(org, actor=actor, field=field, old=old, new=value, reason=reason)
         changed(kind="org", org_id=org.pk, replan=replan)
     return org
 
 
-def workflow_cost_set(*, org: Org, workflow: Workflow, cost: int | None, actor: str, reason: str = "") -> None:
+def workflow_cost_set(*, org: Org, workflow: Workflow, cost: int | None, actor: Actor, reason: str = "") -> None:
     """Set what one run of `workflow` costs `org`; None removes the override (the default applies)."""
-    cost = COST.check_optional(cost, field="cost")
+    actor.staff_required(field="cost")
+    cost = levers.cost_override_check(cost)
     with transaction.atomic():
         org = _locked(org)
         current = WorkflowCost.objects.filter(org=org, workflow=workflow).first()
@@ -200,7 +211,9 @@ def workflow_cost_set(*, org: Org, workflow: Workflow, cost: int | None, actor: 
         changed(kind="org", org_id=org.pk)
 
 
-WORKFLOW_FIELDS = ("name", "workflow_type", "task_queue", "default_cost", "run_timeout", "provider", "params")
+WORKFLOW_FIELDS = (
+    "name", "workflow_type", "task_queue", "default_cost", "run_timeout", "initial_duration", "provider", "params",
+)  # fmt: skip
 
 
 def _text(value: object, *, field: str, max_length: int = 200) -> str:
@@ -220,7 +233,7 @@ def _workflow_values(values: dict[str, object]) -> dict[str, object]:
             cleaned[field] = _text(value, field=field)
         elif field == "default_cost":
             cleaned[field] = COST.check(value, field=field)
-        elif field == "run_timeout":
+        elif field in {"run_timeout", "initial_duration"}:
             cleaned[field] = RUN_TIMEOUT.check_optional(value, field=field)
         elif field == "provider":
             if value is not None and not isinstance(value, Provider):
@@ -252,14 +265,16 @@ def workflow_register(
     task_queue: str,
     default_cost: int = 1,
     run_timeout: int | None = None,
+    initial_duration: int | None = None,
     provider: Provider | None = None,
     params: dict[str, object] | None = None,
-    actor: str,
+    actor: Actor,
 ) -> Workflow:
     """Register a kind of chart: the Temporal workflow type it starts, its task queue and terms.
 
     A name in use is a conflict (409). Nothing is queued under it yet, so no replan is needed.
     """
+    actor.staff_required(field="workflow")
     values = _workflow_values(
         {
             "name": name,
@@ -267,6 +282,7 @@ def workflow_register(
             "task_queue": task_queue,
             "default_cost": default_cost,
             "run_timeout": run_timeout,
+            "initial_duration": initial_duration,
             "provider": provider,
             "params": {} if params is None else params,
         }
@@ -280,12 +296,13 @@ def workflow_register(
     return workflow
 
 
-def workflow_change(*, workflow: Workflow, actor: str, **values: object) -> Workflow:
+def workflow_change(*, workflow: Workflow, actor: Actor, **values: object) -> Workflow:
     """Change any of a workflow's `WORKFLOW_FIELDS` at once; all are checked before anything is written.
 
-    A new cost or provider moves the plan (replan); a new run timeout, type, task queue or params
-    apply to runs started from now on (Temporal fixes a run's timeout when it starts).
+    A new cost, provider or initial duration moves the plan (replan); a new run timeout, type, task
+    queue or params apply to runs started from now on (Temporal fixes a run's timeout when it starts).
     """
+    actor.staff_required(field="workflow")
     cleaned = _workflow_values(values)
     with transaction.atomic():
         workflow = Workflow.objects.select_for_update().get(pk=workflow.pk)
@@ -298,23 +315,20 @@ def workflow_change(*, workflow: Workflow, actor: str, **values: object) -> Work
         for field in moved:
             setattr(workflow, field, cleaned[field])
         _workflow_saved(workflow, fields=moved)
-        changed(kind="workflow", workflow=workflow.pk, replan=bool({"default_cost", "provider"} & set(moved)))
+        changed(
+            kind="workflow",
+            workflow=workflow.pk,
+            replan=bool({"default_cost", "provider", "initial_duration"} & set(moved)),
+        )
     for field in moved:
         logger.info("workflow %s: %s %s -> %s by %s", workflow.name, field, old[field], cleaned[field], actor)
     return workflow
 
 
-def workflow_run_timeout_set(*, workflow: Workflow, run_timeout: int | None, actor: str) -> Workflow:
-    """Set how many seconds a run of `workflow` may take (None: the FAIRSCHED_RUN_TIMEOUT default).
-
-    It applies to runs started from now on: Temporal fixes a run's execution timeout when it starts.
-    """
-    return workflow_change(workflow=workflow, run_timeout=run_timeout, actor=actor)
-
-
-def membership_create(*, user: User, org: Org, role: str, actor: str) -> Membership:
+def membership_create(*, user: User, org: Org, role: str, actor: Actor) -> Membership:
     """Make `user` a member of `org` with `role`; already a member is a conflict (409). Logged in the
     org's history."""
+    actor.staff_required(field="user")
     if role not in Membership.Role.values:
         raise InvalidInput(f"role must be one of {', '.join(Membership.Role.values)}, got {role!r}", field="role")
     taken = Conflict(f"{user} is a member of {org.slug} already", field="user")
@@ -328,8 +342,9 @@ def membership_create(*, user: User, org: Org, role: str, actor: str) -> Members
     return membership
 
 
-def membership_role_set(*, membership: Membership, role: str, actor: str) -> Membership:
+def membership_role_set(*, membership: Membership, role: str, actor: Actor) -> Membership:
     """Change a member's role (a viewer reads only); logged in the org's history."""
+    actor.staff_required(field="role")
     if role not in Membership.Role.values:
         raise InvalidInput(f"role must be one of {', '.join(Membership.Role.values)}, got {role!r}", field="role")
     with transaction.atomic():
@@ -348,8 +363,9 @@ def membership_role_set(*, membership: Membership, role: str, actor: str) -> Mem
     return current
 
 
-def membership_remove(*, membership: Membership, actor: str) -> None:
+def membership_remove(*, membership: Membership, actor: Actor) -> None:
     """Remove a member: their session and their tokens for the org stop reaching it at once."""
+    actor.staff_required(field="user")
     with transaction.atomic():
         org = _locked(membership.org)
         current = Membership.objects.select_related("user").filter(pk=membership.pk).first()
@@ -360,23 +376,15 @@ def membership_remove(*, membership: Membership, actor: str) -> None:
         changed(kind="org", org_id=org.pk, replan=False)
 
 
-def pause_until_check(until: datetime) -> datetime:
-    """When a provider pause may end: a moment with its time zone, in the future."""
-    if timezone.is_naive(until):
-        raise InvalidInput("until must carry a time zone", field="until")
-    if until <= timezone.now():
-        raise InvalidInput("until must be in the future", field="until")
-    return until
-
-
 def provider_pause(
-    *, provider: Provider, until: datetime, org: Org | None = None, actor: str, reason: str = ""
+    *, provider: Provider, until: datetime, org: Org | None = None, actor: Actor, reason: str = ""
 ) -> ProviderPause:
     """Pause a provider until `until`, for everyone or for one org. Its charts wait; others go on."""
-    until = pause_until_check(until)
+    actor.staff_required(field="provider")
+    until = levers.pause_until_check(until, now=timezone.now())
     with transaction.atomic():
         pause = ProviderPause.objects.create(
-            provider=provider, org=org, until=until, reason=reason[:500], created_by=actor
+            provider=provider, org=org, until=until, reason=reason[:500], created_by=actor.name
         )
         if org is not None:
             org_change_log(
@@ -387,7 +395,7 @@ def provider_pause(
 
 
 def provider_throttle_record(
-    *, provider: Provider, org: Org, until: datetime, actor: str, reason: str = ""
+    *, provider: Provider, org: Org, until: datetime, actor: Actor, reason: str = ""
 ) -> list[ProviderPause]:
     """A provider throttled a run of `org`: pause it for that org, and for everyone when the limit is
     evidently the provider's own. Returns the pauses written. Steps:
@@ -399,12 +407,15 @@ def provider_throttle_record(
     4. At FAIRSCHED_THROTTLE_SPREAD_ORGS or more, a provider-wide limit is not one tenant's fault:
        pause the provider for everyone until `until`, unless a pause for everyone already lasts as long.
     """
+    actor.staff_required(field="provider")
     with transaction.atomic():
         Provider.objects.select_for_update().get(pk=provider.pk)
         pauses = [provider_pause(provider=provider, org=org, until=until, actor=actor, reason=reason)]
         since = timezone.now() - timedelta(seconds=settings.FAIRSCHED_THROTTLE_SPREAD_WINDOW)
         throttled_orgs = (
-            ProviderPause.objects.filter(provider=provider, org__isnull=False, created_by=actor, created_at__gte=since)
+            ProviderPause.objects.filter(
+                provider=provider, org__isnull=False, created_by=actor.name, created_at__gte=since
+            )
             .values("org")
             .distinct()
             .count()
@@ -422,8 +433,9 @@ def provider_throttle_record(
     return pauses
 
 
-def provider_resume(*, provider: Provider, org: Org | None = None, actor: str, reason: str = "") -> int:
+def provider_resume(*, provider: Provider, org: Org | None = None, actor: Actor, reason: str = "") -> int:
     """End the provider's current pauses for one org, or its pause for everyone when org is None."""
+    actor.staff_required(field="provider")
     now = timezone.now()
     with transaction.atomic():
         ended = ProviderPause.objects.filter(provider=provider, org=org, until__gt=now).update(until=now)

@@ -115,8 +115,8 @@ def chunks(blocks: Iterable[Sequence[Column]]) -> Iterator[bytes | memoryview]:
        the one before), give each row its layout: which of its fields are NULL, and which label each
        text field has. For each layout, build one record array of its rows (field count, then each
        field's length and value; a NULL field is its length, -1, alone) and yield a view of its
-       memory: nothing is copied to bytes, nor joined, nor sliced for libpq (at 1M rows 0.15 s of CPU
-       against 0.22 s for one bytes object: `bench/bench_replan.py`). Rows come out grouped by layout
+       memory: nothing is copied to bytes, nor joined, nor sliced for libpq (less CPU than one bytes
+       object: `bench/bench_replan.py`). Rows come out grouped by layout
        within their block: COPY keeps no order, and a table has none.
     3. The trailer.
     """

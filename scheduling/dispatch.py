@@ -28,15 +28,16 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from charts.models import CLAIMABLE_STATES, Chart, ChartState, WaitingReason, is_retry
+from charts.models import CLAIMABLE_STATES, Chart, ChartState, is_retry
 from charts.states import transition_if
 from common.actors import DISPATCHER
 from common.events import changed
 from orgs.models import Org
 from scheduling import metrics
 from scheduling.accuracy import start_promise
-from scheduling.core.dispatcher import SKIP_CAPPED, SKIP_RETRY, SKIP_UNAVAILABLE, START, STOP, Dispatcher
+from scheduling.core.dispatcher import BUDGET, START, Dispatcher
 from scheduling.core.service import start_service
+from scheduling.reasons import skip_reason
 from scheduling.snapshot import load_dispatch_view, to_seconds
 from scheduling.temporal.client import start_chart_workflow
 
@@ -44,13 +45,6 @@ logger = logging.getLogger(__name__)
 
 DISPATCH_LOCK = 0x66616972  # "fair": the advisory lock key of the one dispatcher
 PAGE_SIZE = 256
-# A skip is named as the plan names the wait (`WaitingReason`), so the two metrics share one vocabulary.
-SKIP_REASONS = {
-    SKIP_UNAVAILABLE: WaitingReason.BACKOFF.value,
-    SKIP_CAPPED: WaitingReason.ORG_CAP.value,
-    SKIP_RETRY: WaitingReason.RETRY_BUDGET.value,
-    STOP: WaitingReason.BUDGET.value,
-}
 
 
 @dataclass(frozen=True)
@@ -153,7 +147,7 @@ def _choose() -> Walk:
        what the walk reads (`DispatchView.candidates`), and the page's columns join the dispatcher's
        (it reads its columns as they are at each decision).
     3. Decide each chart in order: a START becomes a `Choice`; a skip is counted under its reason
-       (a provider's pause named apart from the chart's own backoff); a STOP ends the walk.
+       (a provider's pause named apart from the chart's own backoff); a BUDGET (the head of the line) ends the walk.
     """
     view = load_dispatch_view()
     config = view.config
@@ -209,11 +203,9 @@ def _choose() -> Walk:
                 )
                 chosen.append(Choice(chart, cost, service))
                 continue
-            reason = SKIP_REASONS[verdict]
-            if reason == WaitingReason.BACKOFF and candidate.provider_paused:
-                reason = WaitingReason.PROVIDER_PAUSED.value  # its provider's pause, not its own backoff
+            reason = skip_reason(verdict, provider_paused=candidate.provider_paused)
             skips[(chart.org_id, reason)] += 1
-            if verdict is STOP:
+            if verdict is BUDGET:
                 return Walk(chosen, skips)
     return Walk(chosen, skips)
 

@@ -22,9 +22,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from charts.models import CLAIMABLE_STATES, IN_FLIGHT_STATES, QUEUE_STATES, Chart, ChartPlan, ChartState
+from charts.models import CLAIMABLE_STATES, IN_FLIGHT_STATES, WAITING_STATES, Chart, ChartPlan, ChartState
+from knobs.models import SchedulerConfig
 from orgs.models import Org
-from scheduling.models import SchedulerConfig
 
 logger = logging.getLogger(__name__)
 
@@ -295,7 +295,7 @@ def _waiting_reasons() -> GaugeMetricFamily:
         "fairsched_waiting_charts", "Waiting charts by org and why they wait (last replan)", labels=["org", "reason"]
     )
     counts = (
-        ChartPlan.objects.filter(chart__state__in=QUEUE_STATES)
+        ChartPlan.objects.filter(chart__state__in=WAITING_STATES)
         .values_list("chart__org__slug", "waiting_reason")
         .annotate(count=Count("chart_id"))
         .order_by("chart__org__slug", "waiting_reason")

@@ -3,10 +3,9 @@ fields (what a binary COPY sends of them, here without lengths) and aggregates t
 which `numpy.frombuffer` reads at once. Fixed-width fields only, none NULL.
 
 Why not the binary COPY of the rows: psycopg reads a COPY one message, so one row, at a time, a
-Python step each (0.85 s of CPU for the million rows of a 1M queue, against 0.1 s for one bytea),
-while the server's aggregate costs it ~0.1 s more than the COPY's messages (issue 17,
-`bench/bench_replan.py`). The aggregate is also what lets two backends share a read (`read_in_halves`)
-without a Python step per row on either connection.
+Python step each, several times the CPU of reading one bytea, while the server's aggregate costs it
+little more than the COPY's messages (`bench/bench_replan.py`). The aggregate is also what lets two
+backends share a read (`read_in_halves`) without a Python step per row on either connection.
 
 The limit: a bytea holds at most 1 GB, so one statement reads at most 1 GB of packed rows (16M of the
 snapshot's 64-byte charts; twice that in halves); past it the server refuses with an out-of-memory

@@ -28,12 +28,12 @@ from charts.services import chart_workflow_closed
 from charts.states import transition_if
 from common.actors import RECONCILER
 from common.events import changed
+from knobs.models import SchedulerConfig
 from orgs.models import Org, Provider
 from orgs.services import provider_get_or_create, provider_throttle_record
 from scheduling import metrics
 from scheduling.accuracy import finish_scores
 from scheduling.core.durations import WARMUP_RUNS, duration_learn
-from scheduling.models import SchedulerConfig
 from scheduling.snapshot import DURATION_STATE_FIELDS, duration_state, duration_state_write
 from scheduling.temporal.client import (
     WorkflowOutcome,

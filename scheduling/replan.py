@@ -15,13 +15,14 @@ from django.db import connection, transaction
 from numpy.typing import NDArray
 from psycopg.copy import QueuedLibpqWriter
 
-from charts.models import ChartPlan, ChartPromise, WaitingReason
+from charts.models import ChartPlan, ChartPromise
 from common.events import STAFF_GROUP, broadcast
 from orgs.models import Org
 from scheduling import copy_binary, core, metrics
+from scheduling.core.dispatcher import UNAVAILABLE
 from scheduling.core.model import PlanArrays
-from scheduling.core.waiting import Reason
 from scheduling.models import ClearTimeSlip, QueueSample
+from scheduling.reasons import waiting_reason
 from scheduling.snapshot import Snapshot, chart_ids, chart_key, load_snapshot, org_key, to_datetime, to_seconds
 
 logger = logging.getLogger(__name__)
@@ -283,10 +284,10 @@ def _reasons(plan: core.Plan, provider_paused: NDArray[np.bool_]) -> Sequence[st
     `provider_paused` for a chart a provider pause holds past its own backoff (`provider_paused`,
     aligned with the plan's rows), else `backoff`."""
     reasons = plan.reason.column()
-    if Reason.UNAVAILABLE.value not in reasons:  # (a plain string: compared at C speed)
+    if UNAVAILABLE.value not in reasons:  # (a plain string: compared at C speed)
         return reasons
     return [
-        (WaitingReason.PROVIDER_PAUSED if paused else WaitingReason.BACKOFF) if reason == Reason.UNAVAILABLE else reason
+        waiting_reason(UNAVAILABLE, provider_paused=paused) if reason == UNAVAILABLE else reason
         for reason, paused in zip(reasons, provider_paused.tolist(), strict=True)
     ]
 

@@ -18,9 +18,10 @@ from django.utils import timezone
 from charts.models import ACTIVE_STATES, CLAIMABLE_STATES, IN_FLIGHT_STATES, Chart, ChartEvent, ChartState
 from charts.running import run_overdue
 from common.api import etag
+from knobs.models import ConfigChange, SchedulerConfig
 from orgs.models import Org, OrgChange, Provider, ProviderPause, Workflow, WorkflowCost
 from scheduling.accuracy import AT_ENQUEUE, AT_START
-from scheduling.models import ConfigChange, QueueSample, SchedulerConfig
+from scheduling.models import QueueSample
 from scheduling.snapshot import Durations, run_cost, run_cost_expression
 
 QUEUE_PAGE_MAX = 500
@@ -426,7 +427,8 @@ def workflow_terms(*, workflows: Sequence[Workflow], org: Org | None) -> list[Wo
     1. The org's cost overrides of these workflows; a workflow without one costs its default
        (`snapshot.run_cost`).
     2. The duration statistics that the ETAs' fallback chain needs for them (`snapshot.Durations`):
-       the (org, workflow) runs, then the org's, then the workflow's, then the configured default.
+       the (org, workflow) runs, then the org's, then the workflow's, then its initial duration,
+       then the configured default.
     """
     ids = [workflow.pk for workflow in workflows]
     if not ids:
@@ -437,7 +439,8 @@ def workflow_terms(*, workflows: Sequence[Workflow], org: Org | None) -> list[Wo
         if org_id is not None
         else {}
     )
-    durations = Durations.load(org_id=org_id, workflow_ids=ids)
+    initial = {workflow.pk: workflow.initial_duration for workflow in workflows if workflow.initial_duration}
+    durations = Durations.load(org_id=org_id, workflow_ids=ids, initial=initial)
     return [
         WorkflowTerms(
             workflow=workflow,

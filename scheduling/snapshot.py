@@ -44,7 +44,7 @@ from numpy.typing import NDArray
 from charts.models import (
     ACTIVE_STATES,
     IN_FLIGHT_STATES,
-    QUEUE_STATES,
+    WAITING_STATES,
     Chart,
     ChartState,
     DurationStat,
@@ -52,12 +52,12 @@ from charts.models import (
     is_retry,
     log_spread,
 )
+from knobs.models import SchedulerConfig
 from orgs.models import Org, ProviderPause, Workflow, WorkflowCost, holds
 from scheduling import copy_binary, core, packed_rows
 from scheduling.core import durations as core_durations
 from scheduling.core import service as core_service
 from scheduling.core.planner import cyclic_gc_paused
-from scheduling.models import SchedulerConfig
 
 
 class Epoch(Func):
@@ -123,7 +123,8 @@ class Durations:
     """Expected run time of a chart by (org, workflow), with the learned spread of log(duration).
 
     The mean falls back from the (org, workflow) to the org's runs, then the workflow's, then the
-    configured default; the spread (log sigma) follows the same chain, and where a level knows too
+    workflow's `initial_duration` (what its account manager says a run takes, until one is seen),
+    then the configured default; the spread (log sigma) follows the same chain, and where a level knows too
     little for one (nothing, or a single run) it is `default_spread`: the spread pooled over every
     pair loaded when they hold two runs or more, else FAIRSCHED_DEFAULT_DURATION_SPREAD. So the ETA
     band of a chart is widest where least is known, never collapsed.
@@ -147,8 +148,15 @@ class Durations:
         )
 
     @classmethod
-    def load(cls, *, org_id: int | None = None, workflow_ids: Collection[int] | None = None) -> Durations:
-        """Every statistic; or, given an org and workflows, only those that `of` needs for them."""
+    def load(
+        cls,
+        *,
+        org_id: int | None = None,
+        workflow_ids: Collection[int] | None = None,
+        initial: dict[int, int] | None = None,
+    ) -> Durations:
+        """Every statistic; or, given an org and workflows, only those that `of` needs for them. The
+        workflows' initial durations are read here, unless the caller has them (`initial`, by id)."""
         pair: dict[tuple[int, int], core_durations.DurationState] = {}
         by_org: dict[int, _Sums] = defaultdict(_Sums)
         by_workflow: dict[int, _Sums] = defaultdict(_Sums)
@@ -163,10 +171,17 @@ class Durations:
         default_spread = population.spread()
         if default_spread is None:
             default_spread = float(settings.FAIRSCHED_DEFAULT_DURATION_SPREAD)
+        if initial is None:
+            stated = Workflow.objects.filter(initial_duration__isnull=False)
+            if workflow_ids is not None:
+                stated = stated.filter(pk__in=list(workflow_ids))
+            initial = dict(stated.values_list("pk", "initial_duration"))
+        initial_by_workflow = {pk: (float(seconds), default_spread) for pk, seconds in initial.items()}
         return cls(
             pair={key: _pair_estimate(state, default_spread) for key, state in pair.items()},
             by_org={key: sums.mean_sigma(default_spread) for key, sums in by_org.items()},
-            by_workflow={key: sums.mean_sigma(default_spread) for key, sums in by_workflow.items()},
+            by_workflow=initial_by_workflow
+            | {key: sums.mean_sigma(default_spread) for key, sums in by_workflow.items()},
             default=float(settings.FAIRSCHED_DEFAULT_DURATION),
             default_spread=default_spread,
         )
@@ -545,7 +560,7 @@ def load_snapshot(*, now: datetime | None = None) -> Snapshot:
     costs = load_costs(now)
     durations = Durations.load()
     charts = ActiveCharts.load()
-    waiting = charts.where(charts.in_states(QUEUE_STATES))
+    waiting = charts.where(charts.in_states(WAITING_STATES))
     queue = _queue(waiting, costs, durations)
     in_flight = charts.where(charts.in_states(IN_FLIGHT_STATES))
     running, running_spread = _running(in_flight, now, costs, durations)

@@ -20,8 +20,8 @@ from django.core.cache import cache
 
 from charts.services import CANCEL_WORKFLOW_TASK
 from common.events import REPLAN_PENDING_KEY, REPLAN_TASK, replan_soon
+from knobs.models import SchedulerConfig
 from scheduling.dispatch import dispatch_run
-from scheduling.models import SchedulerConfig
 from scheduling.reconcile import reconcile_chart as reconcile_one
 from scheduling.reconcile import reconcile_run
 from scheduling.replan import plan_refresh

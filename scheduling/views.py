@@ -24,9 +24,9 @@ from django.views.decorators.http import require_GET
 
 from common.api import etag
 from common.errors import InvalidInput, NotFound, ServiceError
+from knobs.models import SchedulerConfig
 from orgs.models import Org
 from scheduling import selectors
-from scheduling.models import SchedulerConfig
 
 QUEUE_PAGE = 100
 
@@ -139,7 +139,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
 
 # The org table (500 orgs: 400 KB of rows) and the header come with the page's first resync, once its
 # socket has joined and the queue has painted: both are made of the aggregate of every active chart
-# (a scan of the charts, 70-100 ms at 100k), which the first paint need not wait for, and which the
+# (a scan of the charts: bench/bench_dashboard.py), which the first paint need not wait for, and which the
 # resync then reads once for both.
 LATER = {"summary", "orgs"}
 

@@ -22,6 +22,7 @@ import pytest
 from django.db import connections
 
 from charts.services import chart_submit
+from common.actors import Actor
 from tests.dashboard.live import daphne, launch_chromium
 from tests.database import database_url
 
@@ -120,7 +121,9 @@ def submit_elsewhere(tenants: Tenants, external_id: str) -> None:
 
     def submit() -> None:
         try:
-            chart_submit(org=tenants.org_a, workflow="render", external_id=external_id, actor="user:alice")
+            chart_submit(
+                org=tenants.org_a, workflow="render", external_id=external_id, actor=Actor("user:alice", staff=True)
+            )
         finally:
             connections.close_all()
 

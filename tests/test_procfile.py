@@ -25,12 +25,13 @@ import pytest
 from django.conf import settings
 
 from charts.models import IN_FLIGHT_STATES, Chart, ChartEvent, ChartState
+from common.actors import Actor
 from fairsched.celery import app as celery_app
 from fairsched.devservices import free_port, port_is_free
 from fairsched.launcher import procfile_commands
+from knobs.services import scheduler_config_set
 from orgs.access import api_token_issue
 from orgs.models import Membership
-from scheduling.services import scheduler_config_set
 from tests.database import database_url
 from tests.factories import MembershipFactory, OrgFactory, UserFactory, WorkflowFactory
 from tests.processes import end, start
@@ -165,7 +166,7 @@ def test_two_of_every_process_type_serve_and_stop_cleanly(stack: Stack) -> None:
     stack.wait_for("two beats", lambda: stack.logged("beat: Starting") == INSTANCES)
 
     # 2. Charts submitted through either web process run to success, each started once.
-    scheduler_config_set(actor="user:test", budget=2, replan_interval=0.5, reconcile_interval=0.5)
+    scheduler_config_set(actor=Actor("user:test", staff=True), budget=2, replan_interval=0.5, reconcile_interval=0.5)
     org = OrgFactory(slug="procfile")
     user = UserFactory(username="procfile-client")
     MembershipFactory(user=user, org=org, role=Membership.Role.MEMBER)

@@ -24,18 +24,19 @@ from django.conf import settings
 from django.db import connection
 
 from charts.models import Chart, ChartEvent, ChartPlan, ChartState
-from charts.services import Submission, chart_submit_bulk
+from charts.services import ChartRequest, chart_submit_bulk
+from common.actors import Actor
 from fairsched.devservices import REPO_ROOT
+from knobs.services import scheduler_config_set
 from orgs.models import Org, Workflow
 from scheduling.dispatch import dispatch_run
 from scheduling.reconcile import reconcile_run
 from scheduling.replan import plan_refresh
-from scheduling.services import scheduler_config_set
 from tests.database import database_url
 from tests.factories import OrgFactory, WorkflowFactory
 
 pytestmark = [pytest.mark.temporal, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-ACTOR = "user:test"
+ACTOR = Actor("user:test", staff=True)
 COMMAND_SECONDS = 120
 # The README's backup: the data without the plan table (so the dump never holds the plan table's
 # lock, which every replan's swap needs), and the plan table's definition alone (a moment's lock).
@@ -102,7 +103,7 @@ def run(args: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
 
 
 def submit(org: Org, workflow: Workflow, count: int) -> list[Chart]:
-    items = [Submission(workflow.name, f"{org.slug}{i}") for i in range(count)]
+    items = [ChartRequest(workflow.name, f"{org.slug}{i}") for i in range(count)]
     return [chart for chart, _ in chart_submit_bulk(org=org, items=items, actor=ACTOR)]
 
 

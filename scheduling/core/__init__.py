@@ -26,8 +26,9 @@ exceeds the retry budget can never start: its start and ETA are null. Without a 
 `retry` marks change nothing.
 
 Why each queued chart waits (`Plan.reason`, `Plan.waiting_until`, `Plan.head_of_line`; see
-`waiting`): the verdicts of the walk at `now` that the replay already makes, read from its outcome
-in whole columns and worked out on first use. Not part of the plan command's output.
+`waiting`): the verdicts (`dispatcher.Verdict`) of the walk at `now`, worked out on first use. Not
+part of the plan command's output. The replays that give the starts and ETAs are behind one seam,
+`replay`: the reference walk, and the fast ones held equal to it.
 
 For the ETAs only (`forecast`; the order never depends on them): `Scenario.arrivals` (`arrivals` in
 the JSON: `[{"org", "rate", "until", "avg", "cost", "spread"}]`), the charts orgs are expected to
@@ -56,7 +57,8 @@ from .model import (
     times_list,
 )
 from .order import fair_order
-from .planner import load_compiled_replay, plan
+from .planner import plan
+from .replay import load_compiled_replay
 
 __all__ = [
     "Aging",

@@ -1,30 +1,39 @@
 """The dispatch rule, written once: `Dispatcher.decide` gives a chart its verdict at an instant.
 
 The live dispatcher reaches it through `Dispatcher.walk` (one chart at a time as it pages through the
-queue) and `dispatch_walk`; the event replay (`replay.EventReplay`) decides its stream heads with it
+queue) and `dispatch_walk`; the reference replay (`replay.reference.EventReplay`) decides its stream heads with it
 at every decision instant.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from enum import IntEnum
+from enum import StrEnum
 
 from .model import OrgPolicy, QueuedChart, RunningChart
 from .order import DEFAULT_POLICY, org_codes
 
 
-class Verdict(IntEnum):
-    """The walk's verdict on one chart at one instant, in the order the rule checks them."""
+class Verdict(StrEnum):
+    """The walk's verdict on one chart, in the order the rule checks them; its value is the reason a
+    waiting chart is given (`Plan.reason`), which the shell stores, counts and labels as it is.
 
-    STOP = 0  # its units exceed the free budget: the walk stops here (head of line)
-    START = 1
-    SKIP_UNAVAILABLE = 2  # not available before the instant (backoff, or a paused provider)
-    SKIP_CAPPED = 3  # its org already runs `max_concurrency` charts
-    SKIP_RETRY = 4  # a retry whose units exceed the free retry budget
+    `Dispatcher.decide` gives UNAVAILABLE, ORG_CAP, RETRY_BUDGET, BUDGET (the head of the line: the
+    walk stops there) or START. The fair order leaves out ORG_HELD and CHART_PAUSED charts, and a
+    chart the walk never reached at `now` waits its TURN (or BUDGET, held behind the head).
+    """
+
+    ORG_HELD = "org_held"  # its org's weight is 0: not in the order
+    CHART_PAUSED = "chart_paused"  # paused: not in the order
+    UNAVAILABLE = "unavailable"  # `available_at` later (a backoff or a paused provider: the shell knows which)
+    ORG_CAP = "org_cap"  # its org already runs `max_concurrency` charts
+    RETRY_BUDGET = "retry_budget"  # a retry whose units exceed the free retry budget
+    BUDGET = "budget"  # its units exceed the free budget: the walk stops here (head of line)
+    TURN = "turn"  # charts ahead of it in the fair order come first
+    START = "start"  # it starts
 
 
-STOP, START, SKIP_UNAVAILABLE, SKIP_CAPPED, SKIP_RETRY = Verdict
+ORG_HELD, CHART_PAUSED, UNAVAILABLE, ORG_CAP, RETRY_BUDGET, BUDGET, TURN, START = Verdict
 
 
 class Dispatcher:
@@ -72,26 +81,26 @@ class Dispatcher:
     def decide(self, chart: int, instant: float) -> Verdict:
         """The verdict on `chart` (not yet started) at `instant`; a chart that starts is counted.
 
-        1. not available before `instant` (`available_at` later): SKIP_UNAVAILABLE;
-        2. its org already runs `max_concurrency` charts: SKIP_CAPPED;
-        3. a retry whose units exceed the free retry budget: SKIP_RETRY;
-        4. its units exceed the free budget: STOP (the walk goes no further: head of line);
+        1. not available before `instant` (`available_at` later): UNAVAILABLE;
+        2. its org already runs `max_concurrency` charts: ORG_CAP;
+        3. a retry whose units exceed the free retry budget: RETRY_BUDGET;
+        4. its units exceed the free budget: BUDGET (the walk goes no further: head of line);
         5. otherwise START: the budget, its org's count and the retry budget are taken.
         """
         ready_at = self.available_at[chart]
         if ready_at is not None and ready_at > instant:
-            return SKIP_UNAVAILABLE
+            return UNAVAILABLE
         org = self.org[chart]
         cap = self.caps[org]
         if cap is not None and self.org_running[org] >= cap:
-            return SKIP_CAPPED
+            return ORG_CAP
         units = self.units[chart]
         retry = self.retry[chart]
         retry_free = self.retry_free
         if retry and retry_free is not None and units > retry_free:
-            return SKIP_RETRY
+            return RETRY_BUDGET
         if units > self.free_budget:
-            return STOP
+            return BUDGET
         self.free_budget -= units
         self.org_running[org] += 1
         if retry and retry_free is not None:
@@ -99,13 +108,14 @@ class Dispatcher:
         return START
 
     def walk(self, candidates: Iterable[int], instant: float) -> list[tuple[int, Verdict]]:
-        """Decide `candidates` (charts not yet started) in order at `instant`, until one STOPs;
-        return each chart visited with its verdict (the last one STOP when the walk stopped)."""
+        """Decide `candidates` (charts not yet started) in order at `instant`, until one is BUDGET (the
+        head of the line); return each chart visited with its verdict (the last one BUDGET when the
+        walk stopped)."""
         verdicts: list[tuple[int, Verdict]] = []
         for chart in candidates:
             verdict = self.decide(chart, instant)
             verdicts.append((chart, verdict))
-            if verdict is STOP:
+            if verdict is BUDGET:
                 break
         return verdicts
 

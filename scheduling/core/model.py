@@ -270,12 +270,6 @@ class LazyChartValues(ChartValues[Value]):
         return self._loaded()
 
 
-class ChartTimes(ChartValues[float | None]):
-    """A read-only time per chart id (the times aligned with the ids)."""
-
-    __slots__ = ()
-
-
 @dataclass(frozen=True, slots=True)
 class PlanArrays:
     """A plan's rows as arrays, for a writer of whole columns (`scheduling.replan`), laid out as the
@@ -308,7 +302,7 @@ class Plan:
     `scheduling.core.forecast`).
 
     Why each queued chart is not running now, from the walk at `now` (see `scheduling.core.waiting`;
-    None for a running chart and for one the walk starts at `now`): `reason` (a `Reason` value),
+    None for a running chart and for one the walk starts at `now`): `reason` (a `dispatcher.Verdict` value),
     `waiting_until` (when that reason lifts, as far as the plan knows) and `head_of_line` (for a
     chart the budget would hold now but the head of the line does not let by: that head's id).
 

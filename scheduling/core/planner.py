@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import functools
 import gc
-import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import chain, compress
-from typing import TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
 
-from .dispatcher import Dispatcher
 from .forecast import (
     Forecast,
     eta_bands,
@@ -25,7 +21,6 @@ from .forecast import (
     running_finish,
     spreads,
 )
-from .lanes import lane_replay
 from .model import (
     Arrival,
     ChartIds,
@@ -41,29 +36,8 @@ from .model import (
     times_list,
 )
 from .order import DEFAULT_POLICY, Indices, fair_order_indices, org_codes
-from .org_replay import org_replay
-from .replay import EventReplay
+from .replay import ReplayInput, lanes_apply, replay
 from .waiting import left_out_reasons, reason_names, waiting_reasons
-
-# The lanes hold one entry per budget unit (seeded from one per unit held by a running chart), and a
-# chart of c units moves c of them: past these sizes the event replay, whose work grows with neither,
-# is the faster of the two exact replays.
-LANE_UNITS_LIMIT = 4096
-LANE_MEAN_UNITS_LIMIT = 4
-# The compiled replay (`compiled.compiled_replay`) takes an order of this many charts once it is loaded
-# in the process (`load_compiled_replay`; the Celery worker loads it as it starts). It is faster from
-# ~100 charts on, but below this the replay takes ~10 ms either way, and the pure replays, its
-# reference, keep serving the small plans (tests, contract scenarios) in every process.
-COMPILED_MIN_CHARTS = 10_000
-# A plan that would load it first (import numba, load the kernel from its cache: ~0.6 s of CPU, once
-# per process) takes it from these sizes, where it wins that back at once: it replays ~0.15 us a
-# chart against ~0.8 us for `org_replay` and ~0.35 us for the lane simulation (1M charts,
-# `bench/bench_core.py`'s header).
-COMPILED_MIN_CHARTS_COLD = 1_000_000
-COMPILED_MIN_CHARTS_COLD_LANES = 3_000_000
-
-Value = TypeVar("Value")
-CompiledReplay = Callable[..., tuple[NDArray[np.float64], NDArray[np.float64]]]
 
 
 def plan(scenario: Scenario) -> Plan:
@@ -98,11 +72,8 @@ def _plan(scenario: Scenario) -> Plan:
     3. Their columns in that order; each chart occupies c = min(cost, budget) units. Running
        charts finish at max(now, started + avg), or with a spread at now plus their expected time
        left given how long they have run (`forecast.running_finish`), for every replay (`_columns`).
-    4. Starts and ETAs (start + avg): the lane simulation where no cap, later `available_at` or
-       retry budget can touch a chart of the order (and the lanes stay small), else the event
-       replay: `org_replay` when no retry budget applies to a chart of the order, `EventReplay` when
-       one does (`_replay`). Without a retry budget, a large order is replayed compiled instead
-       (`compiled.compiled_replay`, the same starts and ETAs).
+    4. Starts and ETAs (start + avg), by the replay that applies (`replay.replay`: the reference
+       walk, the lane simulation or the compiled one, the same starts and ETAs).
     5. Why each chart waits, from the walk at `now` (`_waiting`): worked out on first use, so a
        caller that never asks (the plan command) never pays for it.
     6. The bands (`forecast.eta_bands`) when a spread or an arrival is known (`_bands`).
@@ -119,7 +90,7 @@ def _plan(scenario: Scenario) -> Plan:
     org_of = np.array(chart_org, dtype=np.intp)
     order = fair_order_indices(queue.columns, scenario, org_of[:queued_count], org_names)
     columns = _columns(scenario, queue.columns, order, org_of, org_names)
-    starts, etas = _replay(scenario, queue.columns, columns)
+    starts, etas = replay(columns)
     start_time = np.array(starts, dtype=np.float64)  # None (never starts) becomes nan
     bands = _bands(scenario, queue, columns, start_time)
     return _real_plan(scenario, queue, columns, starts, etas, start_time, bands)
@@ -138,33 +109,17 @@ class _Queue:
 
 
 @dataclass(frozen=True, slots=True)
-class _Columns:
-    """Step 3: the charts of the order (numbered 0..n-1 in it) and the running charts, as columns.
-
-    `chart_org`: the org code of each queued chart, then of each running chart. `later` and
-    `later_at`: the charts of the order available only after now, and when (empty on the lane path,
-    which none reaches); `pending` the same as the event replays take them, (available_at, chart)
-    with the scenario's own times. `retry`: the retry marks when a retry budget applies to a chart
-    of the order, else None. `avg` is in the scenario's time type (see `_time_type`), `avg_time`
-    the same as floats.
+class _Columns(ReplayInput):
+    """Step 3: what the replay reads (`replay.ReplayInput`: the charts of the order, numbered 0..n-1
+    in it, and the running charts), with the `order` itself, `chart_org` (the org code of each queued
+    chart, then of each running chart) and the `org_names`. `later`, `later_at` and `pending` are
+    empty on the lane path, which none reaches; `avg` is in the scenario's time type (see
+    `_time_type`).
     """
 
     order: Indices
     chart_org: Indices
     org_names: list[str]
-    org: Indices
-    units: NDArray[np.int64]
-    avg: list[float]
-    avg_time: NDArray[np.float64]
-    caps: list[int | None]
-    lanes: bool
-    later: Indices
-    later_at: NDArray[np.float64]
-    pending: list[tuple[float, int]]
-    retry: NDArray[np.bool_] | None
-    running_org: list[int]
-    running_finish: list[float]
-    running_units: list[int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,11 +169,18 @@ def _columns(
     becomes_available = arrays.available_at > now  # nan (available now) is never later
     retry_marked = arrays.retry[order] if scenario.retry_budget is not None else None
     any_later = bool(becomes_available.any())
-    lanes = _lanes_apply(scenario, order, units, org, caps, running_units, any_later, retry_marked)
+    lanes = lanes_apply(
+        budget=budget, units=units, org=org, caps=caps, running_units=running_units, any_later=any_later,
+        retry=retry_marked,
+    )  # fmt: skip
     later, later_at, pending = _later_charts(queue, becomes_available, order)
     retry = retry_marked if retry_marked is not None and retry_marked.any() else None
     avg = arrays.avg.astype(_time_type(scenario, queue), copy=False)[order]
     return _Columns(
+        now=now,
+        budget=budget,
+        retry_budget=scenario.retry_budget,
+        running_retry=[chart.retry for chart in running],
         order=order,
         chart_org=chart_org,
         org_names=org_names,
@@ -260,138 +222,6 @@ def _later_charts(
         list(map(given.__getitem__, charts.tolist())) if isinstance(given, list) else later_at.tolist()
     )  # each has one
     return later, later_at, list(zip(ready_at, later.tolist(), strict=True))
-
-
-def _replay(
-    scenario: Scenario, queue: QueueColumns, columns: _Columns
-) -> tuple[Sequence[float | None], Sequence[float | None]]:
-    """Step 4: the start and ETA of each chart of the order, by the fastest exact replay that applies:
-    the compiled replay for a large order without a retry budget (`_compiled_replay`), else the
-    lane simulation, `org_replay` or `EventReplay` (the pure replays, its reference)."""
-    budget, now = scenario.budget, scenario.now
-    if (
-        columns.retry is None
-        and _float_times(now, columns)
-        and (compiled_replay := _compiled_replay(len(columns.order), lanes=columns.lanes)) is not None
-    ):
-        starts, etas = compiled_replay(
-            now=now,
-            budget=budget,
-            caps=columns.caps,
-            org=columns.org,
-            units=columns.units,
-            avg=columns.avg_time,
-            later=columns.later,
-            later_at=columns.later_at,
-            running_finish=columns.running_finish,
-            running_org=columns.running_org,
-            running_units=columns.running_units,
-        )
-        return times_list(starts), times_list(etas)
-    if columns.lanes:
-        return lane_replay(
-            now=now,
-            budget=budget,
-            running_finish=columns.running_finish,
-            running_units=columns.running_units,
-            units=columns.units.tolist(),
-            avg=columns.avg,
-        )
-    if columns.retry is None:
-        return org_replay(
-            now=now,
-            budget=budget,
-            caps=columns.caps,
-            org=columns.org,
-            units=columns.units.tolist(),
-            avg=columns.avg,
-            pending=columns.pending,
-            running_finish=columns.running_finish,
-            running_org=columns.running_org,
-            running_units=columns.running_units,
-        )
-    dispatcher = Dispatcher(
-        budget=budget,
-        caps=columns.caps,
-        org=columns.org.tolist(),
-        units=columns.units.tolist(),
-        available_at=in_order(queue.available_at, columns.order),
-        retry=columns.retry.tolist(),
-        retry_budget=scenario.retry_budget,
-    )
-    return EventReplay(
-        dispatcher,
-        now=now,
-        avg=columns.avg,
-        org_count=len(columns.org_names),
-        running_finish=columns.running_finish,
-        running_org=columns.running_org,
-        running_units=columns.running_units,
-        running_retry=[chart.retry for chart in scenario.running],
-    ).run()
-
-
-def _compiled_replay(chart_count: int, *, lanes: bool) -> CompiledReplay | None:
-    """The compiled replay if it pays for `chart_count` charts (see `COMPILED_MIN_CHARTS`; `lanes`:
-    the lane simulation would replay them), else None; None too when `FAIRSCHED_COMPILED_CORE` is 0
-    or numba is not installed."""
-    if chart_count < COMPILED_MIN_CHARTS or not _compiled_core_on():
-        return None
-    cold_min = COMPILED_MIN_CHARTS_COLD_LANES if lanes else COMPILED_MIN_CHARTS_COLD
-    if chart_count < cold_min and not _imported_compiled_replay.cache_info().currsize:
-        return None
-    return _imported_compiled_replay()
-
-
-def _compiled_core_on() -> bool:
-    """Whether the environment lets the core take its compiled replay (`FAIRSCHED_COMPILED_CORE`, on
-    unless 0). The core reads this one setting itself: it also runs without Django (the plan command)."""
-    return os.environ.get("FAIRSCHED_COMPILED_CORE", "1") != "0"
-
-
-@functools.cache
-def _imported_compiled_replay() -> CompiledReplay | None:
-    """`compiled.compiled_replay`, imported on first use and not with the core (numba's import alone
-    costs ~0.25 s of CPU, which a small plan must not pay); None when numba is not installed."""
-    try:
-        from .compiled import compiled_replay
-    except ImportError:
-        return None
-    return compiled_replay
-
-
-def load_compiled_replay() -> bool:
-    """Load the compiled replay into this process now, by replaying one chart: from numba's cache
-    (~0.6 s of CPU with the import), or compiled when the cache is missing or stale (~4 s). For a
-    process that plans large queues, before its first plan; a process forked after it inherits the
-    kernel. Whether it is available (numba installed, `FAIRSCHED_COMPILED_CORE` not 0)."""
-    if not _compiled_core_on() or (compiled_replay := _imported_compiled_replay()) is None:
-        return False
-    compiled_replay(
-        now=0.0,
-        budget=1,
-        caps=[None],
-        org=np.zeros(1, dtype=np.intp),
-        units=np.ones(1, dtype=np.int64),
-        avg=np.ones(1),
-        later=np.zeros(0, dtype=np.intp),
-        later_at=np.zeros(0),
-        running_finish=[],
-        running_org=[],
-        running_units=[],
-    )
-    return True
-
-
-def _float_times(now: float, columns: _Columns) -> bool:
-    """Whether every time the replay starts a chart at is a float (`now`, the running charts'
-    finishes, the later charts' `available_at`), as the compiled replay gives them: with an integer
-    among them the pure replays keep it an integer (see `_time_type`)."""
-    return (
-        type(now) is float
-        and all(type(finish) is float for finish in columns.running_finish)
-        and all(type(ready_at) is float for ready_at, _ in columns.pending)
-    )
 
 
 def _bands(scenario: Scenario, queue: _Queue, columns: _Columns, start_time: NDArray[np.float64]) -> _Bands | None:
@@ -707,11 +537,6 @@ def _typical_avg(history: History, queue: QueueColumns) -> float:
     return sum(queue.avg) / len(queue) if len(queue) else 0.0
 
 
-def in_order(values: Sequence[Value], order: Indices) -> list[Value]:
-    """values[i] for each i of `order` (the values themselves: an int stays an int)."""
-    return np.array(values, dtype=object)[order].tolist()  # type: ignore[no-any-return]
-
-
 def _time_type(scenario: Scenario, queue: QueueColumns) -> type[np.generic]:
     """Integers when every time of the scenario is an integer (so the plan's times stay
     integers), floats otherwise: the arithmetic is exact either way. (The columns are read last:
@@ -726,37 +551,6 @@ def _time_type(scenario: Scenario, queue: QueueColumns) -> type[np.generic]:
     else:
         whole = available_at.dtype.kind == "i" or bool(np.isnan(available_at).all())
     return np.int64 if whole else np.float64
-
-
-def _lanes_apply(
-    scenario: Scenario,
-    order: Indices,
-    units: NDArray[np.int64],
-    org: Indices,
-    caps: Sequence[int | None],
-    running_units: Sequence[int],
-    any_later: bool,
-    retry: NDArray[np.bool_] | None,
-) -> bool:
-    """Whether the lane simulation replays the charts of the order, and pays (see `plan`, step 3).
-    `any_later`: some queued chart becomes available only after now; `retry`: the retry marks of
-    the charts of the order when a retry budget applies, else None.
-
-    1. The lanes stay small: the budget and the units held by running charts, and the mean
-       units of a chart.
-    2. No org of a chart of the order has a cap; no queued chart becomes available later; no
-       chart of the order is a retry under a retry budget.
-    """
-    if max(scenario.budget, sum(running_units)) > LANE_UNITS_LIMIT:
-        return False
-    if units.sum() > LANE_MEAN_UNITS_LIMIT * len(units):
-        return False
-    capped_org = np.array([cap is not None for cap in caps], dtype=bool)
-    if capped_org[org].any():
-        return False
-    if any_later:
-        return False
-    return retry is None or not retry.any()
 
 
 def _org_clear(

@@ -1,40 +1,35 @@
 """Why each waiting chart is not running now, and until when: the verdicts of the walk at `now`.
 
-The replay that gives the ETAs walks the order at `now` first (`Dispatcher.decide`, or its inline
-forms in `lanes` and `org_replay`). Its outcome at `now` (which charts start, and so the free budget,
-each org's running count and the free retry units after the walk) gives every chart of the order the
-verdict the walk gives it, or would give it had it not stopped at the head of the line. This step
-reads that outcome in whole columns (numpy), not chart by chart: no second walk of the queue.
+The walk at `now` is the first the replay makes (`Dispatcher.walk`, the one rule): the charts it
+visits get its verdicts, up to the head of the line where it stops; a chart behind the head gets
+the verdict the rule would give it against what the walk left, read in whole columns (numpy).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any, Final
 
 import numpy as np
 from numpy.typing import NDArray
 
+from .dispatcher import (
+    BUDGET,
+    CHART_PAUSED,
+    ORG_CAP,
+    ORG_HELD,
+    RETRY_BUDGET,
+    START,
+    TURN,
+    UNAVAILABLE,
+    Dispatcher,
+    Verdict,
+)
 from .order import Indices
 
-
-class Reason(StrEnum):
-    """Why a queued chart is not running now (the order of the members is the order of the checks)."""
-
-    ORG_HELD = "org_held"  # its org's weight is 0: not in the order
-    CHART_PAUSED = "chart_paused"  # paused: not in the order
-    UNAVAILABLE = "unavailable"  # `available_at` after now (a backoff or a paused provider: the caller knows which)
-    ORG_CAP = "org_cap"  # its org runs `max_concurrency` charts now
-    RETRY_BUDGET = "retry_budget"  # a retry whose units exceed the retry units free now
-    BUDGET = "budget"  # the head of the line: the free budget cannot hold it; or one the free budget
-    # could hold now, held behind that head (`head_of_line` names it)
-    TURN = "turn"  # charts ahead of it in the fair order come first
-
-
-# Codes of the reasons in the columns; NOT_WAITING for a chart the walk starts at `now`.
-REASONS: Final = tuple(Reason)
+# Codes of the verdicts in the columns; NOT_WAITING (START) for a chart the walk starts at `now`.
+REASONS: Final = tuple(verdict for verdict in Verdict if verdict is not START)
 NOT_WAITING: Final = len(REASONS)
 _NAMES: Final = np.array([*(reason.value for reason in REASONS), None], dtype=object)
 _CODE: Final = {reason: code for code, reason in enumerate(REASONS)}
@@ -57,12 +52,12 @@ class Waiting:
     behind_head: NDArray[np.bool_]
 
     def names(self) -> list[str | None]:
-        """Each chart's reason as its `Reason` value (None: the walk starts it now)."""
+        """Each chart's reason as its `Verdict` value (None: the walk starts it now)."""
         return reason_names(self.code)
 
 
 def reason_names(code: NDArray[np.int8]) -> list[str | None]:
-    """The `Reason` value of each code (None for NOT_WAITING)."""
+    """The `Verdict` value of each code (None for NOT_WAITING)."""
     return _NAMES[code].tolist()  # type: ignore[no-any-return]
 
 
@@ -83,93 +78,72 @@ def waiting_reasons(
     running_units: Sequence[int],
     running_retry: Sequence[bool],
 ) -> Waiting:
-    """The reason of each chart of the order (numbered 0..n-1 in it), from the replay's `start` of
-    each (None or nan: it never starts).
+    """The reason of each chart of the order (numbered 0..n-1 in it): the walk's verdicts at `now`.
 
-    `later` lists the charts available only after `now`, `later_at` when; `retry` marks the retries
-    (None: no chart of the order is a retry under `retry_budget`).
-    1. After the walk at `now`: what runs is every running chart not finished by `now` and every
-       chart whose start is `now`. That gives the free budget, each org's running count and the
-       free retry units after the walk.
-    2. What each chart met when the walk reached it: the state after the walk, minus what the charts
-       started after it in the order took (`_met_by_position`); past the last start, the state after
-       the walk itself.
-    3. Each chart not started now gets the first check of the rule it fails, against what it met:
-       UNAVAILABLE (later `available_at`), ORG_CAP (its org at its cap), RETRY_BUDGET (a retry past
-       the free retry units).
-    4. The first chart left is the head of the line, where the walk stopped: BUDGET. After it, a
-       chart the free budget would hold is BUDGET (held behind the head), any other TURN.
-    5. `until`: `available_at` for UNAVAILABLE, else the predicted start (none for a chart that
+    `start` is the replay's start of each (None or nan: it never starts); `later` lists the charts
+    available only after `now`, `later_at` when; `retry` marks the retries (None: no chart of the
+    order is a retry under `retry_budget`).
+    1. The walk at `now` (`Dispatcher.walk`), with every running chart not finished by `now`
+       occupying its units, its org's slot and its retry units: each chart it visits gets its
+       verdict, up to the head of the line (BUDGET), where it stops.
+    2. A chart behind the head gets the verdict the rule would give it against what the walk left
+       (read in whole columns): UNAVAILABLE, ORG_CAP or RETRY_BUDGET as it fails a check; else
+       BUDGET when the free budget would hold it (held behind the head), else TURN.
+    3. `until`: `available_at` for UNAVAILABLE, else the predicted start (none for a chart that
        starts now).
     """
-    start = np.asarray(start, dtype=np.float64)  # None (never starts) becomes nan
-    count = len(start)
-    started_now = start == now
-    running_on = np.asarray(running_finish, dtype=np.float64) > now
-    running_code = np.asarray(running_org, dtype=np.intp)[running_on]
-    running_held = np.asarray(running_units, dtype=np.int64)[running_on]
-    free = budget - int(running_held.sum()) - int(units[started_now].sum())
-    org_running = np.bincount(running_code, minlength=len(caps)) + np.bincount(org[started_now], minlength=len(caps))
-    cap = np.array([np.inf if limit is None else limit for limit in caps], dtype=np.float64)
+    count = len(org)
+    available_at: list[float | None] = [None] * count
+    for chart, ready_at in zip(later.tolist(), later_at.tolist(), strict=True):
+        available_at[chart] = ready_at
+    retry_marks = [False] * count if retry is None else retry.tolist()
+    dispatcher = Dispatcher(
+        budget=budget,
+        caps=caps,
+        org=org.tolist(),
+        units=units.tolist(),
+        available_at=available_at,
+        retry=retry_marks,
+        retry_budget=retry_budget if retry is not None else None,
+    )
+    for finish, running_at, held, is_retry in zip(
+        running_finish, running_org, running_units, running_retry, strict=True
+    ):
+        if finish > now:
+            dispatcher.occupy(running_at, held, is_retry)
+    walked = dispatcher.walk(range(count), now)
 
-    org_met, retry_taken_after = _met_by_position(started_now, org, units, retry)
-
-    code = np.full(count, _CODE[Reason.TURN], dtype=np.int8)
-    until = start.copy()
-    if retry is not None and retry_budget is not None:
-        running_retry_held = running_held[np.asarray(running_retry, dtype=np.bool_)[running_on]]
-        retry_free = retry_budget - int(running_retry_held.sum()) - int(units[started_now & retry].sum())
-        code[retry & (units > retry_free + retry_taken_after)] = _CODE[Reason.RETRY_BUDGET]
-    code[org_running[org] - org_met >= cap[org]] = _CODE[Reason.ORG_CAP]
-    code[later] = _CODE[Reason.UNAVAILABLE]
-    until[later] = later_at
-    code[started_now] = NOT_WAITING
-    until[started_now] = np.nan
-
-    in_line = code == _CODE[Reason.TURN]
-    head = int(np.argmax(in_line)) if in_line.any() else -1
+    code = np.full(count, _CODE[TURN], dtype=np.int8)
+    if walked:
+        code[: len(walked)] = [NOT_WAITING if verdict is START else _CODE[verdict] for _, verdict in walked]
+    head = len(walked) - 1 if walked and walked[-1][1] is BUDGET else -1
     behind_head = np.zeros(count, dtype=np.bool_)
     if head >= 0:
-        behind_head[head + 1 :] = in_line[head + 1 :] & (units[head + 1 :] <= free)
-        code[behind_head] = _CODE[Reason.BUDGET]
-        code[head] = _CODE[Reason.BUDGET]
+        rest = slice(head + 1, count)
+        rest_org, rest_units = org[rest], units[rest]
+        cap = np.array([np.inf if limit is None else limit for limit in caps], dtype=np.float64)
+        org_running = np.array(dispatcher.org_running, dtype=np.float64)
+        fits = rest_units <= dispatcher.free_budget
+        rest_code = np.where(fits, _CODE[BUDGET], _CODE[TURN]).astype(np.int8)
+        capped = org_running[rest_org] >= cap[rest_org]
+        skipped = capped.copy()
+        if retry is not None and dispatcher.retry_free is not None:
+            over_retry = retry[rest] & (rest_units > dispatcher.retry_free)
+            rest_code[over_retry] = _CODE[RETRY_BUDGET]
+            skipped |= over_retry
+        rest_code[capped] = _CODE[ORG_CAP]  # checked before the retry budget
+        behind_head[rest] = fits & ~skipped
+        code[rest] = rest_code
+        late = later[later > head]  # checked first of all
+        code[late] = _CODE[UNAVAILABLE]
+        behind_head[late] = False
+    until = np.asarray(start, dtype=np.float64).copy()  # None (never starts) becomes nan
+    until[later] = later_at
+    until[code == NOT_WAITING] = np.nan
     return Waiting(code=code, until=until, head=head, behind_head=behind_head)
-
-
-def _met_by_position(
-    started_now: NDArray[np.bool_], org: Indices, units: NDArray[np.int64], retry: NDArray[np.bool_] | None
-) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """For each chart of the order, what the charts started at `now` after it took: how many of them
-    are of its org (`org_after[i]`) and the retry units they hold (`retry_after[i]`).
-
-    Only the charts up to the last one started differ from the state after the walk, so only that
-    prefix is sorted (by org, keeping the order within an org); the walk usually starts its charts
-    near the front of the order.
-    """
-    count = len(started_now)
-    org_after = np.zeros(count, dtype=np.int64)
-    retry_after = np.zeros(count, dtype=np.int64)
-    started = np.flatnonzero(started_now)
-    if not len(started):
-        return org_after, retry_after
-    last = int(started[-1]) + 1
-    prefix_org = np.asarray(org[:last])
-    by_org = np.argsort(prefix_org, kind="stable")
-    taken = started_now[:last][by_org].astype(np.int64)
-    # Within each org's run of the sorted prefix: the starts at or after each position, less its own.
-    sorted_org = prefix_org[by_org]
-    run_end = np.r_[np.flatnonzero(sorted_org[1:] != sorted_org[:-1]) + 1, last]
-    run_start = np.r_[0, run_end[:-1]]
-    suffix = np.cumsum(taken[::-1])[::-1]
-    after_run = np.r_[suffix[run_end[:-1]], 0]
-    org_after[by_org] = suffix - taken - np.repeat(after_run, run_end - run_start)
-    if retry is not None:
-        held = np.where(started_now & retry, units, 0)
-        retry_after = np.cumsum(held[::-1])[::-1] - held
-    return org_after, retry_after
 
 
 def left_out_reasons(held: NDArray[np.bool_]) -> list[str]:
     """The reason of each chart left out of the order: its org is held, else it is paused."""
-    names: NDArray[Any] = np.where(held, Reason.ORG_HELD.value, Reason.CHART_PAUSED.value).astype(object)
+    names: NDArray[Any] = np.where(held, ORG_HELD.value, CHART_PAUSED.value).astype(object)
     return names.tolist()  # type: ignore[no-any-return]

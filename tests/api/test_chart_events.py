@@ -11,6 +11,7 @@ from rest_framework.test import APIClient
 
 from charts.models import Chart, ChartEvent, ChartState
 from charts.services import chart_pause, chart_resume
+from common.actors import Actor
 from tests.conftest import Tenants
 from tests.factories import MembershipFactory, UserFactory
 
@@ -21,10 +22,14 @@ TRACEBACK = 'attempt 1 failed, retry in 5 s: ValueError: bad input\n  File "/srv
 @pytest.fixture
 def history(tenants: Tenants, chart_a: Chart) -> Chart:
     """acme's chart paused by an operator, resumed by alice, then failed once with a long error."""
-    chart_pause(chart=chart_a, actor="user:stella", reason="maintenance window")
-    chart_resume(chart=chart_a, actor="user:alice", reason="go ahead")
+    chart_pause(chart=chart_a, actor=Actor("user:stella", staff=True), reason="maintenance window")
+    chart_resume(chart=chart_a, actor=Actor("user:alice", staff=True), reason="go ahead")
     ChartEvent.objects.create(
-        chart=chart_a, from_state="running", to_state="retry_wait", actor="system:reconciler", reason=TRACEBACK
+        chart=chart_a,
+        from_state="running",
+        to_state="retry_wait",
+        actor="system:reconciler",
+        reason=TRACEBACK,
     )
     return chart_a
 
@@ -59,8 +64,8 @@ def test_staff_read_every_actor_and_the_whole_reason(tenants: Tenants, client_fo
 def test_a_user_who_left_the_org_or_belongs_elsewhere_is_staff_to_the_tenant(
     tenants: Tenants, client_for: Client, chart_a: Chart
 ) -> None:
-    chart_pause(chart=chart_a, actor="user:bob", reason="")  # bob is in beta, not acme
-    chart_resume(chart=chart_a, actor="bench", reason="")
+    chart_pause(chart=chart_a, actor=Actor("user:bob", staff=True), reason="")  # bob is in beta, not acme
+    chart_resume(chart=chart_a, actor=Actor("bench", staff=True), reason="")
 
     body = client_for(tenants.member_a).get(f"/api/v1/charts/{chart_a.pk}/events/").json()
 
@@ -95,7 +100,13 @@ def test_the_history_pages_oldest_first_in_a_fixed_number_of_queries(
     for user in colleagues:
         MembershipFactory(user=user, org=tenants.org_a)
     ChartEvent.objects.bulk_create(
-        ChartEvent(chart=chart_a, from_state="queued", to_state="paused", actor=f"user:colleague{i % 5}", reason=str(i))
+        ChartEvent(
+            chart=chart_a,
+            from_state="queued",
+            to_state="paused",
+            actor=Actor(f"user:colleague{i % 5}", staff=True),
+            reason=str(i),
+        )
         for i in range(30)
     )
     client = client_for(tenants.member_a)

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
+from knobs.models import ConfigChange, SchedulerConfig
 from orgs.models import Org, OrgChange, Workflow, WorkflowCost
-from scheduling.models import ConfigChange, SchedulerConfig
 from tests.conftest import Tenants
 from tests.factories import ChartFactory
 

@@ -14,9 +14,10 @@ from rest_framework.test import APIClient
 
 from charts.models import Chart, ChartEvent, ChartState
 from charts.services import chart_pause
+from common.actors import Actor
+from knobs.models import ConfigChange
 from orgs.models import Org, OrgChange, ProviderPause, WorkflowCost
 from orgs.services import org_hold, provider_pause
-from scheduling.models import ConfigChange
 from tests.conftest import Tenants
 from tests.factories import ProviderFactory
 
@@ -83,7 +84,7 @@ def test_an_org_lever_keeps_its_reason_in_the_org_s_history(
 
 
 def test_release_and_a_cost_removed_keep_their_reasons(tenants: Tenants, staff: APIClient) -> None:
-    org_hold(org=tenants.org_a, actor="user:stella", reason="unpaid invoice")
+    org_hold(org=tenants.org_a, actor=Actor("user:stella", staff=True), reason="unpaid invoice")
     WorkflowCost.objects.create(org=tenants.org_a, workflow=tenants.workflow, cost=3)
 
     assert staff.post("/api/v1/orgs/acme/release/", {"reason": "paid"}, format="json").status_code == 200
@@ -129,7 +130,7 @@ def test_a_chart_lever_keeps_its_reason_in_the_chart_s_history(
 
 
 def test_resume_keeps_its_reason(tenants: Tenants, staff: APIClient, chart_a: Chart) -> None:
-    chart_pause(chart=chart_a, actor="user:stella")
+    chart_pause(chart=chart_a, actor=Actor("user:stella", staff=True))
 
     response = staff.post(f"/api/v1/charts/{chart_a.pk}/resume/", {"reason": REASON}, format="json")
 
@@ -147,7 +148,12 @@ def test_provider_pause_and_resume_keep_their_reasons(tenants: Tenants, staff: A
     ended = staff.post("/api/v1/providers/geo-api/resume/", {"org": "acme", "reason": "quota raised"}, format="json")
     assert ended.status_code == 200, ended.content
     assert ended.json() == {"ended": 1}
-    provider_pause(provider=geo, org=tenants.org_a, until=timezone.now() + timedelta(minutes=5), actor="user:stella")
+    provider_pause(
+        provider=geo,
+        org=tenants.org_a,
+        until=timezone.now() + timedelta(minutes=5),
+        actor=Actor("user:stella", staff=True),
+    )
     pause = ProviderPause.objects.filter(until__gt=timezone.now()).get()
     assert staff.post(f"/api/v1/provider-pauses/{pause.pk}/end/", {"reason": "done"}, format="json").status_code == 200
 

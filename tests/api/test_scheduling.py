@@ -10,9 +10,8 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from knobs.models import ConfigChange, SchedulerConfig
 from orgs.models import ProviderPause
-from scheduling import services
-from scheduling.models import ConfigChange, SchedulerConfig
 from tests.conftest import Tenants
 from tests.factories import ProviderFactory
 
@@ -111,7 +110,6 @@ def test_bad_pauses_are_400(tenants: Tenants, client_for: Client, body: dict[str
     assert not ProviderPause.objects.exists()
 
 
-@pytest.mark.skipif(not hasattr(services, "plan_preview"), reason="scheduling.services.plan_preview not there yet")
 def test_plan_preview(tenants: Tenants, client_for: Client) -> None:
     client = client_for(tenants.staff)
 

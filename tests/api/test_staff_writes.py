@@ -26,6 +26,7 @@ NEW_WORKFLOW = {
     "task_queue": "exports",
     "default_cost": 3,
     "run_timeout": 900,
+    "initial_duration": 30,
     "provider": "geo-api",
     "params": {"format": "pdf"},
 }

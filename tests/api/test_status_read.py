@@ -17,6 +17,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from charts.models import Chart, ChartState, WaitingReason
+from common.actors import Actor
 from orgs.access import api_token_issue, api_token_revoke
 from orgs.models import Membership
 from tests.conftest import Tenants
@@ -159,7 +160,7 @@ def test_a_token_that_may_no_longer_act_is_refused_at_once(
     tenants.staff.is_staff = True
     tenants.staff.save()
     assert staff.get(f"/api/v1/charts/{chart_b.pk}/").status_code == 200
-    api_token_revoke(token_id=tenants.staff.api_tokens.get().pk, actor="test")  # type: ignore[attr-defined]
+    api_token_revoke(token_id=tenants.staff.api_tokens.get().pk, actor=Actor("test", staff=True))  # type: ignore[attr-defined]
     assert staff.get(f"/api/v1/charts/{chart_b.pk}/").status_code == 401
 
 

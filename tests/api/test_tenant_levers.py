@@ -13,9 +13,10 @@ from django.test import Client as DjangoClient
 from rest_framework.test import APIClient
 
 from charts.models import Chart
+from common.actors import Actor
+from knobs.services import scheduler_config_set
 from orgs.services import org_hold
 from scheduling.replan import plan_refresh
-from scheduling.services import scheduler_config_set
 from tests.conftest import Tenants
 from tests.factories import ChartFactory
 
@@ -83,7 +84,7 @@ def test_a_tenants_priority_is_capped_to_its_range(tenants: Tenants, client_for:
     # A value nobody may set is bad input for everyone: 400, not 403.
     assert client.post(url, {"priority": 5000}, format="json").status_code == 400
     # Move to top stops at the top of the tenant range, whatever the aging bonus.
-    scheduler_config_set(actor="user:test", aging_step=60, aging_cap=50)
+    scheduler_config_set(actor=Actor("user:test", staff=True), aging_step=60, aging_cap=50)
     other = ChartFactory(org=tenants.org_a, workflow=tenants.workflow, priority=3)
     assert client.post(f"/api/v1/charts/{other.pk}/move-to-top/").json()["priority"] == 10
 
@@ -125,7 +126,7 @@ def test_a_tenants_priority_does_not_change_its_charts_per_round(tenants: Tenant
     """acme (weight 2) raises every chart to the top of its range; beta (weight 1) does not. Each round
     still takes 2 of acme's and 1 of beta's: priority only reorders acme's own charts (and a round's)."""
     client = client_for(tenants.member_a)
-    scheduler_config_set(actor="user:test", budget=1)
+    scheduler_config_set(actor=Actor("user:test", staff=True), budget=1)
     acme = [ChartFactory(org=tenants.org_a, workflow=tenants.workflow) for _ in range(6)]
     for _ in range(3):
         ChartFactory(org=tenants.org_b, workflow=tenants.workflow)
@@ -150,7 +151,7 @@ def test_a_held_orgs_429_says_it_is_held_and_gives_no_retry_after(tenants: Tenan
     tenants.org_a.save()
     client = client_for(tenants.member_a)
     client.post("/api/v1/charts/", {"workflow": "render", "external_id": "1"}, format="json")
-    org_hold(org=tenants.org_a, actor="user:test")
+    org_hold(org=tenants.org_a, actor=Actor("user:test", staff=True))
 
     refused = client.post("/api/v1/charts/", {"workflow": "render", "external_id": "2"}, format="json")
 

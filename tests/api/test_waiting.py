@@ -11,6 +11,7 @@ from rest_framework.fields import DateTimeField
 from rest_framework.test import APIClient
 
 from charts.models import ChartState
+from common.actors import Actor
 from orgs.services import org_hold
 from tests.conftest import Tenants
 from tests.factories import ChartFactory
@@ -60,7 +61,7 @@ def test_the_charts_state_and_its_orgs_hold_outrank_an_older_plan(tenants: Tenan
     client = client_for(tenants.member_a)
     assert reason_of(client, paused.pk)[0] == "chart_paused"
 
-    org_hold(org=tenants.org_a, actor="user:test")
+    org_hold(org=tenants.org_a, actor=Actor("user:test", staff=True))
 
     assert reason_of(client, queued.pk) == ("org_held", None, None)
     listed = {row["id"]: row["waiting_reason"] for row in client.get("/api/v1/charts/").json()["results"]}

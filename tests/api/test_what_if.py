@@ -11,8 +11,9 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from charts.models import Chart, ChartState
+from common.actors import Actor
+from knobs.models import ConfigChange, SchedulerConfig
 from orgs.models import Org, ProviderPause
-from scheduling.models import ConfigChange, SchedulerConfig
 from tests.conftest import Tenants
 from tests.factories import ChartFactory, ProviderFactory
 
@@ -223,9 +224,10 @@ def test_the_preview_is_the_plan_the_levers_would_give(
     """Preview several levers at one instant, then pull them for real and replan at that instant:
     every org's clear-time and every listed chart's ETA are the ones previewed."""
     from charts.services import chart_prioritize
+    from knobs.services import scheduler_config_set
     from orgs import services as org_services
     from scheduling.replan import plan_refresh
-    from scheduling.services import plan_preview, scheduler_config_set
+    from scheduling.what_if import plan_preview
 
     instant = timezone.now()
     until = instant + timedelta(minutes=30)
@@ -236,16 +238,18 @@ def test_the_preview_is_the_plan_the_levers_would_give(
             "budget": 2,
             "caps": {"acme": 1},
             "priorities": [{"chart": last.pk, "priority": 50}],
-            "provider_pauses": [{"provider": "llm", "org": "acme", "until": until.isoformat()}],
+            "provider_pauses": [{"provider": "llm", "org": "acme", "until": until}],
         },
         now=instant,
     )
 
-    org_services.org_weight_set(org=tenants.org_b, weight=3, actor="test")
-    org_services.org_cap_set(org=tenants.org_a, max_concurrency=1, actor="test")
-    scheduler_config_set(budget=2, actor="test")
-    chart_prioritize(chart=last, priority=50, actor="test")
-    org_services.provider_pause(provider=tenants.workflow.provider, org=tenants.org_a, until=until, actor="test")
+    org_services.org_weight_set(org=tenants.org_b, weight=3, actor=Actor("test", staff=True))
+    org_services.org_cap_set(org=tenants.org_a, max_concurrency=1, actor=Actor("test", staff=True))
+    scheduler_config_set(budget=2, actor=Actor("test", staff=True))
+    chart_prioritize(chart=last, priority=50, actor=Actor("test", staff=True))
+    org_services.provider_pause(
+        provider=tenants.workflow.provider, org=tenants.org_a, until=until, actor=Actor("test", staff=True)
+    )
     plan_refresh(now=instant)
 
     assert preview_of["charts_moved"] > 0

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
+from common.actors import Actor
 from orgs.models import Org, Workflow
 from orgs.services import RUN_TIMEOUT, workflow_cost_set
 from scheduling.reconcile import duration_record
@@ -35,6 +36,7 @@ def test_members_and_staff_read_workflows_with_their_run_timeout(
                 "effective_run_timeout": 600,
                 "org": org,
                 "cost": 3,
+                "initial_duration": None,
                 "expected_duration": 45.0,
             },
             {
@@ -45,6 +47,7 @@ def test_members_and_staff_read_workflows_with_their_run_timeout(
                 "effective_run_timeout": 7200,
                 "org": org,
                 "cost": 1,
+                "initial_duration": None,
                 "expected_duration": 45.0,
             },
         ]
@@ -84,6 +87,33 @@ def test_a_bad_run_timeout_is_400_naming_the_field(tenants: Tenants, client_for:
     assert Workflow.objects.get(name="render").run_timeout is None
 
 
+def test_staff_state_a_new_workflow_s_initial_duration_which_its_etas_use_until_runs_are_learned(
+    tenants: Tenants, client_for: Client, settings: Any
+) -> None:
+    settings.FAIRSCHED_DEFAULT_DURATION = 60.0
+    staff = client_for(tenants.staff)
+    created = staff.post(
+        "/api/v1/workflows/",
+        {"name": "scan", "workflow_type": "Scan", "task_queue": "q", "initial_duration": 8},
+        format="json",
+    )
+    assert created.status_code == 201, created.json()
+    assert created.json()["initial_duration"] == 8
+    read = client_for(tenants.member_a).get("/api/v1/workflows/scan/").json()
+    assert (read["initial_duration"], read["expected_duration"]) == (8, 8.0)
+
+    assert staff.patch("/api/v1/workflows/scan/", {"initial_duration": None}, format="json").status_code == 200
+    assert client_for(tenants.member_a).get("/api/v1/workflows/scan/").json()["expected_duration"] == 60.0
+
+
+@pytest.mark.parametrize("value", [0, -1, 2.5, "8s"])
+def test_a_bad_initial_duration_is_400_naming_the_field(tenants: Tenants, client_for: Client, value: Any) -> None:
+    response = client_for(tenants.staff).patch("/api/v1/workflows/render/", {"initial_duration": value}, format="json")
+    assert response.status_code == 400
+    assert "initial_duration" in response.json()
+    assert Workflow.objects.get(name="render").initial_duration is None
+
+
 def test_an_empty_change_is_400_naming_the_fields(tenants: Tenants, client_for: Client) -> None:
     response = client_for(tenants.staff).patch("/api/v1/workflows/render/", {}, format="json")
     assert response.status_code == 400
@@ -99,7 +129,7 @@ def stat(org: Org, workflow: Workflow, *runs: float) -> None:
 def export(tenants: Tenants) -> Workflow:
     """A dearer workflow with an acme override, runs of acme and beta, and no runs of render."""
     export = WorkflowFactory(name="export", default_cost=3)
-    workflow_cost_set(org=tenants.org_a, workflow=export, cost=7, actor="user:stella")
+    workflow_cost_set(org=tenants.org_a, workflow=export, cost=7, actor=Actor("user:stella", staff=True))
     stat(tenants.org_a, export, 100.0, 200.0)  # acme's own runs of export: mean 150
     stat(tenants.org_b, export, 30.0)  # beta's: the workflow's mean over both orgs is 110
     return export
@@ -165,7 +195,7 @@ def test_the_list_costs_a_fixed_number_of_queries(
 ) -> None:
     for i in range(20):
         workflow = WorkflowFactory(name=f"w{i:02}", provider=ProviderFactory())
-        workflow_cost_set(org=tenants.org_a, workflow=workflow, cost=2, actor="user:stella")
+        workflow_cost_set(org=tenants.org_a, workflow=workflow, cost=2, actor=Actor("user:stella", staff=True))
         stat(tenants.org_b, workflow, 10.0)
     client = client_for(tenants.member_a)
 

@@ -13,17 +13,18 @@ from django.utils import timezone
 
 from charts import services
 from charts.models import PLAN_FIELDS, Chart, ChartEvent, ChartPlan, ChartState, DurationStat
-from charts.services import Submission
+from charts.services import ChartRequest
+from common.actors import Actor
 from common.errors import BulkInvalid, Conflict, InvalidInput, NotFound, QueueFull
 from common.events import STAFF_GROUP, org_group
+from knobs.services import scheduler_config_set
 from orgs.models import Org, OrgChange
-from scheduling.services import scheduler_config_set
 from tests.conftest import Announcements, CallerFailed, Tenants, fail_after
 from tests.factories import ChartFactory, OrgFactory, WorkflowFactory
 
 pytestmark = pytest.mark.django_db
 
-ACTOR = "user:alice"
+ACTOR = Actor("user:alice", staff=True)
 
 
 def submit(org: Org, external_id: str, workflow: str = "render", **kwargs: Any) -> tuple[Chart, bool]:
@@ -49,7 +50,7 @@ def test_submit_creates_a_queued_chart_and_logs_its_birth(tenants: Tenants) -> N
     )
     assert (stored.payload, stored.high_priority, stored.priority, stored.attempt) == ({"size": 3}, True, 5, 0)
     event = ChartEvent.objects.get(chart=chart)
-    assert (event.from_state, event.to_state, event.actor, event.reason) == ("", "queued", ACTOR, "submitted")
+    assert (event.from_state, event.to_state, event.actor, event.reason) == ("", "queued", ACTOR.name, "submitted")
 
 
 def test_the_same_submission_twice_gives_the_same_chart(tenants: Tenants) -> None:
@@ -185,7 +186,11 @@ def test_only_waiting_charts_count_against_the_queue_limit(tenants: Tenants, sta
 def test_bulk_submits_all_in_order_and_answers_repeats(tenants: Tenants) -> None:
     WorkflowFactory(name="simulate")
     existing, _ = submit(tenants.org_a, "job-2", workflow="simulate")
-    items = [Submission("render", "job-1"), Submission("simulate", "job-2"), Submission("render", "job-3", {"a": 1})]
+    items = [
+        ChartRequest("render", "job-1"),
+        ChartRequest("simulate", "job-2"),
+        ChartRequest("render", "job-3", {"a": 1}),
+    ]
     results = services.chart_submit_bulk(org=tenants.org_a, items=items, actor=ACTOR)
     assert [(c.external_id, created) for c, created in results] == [("job-1", True), ("job-2", False), ("job-3", True)]
     assert results[1][0].pk == existing.pk
@@ -196,11 +201,11 @@ def test_bulk_reports_every_bad_item_by_index_and_writes_nothing(tenants: Tenant
     WorkflowFactory(name="simulate")
     submit(tenants.org_a, "old", workflow="simulate")
     items = [
-        Submission("render", "ok-1"),
-        Submission("nope", "ok-2"),
-        Submission("render", ""),
-        Submission("render", "ok-1"),
-        Submission("render", "ok-4", priority=5000),
+        ChartRequest("render", "ok-1"),
+        ChartRequest("nope", "ok-2"),
+        ChartRequest("render", ""),
+        ChartRequest("render", "ok-1"),
+        ChartRequest("render", "ok-4", priority=5000),
     ]
     with pytest.raises(BulkInvalid) as error:
         services.chart_submit_bulk(org=tenants.org_a, items=items, actor=ACTOR)
@@ -215,7 +220,7 @@ def test_bulk_reports_every_bad_item_by_index_and_writes_nothing(tenants: Tenant
     # A repeat that names another workflow is reported by index too.
     with pytest.raises(BulkInvalid) as error:
         services.chart_submit_bulk(
-            org=tenants.org_a, items=[Submission("render", "new"), Submission("render", "old")], actor=ACTOR
+            org=tenants.org_a, items=[ChartRequest("render", "new"), ChartRequest("render", "old")], actor=ACTOR
         )
     assert error.value.errors == {1: {"external_id": ["already submitted with another workflow"]}}
     assert Chart.objects.count() == 1
@@ -224,7 +229,7 @@ def test_bulk_reports_every_bad_item_by_index_and_writes_nothing(tenants: Tenant
 def test_bulk_over_the_queue_limit_is_refused_whole(tenants: Tenants) -> None:
     org = OrgFactory(queue_limit=3)
     submit(org, "job-0")
-    items = [Submission("render", f"job-{i}") for i in range(4)]  # job-0 exists: 3 new ones, 1 + 3 > 3
+    items = [ChartRequest("render", f"job-{i}") for i in range(4)]  # job-0 exists: 3 new ones, 1 + 3 > 3
     with pytest.raises(QueueFull):
         services.chart_submit_bulk(org=org, items=items, actor=ACTOR)
     assert Chart.objects.filter(org=org).count() == 1
@@ -242,7 +247,7 @@ def staging(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
 
 def test_bulk_writes_rows_as_the_model_would_and_one_event_each(tenants: Tenants, staging: str) -> None:
     tricky = {"text": 'tab\there\nnew line, back\\slash, quote " and \u00e9\u2603', "n": [1, 2.5, None, True]}
-    items = [Submission("render", f"copy-{i}", tricky if i == 3 else None, i == 1, i - 2) for i in range(5)]
+    items = [ChartRequest("render", f"copy-{i}", tricky if i == 3 else None, i == 1, i - 2) for i in range(5)]
     before = timezone.now()
     results = services.chart_submit_bulk(org=tenants.org_a, items=items, actor=ACTOR)
     model_made = ChartFactory.build(org=tenants.org_a, workflow=tenants.workflow)
@@ -269,16 +274,16 @@ def test_bulk_writes_rows_as_the_model_would_and_one_event_each(tenants: Tenants
         assert before <= stored.created_at == stored.updated_at <= timezone.now()
     events = ChartEvent.objects.filter(chart__org=tenants.org_a)
     assert sorted(event.chart_id for event in events) == sorted(chart.pk for chart in charts.values())
-    assert {(e.from_state, e.to_state, e.actor, e.reason) for e in events} == {("", "queued", ACTOR, "submitted")}
+    assert {(e.from_state, e.to_state, e.actor, e.reason) for e in events} == {("", "queued", ACTOR.name, "submitted")}
 
 
 def test_bulk_twice_in_one_transaction_and_repeats_against_the_rows(tenants: Tenants, staging: str) -> None:
     with transaction.atomic():
         first = services.chart_submit_bulk(
-            org=tenants.org_a, items=[Submission("render", "t-1"), Submission("render", "t-2")], actor=ACTOR
+            org=tenants.org_a, items=[ChartRequest("render", "t-1"), ChartRequest("render", "t-2")], actor=ACTOR
         )
         second = services.chart_submit_bulk(
-            org=tenants.org_a, items=[Submission("render", "t-2"), Submission("render", "t-3")], actor=ACTOR
+            org=tenants.org_a, items=[ChartRequest("render", "t-2"), ChartRequest("render", "t-3")], actor=ACTOR
         )
     assert [(c.external_id, created) for c, created in second] == [("t-2", False), ("t-3", True)]
     assert second[0][0].pk == first[1][0].pk
@@ -288,9 +293,9 @@ def test_bulk_twice_in_one_transaction_and_repeats_against_the_rows(tenants: Ten
 
 def test_bulk_refuses_a_payload_that_is_not_json_naming_the_item(tenants: Tenants) -> None:
     items = [
-        Submission("render", "j-0"),
-        Submission("render", "j-1", {"x": float("nan")}),
-        Submission("render", "j-2", {"x": object()}),
+        ChartRequest("render", "j-0"),
+        ChartRequest("render", "j-1", {"x": float("nan")}),
+        ChartRequest("render", "j-2", {"x": object()}),
     ]
     with pytest.raises(BulkInvalid) as error:
         services.chart_submit_bulk(org=tenants.org_a, items=items, actor=ACTOR)
@@ -306,7 +311,7 @@ def test_bulk_limits_the_request_size(tenants: Tenants, monkeypatch: pytest.Monk
     monkeypatch.setattr(services, "MAX_BULK_ITEMS", 2)
     with pytest.raises(InvalidInput) as error:
         services.chart_submit_bulk(
-            org=tenants.org_a, items=[Submission("render", str(i)) for i in range(3)], actor=ACTOR
+            org=tenants.org_a, items=[ChartRequest("render", str(i)) for i in range(3)], actor=ACTOR
         )
     assert error.value.field == "items"
     assert services.chart_submit_bulk(org=tenants.org_a, items=[], actor=ACTOR) == []
@@ -317,7 +322,7 @@ def test_submission_is_announced_after_commit(
 ) -> None:
     with django_capture_on_commit_callbacks(execute=True) as callbacks:
         services.chart_submit_bulk(
-            org=tenants.org_a, items=[Submission("render", "a"), Submission("render", "b")], actor=ACTOR
+            org=tenants.org_a, items=[ChartRequest("render", "a"), ChartRequest("render", "b")], actor=ACTOR
         )
         assert announced.broadcasts == []
     assert len(callbacks) == 1
@@ -351,7 +356,7 @@ def test_pause_and_resume(tenants: Tenants, state: str) -> None:
     services.chart_resume(chart=chart, actor=ACTOR, reason="go on")
     assert Chart.objects.get(pk=chart.pk).state == ChartState.QUEUED
     events = list(ChartEvent.objects.values_list("from_state", "to_state", "actor", "reason"))
-    assert events == [(state, "paused", ACTOR, "paused"), ("paused", "queued", ACTOR, "go on")]
+    assert events == [(state, "paused", ACTOR.name, "paused"), ("paused", "queued", ACTOR.name, "go on")]
 
 
 @pytest.mark.parametrize("state", [ChartState.DISPATCHING, ChartState.RUNNING, ChartState.SUCCEEDED])
@@ -446,7 +451,7 @@ def test_cancel_an_unfinished_chart(tenants: Tenants, state: str) -> None:
     assert stored.finished_at is not None
     event = ChartEvent.objects.get()
     assert (event.from_state, event.to_state, event.reason) == (state, "cancelled", "customer asked")
-    assert event.actor == ACTOR
+    assert event.actor == ACTOR.name
 
 
 @pytest.mark.parametrize("state", [ChartState.SUCCEEDED, ChartState.FAILED, ChartState.CANCELLED])
@@ -527,7 +532,7 @@ def test_concurrent_bulk_submissions_are_admitted_whole_or_not_at_all(
 
     def submitter(name: str) -> Any:
         def submit_bulk() -> None:
-            items = [Submission("render", f"{name}-{i}") for i in range(3)]
+            items = [ChartRequest("render", f"{name}-{i}") for i in range(3)]
             try:
                 services.chart_submit_bulk(org=org, items=items, actor=ACTOR)
                 outcomes.append("admitted")
@@ -677,7 +682,7 @@ def test_a_queue_limit_set_waits_for_the_submissions_in_progress_of_the_org(
 def test_bulks_with_ids_in_common_take_turns_instead_of_deadlocking(tenants: Tenants, announced: Announcements) -> None:
     def bulk(*ids: str) -> Any:
         return lambda: services.chart_submit_bulk(
-            org=tenants.org_a, items=[Submission("render", i) for i in ids], actor=ACTOR
+            org=tenants.org_a, items=[ChartRequest("render", i) for i in ids], actor=ACTOR
         )
 
     # Without turns: the first writes a, the second b and then waits for a, the first then waits for b.
@@ -694,8 +699,10 @@ def test_prioritize_records_who_changed_what(tenants) -> None:  # type: ignore[n
     from charts.models import ChartEvent
     from charts.services import chart_prioritize, chart_submit
 
-    chart, _ = chart_submit(org=tenants.org_a, workflow="render", external_id="p1", actor="user:alice")
-    chart_prioritize(chart=chart, high_priority=True, priority=5, actor="user:stella")
+    chart, _ = chart_submit(
+        org=tenants.org_a, workflow="render", external_id="p1", actor=Actor("user:alice", staff=True)
+    )
+    chart_prioritize(chart=chart, high_priority=True, priority=5, actor=Actor("user:stella", staff=True))
     event = ChartEvent.objects.filter(chart=chart).latest("id")
     assert (event.from_state, event.to_state, event.actor) == ("queued", "queued", "user:stella")
     assert event.reason == "high_priority set to True, priority set to 5"
@@ -769,7 +776,7 @@ def test_an_external_id_of_visible_characters_beyond_ascii_is_accepted(tenants: 
 def test_the_charts_returned_are_the_rows_written_as_the_orm_loads_them(
     tenants: Tenants, staging: str, django_assert_num_queries: Any
 ) -> None:
-    items = [Submission("render", f"w-{i}", {"i": i, "s": "\u00e9"}, i == 0, i) for i in range(3)]
+    items = [ChartRequest("render", f"w-{i}", {"i": i, "s": "\u00e9"}, i == 0, i) for i in range(3)]
     results = services.chart_submit_bulk(org=tenants.org_a, items=items, actor=ACTOR)
     loaded = {chart.pk: chart for chart in Chart.objects.filter(org=tenants.org_a)}
     for returned, created in results:
@@ -796,11 +803,11 @@ def test_a_bulk_refused_after_its_insert_takes_the_insert_back(tenants: Tenants,
     org = OrgFactory(queue_limit=4)
     submit(org, "old")
     before = ChartEvent.objects.count()
-    conflicting = [Submission("render", "new-0"), Submission("simulate", "old"), Submission("render", "new-1")]
+    conflicting = [ChartRequest("render", "new-0"), ChartRequest("simulate", "old"), ChartRequest("render", "new-1")]
     with pytest.raises(BulkInvalid) as error:
         services.chart_submit_bulk(org=org, items=conflicting, actor=ACTOR)
     assert error.value.errors == {1: {"external_id": ["already submitted with another workflow"]}}
-    too_many = [Submission("render", "old"), *(Submission("render", f"new-{i}") for i in range(4))]
+    too_many = [ChartRequest("render", "old"), *(ChartRequest("render", f"new-{i}") for i in range(4))]
     with pytest.raises(QueueFull) as full:
         services.chart_submit_bulk(org=org, items=too_many, actor=ACTOR)
     assert full.value.message.startswith(f"org {org.slug} has 1 waiting charts; its queue limit is 4")
@@ -861,6 +868,10 @@ def test_forgetting_learned_durations_logs_it_and_replans(
         assert services.duration_stats_forget(stats=list(forgotten), actor=ACTOR) == 1
     assert list(DurationStat.objects.values_list("org__slug", flat=True)) == [tenants.org_b.slug]
     (change,) = OrgChange.objects.filter(org=tenants.org_a, field="learned durations")
-    assert (change.actor, change.old_value, change.new_value) == (ACTOR, f"{tenants.workflow}: 20.0 s over 2 runs", "")
+    assert (change.actor, change.old_value, change.new_value) == (
+        ACTOR.name,
+        f"{tenants.workflow}: 20.0 s over 2 runs",
+        "",
+    )
     assert not OrgChange.objects.filter(org=tenants.org_b).exists()
     assert announced.replans == 1

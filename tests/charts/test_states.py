@@ -11,7 +11,8 @@ from django.db import connection
 from django.utils import timezone
 
 from charts.models import Chart, ChartEvent, ChartState
-from charts.states import TRANSITIONS, IllegalTransition, can_transition, record_created, transition, transition_if
+from charts.states import TRANSITIONS, IllegalTransition, can_transition, transition, transition_if
+from common.actors import Actor
 from common.errors import Conflict
 from tests.conftest import CallerFailed, Tenants, fail_after
 from tests.factories import ChartFactory
@@ -21,7 +22,7 @@ pytestmark = pytest.mark.django_db
 STATES = ChartState.values
 ALLOWED = [(a, b) for a in STATES for b in STATES if b in TRANSITIONS[a]]
 FORBIDDEN = [(a, b) for a in STATES for b in STATES if b not in TRANSITIONS[a]]
-ACTOR = "system:test"
+ACTOR = Actor("system:test", staff=True)
 
 
 def make_chart(tenants: Tenants, state: str) -> Chart:
@@ -47,7 +48,12 @@ def test_allowed_transition_moves_the_chart_and_logs_it(tenants: Tenants, from_s
     stored = Chart.objects.get(pk=chart.pk)
     assert (stored.state, stored.attempt, stored.claimed_at) == (to_state, 2, attempt_at)
     event = ChartEvent.objects.get(chart=chart)
-    assert (event.from_state, event.to_state, event.actor, event.reason) == (from_state, to_state, ACTOR, "because")
+    assert (event.from_state, event.to_state, event.actor, event.reason) == (
+        from_state,
+        to_state,
+        ACTOR.name,
+        "because",
+    )
     assert can_transition(from_state, to_state)
 
 
@@ -101,9 +107,13 @@ def test_a_transition_inside_a_rolled_back_transaction_leaves_no_trace(tenants: 
 
 def test_transition_if_is_a_compare_and_swap(tenants: Tenants) -> None:
     chart = make_chart(tenants, ChartState.QUEUED)
-    assert transition_if(chart.pk, [ChartState.QUEUED, ChartState.RETRY_WAIT], ChartState.DISPATCHING, actor="a")
+    assert transition_if(
+        chart.pk, [ChartState.QUEUED, ChartState.RETRY_WAIT], ChartState.DISPATCHING, actor=Actor("a", staff=True)
+    )
     # The second claim read the same "queued" but the row has moved on: it loses and writes nothing.
-    assert not transition_if(chart.pk, [ChartState.QUEUED, ChartState.RETRY_WAIT], ChartState.DISPATCHING, actor="b")
+    assert not transition_if(
+        chart.pk, [ChartState.QUEUED, ChartState.RETRY_WAIT], ChartState.DISPATCHING, actor=Actor("b", staff=True)
+    )
     events = list(ChartEvent.objects.values_list("from_state", "to_state", "actor"))
     assert events == [("queued", "dispatching", "a")]
 
@@ -125,29 +135,20 @@ def test_transition_if_ignores_sources_that_cannot_reach_the_target(tenants: Ten
         transition_if(chart.pk, [ChartState.SUCCEEDED], ChartState.FAILED, actor=ACTOR)
 
 
-def test_record_created_logs_the_birth_of_each_chart(tenants: Tenants) -> None:
-    charts = [make_chart(tenants, ChartState.QUEUED) for _ in range(3)]
-    record_created(charts, actor="user:alice")
-    events = ChartEvent.objects.order_by("chart_id")
-    assert [(e.chart_id, e.from_state, e.to_state, e.actor, e.reason) for e in events] == [
-        (c.pk, "", "queued", "user:alice", "submitted") for c in charts
-    ]
-
-
 @pytest.mark.django_db(transaction=True)
 def test_two_racing_claims_have_exactly_one_winner(tenants: Tenants) -> None:
     chart = make_chart(tenants, ChartState.QUEUED)
     barrier = threading.Barrier(2)
     wins: list[bool] = []
 
-    def claim(actor: str) -> None:
+    def claim(actor: Actor) -> None:
         try:
             barrier.wait()
             wins.append(transition_if(chart.pk, [ChartState.QUEUED], ChartState.DISPATCHING, actor=actor))
         finally:
             connection.close()
 
-    threads = [threading.Thread(target=claim, args=(f"system:dispatcher-{i}",)) for i in range(2)]
+    threads = [threading.Thread(target=claim, args=(Actor.system(f"dispatcher-{i}"),)) for i in range(2)]
     for thread in threads:
         thread.start()
     for thread in threads:

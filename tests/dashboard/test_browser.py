@@ -15,10 +15,11 @@ import pytest
 from django.utils import timezone
 
 from charts.models import Chart, ChartState
+from common.actors import Actor
 from fairsched.devservices import free_port, start_redis
+from knobs.models import SchedulerConfig
 from orgs import services as org_services
 from orgs.models import Org, ProviderPause, WorkflowCost
-from scheduling.models import SchedulerConfig
 from tests.browser import Violations
 from tests.conftest import Tenants
 from tests.dashboard.conftest import plan_queue
@@ -86,7 +87,7 @@ def test_the_org_editor_opens_from_the_keyboard_and_follows_its_row(
     """One editor for the org picked in the table: opened with the keyboard on the org's name, it shows
     the row's values, follows them when another operator changes the org (the hint swaps the row in)
     except for what this operator has typed, and Escape closes it, back to the row."""
-    org_services.org_cap_set(org=tenants.org_a, max_concurrency=5, actor="user:test")
+    org_services.org_cap_set(org=tenants.org_a, max_concurrency=5, actor=Actor("user:test", staff=True))
     WorkflowCost.objects.create(org=tenants.org_a, workflow=tenants.workflow, cost=4)
     page, violations = _lever_page(chromium, live_url, tenants.staff)
     acme = 'tr[data-org="acme"]'
@@ -216,7 +217,7 @@ def test_the_page_reconnects_and_resyncs_after_a_server_restart(
         page.wait_for_selector("body[data-live=live]", timeout=10_000)
     page.wait_for_selector("body[data-live=reconnecting]", timeout=5000)
     # Changed while no server could tell the page: only the resync after the reconnect shows it.
-    org_services.org_hold(org=tenants.org_b, actor="user:test")
+    org_services.org_hold(org=tenants.org_b, actor=Actor("user:test", staff=True))
     with daphne(env, port=port):
         page.wait_for_selector("body[data-live=live]", timeout=20_000)
         page.wait_for_function(
@@ -522,7 +523,7 @@ def test_the_page_reconnects_and_resyncs_after_a_redis_blip(
             redis.stop()
             page.wait_for_selector("body[data-live=reconnecting]", timeout=10_000)
             # Changed while the channel layer was down: only the resync after the reconnect shows it.
-            org_services.org_hold(org=tenants.org_b, actor="user:test")
+            org_services.org_hold(org=tenants.org_b, actor=Actor("user:test", staff=True))
             redis = service(start_redis(tmp_path, port=redis_port))
             page.wait_for_selector("body[data-live=live]", timeout=20_000)
             page.wait_for_function(

@@ -13,6 +13,7 @@ from django.conf import settings
 from django.db import connections
 from django.test import Client
 
+from common.actors import Actor
 from common.events import STAFF_GROUP
 from fairsched.asgi import application
 from orgs import services as org_services
@@ -67,7 +68,7 @@ async def test_staff_receive_a_lever_change_from_the_staff_group(tenants: Tenant
     assert await socket.receive_json_from() == {"type": "hello"}
 
     # A real service: its change is announced after commit through the Redis layer.
-    await database_sync_to_async(org_services.org_hold)(org=tenants.org_a, actor="user:stella")
+    await database_sync_to_async(org_services.org_hold)(org=tenants.org_a, actor=Actor("user:stella", staff=True))
     message = await socket.receive_json_from(timeout=5)
     assert message == {"type": "event", "kind": "org", "org": tenants.org_a.pk}
     await socket.disconnect()

@@ -9,17 +9,18 @@ import re
 from django.test import Client
 
 from charts.services import chart_pause
+from common.actors import Actor
+from knobs.services import scheduler_config_set
 from orgs.services import org_cap_set, org_hold
-from scheduling.services import scheduler_config_set
 from tests.conftest import Tenants
 from tests.factories import ChartFactory
 
 
 def test_the_events_show_each_lever_s_reason(staff_client: Client, tenants: Tenants) -> None:
     chart = ChartFactory(org=tenants.org_a, workflow=tenants.workflow, external_id="a-1")
-    org_cap_set(org=tenants.org_a, max_concurrency=2, actor="user:ops", reason="cost overrun")
-    scheduler_config_set(actor="user:ops", reason="Black Friday", budget=30)
-    chart_pause(chart=chart, actor="user:ops", reason="disk full")
+    org_cap_set(org=tenants.org_a, max_concurrency=2, actor=Actor("user:ops", staff=True), reason="cost overrun")
+    scheduler_config_set(actor=Actor("user:ops", staff=True), reason="Black Friday", budget=30)
+    chart_pause(chart=chart, actor=Actor("user:ops", staff=True), reason="disk full")
 
     html = staff_client.get("/dashboard/partials/?names=events").content.decode()
 
@@ -28,7 +29,7 @@ def test_the_events_show_each_lever_s_reason(staff_client: Client, tenants: Tena
 
 
 def test_a_held_row_tells_what_its_members_read(staff_client: Client, tenants: Tenants) -> None:
-    org_hold(org=tenants.org_b, actor="user:ops", reason='Migrating <your> "data"')
+    org_hold(org=tenants.org_b, actor=Actor("user:ops", staff=True), reason='Migrating <your> "data"')
 
     html = staff_client.get("/dashboard/partials/?names=orgs").content.decode()
 

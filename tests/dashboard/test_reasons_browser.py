@@ -15,9 +15,9 @@ from urllib.parse import urlsplit
 import pytest
 
 from charts.models import ChartEvent, ChartState
+from knobs.models import ConfigChange, SchedulerConfig
 from orgs.access import api_token_issue
 from orgs.models import Org, OrgChange, WorkflowCost
-from scheduling.models import ConfigChange, SchedulerConfig
 from tests.browser import Violations
 from tests.conftest import Tenants
 from tests.dashboard.conftest import plan_queue

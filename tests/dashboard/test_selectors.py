@@ -9,9 +9,10 @@ import pytest
 from django.utils import timezone
 
 from charts.models import Chart, ChartEvent, ChartState, DurationStat
+from knobs.models import ConfigChange, SchedulerConfig
 from orgs.models import OrgChange, ProviderPause, WorkflowCost
 from scheduling import selectors
-from scheduling.models import ConfigChange, QueueSample, SchedulerConfig
+from scheduling.models import QueueSample
 from scheduling.snapshot import chart_key, load_snapshot
 from tests.conftest import Tenants
 from tests.dashboard.conftest import plan_queue
@@ -64,7 +65,7 @@ def busy(tenants: Tenants) -> dict[str, Any]:
         ("summary", lambda: selectors.summary(), 3),
         ("queue", lambda: selectors.queue_page(start=50, limit=100), 2),
         ("outside", lambda: selectors.outside_plan(), 3),
-        ("inflight", lambda: selectors.in_flight(), 3),
+        ("inflight", lambda: selectors.in_flight(), 4),  # with the workflows' initial durations
         ("orgs", lambda: selectors.org_rows(), 3),
         ("meta", lambda: selectors.workflows_and_providers(), 3),
         ("events", lambda: selectors.recent_events(limit=50), 3),

@@ -227,7 +227,7 @@ def test_a_completion_without_a_hint_is_found_by_the_reconcile_pass(
     assert done.state == ChartState.SUCCEEDED
     last = done.events.last()
     assert last is not None
-    assert last.actor == RECONCILER
+    assert last.actor == RECONCILER.name
 
 
 @pytest.mark.temporal

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from charts import services as chart_services
+from common.actors import Actor
 from feed import services
 from feed.models import WebhookDelivery
 from tests.celery_workers import celery_workers
@@ -56,13 +57,13 @@ def test_a_worker_killed_mid_retry_loses_nothing_and_repeats_only_with_the_key(
         # Two failures, then a retry that hangs (the worker is killed while it waits), then success.
         received.answers = [(500, b"no", {}), (500, b"no", {})]
         endpoint, _ = services.webhook_endpoint_create(
-            org=tenants.org_a, url=url, event_types=["chart.cancelled"], actor="user:stella"
+            org=tenants.org_a, url=url, event_types=["chart.cancelled"], actor=Actor("user:stella", staff=True)
         )
         for n in range(8):
             chart, _ = chart_services.chart_submit(
-                org=tenants.org_a, workflow="render", external_id=f"a-{n}", actor="user:alice"
+                org=tenants.org_a, workflow="render", external_id=f"a-{n}", actor=Actor("user:alice", staff=True)
             )
-            chart_services.chart_cancel(chart=chart, actor="user:alice")
+            chart_services.chart_cancel(chart=chart, actor=Actor("user:alice", staff=True))
         settle()
         received.hang = (3, in_flight)
 

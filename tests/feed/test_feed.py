@@ -24,12 +24,13 @@ from rest_framework.test import APIClient
 from charts import services as chart_services
 from charts.models import Chart, ChartEvent
 from common import txid
+from common.actors import Actor
 from common.txid import HORIZON_SQL
 from feed import api as feed_api
 from feed.selectors import START, Position, feed_horizon, feed_read, position_decode
+from knobs import services as knobs_services
 from orgs import services as org_services
 from orgs.access import api_token_issue
-from scheduling import services as scheduling_services
 from scheduling.models import ClearTimeSlip
 from scheduling.replan import _record_slips
 from tests import processes
@@ -65,7 +66,9 @@ def read_all(*, org_ids: Any = None, after: Position = START, limit: int = 100) 
 
 @pytest.fixture
 def chart(tenants: Tenants) -> Chart:
-    chart, _ = chart_services.chart_submit(org=tenants.org_a, workflow="render", external_id="a-1", actor="user:alice")
+    chart, _ = chart_services.chart_submit(
+        org=tenants.org_a, workflow="render", external_id="a-1", actor=Actor("user:alice", staff=True)
+    )
     return chart
 
 
@@ -174,10 +177,10 @@ def _drain(cursor: Position) -> Position:
 
 
 def test_every_kind_of_event_in_the_feed_with_its_type(tenants: Tenants, chart: Chart) -> None:
-    chart_services.chart_pause(chart=chart, actor="user:alice")
-    org_services.org_hold(org=tenants.org_b, actor="user:stella", reason="unpaid invoice")
-    org_services.org_release(org=tenants.org_b, actor="user:stella")
-    scheduling_services.budget_set(budget=7, actor="user:stella")
+    chart_services.chart_pause(chart=chart, actor=Actor("user:alice", staff=True))
+    org_services.org_hold(org=tenants.org_b, actor=Actor("user:stella", staff=True), reason="unpaid invoice")
+    org_services.org_release(org=tenants.org_b, actor=Actor("user:stella", staff=True))
+    knobs_services.budget_set(budget=7, actor=Actor("user:stella", staff=True))
     now = timezone.now()
     _record_slips(now, [(tenants.org_a.pk, now + timedelta(minutes=10), now + timedelta(minutes=20))])
     settled(current_txid())
@@ -197,12 +200,18 @@ def test_every_kind_of_event_in_the_feed_with_its_type(tenants: Tenants, chart: 
 
 
 def test_a_tenant_sees_its_own_orgs_events_in_the_portals_words(tenants: Tenants) -> None:
-    chart_a, _ = chart_services.chart_submit(org=tenants.org_a, workflow="render", external_id="a", actor="user:alice")
-    chart_b, _ = chart_services.chart_submit(org=tenants.org_b, workflow="render", external_id="b", actor="user:bob")
-    chart_services.chart_cancel(chart=chart_a, actor="user:stella", reason="duplicate\nsee ticket 4711 on host db-3")
-    org_services.org_hold(org=tenants.org_a, actor="user:stella", reason="unpaid invoice")
-    org_services.org_hold(org=tenants.org_b, actor="user:stella", reason="unpaid invoice")
-    scheduling_services.budget_set(budget=7, actor="user:stella")
+    chart_a, _ = chart_services.chart_submit(
+        org=tenants.org_a, workflow="render", external_id="a", actor=Actor("user:alice", staff=True)
+    )
+    chart_b, _ = chart_services.chart_submit(
+        org=tenants.org_b, workflow="render", external_id="b", actor=Actor("user:bob", staff=True)
+    )
+    chart_services.chart_cancel(
+        chart=chart_a, actor=Actor("user:stella", staff=True), reason="duplicate\nsee ticket 4711 on host db-3"
+    )
+    org_services.org_hold(org=tenants.org_a, actor=Actor("user:stella", staff=True), reason="unpaid invoice")
+    org_services.org_hold(org=tenants.org_b, actor=Actor("user:stella", staff=True), reason="unpaid invoice")
+    knobs_services.budget_set(budget=7, actor=Actor("user:stella", staff=True))
     settled(current_txid())
     alice = APIClient()
     alice.credentials(HTTP_AUTHORIZATION=f"Token {api_token_issue(user=tenants.member_a, org=tenants.org_a)}")  # type: ignore[arg-type]
@@ -234,8 +243,8 @@ def test_a_tenant_sees_its_own_orgs_events_in_the_portals_words(tenants: Tenants
 def test_pages_follow_each_other_without_gap_or_repeat(tenants: Tenants) -> None:
     chart_services.chart_submit_bulk(
         org=tenants.org_a,
-        items=[chart_services.Submission("render", f"bulk-{n}", None, False, 0) for n in range(23)],
-        actor="user:alice",
+        items=[chart_services.ChartRequest("render", f"bulk-{n}", None, False, 0) for n in range(23)],
+        actor=Actor("user:alice", staff=True),
     )
     settled(current_txid())
     staff = APIClient()
@@ -262,7 +271,7 @@ def test_a_long_poll_answers_when_an_event_commits(tenants: Tenants, chart: Char
 
     def later() -> None:
         time.sleep(0.5)
-        chart_services.chart_pause(chart=chart, actor="user:alice")
+        chart_services.chart_pause(chart=chart, actor=Actor("user:alice", staff=True))
 
     writer = threading.Thread(target=later)
     writer.start()
@@ -362,7 +371,7 @@ def test_a_transaction_open_in_another_database_does_not_hold_the_feed_back(char
     elsewhere = database_url().rsplit("/", 1)[0] + "/postgres"
     with psycopg.connect(elsewhere) as other:
         other.execute("SELECT pg_current_xact_id()")  # takes a transaction id, and keeps it open
-        chart_services.chart_pause(chart=chart, actor="user:alice")
+        chart_services.chart_pause(chart=chart, actor=Actor("user:alice", staff=True))
         deadline = time.monotonic() + SETTLE_SECONDS
         while not (page := feed_read(after=after, org_ids=None)).events:
             assert time.monotonic() < deadline, "the other database's transaction held the feed back"

@@ -25,6 +25,7 @@ from rest_framework.test import APIClient
 
 from charts import services as chart_services
 from charts.models import Chart
+from common.actors import Actor
 from fairsched.devservices import REPO_ROOT
 from feed import delivery as webhook_delivery
 from feed import services
@@ -149,7 +150,7 @@ def counted_since(before: dict[str, int]) -> dict[str, int]:
 
 def submitted(tenants: Tenants, external_id: str, org: Any = None) -> Chart:
     chart, _ = chart_services.chart_submit(
-        org=org or tenants.org_a, workflow="render", external_id=external_id, actor="user:alice"
+        org=org or tenants.org_a, workflow="render", external_id=external_id, actor=Actor("user:alice", staff=True)
     )
     return chart
 
@@ -162,14 +163,17 @@ def test_deliveries_are_retried_in_order_signed_and_keyed(tenants: Tenants, loca
     with receiver() as (url, received):
         received.answers = [(500, b"down for maintenance", {}), (503, b"still down", {})]
         endpoint, secret = services.webhook_endpoint_create(
-            org=tenants.org_a, url=url, event_types=["chart.cancelled", "org.held"], actor="user:stella"
+            org=tenants.org_a,
+            url=url,
+            event_types=["chart.cancelled", "org.held"],
+            actor=Actor("user:stella", staff=True),
         )
         charts = [submitted(tenants, f"a-{n}") for n in range(3)]
         other = submitted(tenants, "b-1", org=tenants.org_b)
         for chart in charts:
-            chart_services.chart_cancel(chart=chart, actor="user:alice")
-        chart_services.chart_cancel(chart=other, actor="user:bob")
-        org_services.org_hold(org=tenants.org_a, actor="user:stella", reason="unpaid")
+            chart_services.chart_cancel(chart=chart, actor=Actor("user:alice", staff=True))
+        chart_services.chart_cancel(chart=other, actor=Actor("user:bob", staff=True))
+        org_services.org_hold(org=tenants.org_a, actor=Actor("user:stella", staff=True), reason="unpaid")
         settle()
         pump(endpoint, lambda: len(received.requests) >= 6)
 
@@ -199,13 +203,15 @@ def test_deliveries_are_retried_in_order_signed_and_keyed(tenants: Tenants, loca
 def test_a_send_again_carries_the_same_key_and_the_example_recognises_it(tenants: Tenants, local_hooks: None) -> None:
     with receiver() as (url, received):
         endpoint, secret = services.webhook_endpoint_create(
-            org=tenants.org_a, url=url, event_types=["chart.cancelled"], actor="user:stella"
+            org=tenants.org_a, url=url, event_types=["chart.cancelled"], actor=Actor("user:stella", staff=True)
         )
-        chart_services.chart_cancel(chart=submitted(tenants, "a-1"), actor="user:alice")
+        chart_services.chart_cancel(chart=submitted(tenants, "a-1"), actor=Actor("user:alice", staff=True))
         settle()
         pump(endpoint, lambda: len(received.requests) == 1)
         sent = WebhookDelivery.objects.get(endpoint=endpoint)
-        again = services.webhook_delivery_send_again(endpoint=endpoint, delivery_id=sent.pk, actor="user:stella")
+        again = services.webhook_delivery_send_again(
+            endpoint=endpoint, delivery_id=sent.pk, actor=Actor("user:stella", staff=True)
+        )
         pump(endpoint, lambda: len(received.requests) == 2)
     assert again.idempotency_key == sent.idempotency_key
     (h1, b1), (h2, b2) = received.requests
@@ -227,9 +233,9 @@ def test_a_redirect_is_not_followed_and_a_long_answer_is_cut(
             (200, b"x" * 500_000, {}),
         ]
         endpoint, _ = services.webhook_endpoint_create(
-            org=tenants.org_a, url=url, event_types=["chart.cancelled"], actor="user:stella"
+            org=tenants.org_a, url=url, event_types=["chart.cancelled"], actor=Actor("user:stella", staff=True)
         )
-        chart_services.chart_cancel(chart=submitted(tenants, "a-1"), actor="user:alice")
+        chart_services.chart_cancel(chart=submitted(tenants, "a-1"), actor=Actor("user:alice", staff=True))
         settle()
         pump(endpoint, lambda: WebhookDelivery.objects.filter(state="delivered").exists())
     assert len(received.requests) == 2  # the redirect's target was never asked
@@ -250,21 +256,21 @@ def test_an_endpoint_failing_for_a_day_is_disabled_and_resumes_when_enabled(
     with receiver() as (url, received):
         received.answers = [(500, b"no", {})]
         endpoint, _ = services.webhook_endpoint_create(
-            org=tenants.org_a, url=url, event_types=["chart.cancelled"], actor="user:stella"
+            org=tenants.org_a, url=url, event_types=["chart.cancelled"], actor=Actor("user:stella", staff=True)
         )
-        chart_services.chart_cancel(chart=submitted(tenants, "a-1"), actor="user:alice")
+        chart_services.chart_cancel(chart=submitted(tenants, "a-1"), actor=Actor("user:alice", staff=True))
         settle()
         pump(endpoint, lambda: len(received.requests) == 1)
         endpoint.refresh_from_db()
         assert not endpoint.active
         assert endpoint.disabled_at is not None
         assert "failing since" in endpoint.disabled_reason
-        chart_services.chart_cancel(chart=submitted(tenants, "a-2"), actor="user:alice")
+        chart_services.chart_cancel(chart=submitted(tenants, "a-2"), actor=Actor("user:alice", staff=True))
         settle()
         assert services.webhook_deliveries_collect(endpoint_id=endpoint.pk) == 0
         assert services.webhook_endpoint_send(endpoint_id=endpoint.pk) == 0
 
-        services.webhook_endpoint_update(endpoint=endpoint, active=True, actor="user:stella")
+        services.webhook_endpoint_update(endpoint=endpoint, active=True, actor=Actor("user:stella", staff=True))
         pump(endpoint, lambda: WebhookDelivery.objects.filter(state="delivered").count() == 2)
     assert [b["data"]["external_id"] for b in received.bodies()] == ["a-1", "a-1", "a-2"]
     assert counted_since(counts) == {"attempts:acme|failed": 1, "attempts:acme|ok": 2, "disabled:acme": 1}
@@ -400,7 +406,7 @@ def test_staff_register_an_endpoint_and_see_its_secret_once(
         assert "secret" not in listed[0]
         assert "secret" not in staff_api.get(f"/api/v1/webhooks/{body['id']}/").json()
 
-        chart_services.chart_cancel(chart=submitted(tenants, "a-1"), actor="user:alice")
+        chart_services.chart_cancel(chart=submitted(tenants, "a-1"), actor=Actor("user:alice", staff=True))
         settle()
         endpoint = WebhookEndpoint.objects.get(pk=body["id"])
         pump(endpoint, lambda: len(received.requests) == 1)

@@ -11,6 +11,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from charts.models import ChartState
+from common.actors import Actor
 from common.admin_utils import EditedFieldsForm
 from orgs import services
 from orgs.models import Membership, Org, OrgChange, ProviderPause, Workflow, WorkflowCost
@@ -112,7 +113,7 @@ def test_a_hold_made_while_the_list_was_open_survives_another_row_s_edit(
     staff_client: Client, tenants: Tenants
 ) -> None:
     data = changelist_data(staff_client.get(ORGS))
-    services.org_hold(org=tenants.org_a, actor="user:oscar")
+    services.org_hold(org=tenants.org_a, actor=Actor("user:oscar", staff=True))
     index = {data[f"form-{i}-id"]: i for i in range(2)}
     data[f"form-{index[tenants.org_b.pk]}-weight"] = "4"
     assert staff_client.post(ORGS, data).status_code == 302
@@ -121,7 +122,7 @@ def test_a_hold_made_while_the_list_was_open_survives_another_row_s_edit(
     assert history(tenants.org_a) == [("user:oscar", "hold", "weight 2", "held")]
 
     data = changelist_data(staff_client.get(ORGS))
-    services.org_release(org=tenants.org_a, actor="user:oscar")
+    services.org_release(org=tenants.org_a, actor=Actor("user:oscar", staff=True))
     data[f"form-{index[tenants.org_a.pk]}-weight"] = "5"
     response = staff_client.post(ORGS, data)
     assert response.status_code == 200
@@ -143,7 +144,7 @@ def test_a_weight_changed_between_the_list_s_check_and_its_save_is_not_overwritt
     def check_then_someone_else_writes(form: EditedFieldsForm) -> Any:
         cleaned = checked(form)
         if form.instance.pk == tenants.org_a.pk:
-            services.org_weight_set(org=tenants.org_a, weight=9, actor="user:oscar")
+            services.org_weight_set(org=tenants.org_a, weight=9, actor=Actor("user:oscar", staff=True))
         return cleaned
 
     monkeypatch.setattr(EditedFieldsForm, "clean", check_then_someone_else_writes)
@@ -242,7 +243,7 @@ def test_a_hold_made_while_the_form_was_open_survives_a_queue_limit_edit(
 ) -> None:
     url = reverse("admin:orgs_org_change", args=[tenants.org_a.pk])
     data = change_form_data(staff_client.get(url))
-    services.org_hold(org=tenants.org_a, actor="user:oscar")
+    services.org_hold(org=tenants.org_a, actor=Actor("user:oscar", staff=True))
     data["queue_limit"] = "50"
     assert staff_client.post(url, data).status_code == 302
     org = Org.objects.get(pk=tenants.org_a.pk)
@@ -265,7 +266,7 @@ def test_a_weight_changed_while_the_form_was_open_refuses_the_weight_edit(
 ) -> None:
     url = reverse("admin:orgs_org_change", args=[tenants.org_a.pk])
     data = change_form_data(staff_client.get(url))
-    services.org_weight_set(org=tenants.org_a, weight=5, actor="user:oscar")
+    services.org_weight_set(org=tenants.org_a, weight=5, actor=Actor("user:oscar", staff=True))
     data.update(weight="3", queue_limit="50")
     response = staff_client.post(url, data)
     assert response.status_code == 200
@@ -281,14 +282,14 @@ def test_a_weight_changed_while_the_form_was_open_refuses_the_weight_edit(
 def test_a_workflow_edit_leaves_a_cost_changed_meanwhile(staff_client: Client, tenants: Tenants) -> None:
     url = reverse("admin:orgs_workflow_change", args=[tenants.workflow.pk])
     data = change_form_data(staff_client.get(url))
-    services.workflow_change(workflow=tenants.workflow, actor="user:oscar", default_cost=5)
+    services.workflow_change(workflow=tenants.workflow, actor=Actor("user:oscar", staff=True), default_cost=5)
     data["run_timeout"] = "900"
     assert staff_client.post(url, data).status_code == 302
     workflow = Workflow.objects.get(pk=tenants.workflow.pk)
     assert (workflow.default_cost, workflow.run_timeout) == (5, 900)
 
     data = change_form_data(staff_client.get(url))
-    services.workflow_change(workflow=tenants.workflow, actor="user:oscar", default_cost=6)
+    services.workflow_change(workflow=tenants.workflow, actor=Actor("user:oscar", staff=True), default_cost=6)
     data["default_cost"] = "2"
     response = staff_client.post(url, data)
     assert response.status_code == 200
@@ -329,16 +330,22 @@ def test_inline_rows_changed_while_the_form_was_open_stay_as_left(staff_client: 
     WorkflowCost.objects.create(org=tenants.org_a, workflow=tenants.workflow, cost=4)
     url = reverse("admin:orgs_org_change", args=[tenants.org_a.pk])
     data = change_form_data(staff_client.get(url))
-    services.workflow_cost_set(org=tenants.org_a, workflow=tenants.workflow, cost=6, actor="user:oscar")
+    services.workflow_cost_set(
+        org=tenants.org_a, workflow=tenants.workflow, cost=6, actor=Actor("user:oscar", staff=True)
+    )
     membership = Membership.objects.get(user=tenants.member_a)
-    services.membership_role_set(membership=membership, role=Membership.Role.VIEWER, actor="user:oscar")
+    services.membership_role_set(
+        membership=membership, role=Membership.Role.VIEWER, actor=Actor("user:oscar", staff=True)
+    )
     data["queue_limit"] = "50"
     assert staff_client.post(url, data).status_code == 302
     assert WorkflowCost.objects.get(org=tenants.org_a).cost == 6
     assert Membership.objects.get(user=tenants.member_a).role == Membership.Role.VIEWER
 
     data = change_form_data(staff_client.get(url))
-    services.workflow_cost_set(org=tenants.org_a, workflow=tenants.workflow, cost=7, actor="user:oscar")
+    services.workflow_cost_set(
+        org=tenants.org_a, workflow=tenants.workflow, cost=7, actor=Actor("user:oscar", staff=True)
+    )
     data.update({"workflow_costs-0-cost": "2", "queue_limit": "60"})
     response = staff_client.post(url, data)
     assert response.status_code == 200

@@ -10,6 +10,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
+from common.actors import Actor
 from orgs import services
 from orgs.models import Org, OrgChange
 from tests.admin_helpers import action_data, changelist_data, messages_of
@@ -36,7 +37,7 @@ def row_of(html: str, slug: str) -> str:
 
 
 def test_a_held_org_shows_a_held_badge_in_the_list_not_a_check(staff_client: Client, tenants: Tenants) -> None:
-    services.org_hold(org=tenants.org_a, actor="user:stella", reason="invoice overdue")
+    services.org_hold(org=tenants.org_a, actor=Actor("user:stella", staff=True), reason="invoice overdue")
 
     html = staff_client.get(ORGS).content.decode()
 
@@ -50,7 +51,7 @@ def test_a_held_org_shows_a_held_badge_in_the_list_not_a_check(staff_client: Cli
 
 
 def test_the_change_page_shows_the_hold_its_reason_and_a_release_button(staff_client: Client, tenants: Tenants) -> None:
-    services.org_hold(org=tenants.org_a, actor="user:stella", reason="invoice overdue")
+    services.org_hold(org=tenants.org_a, actor=Actor("user:stella", staff=True), reason="invoice overdue")
 
     html = staff_client.get(change_url(tenants.org_a)).content.decode()
 
@@ -85,8 +86,8 @@ def test_the_change_page_s_hold_button_holds_with_its_reason_and_comes_back(
 
 
 def test_the_history_lists_holds_and_releases_made_anywhere(staff_client: Client, tenants: Tenants) -> None:
-    services.org_hold(org=tenants.org_a, actor="token:ops", reason="invoice overdue")
-    services.org_release(org=tenants.org_a, actor="user:dana", reason="paid")
+    services.org_hold(org=tenants.org_a, actor=Actor("token:ops", staff=True), reason="invoice overdue")
+    services.org_release(org=tenants.org_a, actor=Actor("user:dana", staff=True), reason="paid")
 
     html = staff_client.get(reverse("admin:orgs_org_history", args=[tenants.org_a.pk])).content.decode()
 
@@ -98,7 +99,7 @@ def test_the_history_lists_holds_and_releases_made_anywhere(staff_client: Client
 
 
 def test_another_org_s_history_shows_none_of_this_one_s(staff_client: Client, tenants: Tenants) -> None:
-    services.org_hold(org=tenants.org_a, actor="token:ops", reason="invoice overdue")
+    services.org_hold(org=tenants.org_a, actor=Actor("token:ops", staff=True), reason="invoice overdue")
 
     html = staff_client.get(reverse("admin:orgs_org_history", args=[tenants.org_b.pk])).content.decode()
 
@@ -132,7 +133,7 @@ def test_a_bad_reason_for_a_list_edit_writes_nothing(staff_client: Client, tenan
 
 
 def test_the_history_does_not_say_there_is_none_when_the_org_has_some(staff_client: Client, tenants: Tenants) -> None:
-    services.org_hold(org=tenants.org_a, actor="token:ops", reason="invoice overdue")
+    services.org_hold(org=tenants.org_a, actor=Actor("token:ops", staff=True), reason="invoice overdue")
 
     html = staff_client.get(reverse("admin:orgs_org_history", args=[tenants.org_a.pk])).content.decode()
 

@@ -12,9 +12,10 @@ from django.urls import reverse
 from django.utils import timezone
 
 from charts.models import Chart, ChartEvent, ChartState
+from common.actors import Actor
+from knobs.models import ConfigChange, SchedulerConfig
 from orgs import services
 from orgs.models import Org, OrgChange, ProviderPause, WorkflowCost
-from scheduling.models import ConfigChange, SchedulerConfig
 from tests.admin_helpers import action_data, change_form_data, messages_of
 from tests.conftest import Tenants
 from tests.factories import ChartFactory, ProviderFactory, WorkflowFactory
@@ -130,7 +131,10 @@ def test_a_chart_action_takes_a_reason(
 def test_ending_a_provider_pause_takes_a_reason(staff_client: Client, tenants: Tenants) -> None:
     geo = ProviderFactory(slug="geo-api")
     pause = services.provider_pause(
-        provider=geo, org=tenants.org_a, until=timezone.now() + timedelta(minutes=10), actor="user:stella"
+        provider=geo,
+        org=tenants.org_a,
+        until=timezone.now() + timedelta(minutes=10),
+        actor=Actor("user:stella", staff=True),
     )
 
     staff_client.post(PAUSES, {**action_data("end_now", pause.pk), "reason": "quota raised"}, follow=True)
@@ -141,7 +145,7 @@ def test_ending_a_provider_pause_takes_a_reason(staff_client: Client, tenants: T
 
 def test_the_scheduler_configuration_takes_a_reason(staff_client: Client, tenants: Tenants) -> None:
     config = SchedulerConfig.load()
-    url = reverse("admin:scheduling_schedulerconfig_change", args=[config.pk])
+    url = reverse("admin:knobs_schedulerconfig_change", args=[config.pk])
     data = change_form_data(staff_client.get(url))
     data.update(budget="25", policy="deficit", reason="Black Friday")
 
@@ -152,13 +156,13 @@ def test_the_scheduler_configuration_takes_a_reason(staff_client: Client, tenant
         ("policy", "Black Friday"),
     ]
     assert SchedulerConfig.load().budget == 25
-    log = staff_client.get(reverse("admin:scheduling_configchange_changelist")).content.decode()
+    log = staff_client.get(reverse("admin:knobs_configchange_changelist")).content.decode()
     assert "Black Friday" in log
 
 
 def test_a_bad_reason_on_the_configuration_writes_nothing(staff_client: Client, tenants: Tenants) -> None:
     config = SchedulerConfig.load()
-    url = reverse("admin:scheduling_schedulerconfig_change", args=[config.pk])
+    url = reverse("admin:knobs_schedulerconfig_change", args=[config.pk])
     data = change_form_data(staff_client.get(url))
     data.update(budget="25", reason="x" * 501)
 

@@ -5,14 +5,25 @@ from __future__ import annotations
 import importlib
 
 import pytest
-from django.apps import apps
+from django.db.models import Model
 
+from common.actors import Actor
+from knobs.models import SchedulerConfig
+from knobs.services import scheduler_config_set
 from orgs.models import Org
-from scheduling.services import scheduler_config_set
 from tests.factories import OrgFactory
 
 pytestmark = pytest.mark.django_db
 migration = importlib.import_module("orgs.migrations.0006_fair_service_rounds")
+
+
+class apps:
+    """The models as the migration names them: the configuration was scheduling's then (knobs' now,
+    the same table renamed)."""
+
+    @staticmethod
+    def get_model(app_label: str, name: str) -> type[Model]:
+        return {("orgs", "Org"): Org, ("scheduling", "SchedulerConfig"): SchedulerConfig}[app_label, name]
 
 
 def test_round_robin_service_is_divided_by_the_weight() -> None:
@@ -26,7 +37,7 @@ def test_round_robin_service_is_divided_by_the_weight() -> None:
 
 
 def test_deficit_service_is_divided_by_weight_and_quantum_and_back() -> None:
-    scheduler_config_set(actor="user:test", policy="deficit", quantum=2.5)
+    scheduler_config_set(actor=Actor("user:test", staff=True), policy="deficit", quantum=2.5)
     org = OrgFactory(weight=2, served=10.0)
 
     migration.served_in_rounds(apps, None)

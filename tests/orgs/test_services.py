@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
+from common.actors import Actor
 from common.errors import Conflict, InvalidInput, NotFound
 from common.events import STAFF_GROUP, org_group
 from orgs import services
@@ -17,7 +18,7 @@ from tests.factories import OrgFactory, ProviderFactory, WorkflowFactory
 
 pytestmark = pytest.mark.django_db
 
-ACTOR = "user:stella"
+ACTOR = Actor("user:stella", staff=True)
 BAD_WHOLE_NUMBERS = [-1, 1.5, "3", True, None]
 
 
@@ -35,7 +36,7 @@ def test_create_logs_the_birth() -> None:
     org.refresh_from_db()
     assert (org.name, org.slug, org.weight) == ("Acme Corp", "acme-corp", 3)
     assert (org.max_concurrency, org.queue_limit) == (2, 50)
-    assert history(org) == [(ACTOR, "created", "", "weight 3", "")]
+    assert history(org) == [(ACTOR.name, "created", "", "weight 3", "")]
 
 
 @pytest.mark.parametrize(
@@ -76,7 +77,7 @@ def test_weight_set_changes_the_weight_and_logs_who_and_why() -> None:
     returned = services.org_weight_set(org=org, weight=5, actor=ACTOR, reason="bigger contract")
     org.refresh_from_db()
     assert returned.weight == org.weight == 5
-    assert history(org) == [(ACTOR, "weight", "1", "5", "bigger contract")]
+    assert history(org) == [(ACTOR.name, "weight", "1", "5", "bigger contract")]
 
 
 @pytest.mark.parametrize("weight", [*BAD_WHOLE_NUMBERS, services.WEIGHT.maximum + 1])
@@ -121,15 +122,15 @@ def test_hold_and_release_restore_the_weight_and_are_logged() -> None:
     assert held.is_held
     org.refresh_from_db()
     assert (org.weight, org.weight_before_hold) == (0, 3)
-    services.org_hold(org=org, actor="user:other")  # holding a held org changes nothing
+    services.org_hold(org=org, actor=Actor("user:other", staff=True))  # holding a held org changes nothing
     released = services.org_release(org=org, actor=ACTOR, reason="paid")
     assert released.weight == 3
-    services.org_release(org=org, actor="user:other")  # releasing an org that is not held neither
+    services.org_release(org=org, actor=Actor("user:other", staff=True))  # releasing an org that is not held neither
     org.refresh_from_db()
     assert (org.weight, org.weight_before_hold) == (3, None)
     assert history(org) == [
-        (ACTOR, "hold", "weight 3", "held", "unpaid invoice"),
-        (ACTOR, "hold", "held", "weight 3", "paid"),
+        (ACTOR.name, "hold", "weight 3", "held", "unpaid invoice"),
+        (ACTOR.name, "hold", "held", "weight 3", "paid"),
     ]
 
 
@@ -158,7 +159,10 @@ def test_cap_set_and_clear_are_logged() -> None:
     services.org_cap_set(org=org, max_concurrency=None, actor=ACTOR, reason="no cap")
     org.refresh_from_db()
     assert org.max_concurrency is None
-    assert history(org) == [(ACTOR, "max_concurrency", "", "2", ""), (ACTOR, "max_concurrency", "2", "", "no cap")]
+    assert history(org) == [
+        (ACTOR.name, "max_concurrency", "", "2", ""),
+        (ACTOR.name, "max_concurrency", "2", "", "no cap"),
+    ]
 
 
 @pytest.mark.parametrize("value", [0, -1, "2", True, 1.0])
@@ -181,7 +185,7 @@ def test_a_queue_limit_is_announced_but_does_not_replan(
         services.org_queue_limit_set(org=org, queue_limit=10, actor=ACTOR)
     org.refresh_from_db()
     assert org.queue_limit == 10
-    assert history(org) == [(ACTOR, "queue_limit", "", "10", "")]
+    assert history(org) == [(ACTOR.name, "queue_limit", "", "10", "")]
     assert [group for group, _ in announced.broadcasts] == [STAFF_GROUP, org_group(org.pk)]
     assert announced.replans == 0
 
@@ -200,9 +204,9 @@ def test_workflow_cost_set_change_and_remove_are_logged() -> None:
     assert not WorkflowCost.objects.exists()
     services.workflow_cost_set(org=org, workflow=workflow, cost=None, actor=ACTOR)
     assert history(org) == [
-        (ACTOR, "cost:simulate", "default 3", "5", ""),
-        (ACTOR, "cost:simulate", "5", "2", "discount"),
-        (ACTOR, "cost:simulate", "2", "default 3", ""),
+        (ACTOR.name, "cost:simulate", "default 3", "5", ""),
+        (ACTOR.name, "cost:simulate", "5", "2", "discount"),
+        (ACTOR.name, "cost:simulate", "2", "default 3", ""),
     ]
 
 
@@ -232,8 +236,8 @@ def test_provider_pause_for_one_org_is_logged_and_resume_ends_it() -> None:
     org, provider = OrgFactory(), ProviderFactory(slug="geo-api")
     until = timezone.now() + timedelta(minutes=5)
     pause = services.provider_pause(provider=provider, org=org, until=until, actor=ACTOR, reason="429 from geo")
-    assert (pause.org, pause.until, pause.created_by, pause.reason) == (org, until, ACTOR, "429 from geo")
-    assert history(org) == [(ACTOR, "provider:geo-api", "", f"paused until {until}", "429 from geo")]
+    assert (pause.org, pause.until, pause.created_by, pause.reason) == (org, until, ACTOR.name, "429 from geo")
+    assert history(org) == [(ACTOR.name, "provider:geo-api", "", f"paused until {until}", "429 from geo")]
     # The pause for this org does not end a pause for everyone, and vice versa.
     everyone = services.provider_pause(provider=provider, until=until, actor=ACTOR)
     assert services.provider_resume(provider=provider, org=org, actor=ACTOR) == 1
@@ -241,7 +245,7 @@ def test_provider_pause_for_one_org_is_logged_and_resume_ends_it() -> None:
     assert ProviderPause.objects.filter(until__gt=timezone.now()).get() == everyone
     assert services.provider_resume(provider=provider, actor=ACTOR) == 1
     assert not ProviderPause.objects.filter(until__gt=timezone.now()).exists()
-    assert history(org)[-1] == (ACTOR, "provider:geo-api", "paused", "resumed", "")
+    assert history(org)[-1] == (ACTOR.name, "provider:geo-api", "paused", "resumed", "")
 
 
 @pytest.mark.parametrize(

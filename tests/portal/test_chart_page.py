@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from charts.drain import Finish, drain_plot
 from charts.models import ChartEvent, ChartState
 from charts.templatetags.portal_time import band, relative
-from scheduling.models import SchedulerConfig
+from knobs.models import SchedulerConfig
 from tests.conftest import Tenants
 from tests.factories import ChartFactory, UserFactory
 
@@ -78,7 +78,11 @@ def test_chart_page_shows_history_with_reasons_and_actors_as_a_tenant_may_see_th
     chart = ChartFactory(org=tenants.org_a, workflow=tenants.workflow, external_id="hist-1")
     ChartEvent.objects.create(chart=chart, from_state="queued", to_state="paused", actor="user:alice", reason="hold on")
     ChartEvent.objects.create(
-        chart=chart, from_state="paused", to_state="queued", actor="user:stella", reason="ops\nhost db-7 at /srv"
+        chart=chart,
+        from_state="paused",
+        to_state="queued",
+        actor="user:stella",
+        reason="ops\nhost db-7 at /srv",
     )
     ChartEvent.objects.create(chart=chart, from_state="queued", to_state="dispatching", actor="system:dispatcher")
 

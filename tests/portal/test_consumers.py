@@ -13,6 +13,7 @@ from channels.testing import WebsocketCommunicator
 from django.db import connections
 from django.test import Client
 
+from common.actors import Actor
 from common.events import STAFF_GROUP, org_group
 from fairsched.asgi import application
 from tests.conftest import Tenants
@@ -100,7 +101,9 @@ async def test_a_submission_reaches_its_org_after_commit(tenants: Tenants, monke
     alice, _ = await connect(tenants.member_a, "acme")
     bob, _ = await connect(tenants.member_b, "beta")
 
-    await sync_to_async(chart_submit)(org=tenants.org_a, workflow="render", external_id="ws-1", actor="user:alice")
+    await sync_to_async(chart_submit)(
+        org=tenants.org_a, workflow="render", external_id="ws-1", actor=Actor("user:alice", staff=True)
+    )
 
     message = await alice.receive_json_from(timeout=5)
     assert message["type"] == "event"

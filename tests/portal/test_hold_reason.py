@@ -11,6 +11,7 @@ from django.test import Client
 
 from charts.models import Chart, ChartEvent, ChartState
 from charts.services import chart_pause
+from common.actors import Actor
 from orgs.services import org_cap_set, org_hold, org_release, org_weight_set
 from tests.conftest import Tenants
 from tests.factories import ChartFactory
@@ -32,14 +33,18 @@ def pages(client: Client, chart: Chart) -> list[str]:
 
 
 def test_the_portal_shows_the_hold_s_reason_until_the_release(tenants: Tenants, browser: Browser, chart: Chart) -> None:
-    org_hold(org=tenants.org_a, actor="user:stella", reason="we are moving your data & will resume at 18:00 UTC")
+    org_hold(
+        org=tenants.org_a,
+        actor=Actor("user:stella", staff=True),
+        reason="we are moving your data & will resume at 18:00 UTC",
+    )
     member = browser(tenants.member_a)
 
     for html in pages(member, chart):
         assert "on hold" in html
         assert SAID in html  # escaped, as every text a person typed
 
-    org_release(org=tenants.org_a, actor="user:stella", reason="moved")
+    org_release(org=tenants.org_a, actor=Actor("user:stella", staff=True), reason="moved")
 
     for html in pages(member, chart):
         assert "on hold" not in html
@@ -49,7 +54,9 @@ def test_the_portal_shows_the_hold_s_reason_until_the_release(tenants: Tenants, 
 def test_a_hold_without_reason_or_by_weight_says_only_that_it_is_held(
     tenants: Tenants, browser: Browser, chart: Chart
 ) -> None:
-    org_weight_set(org=tenants.org_a, weight=0, actor="user:stella", reason="internal: unpaid invoice")
+    org_weight_set(
+        org=tenants.org_a, weight=0, actor=Actor("user:stella", staff=True), reason="internal: unpaid invoice"
+    )
 
     for html in pages(browser(tenants.member_a), chart):
         assert "on hold" in html
@@ -58,8 +65,10 @@ def test_a_hold_without_reason_or_by_weight_says_only_that_it_is_held(
 
 
 def test_other_levers_reasons_stay_internal(tenants: Tenants, browser: Browser, chart: Chart) -> None:
-    org_cap_set(org=tenants.org_a, max_concurrency=1, actor="user:stella", reason="internal: cost overrun")
-    chart_pause(chart=chart, actor="user:stella", reason="internal: noisy neighbour")
+    org_cap_set(
+        org=tenants.org_a, max_concurrency=1, actor=Actor("user:stella", staff=True), reason="internal: cost overrun"
+    )
+    chart_pause(chart=chart, actor=Actor("user:stella", staff=True), reason="internal: noisy neighbour")
 
     for html in pages(browser(tenants.member_a), chart):
         assert "internal" not in html
@@ -67,7 +76,7 @@ def test_other_levers_reasons_stay_internal(tenants: Tenants, browser: Browser, 
 
 
 def test_another_org_s_hold_reason_is_not_shown(tenants: Tenants, browser: Browser, chart: Chart) -> None:
-    org_hold(org=tenants.org_b, actor="user:stella", reason="beta's own business")
+    org_hold(org=tenants.org_b, actor=Actor("user:stella", staff=True), reason="beta's own business")
 
     html = "".join(pages(browser(tenants.member_a), chart))
 
@@ -90,7 +99,7 @@ def test_a_portal_lever_refuses_a_bad_reason_naming_it(
 
 
 def test_a_portal_resume_keeps_its_reason(tenants: Tenants, browser: Browser, chart: Chart) -> None:
-    chart_pause(chart=chart, actor="user:alice")
+    chart_pause(chart=chart, actor=Actor("user:alice", staff=True))
 
     response = browser(tenants.member_a).post(f"/portal/acme/charts/{chart.pk}/resume/", {"reason": "data is in"})
 

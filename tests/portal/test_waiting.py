@@ -11,8 +11,9 @@ from django.test import Client
 from django.utils import timezone
 
 from charts.models import ChartEvent, ChartState
+from common.actors import Actor
+from knobs.models import SchedulerConfig
 from orgs.services import org_hold
-from scheduling.models import SchedulerConfig
 from tests.conftest import Tenants
 from tests.factories import ChartFactory
 
@@ -68,7 +69,7 @@ def test_a_retry_says_when_it_failed_and_which_attempt_comes(tenants: Tenants, b
 
 def test_a_held_orgs_chart_page_says_the_org_is_on_hold(tenants: Tenants, browser: Browser) -> None:
     chart = ChartFactory(org=tenants.org_a, position=0, waiting_reason="turn")
-    org_hold(org=tenants.org_a, actor="user:test")
+    org_hold(org=tenants.org_a, actor=Actor("user:test", staff=True))
 
     assert why(browser, tenants, chart.pk) == "Your organisation is on hold: its charts wait until it is released"
 

@@ -12,6 +12,7 @@ import pytest
 from django.utils import timezone
 
 from charts.models import ChartEvent, ChartState
+from common.actors import Actor
 from orgs.services import org_hold
 from tests.browser import Violations
 from tests.conftest import Tenants
@@ -38,7 +39,7 @@ def test_a_customer_reads_why_each_chart_waits(live_url: str, chromium: Any, ten
     )  # fmt: skip
     ChartEvent.objects.create(chart=retry, from_state="running", to_state="retry_wait", actor="x", at=failed)
     held = ChartFactory(org=tenants.org_b, external_id="held", position=0, waiting_reason="turn")
-    org_hold(org=tenants.org_b, actor="user:test")
+    org_hold(org=tenants.org_b, actor=Actor("user:test", staff=True))
 
     context = chromium.new_context()
     context.add_cookies([session_cookie(tenants.member_a, live_url)])

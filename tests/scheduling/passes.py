@@ -9,13 +9,14 @@ import pytest
 from django.utils import timezone
 
 from charts.models import CLAIMABLE_STATES, IN_FLIGHT_STATES, Chart, ChartState
-from charts.services import Submission, chart_submit_bulk
+from charts.services import ChartRequest, chart_submit_bulk
 from charts.states import transition_if
+from common.actors import RECONCILER, Actor
 from orgs.models import Org
 from scheduling.dispatch import dispatch_run
 from scheduling.replan import plan_refresh
 
-ACTOR = "user:test"
+ACTOR = Actor("user:test", staff=True)
 
 
 def fake_temporal(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -27,7 +28,7 @@ def fake_temporal(monkeypatch: pytest.MonkeyPatch) -> None:
 def submit(org: Org, workflow: str, count: int, *, prefix: str | None = None) -> list[Chart]:
     prefix = prefix if prefix is not None else org.slug
     existing = Chart.objects.filter(org=org).count()
-    items = [Submission(workflow, f"{prefix}{existing + i}") for i in range(count)]
+    items = [ChartRequest(workflow, f"{prefix}{existing + i}") for i in range(count)]
     return [chart for chart, _ in chart_submit_bulk(org=org, items=items, actor=ACTOR)]
 
 
@@ -53,7 +54,7 @@ def finish(count: int | None = None, *, orgs: Sequence[str] | None = None) -> in
     now = timezone.now()
     for chart_id in ids:
         transition_if(
-            chart_id, IN_FLIGHT_STATES, ChartState.SUCCEEDED, actor="reconciler", reason="workflow completed",
+            chart_id, IN_FLIGHT_STATES, ChartState.SUCCEEDED, actor=RECONCILER, reason="workflow completed",
             started_at=now, finished_at=now,
         )  # fmt: skip
     return len(ids)

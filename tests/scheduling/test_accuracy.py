@@ -12,7 +12,8 @@ from django.test import Client
 from django.utils import timezone
 
 from charts.models import Chart, ChartPlan, ChartPromise, ChartState
-from charts.services import Submission, chart_submit_bulk
+from charts.services import ChartRequest, chart_submit_bulk
+from common.actors import Actor
 from orgs.services import org_hold
 from scheduling import dispatch as dispatch_module
 from scheduling import metrics
@@ -30,7 +31,7 @@ from tests.factories import ChartFactory
 from tests.scheduling.test_reconcile import FakeTemporal, counters
 
 pytestmark = pytest.mark.django_db
-ACTOR = "user:test"
+ACTOR = Actor("user:test", staff=True)
 
 
 @pytest.fixture
@@ -52,7 +53,7 @@ def _fresh_counters() -> None:
 
 def submit(tenants: Tenants, count: int, *, org: Any = None) -> list[Chart]:
     org = org or tenants.org_a
-    items = [Submission(tenants.workflow.name, f"{org.slug}-{i}") for i in range(count)]
+    items = [ChartRequest(tenants.workflow.name, f"{org.slug}-{i}") for i in range(count)]
     return [chart for chart, _ in chart_submit_bulk(org=org, items=items, actor=ACTOR)]
 
 

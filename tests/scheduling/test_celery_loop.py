@@ -15,15 +15,16 @@ from typing import Any
 import pytest
 
 from charts.models import Chart, ChartEvent, ChartState
-from charts.services import Submission, chart_submit_bulk
-from scheduling.services import scheduler_config_set
+from charts.services import ChartRequest, chart_submit_bulk
+from common.actors import Actor
+from knobs.services import scheduler_config_set
 from scheduling.temporal.client import describe_workflow
 from tests.celery_workers import celery_workers
 from tests.factories import OrgFactory, WorkflowFactory
 
 pytestmark = [pytest.mark.temporal, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 ROOT = Path(__file__).resolve().parents[2]
-ACTOR = "user:test"
+ACTOR = Actor("user:test", staff=True)
 
 
 @pytest.fixture
@@ -49,7 +50,9 @@ def test_beat_drives_charts_to_success_and_survives_a_worker_kill(
     workflow = WorkflowFactory(name="e2e", task_queue=temporal_worker, params={"duration": 0.5})
     orgs = [OrgFactory(slug="e2e-a", weight=2), OrgFactory(slug="e2e-b", weight=1)]
     for org in orgs:
-        chart_submit_bulk(org=org, items=[Submission(workflow.name, f"{org.slug}-{i}") for i in range(5)], actor=ACTOR)
+        chart_submit_bulk(
+            org=org, items=[ChartRequest(workflow.name, f"{org.slug}-{i}") for i in range(5)], actor=ACTOR
+        )
 
     worker = celery_worker()
     wait_for(lambda: Chart.objects.filter(state=ChartState.SUCCEEDED).count() >= 2, timeout=60)

@@ -11,9 +11,10 @@ from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 
 from charts.models import Chart, ChartEvent, ChartState
+from common.actors import Actor
+from knobs.models import SchedulerConfig
 from orgs import services
 from orgs.models import Membership, Org, Workflow, WorkflowCost
-from scheduling.models import SchedulerConfig
 
 pytestmark = pytest.mark.django_db
 
@@ -45,14 +46,14 @@ def test_demo_creates_orgs_workflows_users_config_and_a_backlog(monkeypatch: pyt
     }
     assert orgs["gamma"].max_concurrency == 2
     assert orgs["delta"].is_held
-    assert services.org_release(org=orgs["delta"], actor="user:x").weight == 2
+    assert services.org_release(org=orgs["delta"], actor=Actor("user:x", staff=True)).weight == 2
 
     workflows = {w.name: w for w in Workflow.objects.select_related("provider")}
-    assert {name: (w.default_cost, w.params["duration"]) for name, w in workflows.items()} == {
-        "render": (1, 8),
-        "simulate": (3, 20),
-        "export": (1, 4),
-        "flaky": (1, 6),
+    assert {name: (w.default_cost, w.params["duration"], w.initial_duration) for name, w in workflows.items()} == {
+        "render": (1, 8, 8),
+        "simulate": (3, 20, 20),
+        "export": (1, 4, 4),
+        "flaky": (1, 6, 6),
     }
     assert workflows["flaky"].params["fail_probability"] == 0.3
     assert workflows["export"].provider is not None
@@ -102,8 +103,10 @@ def test_a_generated_admin_password_is_printed_once_and_works(monkeypatch: pytes
 def test_running_it_again_duplicates_nothing_and_keeps_changes() -> None:
     demo()
     acme = Org.objects.get(slug="acme")
-    services.org_weight_set(org=acme, weight=5, actor="user:manager")
-    services.workflow_cost_set(org=acme, workflow=Workflow.objects.get(name="simulate"), cost=None, actor="user:x")
+    services.org_weight_set(org=acme, weight=5, actor=Actor("user:manager", staff=True))
+    services.workflow_cost_set(
+        org=acme, workflow=Workflow.objects.get(name="simulate"), cost=None, actor=Actor("user:x", staff=True)
+    )
     counts = (Org.objects.count(), Workflow.objects.count(), get_user_model().objects.count(), Chart.objects.count())
     events = ChartEvent.objects.count()
 
@@ -127,7 +130,7 @@ def test_a_bigger_backlog_adds_only_the_missing_charts() -> None:
 def test_reset_starts_over() -> None:
     demo()
     acme = Org.objects.get(slug="acme")
-    services.org_weight_set(org=acme, weight=9, actor="user:manager")
+    services.org_weight_set(org=acme, weight=9, actor=Actor("user:manager", staff=True))
     Chart.objects.filter(org=acme).update(state=ChartState.SUCCEEDED)
     output = demo("--reset")
     assert "Reset" in output

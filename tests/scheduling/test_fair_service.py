@@ -12,11 +12,11 @@ from django.utils import timezone
 
 from charts.models import ChartState
 from charts.services import chart_prioritize
+from knobs.services import scheduler_config_set
 from orgs.models import Provider
 from orgs.services import org_cap_set, org_hold, org_release, org_weight_set, provider_pause, provider_resume
 from scheduling.dispatch import Choice, _claim
 from scheduling.reconcile import _requeue
-from scheduling.services import scheduler_config_set
 from tests.factories import OrgFactory, ProviderFactory, WorkflowFactory
 from tests.scheduling.passes import ACTOR, fair_order, fake_temporal, finish, replan_and_dispatch, submit
 

@@ -26,11 +26,11 @@ from hypothesis import strategies as st
 
 from charts.models import CLAIMABLE_STATES, Chart, ChartState
 from charts.services import chart_pause, chart_resume
+from knobs.models import SchedulerConfig
+from knobs.services import scheduler_config_set
 from orgs.models import Org
 from orgs.services import org_cap_set, org_hold, org_release, org_weight_set
-from scheduling.models import SchedulerConfig
 from scheduling.replan import plan_refresh
-from scheduling.services import scheduler_config_set
 from tests.factories import OrgFactory, WorkflowFactory
 from tests.scheduling.passes import ACTOR, dispatch, fair_order, fake_temporal, finish, submit
 

@@ -12,7 +12,8 @@ import pytest
 from django.utils import timezone
 
 from charts.models import Chart, ChartState
-from charts.services import Submission, chart_submit_bulk
+from charts.services import ChartRequest, chart_submit_bulk
+from common.actors import Actor
 from scheduling import core, packed_rows, snapshot
 from tests.factories import OrgFactory, WorkflowFactory
 
@@ -23,7 +24,9 @@ def test_a_chart_claimed_while_the_snapshot_is_read_is_not_both_waiting_and_in_f
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     workflow = WorkflowFactory(name="race")
-    ((chart, _),) = chart_submit_bulk(org=OrgFactory(slug="race"), items=[Submission("race", "c0")], actor="t")
+    ((chart, _),) = chart_submit_bulk(
+        org=OrgFactory(slug="race"), items=[ChartRequest("race", "c0")], actor=Actor("t", staff=True)
+    )
     read_charts = packed_rows.read
 
     def a_dispatcher_claims_the_chart_meanwhile(*args: Any) -> list[npt.NDArray[Any]]:

@@ -17,20 +17,21 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from charts.models import Chart, ChartEvent, ChartState, DurationStat
-from charts.services import Submission, chart_submit_bulk
+from charts.services import ChartRequest, chart_submit_bulk
+from common.actors import Actor
+from knobs.services import scheduler_config_set
 from orgs.models import Org, Workflow
 from orgs.services import org_hold, org_release, provider_get_or_create, provider_pause
 from scheduling import dispatch as dispatch_module
 from scheduling.dispatch import dispatch_run, workflow_id_for
 from scheduling.reconcile import reconcile_run
 from scheduling.replan import plan_refresh
-from scheduling.services import scheduler_config_set
 from scheduling.snapshot import to_seconds
 from scheduling.temporal.client import describe_workflow, start_chart_workflow
 from tests.factories import OrgFactory, WorkflowFactory
 
 pytestmark = [pytest.mark.temporal, pytest.mark.django_db(transaction=True)]
-ACTOR = "user:test"
+ACTOR = Actor("user:test", staff=True)
 
 
 @pytest.fixture(autouse=True)
@@ -50,7 +51,7 @@ def demo(temporal_worker: str) -> Callable[..., Workflow]:
 
 
 def submit(org: Org, workflow: Workflow, count: int, *, prefix: str = "c", **payload: Any) -> list[Chart]:
-    items = [Submission(workflow.name, f"{prefix}{i}", payload or None) for i in range(count)]
+    items = [ChartRequest(workflow.name, f"{prefix}{i}", payload or None) for i in range(count)]
     return [chart for chart, _ in chart_submit_bulk(org=org, items=items, actor=ACTOR)]
 
 

@@ -6,9 +6,10 @@ import pytest
 from django.test import Client
 
 from charts.models import ChartState
+from common.actors import Actor
+from knobs.services import scheduler_config_set
 from scheduling import metrics
 from scheduling.reconcile import reconcile_run
-from scheduling.services import scheduler_config_set
 from tests.conftest import Tenants
 from tests.factories import ChartFactory
 
@@ -81,7 +82,7 @@ def test_throttles_are_counted_apart_from_failures(tenants: Tenants, client: Cli
 def test_reconcile_passes_and_the_pass_intervals_are_exported(tenants: Tenants, client: Client) -> None:
     """A reconcile pass that reaches its end is counted (here one with nothing in flight: Temporal is
     not asked); the configured intervals are there for the alerts to compare the passes with."""
-    scheduler_config_set(actor="user:stella", replan_interval=7.0, reconcile_interval=3.0)
+    scheduler_config_set(actor=Actor("user:stella", staff=True), replan_interval=7.0, reconcile_interval=3.0)
     reconcile_run()
     reconcile_run()
 

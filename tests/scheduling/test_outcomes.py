@@ -13,18 +13,19 @@ import pytest
 from django.utils import timezone
 
 from charts.models import Chart, ChartState
-from charts.services import Submission, chart_cancel, chart_submit_bulk
+from charts.services import ChartRequest, chart_cancel, chart_submit_bulk
+from common.actors import Actor
+from knobs.services import scheduler_config_set
 from orgs.models import Org, Workflow
 from scheduling.dispatch import dispatch_run, workflow_id_for
 from scheduling.reconcile import reconcile_run
 from scheduling.replan import plan_refresh
-from scheduling.services import scheduler_config_set
 from scheduling.snapshot import to_seconds
 from scheduling.temporal.client import describe_workflow, temporal_call
 from tests.factories import OrgFactory, WorkflowFactory
 
 pytestmark = [pytest.mark.temporal, pytest.mark.django_db(transaction=True)]
-ACTOR = "user:test"
+ACTOR = Actor("user:test", staff=True)
 UNSERVED_TYPE = "fairsched.no-worker-serves-this"
 
 
@@ -45,7 +46,7 @@ def demo(temporal_worker: str) -> Callable[..., Workflow]:
 
 
 def submit(org: Org, workflow: Workflow, count: int = 1, *, prefix: str = "c") -> list[Chart]:
-    items = [Submission(workflow.name, f"{prefix}{i}") for i in range(count)]
+    items = [ChartRequest(workflow.name, f"{prefix}{i}") for i in range(count)]
     return [chart for chart, _ in chart_submit_bulk(org=org, items=items, actor=ACTOR)]
 
 

@@ -14,23 +14,23 @@ import pytest
 from django.utils import timezone
 
 from charts.models import Chart, ChartEvent, ChartState
-from charts.services import Submission, chart_cancel, chart_submit_bulk
-from common.actors import RECONCILER
+from charts.services import ChartRequest, chart_cancel, chart_submit_bulk
+from common.actors import RECONCILER, Actor
+from knobs.models import SchedulerConfig
+from knobs.services import scheduler_config_set
 from orgs.models import Org, ProviderPause, Workflow
 from scheduling import dispatch as dispatch_module
 from scheduling import metrics
 from scheduling import reconcile as reconcile_module
 from scheduling.dispatch import dispatch_run
-from scheduling.models import SchedulerConfig
 from scheduling.reconcile import reconcile_run, settle
 from scheduling.replan import plan_refresh
-from scheduling.services import scheduler_config_set
 from scheduling.temporal.client import WorkflowOutcome
 from tests.conftest import Tenants
 from tests.factories import OrgFactory, ProviderFactory
 
 pytestmark = pytest.mark.django_db
-ACTOR = "user:test"
+ACTOR = Actor("user:test", staff=True)
 
 
 @dataclass
@@ -89,7 +89,7 @@ def _fresh_counters() -> None:
 
 
 def submit(org: Org, workflow: Workflow, count: int = 1, *, prefix: str = "c") -> list[Chart]:
-    items = [Submission(workflow.name, f"{prefix}{i}") for i in range(count)]
+    items = [ChartRequest(workflow.name, f"{prefix}{i}") for i in range(count)]
     return [chart for chart, _ in chart_submit_bulk(org=org, items=items, actor=ACTOR)]
 
 
@@ -136,7 +136,7 @@ def test_a_throttle_requeues_without_spending_an_attempt(tenants: Tenants, tempo
     assert throttled.last_error == ""
     assert close_to(throttled.available_at, timezone.now() + timedelta(seconds=42))
     (pause,) = ProviderPause.objects.all()
-    assert (pause.provider.slug, pause.org, pause.created_by) == ("gpu-east", tenants.org_a, RECONCILER)
+    assert (pause.provider.slug, pause.org, pause.created_by) == ("gpu-east", tenants.org_a, RECONCILER.name)
     assert pause.until == throttled.available_at
     event = ChartEvent.objects.filter(chart=chart).last()
     assert event is not None

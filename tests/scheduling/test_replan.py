@@ -14,8 +14,10 @@ from django.db import connection
 from django.utils import timezone
 
 from charts.models import Chart, ChartPlan, ChartState
-from charts.services import Submission, chart_cancel, chart_pause, chart_submit_bulk
+from charts.services import ChartRequest, chart_cancel, chart_pause, chart_submit_bulk
 from charts.states import transition_if
+from common.actors import Actor
+from knobs.services import scheduler_config_set
 from orgs.models import Org
 from orgs.services import provider_pause
 from scheduling import core, replan
@@ -23,12 +25,11 @@ from scheduling.dispatch import Choice, _claim
 from scheduling.models import QueueSample
 from scheduling.reconcile import duration_record
 from scheduling.replan import plan_refresh
-from scheduling.services import scheduler_config_set
 from scheduling.snapshot import chart_key, load_snapshot
 from tests.factories import ChartFactory, OrgFactory, ProviderFactory, WorkflowFactory
 
 pytestmark = pytest.mark.django_db
-ACTOR = "user:test"
+ACTOR = Actor("user:test", staff=True)
 
 
 @pytest.fixture
@@ -39,7 +40,7 @@ def backlog() -> tuple[Org, Org]:
     for seconds in (40, 60, 90):  # learned durations with a spread
         duration_record(org_id=acme.pk, workflow_id=workflow.pk, seconds=seconds)
     for org, count in ((acme, 4), (beta, 2)):
-        chart_submit_bulk(org=org, items=[Submission("w", f"{org.slug}{i}") for i in range(count)], actor=ACTOR)
+        chart_submit_bulk(org=org, items=[ChartRequest("w", f"{org.slug}{i}") for i in range(count)], actor=ACTOR)
     return acme, beta
 
 
@@ -105,7 +106,7 @@ def test_a_pass_is_due_once_per_interval() -> None:
 def _gamma_submitted(*, every: float) -> Org:
     """gamma submitted 30 charts, one every `every` seconds up to now (0: in one bulk), all done."""
     gamma = OrgFactory(slug="gamma")
-    chart_submit_bulk(org=gamma, items=[Submission("w", f"g{i}") for i in range(30)], actor=ACTOR)
+    chart_submit_bulk(org=gamma, items=[ChartRequest("w", f"g{i}") for i in range(30)], actor=ACTOR)
     now = timezone.now()
     for index, chart_id in enumerate(Chart.objects.filter(org=gamma).order_by("id").values_list("id", flat=True)):
         created = now - timedelta(seconds=every * (29.5 - index))
@@ -293,7 +294,7 @@ def test_every_row_of_the_plan_table_is_the_new_plan_after_charts_moved(
     Org.objects.filter(pk=beta.pk).update(weight=5)
     finished = Chart.objects.get(external_id="acme1")
     Chart.objects.filter(pk=finished.pk).update(state="succeeded")
-    chart_submit_bulk(org=beta, items=[Submission("w", "beta-late")], actor=ACTOR)
+    chart_submit_bulk(org=beta, items=[ChartRequest("w", "beta-late")], actor=ACTOR)
     late = Chart.objects.get(external_id="beta-late")
 
     plan_refresh()
@@ -356,7 +357,7 @@ def test_a_submit_a_claim_and_a_pause_during_a_replan_are_all_kept(
 
     # 1. While the plan is computed from a snapshot that saw neither, a submit and a claim commit.
     assert computed.wait(10)
-    chart_submit_bulk(org=beta, items=[Submission("w", "beta-late")], actor=ACTOR)
+    chart_submit_bulk(org=beta, items=[ChartRequest("w", "beta-late")], actor=ACTOR)
     assert transition_if(first.pk, [ChartState.QUEUED], ChartState.DISPATCHING, actor=ACTOR, claimed_at=timezone.now())
     resume_plan.set()
     # 2. While the swap holds the plan table's lock, a pause waits for it (to drop the chart's row).
@@ -541,7 +542,7 @@ def test_a_chart_of_a_workflow_never_seen_gets_a_band(settings: Any) -> None:
     scheduler_config_set(actor=ACTOR, budget=1)
     WorkflowFactory(name="new")
     org = OrgFactory(slug="acme")
-    chart_submit_bulk(org=org, items=[Submission("new", f"n{i}") for i in range(2)], actor=ACTOR)
+    chart_submit_bulk(org=org, items=[ChartRequest("new", f"n{i}") for i in range(2)], actor=ACTOR)
     plan_refresh()
     for chart in Chart.objects.all():
         assert chart.eta_low < chart.eta < chart.eta_high  # type: ignore[attr-defined]

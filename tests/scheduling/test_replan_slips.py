@@ -5,28 +5,29 @@ from __future__ import annotations
 
 import pytest
 
-from charts.services import Submission, chart_submit_bulk
+from charts.services import ChartRequest, chart_submit_bulk
+from common.actors import Actor
+from knobs.services import scheduler_config_set
 from orgs.models import Org
 from scheduling.models import ClearTimeSlip
 from scheduling.replan import plan_refresh
-from scheduling.services import scheduler_config_set
 from tests.factories import OrgFactory, WorkflowFactory
 
 pytestmark = pytest.mark.django_db
-ACTOR = "user:test"
+ACTOR = Actor("user:test", staff=True)
 
 
 def test_a_burst_ahead_of_an_org_is_a_slip_and_a_quiet_replan_is_not(settings: object) -> None:
     scheduler_config_set(actor=ACTOR, budget=1)
     WorkflowFactory(name="w")
     acme, beta = OrgFactory(slug="acme", weight=1), OrgFactory(slug="beta", weight=1)
-    chart_submit_bulk(org=acme, items=[Submission("w", f"a{i}") for i in range(3)], actor=ACTOR)
+    chart_submit_bulk(org=acme, items=[ChartRequest("w", f"a{i}") for i in range(3)], actor=ACTOR)
     plan_refresh()
     plan_refresh()
     assert not ClearTimeSlip.objects.exists()  # nothing changed: the same clear-time
 
     before = Org.objects.get(pk=acme.pk).clear_at
-    chart_submit_bulk(org=beta, items=[Submission("w", f"b{i}") for i in range(20)], actor=ACTOR)
+    chart_submit_bulk(org=beta, items=[ChartRequest("w", f"b{i}") for i in range(20)], actor=ACTOR)
     plan_refresh()
     after = Org.objects.get(pk=acme.pk).clear_at
     assert before is not None

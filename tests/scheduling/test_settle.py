@@ -13,8 +13,8 @@ import pytest
 from django.utils import timezone
 
 from charts.models import Chart, ChartEvent, ChartState, DurationStat
+from knobs.models import SchedulerConfig
 from orgs.models import Org, ProviderPause
-from scheduling.models import SchedulerConfig
 from scheduling.reconcile import ReconcileResult, Settled, settle
 from scheduling.temporal.client import WorkflowOutcome
 from tests.conftest import Tenants

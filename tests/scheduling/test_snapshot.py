@@ -17,7 +17,7 @@ from django.utils import timezone
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from charts.models import ACTIVE_STATES, QUEUE_STATES, Chart, ChartState, is_retry
+from charts.models import ACTIVE_STATES, WAITING_STATES, Chart, ChartState, is_retry
 from orgs.models import ProviderPause, WorkflowCost
 from scheduling import core, packed_rows, snapshot
 from scheduling.reconcile import duration_record
@@ -249,7 +249,7 @@ def _read_row_by_row(
         if sigma:
             spread[key] = sigma
         retry = is_retry(state=chart.state, attempt=chart.attempt)
-        if chart.state in QUEUE_STATES:
+        if chart.state in WAITING_STATES:
             own = to_seconds(chart.available_at) if chart.available_at else None
             pause = costs.pause_until(chart.org_id, chart.workflow_id)
             ready = own if pause is None else max(own or 0.0, pause)
@@ -463,3 +463,21 @@ def test_unknown_durations_take_the_spread_pooled_over_every_pair(tenants: Tenan
     durations = Durations.load()
     assert durations.of(tenants.org_a.pk, once.pk) == pytest.approx((10.0, pooled))
     assert durations.of(None, never.pk) == pytest.approx((settings.FAIRSCHED_DEFAULT_DURATION, pooled))
+
+
+def test_a_workflow_never_run_is_expected_to_take_its_stated_duration(tenants: Tenants, settings: Any) -> None:
+    """A workflow's `initial_duration` stands for its runs until one has been seen (with the unknown
+    spread); learned runs replace it; a workflow without one keeps the configured default."""
+    settings.FAIRSCHED_DEFAULT_DURATION_SPREAD = 0.7
+    stated, unstated = WorkflowFactory(name="stated", initial_duration=20), WorkflowFactory(name="unstated")
+    durations = Durations.load()
+    assert durations.of(tenants.org_a.pk, stated.pk) == (20.0, 0.7)
+    assert durations.of(None, stated.pk) == (20.0, 0.7)
+    assert durations.of(None, unstated.pk) == (settings.FAIRSCHED_DEFAULT_DURATION, 0.7)
+    assert Durations.load(org_id=tenants.org_a.pk, workflow_ids=[stated.pk]).of(tenants.org_a.pk, stated.pk) == (
+        20.0,
+        0.7,
+    )
+    for seconds in (8, 8):
+        duration_record(org_id=tenants.org_b.pk, workflow_id=stated.pk, seconds=seconds)
+    assert Durations.load().of(tenants.org_a.pk, stated.pk)[0] == pytest.approx(8.0)

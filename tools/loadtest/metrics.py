@@ -152,12 +152,6 @@ class Fairness:
         values = self.jain_held_values
         return sum(values) / len(values) if values else None
 
-    @property
-    def within_round_share(self) -> float | None:
-        if not self.newcomers:
-            return None
-        return sum(n.within_round for n in self.newcomers) / len(self.newcomers)
-
 
 def fairness(schedule: Schedule, *, window: float = WINDOW_SECONDS) -> Fairness:
     """Per-org waits, Jain over saturated windows, and how newcomers fared (see the module doc)."""

@@ -50,6 +50,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
+from common.actors import Actor
 from fairsched.devservices import (
     REPO_ROOT,
     ChildProcess,
@@ -69,7 +70,7 @@ from tools.loadtest.workload import TASK_QUEUE, Workload, build
 
 T = TypeVar("T")
 
-ACTOR = "loadtest"
+ACTOR = Actor(name="loadtest", staff=True)
 # ETAs over the wait and org clear-times are kept every this many samples (one a second).
 WAIT_SAMPLE_EVERY = 5
 DATABASE = "loadtest"
@@ -353,9 +354,9 @@ class LoadRun:
         self.children.start_web()
 
     def _create_tenants(self) -> None:
+        from knobs.services import scheduler_config_set
         from orgs.models import Workflow
         from orgs.services import org_create, org_hold, provider_get_or_create
-        from scheduling.services import scheduler_config_set
         from scheduling.temporal.workflows import DEMO_WORKFLOW_TYPE
 
         scheduler_config_set(actor=ACTOR, budget=self.workload.budget, **self.settings)
@@ -485,14 +486,14 @@ class LoadRun:
             return None
 
     def _submit(self, due: list[Any]) -> bool:
-        from charts.services import Submission, chart_submit_bulk
+        from charts.services import ChartRequest, chart_submit_bulk
         from orgs.models import Org
 
         by_org: dict[str, list[Any]] = defaultdict(list)
         for chart in due:
             by_org[chart.org].append(chart)
         for slug, charts in by_org.items():
-            items = [Submission(c.workflow, c.external_id, {"duration": c.duration}) for c in charts]
+            items = [ChartRequest(c.workflow, c.external_id, {"duration": c.duration}) for c in charts]
             chart_submit_bulk(org=Org.objects.get(slug=slug), items=items, actor=ACTOR)
         return True
 

@@ -10,13 +10,14 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
+from common.actors import Actor
 from orgs.access import api_token_issue
 from orgs.models import Membership, Org
 from orgs.services import membership_create
 
 # Bad input exits with 2, like a usage error.
 USAGE_ERROR = 2
-ACTOR = "cli:issue_token"
+ACTOR = Actor(name="cli:issue_token", staff=True)
 
 
 class Command(BaseCommand):

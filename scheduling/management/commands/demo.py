@@ -22,13 +22,14 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
 from charts.models import Chart, DurationStat
-from charts.services import Submission, chart_submit_bulk
+from charts.services import ChartRequest, chart_submit_bulk
+from common.actors import Actor
 from common.errors import ServiceError
+from knobs.services import scheduler_config_set
 from orgs import services
 from orgs.models import Membership, Org, Workflow
-from scheduling.services import scheduler_config_set
 
-ACTOR = "system:demo"
+ACTOR = Actor.system("demo")
 ADMIN_USERNAME = "admin"
 ADMIN_URL = "http://127.0.0.1:8000/admin/"
 PORTAL_URL = "http://127.0.0.1:8000/portal/"
@@ -144,6 +145,8 @@ class Command(BaseCommand):
                 "workflow_type": "fairsched.demo",
                 "task_queue": settings.TEMPORAL_TASK_QUEUE,
                 "default_cost": spec.cost,
+                # The first ETAs, before any run has finished, come from this (not the 60 s default).
+                "initial_duration": max(1, round(spec.duration)),
                 "params": {"duration": spec.duration, "fail_probability": spec.fail_probability},
                 "provider": services.provider_get_or_create(slug=spec.provider) if spec.provider else None,
             }
@@ -198,13 +201,13 @@ class Command(BaseCommand):
         return new
 
 
-def _submissions(slug: str, count: int) -> Iterator[Submission]:
+def _submissions(slug: str, count: int) -> Iterator[ChartRequest]:
     """The same backlog every time for one org: the workflows mixed by `mix`, a few high priority."""
     draw = random.Random(slug)  # a reproducible mix
     names = [spec.name for spec in WORKFLOWS]
     mix = [spec.mix for spec in WORKFLOWS]
     for index in range(count):
-        yield Submission(
+        yield ChartRequest(
             workflow=draw.choices(names, weights=mix)[0],
             external_id=f"{slug}-{index + 1:05d}",
             payload={"demo": True, "n": index + 1},
@@ -212,8 +215,8 @@ def _submissions(slug: str, count: int) -> Iterator[Submission]:
         )
 
 
-def _batches(items: Iterator[Submission], size: int) -> Iterator[list[Submission]]:
-    batch: list[Submission] = []
+def _batches(items: Iterator[ChartRequest], size: int) -> Iterator[list[ChartRequest]]:
+    batch: list[ChartRequest] = []
     for item in items:
         batch.append(item)
         if len(batch) == size:

@@ -132,5 +132,5 @@ def scenario_json(scenario: Scenario) -> dict[str, Any]:
 @contextmanager
 def replay_forced(*, lanes: bool) -> Iterator[None]:
     """Make `plan` take the lane simulation (to be used only where it applies) or the event replay."""
-    with mock.patch.object(planner_module, "_lanes_apply", return_value=lanes):
+    with mock.patch.object(planner_module, "lanes_apply", return_value=lanes):
         yield

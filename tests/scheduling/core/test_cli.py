@@ -44,7 +44,14 @@ def with_change(path: str, value: object) -> dict[str, Any]:
     return data
 
 
-REMOVE = object()
+class _Remove:
+    """The field is left out (its repr names the test the same in every process: xdist compares them)."""
+
+    def __repr__(self) -> str:
+        return "REMOVE"
+
+
+REMOVE = _Remove()
 BIG = 2**60
 
 

@@ -17,7 +17,7 @@ from scheduling.core import (
     fair_order,
     plan,
 )
-from scheduling.core.dispatcher import SKIP_CAPPED, SKIP_RETRY, SKIP_UNAVAILABLE, START, STOP, Dispatcher
+from scheduling.core.dispatcher import BUDGET, ORG_CAP, RETRY_BUDGET, START, UNAVAILABLE, Dispatcher
 
 
 def chart(chart_id: str, org: str = "acme", *, created: float = 0, **fields: Any) -> QueuedChart:
@@ -113,7 +113,7 @@ def test_the_dispatcher_can_be_fed_one_chart_at_a_time() -> None:
         available_at.append(ready_at)
         retry.append(is_retry)
         verdicts.extend(verdict for _, verdict in dispatcher.walk([index], 100))
-    assert verdicts == [START, SKIP_CAPPED, SKIP_UNAVAILABLE, START, SKIP_RETRY, STOP]
+    assert verdicts == [START, ORG_CAP, UNAVAILABLE, START, RETRY_BUDGET, BUDGET]
     assert dispatcher.free_budget == 1
 
 

@@ -24,7 +24,6 @@ from scheduling.core.forecast import (
     spreads,
 )
 from scheduling.core.model import QUEUED_FIELDS
-from scheduling.core.org_replay import later_charts
 from scheduling.core.planner import _later_charts
 
 from .support import scenarios
@@ -56,7 +55,12 @@ def test_the_later_charts_are_those_the_replay_reads_chart_by_chart(
     later, later_at, pending = _later_charts(queue, queue.arrays.available_at > now, order)
     if as_array:  # an array holds floats: so do the pairs (as its list would give them)
         available_at = [None if at is None else float(at) for at in available_at]
-    expected = later_charts(available_at, order, now)
+    place = {chart: position for position, chart in enumerate(order.tolist())}
+    expected = [
+        (ready_at, place[chart])
+        for chart, ready_at in enumerate(available_at)
+        if ready_at is not None and ready_at > now and chart in place
+    ]
     assert pending == expected
     assert [type(ready_at) for ready_at, _ in pending] == [type(ready_at) for ready_at, _ in expected]
     assert later.tolist() == [chart for _, chart in expected]

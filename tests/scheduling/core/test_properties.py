@@ -25,7 +25,7 @@ from scheduling.core import (
 from scheduling.core.model import Policy
 
 from . import reference
-from .support import replay_forced, scenario_json, scenarios
+from .support import scenario_json, scenarios
 
 # Plenty of small examples; no example database, so that running the tests writes no files.
 EXAMPLES = settings(max_examples=150, deadline=None, database=None)
@@ -132,16 +132,6 @@ def test_the_replay_never_exceeds_the_budget_the_caps_or_the_retry_budget(scenar
         assert cap is None or sum(1 for run in in_flight if run[2] == chart.org) <= cap
         if chart.retry and scenario.retry_budget is not None:
             assert sum(run[3] for run in in_flight if run[4]) <= scenario.retry_budget
-
-
-@EXAMPLES
-@given(scenarios(caps=False, availability=False, retry_budget=False))
-def test_the_lane_simulation_and_the_event_replay_agree(scenario: Scenario) -> None:
-    with replay_forced(lanes=True):
-        by_lanes = plan_dict(plan(scenario))
-    with replay_forced(lanes=False):
-        by_events = plan_dict(plan(scenario))
-    assert by_lanes == by_events
 
 
 @EXAMPLES

@@ -7,15 +7,24 @@ from typing import Any
 from hypothesis import given, settings
 
 from scheduling.core import OrgPolicy, QueuedChart, RunningChart, Scenario, fair_order, plan
-from scheduling.core.dispatcher import SKIP_CAPPED, SKIP_RETRY, SKIP_UNAVAILABLE, START, Dispatcher
+from scheduling.core.dispatcher import (
+    BUDGET,
+    CHART_PAUSED,
+    ORG_CAP,
+    ORG_HELD,
+    RETRY_BUDGET,
+    START,
+    TURN,
+    UNAVAILABLE,
+    Dispatcher,
+)
 from scheduling.core.order import DEFAULT_POLICY, org_codes
-from scheduling.core.waiting import Reason
 
 from . import reference
 from .support import replay_forced, scenarios
 
 EXAMPLES = settings(max_examples=200, deadline=None, database=None)
-SKIPPED = {SKIP_UNAVAILABLE: Reason.UNAVAILABLE, SKIP_CAPPED: Reason.ORG_CAP, SKIP_RETRY: Reason.RETRY_BUDGET}
+SKIPPED = {UNAVAILABLE, ORG_CAP, RETRY_BUDGET}
 
 
 def chart(chart_id: str, org: str = "acme", **fields: Any) -> QueuedChart:
@@ -102,18 +111,18 @@ def walked_reasons(scenario: Scenario) -> dict[str, tuple[str | None, str | None
             if verdict is START:
                 found[queued.id] = (None, None)
             elif verdict in SKIPPED:
-                found[queued.id] = (SKIPPED[verdict], None)
+                found[queued.id] = (verdict, None)
             else:
                 head = queued.id
-                found[queued.id] = (Reason.BUDGET, None)
+                found[queued.id] = (BUDGET, None)
             continue
         probe = Dispatcher(budget=walk.free_budget, retry_budget=walk.retry_free, **columns)
         probe.org_running = list(walk.org_running)
         verdict = probe.decide(index, now)
         if verdict in SKIPPED:
-            found[queued.id] = (SKIPPED[verdict], None)
+            found[queued.id] = (verdict, None)
         else:
-            found[queued.id] = (Reason.BUDGET, head) if verdict is START else (Reason.TURN, None)
+            found[queued.id] = (BUDGET, head) if verdict is START else (TURN, None)
     return found
 
 
@@ -134,11 +143,11 @@ def test_a_chart_skipped_before_a_start_of_its_org_gets_the_check_it_failed_then
     )
     result = plan(scenario)
     assert result.order == ["retry", "p1", "p2"]
-    assert [result.reason[chart] for chart in result.order] == [Reason.RETRY_BUDGET, None, Reason.ORG_CAP]
+    assert [result.reason[chart] for chart in result.order] == [RETRY_BUDGET, None, ORG_CAP]
     assert walked_reasons(scenario) == {
-        "retry": (Reason.RETRY_BUDGET, None),
+        "retry": (RETRY_BUDGET, None),
         "p1": (None, None),
-        "p2": (Reason.ORG_CAP, None),
+        "p2": (ORG_CAP, None),
     }
 
 
@@ -180,24 +189,24 @@ def test_budget_and_turn_start_when_the_replay_says_and_every_other_reason_names
         reason, until = result.reason[queued.id], result.waiting_until[queued.id]
         if reason is None:
             assert starts[queued.id] == now
-        elif reason in (Reason.BUDGET, Reason.TURN):
+        elif reason in (BUDGET, TURN):
             assert until == starts[queued.id] == replayed[queued.id]
             assert until is not None
             assert until > now
-        elif reason == Reason.UNAVAILABLE:
+        elif reason == UNAVAILABLE:
             assert until == queued.available_at
             assert queued.available_at > now
-        elif reason == Reason.ORG_CAP:
+        elif reason == ORG_CAP:
             cap = reference.cap_of(scenario, queued.org)
             assert cap is not None
             assert sum(1 for org, _, _ in in_flight if org == queued.org) >= cap
-        elif reason == Reason.RETRY_BUDGET:
+        elif reason == RETRY_BUDGET:
             assert queued.retry
             assert scenario.retry_budget is not None
             in_use = sum(units for _, units, retry in in_flight if retry)
             assert in_use + min(queued.cost, budget) > scenario.retry_budget
-        elif reason == Reason.ORG_HELD:
+        elif reason == ORG_HELD:
             assert reference.weight_of(scenario, queued.org) == 0
         else:
-            assert reason == Reason.CHART_PAUSED
+            assert reason == CHART_PAUSED
             assert queued.paused

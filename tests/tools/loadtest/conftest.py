@@ -4,7 +4,9 @@ A test module that needs one declares it as `LOAD_RUN = RunSpec(...)` and reads 
 `load_runs.log(LOAD_RUN)`. Once the tests are collected (and deselected), the run of every selected
 module is queued (`BackgroundRuns`): they run one at a time, each on its own private services, while
 the rest of the suite runs, and the module's tests wait only for what is left of it. Collected on
-their own (`pytest tests/tools/loadtest/test_runner.py`), they start at once as before.
+their own (`pytest tests/tools/loadtest/test_runner.py`), they start at once as before. On an xdist
+worker (`make test`) a run starts when its module's first test asks for it: every worker collects
+every test, and only the run of a module the worker is given is wanted there.
 
 At the end of the session (`-x`, Ctrl-C included) a run still under way is stopped; the runs' output
 and logs are kept in a `loadruns-*` temporary folder when the session failed.
@@ -30,7 +32,7 @@ def _runs(session: pytest.Session) -> BackgroundRuns:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    if session.config.option.collectonly:
+    if session.config.option.collectonly or hasattr(session.config, "workerinput"):
         return
     for item in session.items:
         spec = getattr(getattr(item, "module", None), "LOAD_RUN", None)

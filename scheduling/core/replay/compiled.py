@@ -1,13 +1,13 @@
 """The event replay without a retry budget, compiled with numba: the path `plan` takes for a large
-queue (see `planner._replay`).
+queue (see `replay.replay`).
 
-It replays what `replay.EventReplay` replays (and what `org_replay.org_replay` and
-`lanes.lane_replay` give faster in Python): the dispatcher's walk at every decision instant, over
-per-org streams, with a capped org parked whole at its cap and the walk stopped at a chart dearer
-than the free budget. Those pure replays stay the reference; the tests compare this one with them.
+It replays what `reference.EventReplay` replays: the dispatcher's walk at every decision instant,
+over per-org streams, with a capped org parked whole at its cap and the walk stopped at a chart
+dearer than the free budget. The reference stays in Python; the parity matrix compares this one
+with it.
 Its starts and ETAs are theirs bit for bit: every start is an instant (`now`, a finish or an
 `available_at`) and every ETA is computed as start + avg on float64, as Python does on floats.
-Times are float64 only: `planner._replay` takes this path only when every time is a float, so that
+Times are float64 only: `replay.replay` takes this path only when every time is a float, so that
 an integer scenario keeps its integers.
 
 The kernel is compiled on its first call in a process and cached on disk (numba's `cache=True`: in
@@ -23,7 +23,7 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
-from .order import Indices
+from ..order import Indices
 
 ACTIVE: Final = 0  # the stream's head is in the heap of heads
 IDLE: Final = 1  # no chart of the stream is available
@@ -48,7 +48,7 @@ def compiled_replay(
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """The start and ETA of every chart of the order, nan for one that never starts.
 
-    The inputs are `org_replay`'s, as arrays: chart i of the order belongs to org `org[i]`, holds
+    The inputs are `replay.ReplayInput`'s, as arrays: chart i of the order belongs to org `org[i]`, holds
     `units[i]` and lasts `avg[i]`; charts `later` become available at `later_at` (after `now`).
     Each is converted to the one dtype the kernel is compiled for, so a process compiles it once;
     the later charts are sorted by `available_at` here, by numpy (a sort compiled into the kernel

@@ -1,7 +1,11 @@
 """Workflow endpoints: anyone signed in reads the workflows with what they mean for their org (cost and
-expected duration: `scheduling.selectors.workflow_terms`); staff register and change them."""
+expected duration, which scheduling computes: the project's routes give it, `WorkflowViewSet.wired`);
+staff register and change them."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar, Protocol, cast
 
 from django.db import transaction
 from django.db.models import QuerySet
@@ -11,10 +15,9 @@ from rest_framework.permissions import BasePermission, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from common.actors import actor_for
 from common.api import ETAG, IF_MATCH, CursorPagination, FairschedAPIView, if_match_check, with_etag
 from orgs import services
-from orgs.access import IsStaffScope, visible_org_ids
+from orgs.access import IsStaffScope, actor_of, visible_org_ids
 from orgs.models import Org, Workflow
 from orgs.selectors import org_for_input, provider_for_input, workflow_get, workflows_all
 from orgs.serializers import (
@@ -24,7 +27,10 @@ from orgs.serializers import (
     WorkflowTermsSerializer,
     WorkflowUpdateSerializer,
 )
-from scheduling.selectors import workflow_terms
+
+
+class WorkflowTermsOf(Protocol):
+    def __call__(self, *, workflows: Sequence[Workflow], org: Org | None) -> Sequence[object]: ...
 
 
 class WorkflowCursorPagination(CursorPagination):
@@ -34,10 +40,23 @@ class WorkflowCursorPagination(CursorPagination):
 class WorkflowViewSet(FairschedAPIView, viewsets.GenericViewSet[Workflow]):
     """The kinds of chart that may be submitted: anyone signed in reads them; staff register and change them."""
 
+    # The workflows' terms for an org (`WorkflowTermsSerializer` shows them): given by `wired`.
+    workflow_terms: ClassVar[WorkflowTermsOf]
+
     serializer_class = WorkflowTermsSerializer
     pagination_class = WorkflowCursorPagination
     lookup_field = "name"
     lookup_value_regex = "[^/]+"
+
+    @classmethod
+    def wired(cls, *, workflow_terms: WorkflowTermsOf) -> type[WorkflowViewSet]:
+        """This viewset reading the workflows' terms with `workflow_terms`."""
+        attributes = {
+            "__module__": cls.__module__,
+            "__doc__": cls.__doc__,
+            "workflow_terms": staticmethod(workflow_terms),
+        }
+        return cast(type[WorkflowViewSet], type(cls.__name__, (cls,), attributes))
 
     def get_permissions(self) -> list[BasePermission]:
         if self.action in {"create", "partial_update"}:
@@ -53,13 +72,13 @@ class WorkflowViewSet(FairschedAPIView, viewsets.GenericViewSet[Workflow]):
         org = self._terms_org(request)
         page = self.paginate_queryset(workflows_all()) or []
         return self.get_paginated_response(
-            WorkflowTermsSerializer(workflow_terms(workflows=page, org=org), many=True).data
+            WorkflowTermsSerializer(self.workflow_terms(workflows=page, org=org), many=True).data
         )
 
     @extend_schema(parameters=[WorkflowTermsQuerySerializer, ETAG], responses=WorkflowTermsSerializer)
     def retrieve(self, request: Request, name: str) -> Response:
         workflow = workflow_get(name=name)
-        (terms,) = workflow_terms(workflows=[workflow], org=self._terms_org(request))
+        (terms,) = self.workflow_terms(workflows=[workflow], org=self._terms_org(request))
         return with_etag(Response(WorkflowTermsSerializer(terms).data), workflow)
 
     def _terms_org(self, request: Request) -> Org | None:
@@ -80,7 +99,7 @@ class WorkflowViewSet(FairschedAPIView, viewsets.GenericViewSet[Workflow]):
         body.is_valid(raise_exception=True)
         data = dict(body.validated_data)
         data["provider"] = provider_for_input(data["provider"])
-        workflow = services.workflow_register(actor=actor_for(request.user), **data)
+        workflow = services.workflow_register(actor=actor_of(request), **data)
         return Response(WorkflowSerializer(workflow).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(parameters=[IF_MATCH, ETAG], request=WorkflowUpdateSerializer, responses=WorkflowSerializer)
@@ -95,6 +114,6 @@ class WorkflowViewSet(FairschedAPIView, viewsets.GenericViewSet[Workflow]):
             data["provider"] = provider_for_input(data["provider"])
         with transaction.atomic():
             if_match_check(request, lambda: Workflow.objects.select_for_update().get(pk=workflow.pk))
-            workflow = services.workflow_change(workflow=workflow, actor=actor_for(request.user), **data)
+            workflow = services.workflow_change(workflow=workflow, actor=actor_of(request), **data)
         workflow = workflow_get(name=workflow.name)  # as stored, for the ETag a GET will answer
         return with_etag(Response(WorkflowSerializer(workflow).data), workflow)

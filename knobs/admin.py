@@ -9,10 +9,11 @@ from django.forms import ModelForm
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 
-from common.actors import actor_for
+from common.actors import Actor
 from common.admin_utils import ServiceModelAdmin, reason_field
-from scheduling.models import ConfigChange, SchedulerConfig
-from scheduling.services import CONFIG_BOUNDS, scheduler_config_set
+from knobs.levers import CONFIG_BOUNDS
+from knobs.models import ConfigChange, SchedulerConfig
+from knobs.services import scheduler_config_set
 
 
 class SchedulerConfigForm(ModelForm[SchedulerConfig]):
@@ -36,13 +37,13 @@ class SchedulerConfigAdmin(ServiceModelAdmin[SchedulerConfig]):
 
     def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
         config = SchedulerConfig.load()
-        return HttpResponseRedirect(reverse("admin:scheduling_schedulerconfig_change", args=[config.pk]))
+        return HttpResponseRedirect(reverse("admin:knobs_schedulerconfig_change", args=[config.pk]))
 
     def save_model(
         self, request: HttpRequest, obj: SchedulerConfig, form: ModelForm[SchedulerConfig], change: bool
     ) -> None:
         values = {field: form.cleaned_data[field] for field in form.changed_data if field != "reason"}
-        scheduler_config_set(actor=actor_for(request.user), reason=form.cleaned_data.get("reason", ""), **values)
+        scheduler_config_set(actor=Actor.operator(request.user), reason=form.cleaned_data.get("reason", ""), **values)
 
 
 @admin.register(ConfigChange)

@@ -11,16 +11,17 @@ from django.db import IntegrityError, transaction
 from django.test import Client
 from django.urls import reverse
 
+from common.actors import Actor
 from common.errors import InvalidInput
 from common.events import STAFF_GROUP
-from scheduling import services
-from scheduling.models import ConfigChange, SchedulerConfig
+from knobs import levers, services
+from knobs.models import ConfigChange, SchedulerConfig
 from tests.admin_helpers import change_form_data, messages_of
 from tests.conftest import Announcements, Tenants
 
 pytestmark = pytest.mark.django_db
 
-ACTOR = "user:stella"
+ACTOR = Actor("user:stella", staff=True)
 
 
 def violates(write: Callable[[], object]) -> None:
@@ -72,10 +73,10 @@ def test_budget_set_is_logged_with_the_actor() -> None:
     config = services.budget_set(budget=8, actor=ACTOR)
     assert config.budget == SchedulerConfig.load().budget == 8
     services.budget_set(budget=8, actor=ACTOR)  # no change, no row
-    assert changes() == [(ACTOR, "budget", "10", "8")]
+    assert changes() == [(ACTOR.name, "budget", "10", "8")]
 
 
-@pytest.mark.parametrize("budget", [0, -1, "8", True, 2.5, None, services.BUDGET.maximum + 1])
+@pytest.mark.parametrize("budget", [0, -1, "8", True, 2.5, None, levers.BUDGET.maximum + 1])
 def test_budget_set_refuses_bad_budgets(budget: Any) -> None:
     with pytest.raises(InvalidInput) as error:
         services.budget_set(budget=budget, actor=ACTOR)
@@ -87,7 +88,10 @@ def test_budget_set_refuses_bad_budgets(budget: Any) -> None:
 def test_policy_set_with_a_quantum() -> None:
     config = services.policy_set(policy="deficit", quantum=2.5, actor=ACTOR)
     assert (config.policy, config.quantum) == ("deficit", 2.5)
-    assert sorted(changes()) == [(ACTOR, "policy", "round_robin", "deficit"), (ACTOR, "quantum", "1.0", "2.5")]
+    assert sorted(changes()) == [
+        (ACTOR.name, "policy", "round_robin", "deficit"),
+        (ACTOR.name, "quantum", "1.0", "2.5"),
+    ]
     with pytest.raises(InvalidInput) as error:
         services.policy_set(policy="lottery", actor=ACTOR)
     assert error.value.field == "policy"
@@ -143,7 +147,7 @@ def test_a_change_is_announced_after_commit(announced: Announcements, django_cap
         services.budget_set(budget=8, actor=ACTOR)
         assert announced.replans == 0
     assert len(callbacks) == 1
-    message = {"kind": "config", "org": None, "actor": ACTOR, "fields": ["budget"]}
+    message = {"kind": "config", "org": None, "actor": ACTOR.name, "fields": ["budget"]}
     assert announced.broadcasts == [(STAFF_GROUP, message)]
     assert announced.replans == 1
     with django_capture_on_commit_callbacks() as callbacks:
@@ -161,28 +165,28 @@ def staff_client(client: Client, tenants: Tenants) -> Client:
 
 
 def test_the_admin_list_is_the_one_change_page(staff_client: Client) -> None:
-    response = staff_client.get(reverse("admin:scheduling_schedulerconfig_changelist"))
+    response = staff_client.get(reverse("admin:knobs_schedulerconfig_changelist"))
     assert response.status_code == 302
-    assert response["Location"] == reverse("admin:scheduling_schedulerconfig_change", args=[1])
-    assert staff_client.get(reverse("admin:scheduling_schedulerconfig_add")).status_code == 403
-    assert staff_client.get(reverse("admin:scheduling_schedulerconfig_delete", args=[1])).status_code == 403
+    assert response["Location"] == reverse("admin:knobs_schedulerconfig_change", args=[1])
+    assert staff_client.get(reverse("admin:knobs_schedulerconfig_add")).status_code == 403
+    assert staff_client.get(reverse("admin:knobs_schedulerconfig_delete", args=[1])).status_code == 403
 
 
 def test_an_admin_change_goes_through_the_service(staff_client: Client) -> None:
-    url = reverse("admin:scheduling_schedulerconfig_change", args=[SchedulerConfig.load().pk])
+    url = reverse("admin:knobs_schedulerconfig_change", args=[SchedulerConfig.load().pk])
     data = change_form_data(staff_client.get(url))
     data.update(budget="8", max_attempts="4")
     assert staff_client.post(url, data).status_code == 302
     config = SchedulerConfig.load()
     assert (config.budget, config.max_attempts) == (8, 4)
-    assert sorted(changes()) == [(ACTOR, "budget", "10", "8"), (ACTOR, "max_attempts", "3", "4")]
-    response = staff_client.get(reverse("admin:scheduling_configchange_changelist"))
+    assert sorted(changes()) == [(ACTOR.name, "budget", "10", "8"), (ACTOR.name, "max_attempts", "3", "4")]
+    response = staff_client.get(reverse("admin:knobs_configchange_changelist"))
     assert response.status_code == 200
     assert "user:stella" in response.content.decode()
 
 
 def test_an_admin_change_refused_by_the_service_writes_nothing(staff_client: Client) -> None:
-    url = reverse("admin:scheduling_schedulerconfig_change", args=[SchedulerConfig.load().pk])
+    url = reverse("admin:knobs_schedulerconfig_change", args=[SchedulerConfig.load().pk])
     data = change_form_data(staff_client.get(url))
     data.update(budget="8", replan_interval="0.1")
     response = staff_client.post(url, data, follow=True)
@@ -194,20 +198,20 @@ def test_an_admin_change_refused_by_the_service_writes_nothing(staff_client: Cli
 
 
 def test_a_budget_set_while_the_form_was_open_survives_a_max_attempts_edit(staff_client: Client) -> None:
-    url = reverse("admin:scheduling_schedulerconfig_change", args=[SchedulerConfig.load().pk])
+    url = reverse("admin:knobs_schedulerconfig_change", args=[SchedulerConfig.load().pk])
     data = change_form_data(staff_client.get(url))
-    services.scheduler_config_set(actor="user:oscar", budget=7)
+    services.scheduler_config_set(actor=Actor("user:oscar", staff=True), budget=7)
     data["max_attempts"] = "4"
     assert staff_client.post(url, data).status_code == 302
     config = SchedulerConfig.load()
     assert (config.budget, config.max_attempts) == (7, 4)
-    assert changes() == [("user:oscar", "budget", "10", "7"), (ACTOR, "max_attempts", "3", "4")]
+    assert changes() == [("user:oscar", "budget", "10", "7"), (ACTOR.name, "max_attempts", "3", "4")]
 
 
 def test_a_budget_set_while_the_form_was_open_refuses_the_budget_edit(staff_client: Client) -> None:
-    url = reverse("admin:scheduling_schedulerconfig_change", args=[SchedulerConfig.load().pk])
+    url = reverse("admin:knobs_schedulerconfig_change", args=[SchedulerConfig.load().pk])
     data = change_form_data(staff_client.get(url))
-    services.scheduler_config_set(actor="user:oscar", budget=7)
+    services.scheduler_config_set(actor=Actor("user:oscar", staff=True), budget=7)
     data.update(budget="8", max_attempts="4")
     response = staff_client.post(url, data)
     assert response.status_code == 200
@@ -220,7 +224,7 @@ def test_a_budget_set_while_the_form_was_open_refuses_the_budget_edit(staff_clie
 
 
 def test_a_backoff_ceiling_below_the_base_is_a_form_error(staff_client: Client) -> None:
-    url = reverse("admin:scheduling_schedulerconfig_change", args=[SchedulerConfig.load().pk])
+    url = reverse("admin:knobs_schedulerconfig_change", args=[SchedulerConfig.load().pk])
     data = change_form_data(staff_client.get(url))
     data.update(backoff_base="30", backoff_ceiling="20")
     response = staff_client.post(url, data)
@@ -231,6 +235,6 @@ def test_a_backoff_ceiling_below_the_base_is_a_form_error(staff_client: Client) 
 
 def test_the_config_admin_refuses_a_plain_user(client: Client, tenants: Tenants) -> None:
     client.force_login(tenants.member_a)
-    response = client.get(reverse("admin:scheduling_schedulerconfig_change", args=[1]))
+    response = client.get(reverse("admin:knobs_schedulerconfig_change", args=[1]))
     assert response.status_code == 302
     assert response["Location"].startswith(reverse("admin:login"))

@@ -1,38 +1,33 @@
 """Org endpoints: members read their orgs' counts and clear-time; staff steer weight, hold, caps, costs.
 
-They live in the charts app because every answer counts the org's charts (`charts.selectors.org_summary`);
-the routes are the project's (`fairsched/api_urls.py`).
+An org's answer counts its charts, which are the charts app's: the project's routes give the count and
+its serializer (`OrgViewSet.wired`, in `fairsched/api_urls.py`), so orgs imports nothing above it.
 """
 
 from __future__ import annotations
 
+from typing import Any, ClassVar, Protocol, cast
+
 from django.db import transaction
 from django.db.models import QuerySet
-from drf_spectacular.utils import extend_schema
-from rest_framework import status, viewsets
+from drf_spectacular.utils import extend_schema, extend_schema_view
+from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound as HttpNotFound
 from rest_framework.permissions import BasePermission, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from charts.selectors import org_summary
-from charts.serializers import (
-    HoldSerializer,
-    OrgDetailSerializer,
-    ReasonQuerySerializer,
-    ReasonSerializer,
-    reason_read,
-)
-from common.actors import actor_for
 from common.api import ETAG, IF_MATCH, CursorPagination, FairschedAPIView, if_match_check, with_etag
 from common.errors import InvalidInput
+from common.reasons import ReasonQuerySerializer, ReasonSerializer, reason_read
 from common.strict import PageQuerySerializer
 from orgs import services
-from orgs.access import IsStaffScope, visible_org_ids
+from orgs.access import IsStaffScope, actor_of, visible_org_ids
 from orgs.models import Membership, Org, OrgChange, Workflow
 from orgs.selectors import org_get, orgs_visible, user_for_input, workflow_cost_get, workflow_costs
 from orgs.serializers import (
+    HoldSerializer,
     MembershipCreateSerializer,
     MembershipRoleSerializer,
     MembershipSerializer,
@@ -50,6 +45,10 @@ STAFF_ACTIONS = frozenset(
 )
 
 
+class OrgSummary(Protocol):
+    def __call__(self, *, org: Org) -> object: ...
+
+
 class OrgCursorPagination(CursorPagination):
     ordering = "slug"
 
@@ -60,6 +59,10 @@ class OrgChangeCursorPagination(CursorPagination):
 
 class OrgViewSet(FairschedAPIView, viewsets.GenericViewSet[Org]):
     """Staff see every org; a member sees the orgs they belong to (an org token: its one org)."""
+
+    # An org with its charts counted, and how it looks: given by `wired`.
+    org_summary: ClassVar[OrgSummary]
+    detail_serializer: ClassVar[type[serializers.Serializer[Any]]]
 
     serializer_class = OrgSerializer
     pagination_class = OrgCursorPagination
@@ -74,18 +77,45 @@ class OrgViewSet(FairschedAPIView, viewsets.GenericViewSet[Org]):
     def get_queryset(self) -> QuerySet[Org]:
         return orgs_visible(org_ids=visible_org_ids(self.request))
 
+    @classmethod
+    def wired(
+        cls, *, org_summary: OrgSummary, detail_serializer: type[serializers.Serializer[Any]]
+    ) -> type[OrgViewSet]:
+        """This viewset answering an org with `detail_serializer(org_summary(org=...))`, its schema saying so."""
+        wired = type(
+            cls.__name__,
+            (cls,),
+            {
+                "__module__": cls.__module__,
+                "__doc__": cls.__doc__,
+                "org_summary": staticmethod(org_summary),
+                "detail_serializer": detail_serializer,
+            },
+        )
+        detail = extend_schema(responses=detail_serializer)
+        return cast(
+            type[OrgViewSet],
+            extend_schema_view(
+                create=extend_schema(responses={201: detail_serializer}),
+                retrieve=detail,
+                partial_update=detail,
+                hold=detail,
+                release=detail,
+            )(wired),
+        )
+
     def list(self, request: Request) -> Response:
         PageQuerySerializer(data=request.query_params).is_valid(raise_exception=True)
         page = self.paginate_queryset(orgs_visible(org_ids=visible_org_ids(request)))
         return self.get_paginated_response(OrgSerializer(page, many=True).data)
 
-    @extend_schema(request=OrgCreateSerializer, responses={201: OrgDetailSerializer})
+    @extend_schema(request=OrgCreateSerializer)
     def create(self, request: Request) -> Response:
         """Staff: create an org (the slug defaults to one made from the name; a slug in use is a 409)."""
         body = OrgCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        org = services.org_create(actor=actor_for(request.user), **body.validated_data)
-        return Response(OrgDetailSerializer(org_summary(org=org)).data, status=status.HTTP_201_CREATED)
+        org = services.org_create(actor=actor_of(request), **body.validated_data)
+        return Response(self._detail(org), status=status.HTTP_201_CREATED)
 
     @extend_schema(methods=["GET"], responses=MembershipSerializer(many=True))
     @extend_schema(methods=["POST"], request=MembershipCreateSerializer, responses={201: MembershipSerializer})
@@ -103,7 +133,7 @@ class OrgViewSet(FairschedAPIView, viewsets.GenericViewSet[Org]):
             user=user_for_input(body.validated_data["user"]),
             org=org,
             role=body.validated_data["role"],
-            actor=actor_for(request.user),
+            actor=actor_of(request),
         )
         return Response(MembershipSerializer(membership).data, status=status.HTTP_201_CREATED)
 
@@ -120,7 +150,7 @@ class OrgViewSet(FairschedAPIView, viewsets.GenericViewSet[Org]):
         )
         if membership is None:
             raise HttpNotFound("membership not found")
-        actor = actor_for(request.user)
+        actor = actor_of(request)
         if request.method == "DELETE":
             services.membership_remove(membership=membership, actor=actor)
             return Response(status=status.HTTP_204_NO_CONTENT)
@@ -129,18 +159,18 @@ class OrgViewSet(FairschedAPIView, viewsets.GenericViewSet[Org]):
         membership = services.membership_role_set(membership=membership, role=body.validated_data["role"], actor=actor)
         return Response(MembershipSerializer(membership).data)
 
-    @extend_schema(parameters=[ETAG], responses=OrgDetailSerializer)
+    @extend_schema(parameters=[ETAG])
     def retrieve(self, request: Request, slug: str) -> Response:
         org = org_get(org_ids=visible_org_ids(request), slug=slug)
-        return with_etag(Response(OrgDetailSerializer(org_summary(org=org)).data), org)
+        return with_etag(Response(self._detail(org)), org)
 
-    @extend_schema(parameters=[IF_MATCH, ETAG], request=OrgUpdateSerializer, responses=OrgDetailSerializer)
+    @extend_schema(parameters=[IF_MATCH, ETAG], request=OrgUpdateSerializer)
     def partial_update(self, request: Request, slug: str) -> Response:
         """Staff: change weight (0 holds), max_concurrency (null: no cap) and queue_limit (null: none)."""
         org = org_get(org_ids=None, slug=slug)
         body = OrgUpdateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        data, actor = body.validated_data, actor_for(request.user)
+        data, actor = body.validated_data, actor_of(request)
         # One transaction: a stale If-Match, or a later field's refusal, undoes the earlier ones.
         with transaction.atomic():
             if_match_check(request, lambda: Org.objects.select_for_update().get(pk=org.pk))
@@ -155,26 +185,26 @@ class OrgViewSet(FairschedAPIView, viewsets.GenericViewSet[Org]):
                     org=org, queue_limit=data["queue_limit"], actor=actor, reason=data["reason"]
                 )
         org = org_get(org_ids=None, slug=slug)
-        return with_etag(Response(OrgDetailSerializer(org_summary(org=org)).data), org)
+        return with_etag(Response(self._detail(org)), org)
 
-    @extend_schema(parameters=[ETAG], request=HoldSerializer, responses=OrgDetailSerializer)
+    @extend_schema(parameters=[ETAG], request=HoldSerializer)
     @action(detail=True, methods=["post"])
     def hold(self, request: Request, slug: str) -> Response:
         """Staff: hold the org (weight 0); its charts stay queued and never dispatch. The reason is
         written for the customer: the org's members see it as `hold_reason` until the release."""
         org = org_get(org_ids=None, slug=slug)
-        services.org_hold(org=org, actor=actor_for(request.user), reason=self._reason(request, HoldSerializer))
+        services.org_hold(org=org, actor=actor_of(request), reason=self._reason(request, HoldSerializer))
         org = org_get(org_ids=None, slug=slug)
-        return with_etag(Response(OrgDetailSerializer(org_summary(org=org)).data), org)
+        return with_etag(Response(self._detail(org)), org)
 
-    @extend_schema(parameters=[ETAG], request=ReasonSerializer, responses=OrgDetailSerializer)
+    @extend_schema(parameters=[ETAG], request=ReasonSerializer)
     @action(detail=True, methods=["post"])
     def release(self, request: Request, slug: str) -> Response:
         """Staff: release a held org, restoring its weight from before the hold."""
         org = org_get(org_ids=None, slug=slug)
-        services.org_release(org=org, actor=actor_for(request.user), reason=self._reason(request))
+        services.org_release(org=org, actor=actor_of(request), reason=self._reason(request))
         org = org_get(org_ids=None, slug=slug)
-        return with_etag(Response(OrgDetailSerializer(org_summary(org=org)).data), org)
+        return with_etag(Response(self._detail(org)), org)
 
     @extend_schema(responses=WorkflowCostListedSerializer(many=True))
     @action(detail=True, methods=["get"], pagination_class=None)
@@ -208,7 +238,7 @@ class OrgViewSet(FairschedAPIView, viewsets.GenericViewSet[Org]):
         if request.method == "GET":
             override = workflow_cost_get(org=org, workflow=found)
             return with_etag(Response(WorkflowCostSerializer(override).data), override)
-        actor = actor_for(request.user)
+        actor = actor_of(request)
         body = WorkflowCostSetSerializer(data=request.data) if request.method == "PUT" else None
         if body is not None:
             body.is_valid(raise_exception=True)
@@ -238,6 +268,9 @@ class OrgViewSet(FairschedAPIView, viewsets.GenericViewSet[Org]):
         paginator = OrgChangeCursorPagination()
         page = paginator.paginate_queryset(OrgChange.objects.filter(org=org), request, view=self) or []
         return paginator.get_paginated_response(OrgChangeSerializer(page, many=True).data)
+
+    def _detail(self, org: Org) -> Any:
+        return self.detail_serializer(self.org_summary(org=org)).data
 
     def _removal_reason(self, request: Request) -> str:
         """A DELETE's reason: in the query (`ReasonQuerySerializer`) or in the body, not in both."""

@@ -1,6 +1,6 @@
-"""The event replay of the dispatcher, for any scenario: the reference the faster replays
-(`lanes.lane_replay`, `org_replay.org_replay`) are tested against, and the path `plan` takes under a
-retry budget. It decides every chart with the one dispatch rule, `Dispatcher.decide`.
+"""The reference replay: the dispatcher's walk from instant to instant, for any scenario, written
+once through the one dispatch rule, `Dispatcher.decide`. The fast replays (`lanes`, `compiled`) are
+held equal to it; `plan` takes it wherever neither applies.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import math
 from collections.abc import Sequence
 from typing import Final
 
-from .dispatcher import SKIP_CAPPED, START, STOP, Dispatcher
+from ..dispatcher import BUDGET, ORG_CAP, START, Dispatcher
 
 IDLE: Final = 0
 ACTIVE: Final = 1
@@ -185,7 +185,7 @@ class EventReplay:
         """The walk at `instant` over the heads of the active streams, in order; the charts started.
 
         Each head gets its verdict from `Dispatcher.decide`: a skipped head parks its stream (streams
-        hold only available charts, so the verdict is SKIP_CAPPED or SKIP_RETRY), a STOP ends the walk,
+        hold only available charts, so the verdict is ORG_CAP or RETRY_BUDGET), BUDGET ends the walk,
         a started one makes way for its stream's next chart. Once no budget is left the walk ends,
         since the rest of it could start nothing. Entries of `heads` that no longer name an active
         stream's head are dropped.
@@ -202,10 +202,10 @@ class EventReplay:
                 continue
             verdict = decide(chart, instant)
             if verdict is not START:
-                if verdict is STOP:
+                if verdict is BUDGET:
                     break
                 state[stream] = PARKED
-                if verdict is SKIP_CAPPED:
+                if verdict is ORG_CAP:
                     self.parked_by_org[self.stream_org[stream]].append(stream)
                 else:
                     self.parked_for_retry.append(stream)

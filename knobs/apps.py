@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class KnobsConfig(AppConfig):
+    name = "knobs"
+    verbose_name = "Scheduler settings"
