@@ -175,7 +175,7 @@ class Durations:
             stated = Workflow.objects.filter(initial_duration__isnull=False)
             if workflow_ids is not None:
                 stated = stated.filter(pk__in=list(workflow_ids))
-            initial = dict(stated.values_list("pk", "initial_duration"))
+            initial = {pk: seconds for pk, seconds in stated.values_list("pk", "initial_duration") if seconds}
         initial_by_workflow = {pk: (float(seconds), default_spread) for pk, seconds in initial.items()}
         return cls(
             pair={key: _pair_estimate(state, default_spread) for key, state in pair.items()},
