@@ -15,7 +15,7 @@ from django.db import connection, transaction
 from psycopg.copy import QueuedLibpqWriter
 
 from charts.models import ChartPlan, ChartPromise, WaitingReason
-from common.events import STAFF_GROUP, broadcast
+from common.events import STAFF_GROUP, broadcast, pass_done
 from orgs.models import Org
 from scheduling import copy_binary, core, metrics
 from scheduling.core.model import PlanArrays
@@ -73,6 +73,7 @@ def plan_refresh(*, now: datetime | None = None) -> ReplanResult:
         global_clear=to_datetime(plan.global_clear),
     )
     transaction.on_commit(lambda: broadcast(STAFF_GROUP, {"kind": "plan", **_summary(result)}))
+    pass_done(kind="plan")
     return result
 
 
