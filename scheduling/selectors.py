@@ -88,25 +88,6 @@ def summary(*, load: Load | None = None) -> dict[str, Any]:
     }
 
 
-# A live page whose plan is older than this many replan intervals says so instead of ticking.
-STALE_AFTER_REPLANS = 3
-
-
-def freshness(*, config: SchedulerConfig) -> dict[str, Any]:
-    """How fresh the plan is, for a live page to say when it stops being so: the latest replan's time,
-    the server's clock, and the age (three replan intervals) past which the page says it is stale.
-    One query."""
-    stale_after = STALE_AFTER_REPLANS * config.replan_interval
-    planned_at = QueueSample.objects.order_by("-at").values_list("at", flat=True).first()
-    now = timezone.now()
-    return {
-        "planned_at": planned_at,
-        "now": now,
-        "stale_after": stale_after,
-        "stale": planned_at is not None and (now - planned_at).total_seconds() > stale_after,
-    }
-
-
 class Median(Aggregate):
     """The median of a column (PostgreSQL's `percentile_cont(0.5)`; NULLs are left out)."""
 
