@@ -36,6 +36,7 @@
       if (field.type !== "hidden" && field.value) typed[field.id] = field.value;
     });
     live.innerHTML = html;
+    if (window.fairschedZone) window.fairschedZone.apply(live);
     Object.keys(typed).forEach(function (id) {
       const field = document.getElementById(id);
       if (field && live.contains(field)) field.value = typed[id];
@@ -75,6 +76,7 @@
   }
 
   function clock(at) {
+    if (window.fairschedZone) return window.fairschedZone.format(at);
     return new Date(at).toISOString().slice(0, 19).replace("T", " ") + " UTC";
   }
 
