@@ -9,6 +9,7 @@
 
   function relative(ms) {
     const seconds = Math.round(ms / 1000);
+    if (seconds === 0) return "just now";
     const size = Math.abs(seconds);
     let amount;
     if (size < 60) amount = size + " s";

@@ -36,9 +36,11 @@ NOW = datetime(2026, 11, 30, 13, 50, tzinfo=UTC)
         (125 * 60, "in 2 h 5 min"),
         (3 * 3600, "in 3 h"),
         (3 * 86400, "in 3 days"),
+        (0, "just now"),
+        (-0.4, "just now"),
     ],
 )
-def test_relative_times(seconds: int, text: str) -> None:
+def test_relative_times(seconds: float, text: str) -> None:
     assert relative(NOW + timedelta(seconds=seconds), NOW) == text
 
 
