@@ -1,4 +1,5 @@
-"""The portal's WebSocket: one org's members only, joined to that org's group, forwarding hints.
+"""The portal's WebSocket: one org's members only, joined to that org's group and to the passes' group
+(`PASSES_GROUP`: a replan or a dispatch ran, which moves every org's ETAs), forwarding hints.
 
 The origin is checked by the ASGI stack and the user comes from the session. A refusal closes before
 the handshake completes, the same whether the org does not exist or the user is not in it.
@@ -10,7 +11,7 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 
-from common.events import org_group
+from common.events import PASSES_GROUP, org_group
 from common.sockets import LiveConsumer
 from orgs.models import Membership
 
@@ -26,8 +27,8 @@ def _member_org_id(user_id: int, slug: str) -> int | None:
 
 
 class OrgConsumer(LiveConsumer):
-    """1. Refuse anyone but an active member of the org in the URL. 2. Join that org's group.
-    3. Forward each event's hint; the page refetches its table.
+    """1. Refuse anyone but an active member of the org in the URL. 2. Join that org's group and the
+    passes' group. 3. Forward each event's hint; the page refetches its part (the table, the chart).
 
     The client pings; each ping renews the group membership (channels-redis expires groups)."""
 
@@ -44,17 +45,20 @@ class OrgConsumer(LiveConsumer):
             return
         self.group = org_group(org_id)
         await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.channel_layer.group_add(PASSES_GROUP, self.channel_name)
         await self.accept()
         await self.join_session()
 
     async def disconnect(self, code: int) -> None:
         if self.group is not None:
             await self.channel_layer.group_discard(self.group, self.channel_name)
+            await self.channel_layer.group_discard(PASSES_GROUP, self.channel_name)
         await self.leave_session()
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         if self.group is not None and isinstance(content, dict) and content.get("type") == "ping":
             await self.channel_layer.group_add(self.group, self.channel_name)
+            await self.channel_layer.group_add(PASSES_GROUP, self.channel_name)
             await self.send_json({"type": "pong"})
 
     async def fairsched_event(self, event: dict[str, Any]) -> None:

@@ -13,6 +13,7 @@ urlpatterns = [
     path("<slug:org_slug>/submit/", views.submit_one, name="submit"),
     path("<slug:org_slug>/upload/", views.submit_file, name="upload"),
     path("<slug:org_slug>/charts/<int:chart_id>/", views.chart_detail, name="chart"),
+    path("<slug:org_slug>/charts/<int:chart_id>/part/", views.chart_part, name="chart-part"),
     path("<slug:org_slug>/charts/<int:chart_id>/pause/", views.chart_lever, {"lever": "pause"}, name="pause"),
     path("<slug:org_slug>/charts/<int:chart_id>/resume/", views.chart_lever, {"lever": "resume"}, name="resume"),
     path("<slug:org_slug>/charts/<int:chart_id>/cancel/", views.chart_lever, {"lever": "cancel"}, name="cancel"),

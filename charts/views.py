@@ -156,33 +156,42 @@ def org_charts_table(request: HttpRequest, org_slug: str) -> HttpResponse:
     return render(request, "portal/_live.html", {**_table_context(request, org), **_summary_context(org)})
 
 
-@login_required
-def chart_detail(request: HttpRequest, org_slug: str, chart_id: int) -> HttpResponse:
+def _chart_context(membership: Membership, chart_id: int) -> dict[str, Any]:
     """A chart: its plan, its retry schedule, its history as a tenant may see it (`events_as_seen`),
-    and the levers its state allows to members who may act."""
-    membership = _membership(request, org_slug)
+    the levers its state allows to members who may act, and how fresh the plan is."""
     org = membership.org
     chart = _chart(org, chart_id)
     events = list(chart_events(chart=chart))
-    max_attempts = SchedulerConfig.load().max_attempts
+    config = SchedulerConfig.load()
+    max_attempts = config.max_attempts
     failed_at = next((event.at for event in reversed(events) if event.to_state == ChartState.RETRY_WAIT), None)
-    return render(
-        request,
-        "portal/chart.html",
-        {
-            "org": org,
-            "chart": chart,
-            "error": last_error_summary(chart.last_error),
-            "history": events_as_seen(events=events, org_id=org.pk, staff=False),
-            "max_attempts": max_attempts,
-            "waiting": waiting_words(chart, max_attempts=max_attempts, failed_at=failed_at),
-            "can_act": membership.can_write,
-            "can_pause": chart.state in CLAIMABLE_STATES,
-            "can_resume": chart.state == ChartState.PAUSED,
-            "can_cancel": chart.state not in TERMINAL_STATES,
-            "orgs": member_orgs(user_id=_user_id(request)),
-        },
-    )
+    return {
+        "org": org,
+        "chart": chart,
+        "error": last_error_summary(chart.last_error),
+        "history": events_as_seen(events=events, org_id=org.pk, staff=False),
+        "max_attempts": max_attempts,
+        "waiting": waiting_words(chart, max_attempts=max_attempts, failed_at=failed_at),
+        "can_act": membership.can_write,
+        "can_pause": chart.state in CLAIMABLE_STATES,
+        "can_resume": chart.state == ChartState.PAUSED,
+        "can_cancel": chart.state not in TERMINAL_STATES,
+    }
+
+
+@login_required
+def chart_detail(request: HttpRequest, org_slug: str, chart_id: int) -> HttpResponse:
+    """A chart's page, live as the org's is: its part (`chart_part`) is refetched on the org's hints."""
+    membership = _membership(request, org_slug)
+    context = _chart_context(membership, chart_id)
+    return render(request, "portal/chart.html", {**context, "orgs": member_orgs(user_id=_user_id(request))})
+
+
+@login_required
+def chart_part(request: HttpRequest, org_slug: str, chart_id: int) -> HttpResponse:
+    """The chart's part alone, which the page's script refetches when the org's WebSocket says something moved."""
+    context = _chart_context(_membership(request, org_slug), chart_id)
+    return render(request, "portal/_chart.html", context)
 
 
 # --- the levers ---------------------------------------------------------------------------------

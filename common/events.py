@@ -23,6 +23,9 @@ from django.db import transaction
 logger = logging.getLogger(__name__)
 
 STAFF_GROUP = "staff"
+# Every portal page listens here for "a pass ran" (a replan moved ETAs, a dispatch started charts): a
+# hint that carries no org's data, after which a page refetches its part.
+PASSES_GROUP = "passes"
 # The replan task, sent by name: scheduling's tasks announce through this module, so it cannot import them.
 REPLAN_TASK = "scheduling.tasks.replan"
 # Set while a replan is queued and has not begun; the task clears it as it starts.
@@ -46,6 +49,11 @@ def changed(*, kind: str, org_id: int | None = None, replan: bool = True, **data
             request_replan()
 
     transaction.on_commit(announce)
+
+
+def pass_done(*, kind: str) -> None:
+    """After commit: tell every portal page that a pass (`kind`: "plan", "dispatch") ran."""
+    transaction.on_commit(lambda: broadcast(PASSES_GROUP, {"kind": kind}))
 
 
 def broadcast(group: str, message: dict[str, Any]) -> None:

@@ -31,7 +31,7 @@ from django.utils import timezone
 from charts.models import CLAIMABLE_STATES, Chart, ChartState, is_retry
 from charts.states import transition_if
 from common.actors import DISPATCHER
-from common.events import changed
+from common.events import changed, pass_done
 from orgs.models import Org
 from scheduling import metrics
 from scheduling.accuracy import start_promise
@@ -135,6 +135,7 @@ def dispatch_run() -> DispatchResult:
     metrics.observe_dispatch(latency=time.perf_counter() - begun, started=len(result.started), skips=skips)
     if result.started:
         changed(kind="dispatch", replan=False, started=len(result.started))
+        pass_done(kind="dispatch")
     return result
 
 

@@ -16,7 +16,7 @@ from numpy.typing import NDArray
 from psycopg.copy import QueuedLibpqWriter
 
 from charts.models import ChartPlan, ChartPromise
-from common.events import STAFF_GROUP, broadcast
+from common.events import STAFF_GROUP, broadcast, pass_done
 from orgs.models import Org
 from scheduling import copy_binary, core, metrics
 from scheduling.core.dispatcher import UNAVAILABLE
@@ -75,6 +75,7 @@ def plan_refresh(*, now: datetime | None = None) -> ReplanResult:
         global_clear=to_datetime(plan.global_clear),
     )
     transaction.on_commit(lambda: broadcast(STAFF_GROUP, {"kind": "plan", **_summary(result)}))
+    pass_done(kind="plan")
     return result
 
 

@@ -20,8 +20,11 @@ DASH = "\u2013"
 
 
 def relative(at: datetime, now: datetime) -> str:
-    """'in 40 s', 'in 4 min', 'in 2 h 5 min', 'in 3 days', or the same with 'ago' for the past."""
+    """'in 40 s', 'in 4 min', 'in 2 h 5 min', 'in 3 days', or the same with 'ago' for the past; 'just now'
+    within the second (an event just recorded is not 'in 0 s')."""
     seconds = round((at - now).total_seconds())
+    if seconds == 0:
+        return "just now"
     amount = duration_words(abs(seconds))
     return f"in {amount}" if seconds >= 0 else f"{amount} ago"
 

@@ -39,25 +39,21 @@
   // --- formatting ---------------------------------------------------------------------------
   const esc = (v) => String(v == null ? "" : v).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
   const now = () => Date.now() + skew;
-  function dur(seconds) {
-    const s = Math.abs(seconds);
-    if (s < 60) return Math.round(s) + "s";
-    if (s < 3600) return Math.floor(s / 60) + "m" + (s < 600 ? String(Math.round(s % 60)).padStart(2, "0") + "s" : "");
-    if (s < 86400) return Math.floor(s / 3600) + "h" + String(Math.floor((s % 3600) / 60)).padStart(2, "0") + "m";
-    return Math.floor(s / 86400) + "d" + Math.floor((s % 86400) / 3600) + "h";
-  }
+  // Durations and clock times by the pages' one rule (static/zone.js): the viewer's zone, named.
+  const dur = (seconds) => window.fairschedZone.duration(seconds);
+  const full = (iso) => window.fairschedZone.format(Date.parse(iso));
   function rel(iso) {
     if (!iso) return "–";
     const d = (Date.parse(iso) - now()) / 1000;
     if (Math.abs(d) < 1) return "now";
     return d > 0 ? "in " + dur(d) : dur(d) + " ago";
   }
-  const clock = (iso) => (iso ? new Date(iso).toLocaleTimeString([], { hour12: false }) : "–");
-  const timeCell = (iso) => `<span title="${esc(iso ? new Date(iso).toLocaleString() : "not planned")}" data-rel="${esc(iso || "")}">${esc(rel(iso))}</span>`;
+  const clock = (iso) => (iso ? window.fairschedZone.format(Date.parse(iso), { date: false }) : "–");
+  const timeCell = (iso) => `<span title="${esc(iso ? full(iso) : "not planned")}" data-rel="${esc(iso || "")}">${esc(rel(iso))}</span>`;
   // The ETA with its p10-p90 band (from the spread of past durations) when the plan has one.
   const etaCell = (r) => {
     if (!r.eta_low || !r.eta_high || r.eta_low === r.eta_high) return timeCell(r.eta);
-    const band = `p10-p90: ${new Date(r.eta_low).toLocaleString()} to ${new Date(r.eta_high).toLocaleString()}`;
+    const band = `p10-p90: ${full(r.eta_low)} to ${full(r.eta_high)}`;
     return `${timeCell(r.eta)} <small class="band" title="${esc(band)}">(${esc(rel(r.eta_low))}–${esc(rel(r.eta_high))})</small>`;
   };
 
@@ -927,9 +923,9 @@
       const y = top + i * rowH;
       parts.push(`<text class="label" x="${left - 6}" y="${y + 11}" text-anchor="end">${esc(r.slug)}</text>`);
       if (r.held) parts.push(`<rect class="held-bar" x="${left}" y="${y + 2}" width="${W - left - right}" height="${rowH - 4}"/><text x="${left + 4}" y="${y + 11}">held</text>`);
-      else if (r.end) parts.push(`<rect x="${left}" y="${y + 2}" width="${Math.max(1, x(r.end) - left)}" height="${rowH - 4}" rx="2" fill="${colour(r.slug)}" opacity=".85"><title>${esc(r.slug)} clears ${esc(new Date(r.end).toLocaleString())}</title></rect>`);
+      else if (r.end) parts.push(`<rect x="${left}" y="${y + 2}" width="${Math.max(1, x(r.end) - left)}" height="${rowH - 4}" rx="2" fill="${colour(r.slug)}" opacity=".85"><title>${esc(r.slug)} clears ${esc(full(r.end))}</title></rect>`);
       else parts.push(`<text x="${left + 4}" y="${y + 11}">no ETA</text>`);
-      if (r.after) parts.push(`<rect class="after-bar" x="${left}" y="${y + 3}" width="${Math.max(1, x(r.after) - left)}" height="${rowH - 6}"><title>would clear ${esc(new Date(r.after).toLocaleString())}</title></rect>`);
+      if (r.after) parts.push(`<rect class="after-bar" x="${left}" y="${y + 3}" width="${Math.max(1, x(r.after) - left)}" height="${rowH - 6}"><title>would clear ${esc(full(r.after))}</title></rect>`);
     });
     if (globalEnd) parts.push(`<line class="clear-line" x1="${x(globalEnd)}" x2="${x(globalEnd)}" y1="${top - 4}" y2="${H}"/>`);
     if (!rows.length) parts.push(`<text x="${left}" y="${top + 10}">no backlog</text>`);

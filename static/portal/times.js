@@ -1,12 +1,15 @@
 // Relative times ("in 4 min") stay true while a page is open: every 15 s each one is recomputed from
 // the <time datetime> before it, by the server's rule (charts/templatetags/portal_time.py `relative`).
 // A live table that is refetched brings fresh ones; this keeps the ones in between from going stale.
+// A page whose plan is stale (#live[data-stale], static/portal/portal.js) stops ticking: its times are
+// as old as its plan, and counting them down would make old data look fresh.
 (function () {
   "use strict";
   const EVERY_MS = 15000;
 
   function relative(ms) {
     const seconds = Math.round(ms / 1000);
+    if (seconds === 0) return "just now";
     const size = Math.abs(seconds);
     let amount;
     if (size < 60) amount = size + " s";
@@ -20,6 +23,8 @@
   }
 
   function update() {
+    const live = document.getElementById("live");
+    if (live && live.hasAttribute("data-stale")) return;
     document.querySelectorAll("time + .relative").forEach(function (span) {
       const time = span.previousElementSibling;
       const at = Date.parse(time.getAttribute("datetime"));

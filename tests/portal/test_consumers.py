@@ -111,3 +111,18 @@ async def test_a_submission_reaches_its_org_after_commit(tenants: Tenants, monke
     assert await bob.receive_nothing(timeout=0.5)
     await alice.disconnect()
     await bob.disconnect()
+
+
+async def test_every_member_hears_that_a_pass_ran(tenants: Tenants) -> None:
+    """A replan or a dispatch moves every org's ETAs: both orgs' pages hear the pass, and nothing but its kind."""
+    from common.events import pass_done
+
+    alice, _ = await connect(tenants.member_a, "acme")
+    bob, _ = await connect(tenants.member_b, "beta")
+
+    await sync_to_async(pass_done)(kind="plan")
+
+    assert await alice.receive_json_from(timeout=5) == {"type": "event", "kind": "plan"}
+    assert await bob.receive_json_from(timeout=5) == {"type": "event", "kind": "plan"}
+    await alice.disconnect()
+    await bob.disconnect()

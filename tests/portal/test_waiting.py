@@ -94,3 +94,12 @@ def test_the_org_table_shows_each_charts_reason(tenants: Tenants, browser: Brows
     assert page.count('<span class="why">') == 1
     words = f"Waiting for capacity in the shared pool, expected to start at about {hhmm(until)} UTC"
     assert f'<span class="why">{words}</span>' in page
+
+
+@pytest.mark.parametrize(
+    ("seconds", "words"), [(59.6, "1 min"), (119.5, "2 min"), (3599.5, "60 min"), (5400, "1 h 30 min")]
+)
+def test_duration_words_round_before_they_split(seconds: float, words: str) -> None:
+    from charts.running import duration_words
+
+    assert duration_words(seconds) == words

@@ -1,0 +1,92 @@
+// Times in the viewer's zone, with the zone named: the portal and the dashboard render times in UTC
+// (`<time datetime>`, the server's clock); this shows each one in the zone the viewer chose (a setting
+// kept in this browser, `fairsched.zone`), the browser's own zone by default, to the second.
+// Durations share one rule here too (`duration`): whole seconds first, so 539.6 s is "9m00s", never "8m60s".
+(function () {
+  "use strict";
+  const KEY = "fairsched.zone";
+  const browserZone = Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
+
+  function zone() {
+    let chosen = null;
+    try { chosen = localStorage.getItem(KEY); } catch (error) { chosen = null; }
+    return chosen || browserZone;
+  }
+
+  function parts(at, timeZone) {
+    const format = new Intl.DateTimeFormat("en-GB", {
+      timeZone: timeZone, year: "numeric", month: "2-digit", day: "2-digit",
+      hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23", timeZoneName: "short",
+    });
+    const out = {};
+    format.formatToParts(new Date(at)).forEach(function (part) { out[part.type] = part.value; });
+    return out;
+  }
+
+  // "2026-12-03 07:16:50 CET" (`date: false`: "07:16:50 CET"; `seconds: false`: "07:16 CET").
+  function format(at, options) {
+    const settings = Object.assign({ date: true, seconds: true, zoneName: true }, options || {});
+    const p = parts(at, zone());
+    let text = p.hour + ":" + p.minute + (settings.seconds ? ":" + p.second : "");
+    if (settings.date) text = p.year + "-" + p.month + "-" + p.day + " " + text;
+    return settings.zoneName ? text + " " + p.timeZoneName : text;
+  }
+
+  // "Europe/Berlin (CET)".
+  function label() {
+    return zone() + " (" + parts(Date.now(), zone()).timeZoneName + ")";
+  }
+
+  // "40s", "1m00s", "9m59s", "10m", "1h00m", "2d3h": rounded to the second before it is split.
+  function duration(seconds) {
+    const s = Math.round(Math.abs(seconds));
+    if (s < 60) return s + "s";
+    if (s < 600) return Math.floor(s / 60) + "m" + String(s % 60).padStart(2, "0") + "s";
+    const m = Math.round(s / 60);
+    if (m < 60) return m + "m";
+    if (m < 1440) return Math.floor(m / 60) + "h" + String(m % 60).padStart(2, "0") + "m";
+    const h = Math.round(m / 60);
+    return Math.floor(h / 24) + "d" + (h % 24) + "h";
+  }
+
+  // Every `<time datetime>` under `root` in the viewer's zone (an ETA said as "any moment now" stays so),
+  // and every `[data-zone-name]` names the zone.
+  function apply(root) {
+    (root || document).querySelectorAll("time[datetime]").forEach(function (time) {
+      const at = Date.parse(time.getAttribute("datetime"));
+      if (Number.isNaN(at) || time.textContent === "any moment now") return;
+      time.textContent = format(at, { seconds: !time.hasAttribute("data-minutes") });
+    });
+    (root || document).querySelectorAll("[data-zone-name]").forEach(function (element) {
+      element.textContent = "Times are in " + label() + ".";
+    });
+  }
+
+  function choose(value) {
+    try {
+      if (value) localStorage.setItem(KEY, value); else localStorage.removeItem(KEY);
+    } catch (error) { return; }
+    apply(document);
+  }
+
+  function setUp() {
+    const select = document.getElementById("zone-choice");
+    if (select) {
+      select.querySelector("option[value='']").textContent = "Your browser's (" + browserZone + ")";
+      let chosen = null;
+      try { chosen = localStorage.getItem(KEY); } catch (error) { chosen = null; }
+      if (chosen && !select.querySelector("option[value='" + chosen.replace(/'/g, "") + "']")) {
+        const option = document.createElement("option");
+        option.value = option.textContent = chosen;
+        select.appendChild(option);
+      }
+      select.value = chosen || "";
+      select.addEventListener("change", function () { choose(select.value); });
+    }
+    apply(document);
+  }
+
+  window.fairschedZone = { zone: zone, format: format, label: label, duration: duration, apply: apply };
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", setUp);
+  else setUp();
+})();
