@@ -254,5 +254,12 @@ def webhook_endpoints_due() -> list[int]:
     )
 
 
+def webhook_deliveries_collect_all() -> list[int]:
+    """Collect every active endpoint's new events; the endpoints that got deliveries."""
+    return [
+        endpoint_id for endpoint_id in webhook_endpoints_active() if webhook_deliveries_collect(endpoint_id=endpoint_id)
+    ]
+
+
 def webhook_endpoints_active() -> list[int]:
     return list(WebhookEndpoint.objects.filter(active=True).values_list("pk", flat=True))
