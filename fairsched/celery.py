@@ -5,7 +5,7 @@ import signal
 from typing import Any
 
 from celery import Celery
-from celery.signals import worker_init, worker_process_init
+from celery.signals import worker_init, worker_process_init, worker_ready
 from django.conf import settings
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "fairsched.settings")
@@ -63,3 +63,12 @@ def ignore_sigterm(**kwargs: Any) -> None:
     closes their pipes, which ends them too. SIGKILL still ends everything, and reconcile settles what
     a killed pass left."""
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+@worker_ready.connect
+def feed_listener_start(**kwargs: Any) -> None:
+    """The worker's parent process hears the feed's commits and starts their webhook deliveries at once
+    (`feed.listener`); started once the pool's children are forked, so none inherits its connection."""
+    from feed import listener
+
+    listener.start()

@@ -1,5 +1,7 @@
 """Celery tasks of the webhooks: beat's tick collects the feed's new events into deliveries and starts
-a sender for every endpoint with a delivery due (`feed.services` keeps one sender per endpoint)."""
+a sender for every endpoint with a delivery due (`feed.services` keeps one sender per endpoint).
+
+The tick is the safety net: each worker's listener (`feed.listener`) does the same at each commit."""
 
 from __future__ import annotations
 
@@ -13,8 +15,7 @@ TICK_TASK = "feed.tasks.webhooks_tick"
 @shared_task(name=TICK_TASK, ignore_result=True)
 def webhooks_tick() -> None:
     """1. Collect each active endpoint's new events. 2. Send for each endpoint with a delivery due."""
-    for endpoint_id in services.webhook_endpoints_active():
-        services.webhook_deliveries_collect(endpoint_id=endpoint_id)
+    services.webhook_deliveries_collect_all()
     for endpoint_id in services.webhook_endpoints_due():
         webhook_send.delay(endpoint_id)
 

@@ -5,6 +5,7 @@ carries the key of the delivery it repeats."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -14,11 +15,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
+from django.db import connection
 
 from charts import services as chart_services
 from common.actors import Actor
-from feed import services
+from feed import listener, services
 from feed.models import WebhookDelivery
 from tests.celery_workers import celery_workers
 from tests.conftest import Tenants
@@ -90,3 +93,75 @@ def test_a_worker_killed_mid_retry_loses_nothing_and_repeats_only_with_the_key(
     assert all(len(b) == 1 for b in bodies.values())  # a repeat is the same event under the same key
     assert keys[:3] == [expected[0]] * 3  # the first event: two failures, the try killed in flight
     assert len(keys) > 8
+
+
+@pytest.fixture
+def worker_without_tick(temporal_settings: Any, tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """A worker whose webhooks' tick is an hour away: a delivery can only come from its listener."""
+    with celery_workers(
+        tmp_path,
+        TEMPORAL_ADDRESS=temporal_settings.TEMPORAL_ADDRESS,
+        FAIRSCHED_WEBHOOK_ALLOW_HTTP="1",
+        FAIRSCHED_WEBHOOK_ALLOW_PRIVATE="1",
+        FAIRSCHED_WEBHOOK_TICK="3600",
+    ) as start:
+        worker = start()
+        wait_for(listening, 90, "the worker's feed listener")
+        yield worker
+
+
+def listening() -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query = %s",
+            [f"LISTEN {listener.CHANNEL}"],
+        )
+        return bool(cursor.fetchone()[0])
+
+
+def received_count(received: Any, count: int) -> Callable[[], bool]:
+    return lambda: len(received.requests) == count
+
+
+def cancel_one(tenants: Tenants, external_id: str) -> None:
+    chart, _ = chart_services.chart_submit(
+        org=tenants.org_a, workflow="render", external_id=external_id, actor=Actor("user:alice", staff=True)
+    )
+    chart_services.chart_cancel(chart=chart, actor=Actor("user:alice", staff=True))
+
+
+def test_a_commit_wakes_its_delivery_without_the_tick(
+    tenants: Tenants, worker_without_tick: subprocess.Popen[bytes], settings: Any
+) -> None:
+    settings.FAIRSCHED_WEBHOOK_ALLOW_HTTP = settings.FAIRSCHED_WEBHOOK_ALLOW_PRIVATE = True
+    with receiver() as (url, received):
+        services.webhook_endpoint_create(
+            org=tenants.org_a, url=url, event_types=["chart.cancelled"], actor=Actor("user:s", staff=True)
+        )
+        for n in range(3):
+            committed = time.monotonic()
+            cancel_one(tenants, f"w-{n}")
+            wait_for(received_count(received, n + 1), 10, f"delivery {n}")
+            assert time.monotonic() - committed < 5  # the tick is an hour away
+    assert [json.loads(body)["data"]["external_id"] for _, body in received.requests] == ["w-0", "w-1", "w-2"]
+
+
+def test_a_commit_behind_an_older_open_transaction_is_delivered_when_that_one_ends(
+    tenants: Tenants, worker_without_tick: subprocess.Popen[bytes], settings: Any
+) -> None:
+    """The hint comes at the event's commit, while an older transaction still holds the feed's horizon
+    back; that one writes no feed row, so no hint comes when it ends: the listener must look again."""
+    settings.FAIRSCHED_WEBHOOK_ALLOW_HTTP = settings.FAIRSCHED_WEBHOOK_ALLOW_PRIVATE = True
+    with receiver() as (url, received):
+        services.webhook_endpoint_create(
+            org=tenants.org_a, url=url, event_types=["chart.cancelled"], actor=Actor("user:s", staff=True)
+        )
+        with psycopg.connect(**connection.get_connection_params()) as older:
+            older.execute("SELECT pg_current_xact_id()")  # an open transaction with an id, older than the event's
+            cancel_one(tenants, "held")
+            time.sleep(0.5)
+            assert received.requests == []  # the horizon has not passed the event
+            older.commit()
+            ended = time.monotonic()
+        wait_for(lambda: len(received.requests) == 1, 10, "the held delivery")
+        assert time.monotonic() - ended < listener.PATIENCE_SECONDS
