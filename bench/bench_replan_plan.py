@@ -177,7 +177,9 @@ def replan_scenario(size: int) -> Any:
         if at >= since
     )
     submissions = [
-        core.Submission(org=org_ids[org], created=at, avg=avg, cost=WORKFLOW_COSTS[workflow], spread=spread, count=n)
+        core.PastSubmission(
+            org=org_ids[org], created=at, avg=avg, cost=WORKFLOW_COSTS[workflow], spread=spread, count=n
+        )
         for (org, workflow, at), n in counts.items()
     ]
     return core.Scenario(

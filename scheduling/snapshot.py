@@ -884,7 +884,9 @@ def recent_history(
             kinds[pair] = None if held else (org_key(org_id), *durations.of(*pair), costs.of(*pair))
         if (kind := kinds[pair]) is not None:
             org, avg, spread, cost = kind
-            submissions.append(core.Submission(org=org, created=second, avg=avg, cost=cost, spread=spread, count=count))
+            submissions.append(
+                core.PastSubmission(org=org, created=second, avg=avg, cost=cost, spread=spread, count=count)
+            )
     first = Chart.objects.order_by("created_at").values_list(Epoch("created_at"), flat=True).first()
     start = to_seconds(since) if first is None else max(to_seconds(since), first)
     return core.History(submissions=submissions, since=min(start, to_seconds(now)), decay=window)
