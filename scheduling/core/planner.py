@@ -324,7 +324,7 @@ def _real_plan(
             for clears in (org_clear, org_clear_low, org_clear_high)
         )
     clear_times = [clear for clear in org_clear.values() if clear is not None]
-    waiting = _Waiting(lambda: _waiting(waiting_input, queue.real_ids, left_out_charts))
+    waiting = _LazyWaitingColumns(lambda: _waiting(waiting_input, queue.real_ids, left_out_charts))
     return Plan(
         order=ChartOrder(chart_ids, len(order)),
         start=laid.column(chart_ids, starts, running_started),
@@ -412,7 +412,7 @@ class _Layout:
         return LazyChartValues(ids, listed)
 
 
-class _Waiting:
+class _LazyWaitingColumns:
     """Step 5's columns, worked out once on first use (`load`): reason, until and head of line."""
 
     __slots__ = ("_columns", "_load")
