@@ -47,7 +47,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from statistics import NormalDist
 
-from scheduling.core import History, QueuedChart, Scenario, Submission, plan
+from scheduling.core import History, PastSubmission, QueuedChart, Scenario, plan
 from tools.loadtest import simulate as sim
 
 NORMAL = NormalDist()
@@ -75,7 +75,7 @@ def _median_left(mean: float, sigma: float, lasted: float) -> float:
 def _history(context: sim.Context) -> History:
     since = max(0.0, context.moment.at - sim.HISTORY_DECAYS * sim.ARRIVAL_WINDOW)
     submissions = [
-        Submission(org=c.org, created=c.arrival, avg=c.mean, cost=c.kind.cost, spread=c.kind.sigma)
+        PastSubmission(org=c.org, created=c.arrival, avg=c.mean, cost=c.kind.cost, spread=c.kind.sigma)
         for c in context.arrived
         if c.arrival >= since
     ]

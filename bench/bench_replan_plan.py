@@ -151,7 +151,7 @@ def replan_scenario(size: int) -> Any:
     org_ids = [org_key(code + 1) for code in range(len(draw.org_weight))]
     created = [float(math.floor(NOW - ago)) for ago in draw.created_ago]  # whole seconds, as stored
     ids = [chart_key(index + 1) for index in range(size)]
-    # The numeric and flag columns as the arrays the snapshot gives (`snapshot._queue`).
+    # The numeric and flag columns as the arrays the snapshot gives (`snapshot._waiting_columns`).
     queued = core.QueueColumns(
         id=ids,
         org=[org_ids[code] for code in draw.chart_org],
@@ -177,7 +177,9 @@ def replan_scenario(size: int) -> Any:
         if at >= since
     )
     submissions = [
-        core.Submission(org=org_ids[org], created=at, avg=avg, cost=WORKFLOW_COSTS[workflow], spread=spread, count=n)
+        core.PastSubmission(
+            org=org_ids[org], created=at, avg=avg, cost=WORKFLOW_COSTS[workflow], spread=spread, count=n
+        )
         for (org, workflow, at), n in counts.items()
     ]
     return core.Scenario(

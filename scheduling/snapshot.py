@@ -546,7 +546,7 @@ def load_snapshot(*, now: datetime | None = None) -> Snapshot:
     2. The waiting and the in-flight charts (`ActiveCharts.load`), from one consistent view of the
        table (one statement, or two backends that share one snapshot): a chart claimed while the
        snapshot is read is either still waiting or already in flight, never both.
-    3. The waiting charts (queued, paused, retry_wait) as the core's columns (`_queue`): cost from the
+    3. The waiting charts (queued, paused, retry_wait) as the core's columns (`_waiting_columns`): cost from the
        (org, workflow) override or the workflow's default; `available_at` is the later of the retry
        backoff and any pause of the chart's provider (for everyone or for its org); a chart that
        spent an attempt is a retry (`charts.models.is_retry`).
@@ -561,18 +561,18 @@ def load_snapshot(*, now: datetime | None = None) -> Snapshot:
     durations = Durations.load()
     charts = ActiveCharts.load()
     waiting = charts.where(charts.in_states(WAITING_STATES))
-    queue = _queue(waiting, costs, durations)
+    waiting_columns = _waiting_columns(waiting, costs, durations)
     in_flight = charts.where(charts.in_states(IN_FLIGHT_STATES))
     running, running_spread = _running(in_flight, now, costs, durations)
 
     # A spread only where one is known: with none, the plan's bands are its ETAs themselves.
-    spread_known = bool(queue.spread.any()) or any(running_spread)
-    backlogged, ready = backlogged_and_ready(queue.columns, running, org_rows, to_seconds(now))
+    spread_known = bool(waiting_columns.spread.any()) or any(running_spread)
+    backlogged, ready = backlogged_and_ready(waiting_columns.columns, running, org_rows, to_seconds(now))
     orgs, round_under_way = fair_service(
         org_rows, ready=ready, backlogged=backlogged, policy=config.policy, quantum=config.quantum
     )
-    for org in {*queue.columns.org, *(r.org for r in running)} - orgs.keys():  # an org newer than the read above
-        orgs[org] = core.OrgPolicy()
+    for org in {*waiting_columns.columns.org, *(r.org for r in running)} - orgs.keys():
+        orgs[org] = core.OrgPolicy()  # an org newer than the read above
     scenario = core.Scenario(
         now=to_seconds(now),
         budget=config.budget,
@@ -580,11 +580,11 @@ def load_snapshot(*, now: datetime | None = None) -> Snapshot:
         quantum=config.quantum,
         aging=aging_of(config),
         orgs=orgs,
-        queued=queue.columns,
+        queued=waiting_columns.columns,
         running=running,
         retry_budget=retry_budget_of(config),
         history=recent_history(now, config, org_rows, costs, durations),
-        spread=queue.spread if spread_known else [],
+        spread=waiting_columns.spread if spread_known else [],
         running_spread=running_spread if spread_known else [],
     )
     return Snapshot(
@@ -596,7 +596,7 @@ def load_snapshot(*, now: datetime | None = None) -> Snapshot:
         in_flight=in_flight,
         queued_workflow=waiting.workflow_id.tolist(),
         round_under_way=round_under_way,
-        provider_paused=queue.provider_paused,
+        provider_paused=waiting_columns.provider_paused,
     )
 
 
@@ -732,7 +732,7 @@ _CAST_TO: dict[copy_binary.Kind, Field[Any, Any]] = {
 
 
 @dataclass(frozen=True)
-class _Queue:
+class _WaitingColumns:
     """The waiting charts as the core's columns, their spreads and which of them a provider pause
     holds later than their own backoff (both aligned with the columns)."""
 
@@ -741,7 +741,7 @@ class _Queue:
     provider_paused: NDArray[np.bool_]
 
 
-def _queue(waiting: ActiveCharts, costs: Costs, durations: Durations) -> _Queue:
+def _waiting_columns(waiting: ActiveCharts, costs: Costs, durations: Durations) -> _WaitingColumns:
     """The waiting charts as the core's columns (see `load_snapshot`, step 3). Cost, expected duration,
     spread and provider pause are looked up once per (org, workflow) pair; each chart takes its
     pair's through one numpy index. The numeric and flag columns go to the core as the arrays they
@@ -771,7 +771,7 @@ def _queue(waiting: ActiveCharts, costs: Costs, durations: Durations) -> _Queue:
         available_at=available.available_at,
         retry=waiting.attempt > spent,
     )
-    return _Queue(columns, pair_duration[pair_of, 1], available.provider_paused)
+    return _WaitingColumns(columns, pair_duration[pair_of, 1], available.provider_paused)
 
 
 def _running(
@@ -884,7 +884,9 @@ def recent_history(
             kinds[pair] = None if held else (org_key(org_id), *durations.of(*pair), costs.of(*pair))
         if (kind := kinds[pair]) is not None:
             org, avg, spread, cost = kind
-            submissions.append(core.Submission(org=org, created=second, avg=avg, cost=cost, spread=spread, count=count))
+            submissions.append(
+                core.PastSubmission(org=org, created=second, avg=avg, cost=cost, spread=spread, count=count)
+            )
     first = Chart.objects.order_by("created_at").values_list(Epoch("created_at"), flat=True).first()
     start = to_seconds(since) if first is None else max(to_seconds(since), first)
     return core.History(submissions=submissions, since=min(start, to_seconds(now)), decay=window)

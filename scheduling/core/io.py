@@ -24,12 +24,12 @@ from .model import (
     ChartValues,
     History,
     OrgPolicy,
+    PastSubmission,
     Plan,
     Policy,
     QueueColumns,
     RunningChart,
     Scenario,
-    Submission,
 )
 
 MAX_EXACT_INTEGER = 2**53
@@ -195,7 +195,7 @@ def _history(history: object, now: float) -> History:
         where = f"history.submissions[{index}]"
         submission, org = _org_entry(submission, where, required=("created", "avg"))
         past.append(
-            Submission(
+            PastSubmission(
                 org=org,
                 created=_number(submission["created"], f"{where}.created"),
                 avg=_number(submission["avg"], f"{where}.avg", positive=True),

@@ -85,7 +85,7 @@ class Arrival:
 
 
 @dataclass(frozen=True, slots=True)
-class Submission:
+class PastSubmission:
     """Charts an org submitted at `created` (an extension, see `scheduling.core.forecast`): `count`
     charts of the given expected duration, cost and spread. The recent past from which the core
     derives the arrivals it expects (`Scenario.history`)."""
@@ -104,7 +104,7 @@ class History:
     arrivals to come (see `scheduling.core.forecast.forecast`). A submission counts less the older
     it is: its weight falls by e every `decay` seconds."""
 
-    submissions: Sequence[Submission]
+    submissions: Sequence[PastSubmission]
     since: float
     decay: float = 600.0
 

@@ -97,7 +97,7 @@ def _plan(scenario: Scenario) -> Plan:
 
 
 @dataclass(frozen=True, slots=True)
-class _Queue:
+class _PlanQueue:
     """Step 1: the queued charts, the real ones (`real_count`, ids `real_ids`) first, then the expected ones."""
 
     columns: QueueColumns
@@ -135,7 +135,7 @@ class _Bands:
     running_spread: NDArray[np.float64]
 
 
-def _queue(scenario: Scenario) -> _Queue:
+def _queue(scenario: Scenario) -> _PlanQueue:
     """Step 1: the real queue, then the charts the `arrivals` (given, or foreseen from the
     `history`) are expected to add."""
     queue = QueueColumns.of(scenario.queued)
@@ -153,7 +153,7 @@ def _queue(scenario: Scenario) -> _Queue:
     if arrivals:
         expected, expected_spread = expected_charts(arrivals, now=scenario.now, queued=real_count)
         queue = queue.joined(expected)
-    return _Queue(queue, real_count, real_ids, arrivals, expected_spread, foreseen)
+    return _PlanQueue(queue, real_count, real_ids, arrivals, expected_spread, foreseen)
 
 
 def _columns(
@@ -224,7 +224,7 @@ def _later_charts(
     return later, later_at, list(zip(ready_at, later.tolist(), strict=True))
 
 
-def _bands(scenario: Scenario, queue: _Queue, columns: _Columns, start_time: NDArray[np.float64]) -> _Bands | None:
+def _bands(scenario: Scenario, queue: _PlanQueue, columns: _Columns, start_time: NDArray[np.float64]) -> _Bands | None:
     """Step 6: the p10-p90 bands when a spread or an arrival is known (None: the ETAs themselves)."""
     if not (len(scenario.spread) or scenario.running_spread or queue.arrivals or queue.foreseen is not None):
         return None
@@ -252,7 +252,7 @@ def _bands(scenario: Scenario, queue: _Queue, columns: _Columns, start_time: NDA
 
 def _real_plan(
     scenario: Scenario,
-    queue: _Queue,
+    queue: _PlanQueue,
     columns: _Columns,
     starts: Sequence[float | None],
     etas: Sequence[float | None],
@@ -324,7 +324,7 @@ def _real_plan(
             for clears in (org_clear, org_clear_low, org_clear_high)
         )
     clear_times = [clear for clear in org_clear.values() if clear is not None]
-    waiting = _Waiting(lambda: _waiting(waiting_input, queue.real_ids, left_out_charts))
+    waiting = _LazyWaitingColumns(lambda: _waiting(waiting_input, queue.real_ids, left_out_charts))
     return Plan(
         order=ChartOrder(chart_ids, len(order)),
         start=laid.column(chart_ids, starts, running_started),
@@ -412,7 +412,7 @@ class _Layout:
         return LazyChartValues(ids, listed)
 
 
-class _Waiting:
+class _LazyWaitingColumns:
     """Step 5's columns, worked out once on first use (`load`): reason, until and head of line."""
 
     __slots__ = ("_columns", "_load")
@@ -455,7 +455,9 @@ class _WaitingInput:
     running_retry: list[bool]
 
     @classmethod
-    def of(cls, scenario: Scenario, queue: _Queue, columns: _Columns, start_time: NDArray[np.float64]) -> _WaitingInput:
+    def of(
+        cls, scenario: Scenario, queue: _PlanQueue, columns: _Columns, start_time: NDArray[np.float64]
+    ) -> _WaitingInput:
         weights = [scenario.orgs.get(name, DEFAULT_POLICY).weight for name in columns.org_names]
         return cls(
             now=scenario.now, budget=scenario.budget, retry_budget=scenario.retry_budget,

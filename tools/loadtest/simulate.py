@@ -47,10 +47,10 @@ from scheduling.core import (
     Arrival,
     History,
     OrgPolicy,
+    PastSubmission,
     QueuedChart,
     RunningChart,
     Scenario,
-    Submission,
     dispatch_walk,
     fair_order,
     plan,
@@ -502,7 +502,7 @@ def fairsched(context: Context) -> Prediction:
     (`Scenario.history`, decaying by e every window), as the live snapshot passes them."""
     since = max(0.0, context.moment.at - HISTORY_DECAYS * ARRIVAL_WINDOW)
     submissions = [
-        Submission(org=c.org, created=c.arrival, avg=avg, cost=c.kind.cost, spread=spread)
+        PastSubmission(org=c.org, created=c.arrival, avg=avg, cost=c.kind.cost, spread=spread)
         for c in context.arrived[bisect.bisect_left(context.arrival_times, since) :]
         for avg, spread in (context.durations(c),)
     ]

@@ -18,11 +18,11 @@ import pytest
 from scheduling.core import (
     History,
     OrgPolicy,
+    PastSubmission,
     QueueColumns,
     QueuedChart,
     Scenario,
     ScenarioError,
-    Submission,
     parse_scenario,
     plan,
     plan_to_json,
@@ -48,10 +48,10 @@ from scheduling.core.forecast import (
 DECAY = 600.0
 
 
-def stream(org: str, *, rate: float, start: float, end: float, avg: float = 10.0) -> list[Submission]:
+def stream(org: str, *, rate: float, start: float, end: float, avg: float = 10.0) -> list[PastSubmission]:
     """One submission every 1 / rate seconds in [start, end)."""
     count = int((end - start) * rate)
-    return [Submission(org, start + index / rate, avg) for index in range(count)]
+    return [PastSubmission(org, start + index / rate, avg) for index in range(count)]
 
 
 def backlog(count: int = 40, org: str = "a") -> list[QueuedChart]:
@@ -76,15 +76,15 @@ def test_the_rate_decays_with_the_age_of_the_submissions() -> None:
 
 
 def test_one_early_submission_is_not_a_rate_of_one_a_second() -> None:
-    history = History([Submission("b", 99.0, 10.0)], since=98.0, decay=DECAY)
+    history = History([PastSubmission("b", 99.0, 10.0)], since=98.0, decay=DECAY)
     (arrival,) = forecast(history, now=100.0, budget=4, backlog=100.0).arrivals
     assert arrival.rate == pytest.approx(1 / (DECAY * -math.expm1(-MIN_SPAN_SHARE)), rel=0.01)
 
 
 def test_a_bulk_upload_is_a_burst_not_a_rate() -> None:
     now = 1_000.0
-    bulk = [Submission("b", 900.0, 10.0, count=BURST_SIZE)]
-    quick = [Submission("b", 900.0 + 0.05 * index, 10.0) for index in range(BURST_SIZE)]  # 0.05 s apart
+    bulk = [PastSubmission("b", 900.0, 10.0, count=BURST_SIZE)]
+    quick = [PastSubmission("b", 900.0 + 0.05 * index, 10.0) for index in range(BURST_SIZE)]  # 0.05 s apart
     steady = stream("c", rate=0.05, start=0.0, end=now)
     for submissions in (bulk, quick):
         result = forecast(History([*submissions, *steady], since=0.0, decay=DECAY), now=now, budget=4, backlog=50.0)
@@ -92,8 +92,8 @@ def test_a_bulk_upload_is_a_burst_not_a_rate() -> None:
         assert result.burst_rate > 0
         assert result.burst_work == pytest.approx(BURST_SIZE * 10.0)
     # Fewer charts, or as many at a steady one a second, are a rate.
-    few = [Submission("b", 900.0, 10.0, count=BURST_SIZE - 1)]
-    steady_b = [Submission("b", 900.0 + index, 10.0) for index in range(3 * BURST_SIZE)]
+    few = [PastSubmission("b", 900.0, 10.0, count=BURST_SIZE - 1)]
+    steady_b = [PastSubmission("b", 900.0 + index, 10.0) for index in range(3 * BURST_SIZE)]
     for submissions in (few, steady_b):
         result = forecast(History(submissions, since=0.0, decay=DECAY), now=now, budget=4, backlog=50.0)
         assert [arrival.org for arrival in result.arrivals] == ["b"]
@@ -136,7 +136,7 @@ def test_history_plans_as_the_arrivals_it_foresees_stated_directly() -> None:
     # One rule: a scenario with history plans exactly as one that states the forecast's arrivals.
     now = 3_000.0
     rng = random.Random(3)
-    submissions = [Submission(rng.choice("bcd"), rng.uniform(0, now), 10.0) for _ in range(300)]
+    submissions = [PastSubmission(rng.choice("bcd"), rng.uniform(0, now), 10.0) for _ in range(300)]
     history = History(submissions, since=0.0, decay=DECAY)
     queued = [*backlog(60), *backlog(20, "b")]
     told = plan(Scenario(now=now, budget=4, queued=queued, history=history))
@@ -200,7 +200,7 @@ def test_a_new_org_is_measured_from_its_first_submission() -> None:
     (arrival,) = forecast(history, now=now, budget=4, backlog=100.0).arrivals
     assert arrival.rate == pytest.approx(0.1, rel=0.05)
     # One chart alone is stretched over NEW_ORG_GAPS + 1 gaps, at least MIN_SPAN_SHARE x decay.
-    lone = History([Submission("c", now - 200, 10.0)], since=now - 3000, decay=DECAY)
+    lone = History([PastSubmission("c", now - 200, 10.0)], since=now - 3000, decay=DECAY)
     (arrival,) = forecast(lone, now=now, budget=4, backlog=100.0).arrivals
     seen = 200 * (1 + NEW_ORG_GAPS)
     assert arrival.rate == pytest.approx(math.exp(-200 / DECAY) / (DECAY * -math.expm1(-seen / DECAY)))
@@ -284,7 +284,7 @@ def test_newcomers_come_as_often_as_new_orgs_came_lately() -> None:
 
     def first_newcomer(start: Callable[[int], float]) -> float:
         orgs = [s for index in range(8) for s in stream(f"o{index}", rate=0.02, start=start(index), end=now)]
-        history = History([Submission("a", 0.0, 10.0), *orgs], since=0.0, decay=DECAY)
+        history = History([PastSubmission("a", 0.0, 10.0), *orgs], since=0.0, decay=DECAY)
         result = forecast(history, now=now, budget=4, backlog=1e4, typical_avg=10.0)
         newcomers = [arrival for arrival in result.arrivals if arrival.org.startswith(NEWCOMERS)]
         assert newcomers
@@ -302,7 +302,7 @@ def test_a_young_org_is_forecast_near_what_orgs_usually_do_not_its_first_charts(
     # read alone that is ~3x the usual rate, shrunk toward the prior it is near 0.01/s.
     now = 3_000.0
     usual = [s for index in range(6) for s in stream(f"o{index}", rate=0.01, start=0.0, end=now)]
-    young = [Submission("y", now - 100 + 25 * index, 10.0) for index in range(4)]
+    young = [PastSubmission("y", now - 100 + 25 * index, 10.0) for index in range(4)]
     alone = forecast(History(young, since=0.0, decay=DECAY), now=now, budget=4, backlog=100.0)
     assert _org_rate(alone, "y") > 2.5 * 0.01
     result = forecast(History([*usual, *young], since=0.0, decay=DECAY), now=now, budget=4, backlog=100.0)
@@ -326,7 +326,7 @@ def test_an_org_that_submits_in_bulks_is_forecast_as_bursts_not_a_rate() -> None
     # is expected (read as a rate, 50 charts per 600 s would push every ETA back), the bursts come
     # as their size and frequency, and only widen the band's upper side.
     now = 3_000.0
-    bulks = [Submission("bulk", 300.0 + 600.0 * index, 10.0, count=50) for index in range(5)]
+    bulks = [PastSubmission("bulk", 300.0 + 600.0 * index, 10.0, count=50) for index in range(5)]
     steady = stream("c", rate=0.05, start=0.0, end=now)
     history = History([*bulks, *steady], since=0.0, decay=DECAY)
     result = forecast(history, now=now, budget=4, backlog=100.0)
@@ -371,7 +371,7 @@ def test_the_plan_command_reads_history_and_prints_the_bands() -> None:
                 "history": HISTORY}  # fmt: skip
     scenario = parse_scenario(document)
     assert scenario.history == History(
-        [Submission("b", 50, 10), Submission("b", 90, 10, cost=2, spread=0.4, count=3)], since=0, decay=300
+        [PastSubmission("b", 50, 10), PastSubmission("b", 90, 10, cost=2, spread=0.4, count=3)], since=0, decay=300
     )
     result = subprocess.run(
         [sys.executable, "-m", "scheduling.core", "plan", "-"],

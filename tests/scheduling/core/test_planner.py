@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduling.core import Arrival, History, Plan, QueueColumns, QueuedChart, Scenario, Submission, plan
+from scheduling.core import Arrival, History, PastSubmission, Plan, QueueColumns, QueuedChart, Scenario, plan
 from scheduling.core.forecast import (
     BURST_AHEAD,
     MAX_ARRIVAL_SHARE,
@@ -181,7 +181,7 @@ def test_org_clear_times_are_the_latest_of_their_charts(scenario: Scenario, with
     get no key."""
     ids = [chart.id for chart in scenario.queued] + [chart.id for chart in scenario.running]
     spread = [0.1 * (index % 3) for index in range(len(ids))]  # queued then running, as `ids`
-    history = History([Submission("newcomer", created=scenario.now - 5, avg=3.0, count=4)], since=scenario.now - 60)
+    history = History([PastSubmission("newcomer", created=scenario.now - 5, avg=3.0, count=4)], since=scenario.now - 60)
     queued = len(scenario.queued)
     banded = dataclasses.replace(
         scenario, spread=spread[:queued], running_spread=spread[queued:], history=history if with_history else None
@@ -244,7 +244,7 @@ def test_a_queue_given_as_arrays_plans_as_the_same_queue_given_as_lists(
     the list it stands for.)"""
     queued = with_float_times(scenario.queued)
     spread = [0.1 * (index % 3) for index in range(len(queued))] if with_spread else []
-    history = History([Submission("a", created=scenario.now - 5, avg=3.0, count=4)], since=scenario.now - 60)
+    history = History([PastSubmission("a", created=scenario.now - 5, avg=3.0, count=4)], since=scenario.now - 60)
     as_lists = dataclasses.replace(scenario, queued=queued, spread=spread, history=history if with_history else None)
     columns = QueueColumns.of(queued)
     as_arrays = dataclasses.replace(
@@ -261,7 +261,7 @@ def test_the_plan_s_ids_and_clear_times_are_those_of_its_listed_values(scenario:
     """The plan lists its ids and times on first read, and finds the clear-times on arrays: the
     order is the first of its ids, and each org's clear-time (no spreads) is the latest of its
     charts' ETAs as the plan lists them, one of those very values (an int stays an int)."""
-    history = History([Submission("newcomer", created=scenario.now - 5, avg=3.0, count=4)], since=scenario.now - 60)
+    history = History([PastSubmission("newcomer", created=scenario.now - 5, avg=3.0, count=4)], since=scenario.now - 60)
     result = plan(dataclasses.replace(scenario, history=history if with_history else None))
     ids = list(result.eta)
     assert list(result.order) == ids[: len(result.order)]
@@ -331,7 +331,7 @@ def test_the_plan_s_arrays_are_its_own_values_and_layout(scenario: Scenario, wit
     in order, each named by its index into the queue, then the running charts."""
     queued = len(scenario.queued)
     spread = [0.1 * (index % 3) for index in range(queued + len(scenario.running))]
-    history = History([Submission("newcomer", created=scenario.now - 5, avg=3.0, count=4)], since=scenario.now - 60)
+    history = History([PastSubmission("newcomer", created=scenario.now - 5, avg=3.0, count=4)], since=scenario.now - 60)
     banded = dataclasses.replace(
         scenario, spread=spread[:queued], running_spread=spread[queued:], history=history if with_history else None
     )
