@@ -15,7 +15,15 @@ from django.db.models import Aggregate, Avg, Count, F, FloatField, IntegerField,
 from django.db.models.functions import Cast, Coalesce
 from django.utils import timezone
 
-from charts.models import ACTIVE_STATES, CLAIMABLE_STATES, IN_FLIGHT_STATES, Chart, ChartEvent, ChartState
+from charts.models import (
+    ACTIVE_STATES,
+    CLAIMABLE_STATES,
+    IN_FLIGHT_STATES,
+    Chart,
+    ChartEvent,
+    ChartState,
+    WaitingReason,
+)
 from charts.running import run_overdue
 from common.api import etag
 from knobs.models import ConfigChange, SchedulerConfig
@@ -35,6 +43,11 @@ def _iso(value: datetime | None, timespec: str = "auto") -> str | None:
 
 
 Load = dict[tuple[int, str], tuple[int, int]]
+
+
+def _waiting_words(reason: str | None) -> str:
+    """A waiting reason in words (`WaitingReason`'s label); "" for none or one it does not know."""
+    return WaitingReason(reason).label if reason in WaitingReason.values else ""
 
 
 def active_load(*, org_id: int | None = None) -> Load:
@@ -175,6 +188,8 @@ def queue_page(*, start: int = 0, org: Org | None = None, offset: int = 0, limit
                 # Why it waits (`charts.models.WaitingReason`; empty: the last replan starts it now).
                 "attempt": row["attempt"],
                 "waiting_reason": row["waiting_reason"] or "",
+                # The reason in words (its label), as the portal shows it.
+                "waiting_words": _waiting_words(row["waiting_reason"]),
                 "waiting_until": _iso(row["waiting_until"]),
                 "head_of_line": row["head_of_line"],
             }

@@ -41,7 +41,8 @@
   const now = () => Date.now() + skew;
   // Durations and clock times by the pages' one rule (static/zone.js): the viewer's zone, named.
   const dur = (seconds) => window.fairschedZone.duration(seconds);
-  const full = (iso) => window.fairschedZone.format(Date.parse(iso));
+  // An instant as ISO 8601 text or as milliseconds (the plot's, already parsed).
+  const full = (at) => window.fairschedZone.format(typeof at === "number" ? at : Date.parse(at));
   function rel(iso) {
     if (!iso) return "–";
     const d = (Date.parse(iso) - now()) / 1000;
@@ -524,7 +525,8 @@
     const row = button.closest("[data-chart]");
     const id = row.dataset.chart;
     const act = button.dataset.act;
-    if (act === "cancel" && !confirm("Cancel chart " + id + "?")) return;
+    // The confirmation names the chart as the row shows it: its external id and its org.
+    if (act === "cancel" && !confirm(`Cancel ${row.dataset.external} of ${row.dataset.org}?`)) return;
     const body = act === "priority" ? { high_priority: button.dataset.hp === "1" } : {};
     const reason = reasonOf("#lever-reason");
     if (reason) body.reason = reason;
@@ -534,8 +536,9 @@
     if (!ok) return;
     if (reason) reasonUsed("#lever-reason");
     row.classList.add("ok-flash");
-    // The broadcast refreshes every open dashboard; this one does not wait for it to see its own change.
-    want(["queue"]);
+    // The broadcast refreshes every open dashboard; this one does not wait for it to see its own change,
+    // which it shows at once even under the pointer (the operator asked for it).
+    queueView.reload({ now: true }).catch(() => want(["queue"]));
   }
   document.addEventListener("click", (e) => {
     const button = e.target.closest("[data-chart] button[data-act]");
@@ -585,18 +588,66 @@
       }
     }
 
+    // Only the rows that changed are replaced: each row element is keyed by its chart (a row still
+    // loading by its index) and kept, with its focus and hover, while what it shows is the same.
     function paint() {
       const view = visible();
       fill(view);
       const last = Math.min(view.last, total - 1);
-      const html = [];
+      const kept = new Map([...rowsEl.children].map((el) => [el.dataset.key, el]));
+      const wanted = [];
       for (let i = view.first; i <= last; i++) {
         const row = rows.get(i);
-        html.push(row ? queueRow(row, i) : `<div class="vt-row loading" role="row"><span class="pos">${i}</span><span>…</span></div>`);
+        const key = row ? "chart:" + row.id : "slot:" + i;
+        const shows = row ? JSON.stringify([i, row]) : "";
+        let el = kept.get(key);
+        if (!el || el.dataset.shows !== shows) {
+          const made = document.createElement("template");
+          made.innerHTML = row ? queueRow(row, i) : `<div class="vt-row loading" role="row"><span class="pos">${i}</span><span>…</span></div>`;
+          const fresh = made.content.firstElementChild;
+          fresh.dataset.key = key;
+          fresh.dataset.shows = shows;
+          if (el) el.replaceWith(fresh);
+          el = fresh;
+        }
+        kept.delete(key);
+        wanted.push(el);
       }
+      kept.forEach((el) => el.remove());
+      wanted.forEach((el, n) => { if (rowsEl.children[n] !== el) rowsEl.insertBefore(el, rowsEl.children[n] || null); });
       rowsEl.style.transform = `translateY(${view.first * ROW_H}px)`;
-      rowsEl.innerHTML = html.join("");
     }
+
+    // While the pointer is over the queue or focus is in it, a new page of the plan waits (the row
+    // under the operator's hand does not move) behind the bar that counts them; it is shown when they
+    // leave, or on a click of the bar.
+    const bar = $("#queue-wait");
+    let waiting = null; // [page, from] of the latest update held back
+    let held = 0; // updates held back since the last one shown
+    const holding = () => scroller.matches(":hover") || scroller.contains(document.activeElement);
+    function hold(page, from) {
+      waiting = [page, from];
+      held += 1;
+      bar.querySelector("button").textContent = `${held} ${held === 1 ? "update waits" : "updates wait"} — show`;
+      bar.classList.add("on");
+    }
+    function release() {
+      if (!waiting) return;
+      const [page, from] = waiting;
+      waiting = null;
+      held = 0;
+      bar.classList.remove("on");
+      take(page, from);
+    }
+    function take(page, from) {
+      rows = new Map();
+      requested = new Set();
+      accept(page, from, rows);
+      paint();
+    }
+    scroller.addEventListener("mouseleave", () => { if (!scroller.contains(document.activeElement)) release(); });
+    scroller.addEventListener("focusout", () => setTimeout(() => { if (!holding()) release(); }, 0));
+    bar.querySelector("button").addEventListener("click", release);
 
     // The tooltip of a queue row's reason: what holds the chart and until when (charts.models.WaitingReason).
     function waitingDetail(r) {
@@ -614,14 +665,20 @@
       return parts.join("; ");
     }
 
+    // Every cell that may be cut short carries its full text in a title.
     function queueRow(r, i) {
-      const state = `<span class="badge reason${r.state === "retry_wait" ? " retry_wait" : ""}" data-reason="${esc(r.waiting_reason)}" title="${esc(waitingDetail(r))}">${esc(r.waiting_reason || "starting")}</span>`;
+      const words = r.waiting_words || "starting now";
+      const state = `<span class="badge reason${r.state === "retry_wait" ? " retry_wait" : ""}" data-reason="${esc(r.waiting_reason)}" title="${esc(words + " · " + waitingDetail(r))}">${esc(words)}</span>`;
       const hp = r.high_priority ? ` <span class="badge hp" title="high priority">★</span>` : "";
-      return `<div class="vt-row" role="row" data-chart="${r.id}">
+      const eta = r.eta_low && r.eta_high && r.eta_low !== r.eta_high
+        ? `${r.eta ? full(r.eta) : "not planned"}; likely between ${full(r.eta_low)} and ${full(r.eta_high)}`
+        : (r.eta ? full(r.eta) : "not planned");
+      return `<div class="vt-row" role="row" data-chart="${r.id}" data-external="${esc(r.external_id)}" data-org="${esc(r.org)}">
         <span class="pos">${r.position != null ? r.position : i}</span>
         <span title="${esc(r.external_id)} · priority ${r.priority}">${esc(r.external_id)}${hp}</span>
-        <span>${esc(r.org)}</span><span>${esc(r.workflow)}</span><span>${r.cost}</span><span>${state}</span>
-        <span>${timeCell(r.predicted_start)}</span><span>${etaCell(r)}</span>
+        <span title="${esc(r.org)}">${esc(r.org)}</span><span title="${esc(r.workflow)}">${esc(r.workflow)}</span><span>${r.cost}</span>
+        <span>${state}</span>
+        <span>${timeCell(r.predicted_start)}</span><span title="${esc(eta)}">${etaCell(r)}</span>
         <span class="levers">
           <button data-act="priority" data-hp="${r.high_priority ? "0" : "1"}" title="${r.high_priority ? "Clear high priority" : "High priority"}">★</button>
           <button data-act="top" title="Move to the top of ${esc(r.org)}'s queue">⤒</button>
@@ -640,19 +697,21 @@
     return {
       seed(page) { generation++; rows = new Map(); requested = new Set([0]); accept(page, 0, rows); paint(); },
       // The plan moved: refetch just the rows on screen in one request, keeping the scroll position.
-      reload() {
+      // `now`: shown even while the operator's hand is on the queue (their own lever's answer).
+      reload({ now = false } = {}) {
         const gen = ++generation;
         const view = visible();
         const limit = Math.min(500, view.last - view.first + 1);
         return getJSON(url(view.first, limit)).then((page) => {
           if (gen !== generation) return;
-          rows = new Map();
-          requested = new Set();
-          accept(page, view.first, rows);
-          paint();
+          if (!now && holding()) { hold(page, view.first); return; }
+          waiting = null;
+          held = 0;
+          bar.classList.remove("on");
+          take(page, view.first);
         });
       },
-      setOrg(slug) { org = slug; scroller.scrollTop = 0; return this.reload(); },
+      setOrg(slug) { org = slug; scroller.scrollTop = 0; return this.reload({ now: true }); },
       jump(position) { scroller.scrollTop = position * ROW_H; paint(); },
     };
   })();

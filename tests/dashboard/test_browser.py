@@ -543,3 +543,58 @@ def test_the_page_reconnects_and_resyncs_after_a_redis_blip(
             context.close()
     finally:
         redis.stop()
+
+
+def test_the_queue_holds_still_under_the_pointer_and_the_cancel_names_the_chart(
+    live_url: str, chromium: Any, tenants: Tenants
+) -> None:
+    """While the pointer is over the queue, the updates hints bring wait behind a bar that counts them:
+    the row under the pointer is the same element, showing the same chart; leaving the queue shows
+    them. The cancel lever's confirmation names the chart as its row shows it (external id, org)."""
+    from scheduling.replan import plan_refresh
+
+    charts = plan_queue([tenants.org_a, tenants.org_b], tenants.workflow, 30)
+    plan_refresh()
+    page, violations = _lever_page(chromium, live_url, tenants.staff)
+    asked: list[str] = []
+    page.on("dialog", lambda dialog: asked.append(dialog.message))
+    page.wait_for_selector("body[data-ready]", timeout=10_000)  # the header and org table are in: nothing shifts
+    page.wait_for_timeout(300)
+    first = page.locator("#queue-rows .vt-row[data-chart]").first
+    under = first.get_attribute("data-chart")
+    first.locator("span").nth(1).hover()
+    page.evaluate("() => { document.querySelector('#queue-rows .vt-row[data-chart]').dataset.mark = 'kept'; }")
+    prioritize = """async (id) => {
+        const csrf = document.querySelector('meta[name="csrf-token"]').content;
+        const headers = {"Content-Type": "application/json", "X-CSRFToken": csrf};
+        const body = JSON.stringify({high_priority: true});
+        return (await fetch(`/api/v1/charts/${id}/prioritize/`, {method: "POST", headers, body})).status;
+    }"""
+    count = "() => parseInt(document.querySelector('#queue-wait.on button')?.textContent || '0', 10)"
+    moved = [charts[7].pk, charts[9].pk]
+    assert page.evaluate(prioritize, moved[0]) == 200
+    page.wait_for_function(f"() => ({count})() >= 1", timeout=5000)
+    seen = page.evaluate(count)
+    assert page.evaluate(prioritize, moved[1]) == 200
+    page.wait_for_function(f"() => ({count})() > {seen}", timeout=5000)
+    assert page.text_content("#queue-wait button") == f"{page.evaluate(count)} updates wait — show"
+    _shot(page, "dashboard-queue-held")
+    # Nothing moved under the pointer: the same row element, the same chart, no star yet.
+    assert page.locator("#queue-rows .vt-row[data-chart]").first.get_attribute("data-mark") == "kept"
+    assert page.locator("#queue-rows .vt-row[data-chart]").first.get_attribute("data-chart") == under
+    assert page.locator("#queue-rows .badge.hp").count() == 0
+
+    page.mouse.move(5, 5)  # the pointer leaves the queue: the updates are shown
+    page.wait_for_selector("#queue-wait:not(.on)", timeout=3000)
+    for pk in moved:
+        page.wait_for_selector(f'#queue-rows .vt-row[data-chart="{pk}"] .badge.hp', timeout=3000)
+    # Full text for cells that may be cut short.
+    row = page.locator(f'#queue-rows .vt-row[data-chart="{moved[0]}"]')
+    assert row.locator(":scope > span").nth(2).get_attribute("title") == charts[7].org.slug
+    assert row.locator(".badge.reason").get_attribute("title")
+
+    target = charts[12]
+    page.click(f'#queue-rows .vt-row[data-chart="{target.pk}"] button[data-act=cancel]')
+    _until(lambda: Chart.objects.get(pk=target.pk).state == ChartState.CANCELLED)
+    assert asked == [f"Cancel {target.external_id} of {target.org.slug}?"]
+    assert violations.seen == []

@@ -163,10 +163,11 @@ def test_the_chart_partials_show_their_charts(staff_client: Client, tenants: Ten
     running.save()
     paused = ChartFactory(org=tenants.org_b, workflow=tenants.workflow, state=ChartState.PAUSED)
     inflight = staff_client.get("/dashboard/partials/?names=inflight").content.decode()
-    assert f'<tr data-chart="{running.pk}">' in inflight
+    # A row names its chart as it is shown (the cancel lever's confirmation reads them).
+    assert f'<tr data-chart="{running.pk}" data-external="{running.external_id}" data-org="acme">' in inflight
     assert 'data-act="cancel"' in inflight
     outside = staff_client.get("/dashboard/partials/?names=outside").content.decode()
-    assert f'<tr data-chart="{paused.pk}">' in outside
+    assert f'<tr data-chart="{paused.pk}" data-external="{paused.external_id}" data-org="beta">' in outside
     assert 'data-act="resume"' in outside
 
 

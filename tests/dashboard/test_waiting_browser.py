@@ -42,10 +42,12 @@ def test_each_queue_row_shows_its_reason_and_the_tooltip_its_detail(
     page.wait_for_selector("#queue-rows .vt-row[data-chart] .badge.reason", timeout=10_000)
 
     badges = page.locator("#queue-rows .vt-row[data-chart] .badge.reason")
-    assert badges.all_text_contents() == ["starting", "budget", "budget", "backoff"]
+    # In words (the reason's label), with the whole text and its detail in the title.
+    words = ["starting now", "Waiting for capacity", "Waiting for capacity", "Retrying after a failure"]
+    assert badges.all_text_contents() == words
     titles = [badges.nth(i).get_attribute("title") for i in range(4)]
-    assert titles[0] == "queued: the last replan starts it now"
-    assert titles[1].startswith("queued: heads the line: waits for budget to free; until ")  # type: ignore[union-attr]
+    assert titles[0] == "starting now · queued: the last replan starts it now"
+    assert titles[1].startswith("Waiting for capacity · queued: heads the line: waits for budget to free; until ")  # type: ignore[union-attr]
     assert f"waits behind chart {charts[1].pk} at the head of the line" in titles[2]  # type: ignore[operator]
-    assert titles[3].startswith("retry_wait: retry backoff after attempt 1")  # type: ignore[union-attr]
+    assert titles[3].startswith("Retrying after a failure · retry_wait: retry backoff after attempt 1")  # type: ignore[union-attr]
     context.close()
