@@ -1,7 +1,8 @@
 """OpenTelemetry tracing: on when `OTEL_EXPORTER_OTLP_ENDPOINT` is set, absent otherwise.
 
-Every process sets it up once at its start (`setup`): the web processes from `FairschedConfig.ready`,
-the Celery pool children from `worker_process_init`, the Temporal worker from its command. Without
+Every process that loads Django sets it up once (`setup`, from `FairschedConfig.ready`): the web
+processes, the Celery worker before it forks its pool (the batch span processor restarts its thread
+in each child), the `temporal_worker` command (which flushes before its `os._exit`). Without
 the variable, `setup` returns at once and nothing of opentelemetry is imported: the helpers below
 (`span`, `chart_span`, `remember_charts`, `temporal_interceptors`) then cost one global read.
 
@@ -12,7 +13,8 @@ With it, one trace follows a chart from its submit to its finish:
    and are not the request's children).
 2. The dispatcher's start of a chart (`chart_span`) is a child of the chart's submit, linked to the
    dispatch pass it ran in; the Temporal client's `TracingInterceptor` carries it into the workflow
-   and its activities.
+   and its activities (the client's calls run on its own loop's thread, in a copy of the caller's
+   context: `asyncio.run_coroutine_threadsafe`).
 3. The completion hint is a Celery message sent inside the activity's span (the Celery
    instrumentation carries it), so the reconcile of the chart is in the same trace.
 
@@ -176,28 +178,3 @@ def temporal_interceptors() -> list[Any]:
     from temporalio.contrib.opentelemetry import TracingInterceptor
 
     return [TracingInterceptor(_tracer)]
-
-
-def current_context() -> Any:
-    """The current trace context, for `attached` in another thread or event loop (None when not
-    tracing)."""
-    if _tracer is None:
-        return None
-    from opentelemetry import context
-
-    return context.get_current()
-
-
-@contextmanager
-def attached(trace_context: Any) -> Iterator[None]:
-    """Run the body in `trace_context` (from `current_context`, taken in the calling thread)."""
-    if trace_context is None:
-        yield
-        return
-    from opentelemetry import context
-
-    token = context.attach(trace_context)
-    try:
-        yield
-    finally:
-        context.detach(token)

@@ -38,7 +38,6 @@ from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.runtime import Runtime, TelemetryConfig
 from temporalio.service import RPCError, RPCStatusCode
 
-from common import tracing
 from scheduling.temporal.activities import THROTTLE_ERROR_TYPE
 from scheduling.temporal.connection import TemporalSettings, connect_client
 
@@ -153,11 +152,9 @@ def temporal_call(call: Callable[[Client], Awaitable[T]], *, timeout: float = CA
     """
     bridge = _bridge()
     config = TemporalSettings.from_django()
-    trace_context = tracing.current_context()  # the caller's span, for the client's TracingInterceptor
 
     async def run() -> T:
-        with tracing.attached(trace_context):
-            return await call(await bridge.client(config, timeout=min(timeout, config.connect_timeout)))
+        return await call(await bridge.client(config, timeout=min(timeout, config.connect_timeout)))
 
     future = asyncio.run_coroutine_threadsafe(run(), bridge.loop)
     try:
