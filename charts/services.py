@@ -33,7 +33,7 @@ from charts.models import (
     DurationStat,
 )
 from charts.states import transition, transition_if
-from common import strict
+from common import strict, tracing
 from common.actors import Actor
 from common.errors import (
     BulkForbidden,
@@ -173,7 +173,8 @@ def chart_submit_bulk(*, org: Org, items: Sequence[ChartRequest], actor: Actor) 
        (idempotency); a repeat that names another workflow is a conflict.
     5. Admission: the org's waiting charts plus the new ones must stay within its queue limit.
        A refusal in 4 or 5 raises, and the transaction takes the insert back: nothing is written.
-    6. After commit, ask for a replan.
+    6. After commit, ask for a replan. When tracing, each new chart keeps the request's trace context
+       for its start (`tracing.remember_charts`).
     """
     actor.org_required(org.pk)
     if len(items) > MAX_BULK_ITEMS:
@@ -216,6 +217,7 @@ def chart_submit_bulk(*, org: Org, items: Sequence[ChartRequest], actor: Actor) 
         _admit(org, len(created))
         if created:
             changed(kind="charts", org_id=org.pk, submitted=len(created))
+            tracing.remember_charts(org_id=org.pk, chart_ids=[c.pk for c in created])
     by_external_id = {**existing, **{c.external_id: c for c in created}}
     return [(by_external_id[i.external_id], i.external_id not in existing) for i in items]
 

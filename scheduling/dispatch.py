@@ -30,6 +30,7 @@ from django.utils import timezone
 
 from charts.models import CLAIMABLE_STATES, Chart, ChartState, is_retry
 from charts.states import transition_if
+from common import tracing
 from common.actors import DISPATCHER
 from common.events import changed, pass_done
 from orgs.models import Org
@@ -119,12 +120,14 @@ def dispatch_run() -> DispatchResult:
     5. Start each claimed chart's workflow and mark it running (phase 2).
     """
     begun = time.perf_counter()
-    with advisory_lock(DISPATCH_LOCK) as locked:
+    with tracing.span("dispatch") as pass_span, advisory_lock(DISPATCH_LOCK) as locked:
         if not locked:
             return DispatchResult(locked=False)
         walk = _choose()
         claimed = [choice for choice in walk.chosen if _claim(choice)]
         started = {choice.chart.pk: _start(choice) for choice in claimed}
+        if pass_span is not None:
+            pass_span.set_attribute("fairsched.chart_ids", list(started))
     result = DispatchResult(
         started=[chart_id for chart_id, ok in started.items() if ok],
         failed_to_start=[chart_id for chart_id, ok in started.items() if not ok],
@@ -261,43 +264,46 @@ def _start(choice: Choice) -> bool:
     """Phase 2: start the workflow (a repeat of the same id is harmless), then mark the chart running.
 
     If Temporal cannot be reached the chart stays `dispatching`; the reconciler describes it later and
-    either marks it running or puts it back in the queue.
+    either marks it running or puts it back in the queue. When tracing, the start is a span of the
+    chart's submit trace (`tracing.chart_span`), which the Temporal client carries into the workflow.
     """
     chart = Chart.objects.select_related("org", "workflow").get(pk=choice.chart.pk)
-    payload = {
-        "chart_id": chart.pk,
-        "org": chart.org.slug,
-        "external_id": chart.external_id,
-        "attempt": chart.attempt,
-        "params": chart.workflow.params,
-        "payload": chart.payload,
-    }
-    try:
-        run_id = start_chart_workflow(
-            workflow_type=chart.workflow.workflow_type,
-            task_queue=chart.workflow.task_queue,
-            workflow_id=chart.temporal_workflow_id,
-            payload=payload,
-            execution_timeout=timedelta(seconds=chart.workflow.effective_run_timeout),
+    with tracing.chart_span("chart.start", chart_id=chart.pk, org_id=chart.org_id):
+        payload = {
+            "chart_id": chart.pk,
+            "org": chart.org.slug,
+            "external_id": chart.external_id,
+            "attempt": chart.attempt,
+            "params": chart.workflow.params,
+            "payload": chart.payload,
+        }
+        try:
+            run_id = start_chart_workflow(
+                workflow_type=chart.workflow.workflow_type,
+                task_queue=chart.workflow.task_queue,
+                workflow_id=chart.temporal_workflow_id,
+                payload=payload,
+                execution_timeout=timedelta(seconds=chart.workflow.effective_run_timeout),
+            )
+        except Exception:
+            workflow_id = chart.temporal_workflow_id
+            logger.warning("could not start %s; the reconciler will settle it", workflow_id, exc_info=True)
+            return False
+        marked = transition_if(
+            chart.pk,
+            [ChartState.DISPATCHING],
+            ChartState.RUNNING,
+            actor=DISPATCHER,
+            reason=f"workflow {chart.temporal_workflow_id}",
+            where={"temporal_workflow_id": chart.temporal_workflow_id},
+            temporal_run_id=run_id,
+            started_at=timezone.now(),
         )
-    except Exception:
-        logger.warning("could not start %s; the reconciler will settle it", chart.temporal_workflow_id, exc_info=True)
-        return False
-    marked = transition_if(
-        chart.pk,
-        [ChartState.DISPATCHING],
-        ChartState.RUNNING,
-        actor=DISPATCHER,
-        reason=f"workflow {chart.temporal_workflow_id}",
-        where={"temporal_workflow_id": chart.temporal_workflow_id},
-        temporal_run_id=run_id,
-        started_at=timezone.now(),
-    )
-    if marked:
-        metrics.observe_start(
-            org=chart.org.slug,
-            waited=(timezone.now() - chart.created_at).total_seconds(),
-            first=not is_retry(state=ChartState.RUNNING, attempt=chart.attempt),
-            cost=choice.cost,
-        )
-    return marked
+        if marked:
+            metrics.observe_start(
+                org=chart.org.slug,
+                waited=(timezone.now() - chart.created_at).total_seconds(),
+                first=not is_retry(state=ChartState.RUNNING, attempt=chart.attempt),
+                cost=choice.cost,
+            )
+        return marked

@@ -26,6 +26,7 @@ from django.utils import timezone
 from charts.models import IN_FLIGHT_STATES, Chart, ChartState, DurationStat, is_retry, log_spread
 from charts.services import chart_workflow_closed
 from charts.states import transition_if
+from common import tracing
 from common.actors import RECONCILER
 from common.events import changed
 from knobs.models import SchedulerConfig
@@ -102,15 +103,16 @@ def reconcile_run() -> ReconcileResult:
     """
     begun = time.perf_counter()
     outcomes: list[tuple[int, Outcome | None]] = []
-    charts = list(Chart.objects.filter(state__in=IN_FLIGHT_STATES).select_related("org"))
-    if charts:
-        open_ids = list_open_workflow_ids()
-        config = SchedulerConfig.load()
-        for chart in charts:
-            if chart.state == ChartState.RUNNING and chart.temporal_workflow_id in open_ids:
-                continue
-            outcomes.append((chart.pk, settle(chart, config=config).outcome))
-    result = ReconcileResult.of(outcomes, closed_after_cancel=close_cancelled())
+    with tracing.span("reconcile"):
+        charts = list(Chart.objects.filter(state__in=IN_FLIGHT_STATES).select_related("org"))
+        if charts:
+            open_ids = list_open_workflow_ids()
+            config = SchedulerConfig.load()
+            for chart in charts:
+                if chart.state == ChartState.RUNNING and chart.temporal_workflow_id in open_ids:
+                    continue
+                outcomes.append((chart.pk, settle(chart, config=config).outcome))
+        result = ReconcileResult.of(outcomes, closed_after_cancel=close_cancelled())
     if result.finished or result.marked_running:
         changed(kind="reconcile", finished=result.finished)
     metrics.observe_reconcile(time.perf_counter() - begun)
@@ -122,7 +124,8 @@ def reconcile_chart(chart_id: int) -> bool:
     chart = Chart.objects.filter(pk=chart_id, state__in=IN_FLIGHT_STATES).select_related("org").first()
     if chart is None:
         return False
-    settled = settle(chart, config=SchedulerConfig.load())
+    with tracing.span("reconcile.chart", chart_id=chart.pk, org_id=chart.org_id):
+        settled = settle(chart, config=SchedulerConfig.load())
     result = ReconcileResult.of([(chart.pk, settled.outcome)])
     if result.finished or result.marked_running:
         changed(kind="reconcile", finished=result.finished)

@@ -19,6 +19,7 @@ from django.conf import settings
 from django.core.cache import cache
 
 from charts.services import CANCEL_WORKFLOW_TASK
+from common import tracing
 from common.events import REPLAN_PENDING_KEY, REPLAN_TASK, replan_soon
 from knobs.models import SchedulerConfig
 from scheduling.dispatch import dispatch_run
@@ -42,7 +43,8 @@ TICK_SECONDS = 1.0  # beat's schedule for `tick` (fairsched/celery.py)
 def replan() -> None:
     """Replan, then dispatch against the new order."""
     cache.delete(REPLAN_PENDING_KEY)
-    plan_refresh()
+    with tracing.span("replan"):
+        plan_refresh()
     dispatch_run()
 
 

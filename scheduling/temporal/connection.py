@@ -32,6 +32,8 @@ from temporalio.client import Client
 from temporalio.runtime import Runtime
 from temporalio.service import TLSConfig
 
+from common import tracing
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_ADDRESS = "127.0.0.1:7233"
@@ -108,8 +110,11 @@ def tls_config(config: TemporalSettings) -> TLSConfig | bool:
 
 
 def connect_arguments(config: TemporalSettings) -> dict[str, Any]:
-    """The keyword arguments of `Client.connect(config.address, **arguments)`."""
+    """The keyword arguments of `Client.connect(config.address, **arguments)`; when tracing, the
+    `TracingInterceptor` (the worker takes it from its client)."""
     arguments: dict[str, Any] = {"namespace": config.namespace, "tls": tls_config(config)}
+    if interceptors := tracing.temporal_interceptors():
+        arguments["interceptors"] = interceptors
     if config.api_key:
         arguments["api_key"] = config.api_key
     return arguments

@@ -12,6 +12,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
+from common import tracing
 from scheduling.temporal.worker import DEFAULT_TASK_QUEUE, enqueue_reconcile_hint, run_worker
 
 
@@ -43,6 +44,7 @@ class Command(BaseCommand):
             self.stderr.write(f"temporal worker failed:\n{traceback.format_exc()}")
             code = 1
         finally:
+            tracing.flush()  # os._exit ends the exporter's thread with what it still holds
             self.stdout.flush()
             self.stderr.flush()
             sys.stdout.flush()
