@@ -246,6 +246,7 @@ READS_ON_POST = {
     "portal:org",
     "portal:org-table",
     "portal:chart",
+    "portal:chart-part",
     "portal-webhooks:list",
     "portal-webhooks:log",
     "dashboard:index",
