@@ -138,6 +138,7 @@ class DemoLoad(threading.Thread):
         from django.db import connection
 
         from charts.services import chart_submit
+        from common.actors import Actor
         from common.errors import ServiceError
         from orgs.models import Org
 
@@ -149,7 +150,10 @@ class DemoLoad(threading.Thread):
             n += 1
             try:
                 chart_submit(
-                    org=draw.choice(orgs), workflow=draw.choice(workflows), external_id=f"load-{n}", actor="user:load"
+                    org=draw.choice(orgs),
+                    workflow=draw.choice(workflows),
+                    external_id=f"load-{n}",
+                    actor=Actor.system("load"),
                 )
                 self.submitted += 1
             except ServiceError:
@@ -266,7 +270,7 @@ def main() -> None:
             org=None,
             url=f"http://127.0.0.1:{everything_receiver.server_address[1]}/",
             event_types=list(WEBHOOK_TYPES),
-            actor="user:bench",
+            actor=Actor.system("bench"),
         )
     children = [worker_start(env, scratch)]
     if temporal:
