@@ -126,6 +126,9 @@ with other engineers, so CPU seconds are the figure to compare):
   compiled + 0.79 s to load it, 200k in 1.22 s against 0.37 + 0.8 s, 400k in 2.67 against 0.93 +
   0.8 s, so `replay.COMPILED_MIN_CHARTS_COLD` is 200k (was 1M). The reasons (`waiting_reasons`,
   now read from `Dispatcher.walk` at `now`) at 1M: 0.08-0.13 -> 0.12-0.16 s CPU, the same reasons.
+- After the session's merges (#27's walk and data crossing; 2026-12-03 08:14 UTC, quiet machine, load
+  1.0): `plan()` at 1M, wall: no caps round_robin 1.91 s, deficit 1.74 s; caps 1.50 s and 1.62 s
+  (all within the 2 s target); the plan command at 100k 1.14 s, 1.13x the bare reference.
 
 Figures behind `fairsched.celery.load_compiled_core`, as measured when it was written: loading the
 compiled replay costs a process ~0.6 s; in a fresh checkout numba takes ~4-7 s of CPU to compile it.

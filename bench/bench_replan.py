@@ -304,6 +304,12 @@ docstrings):
 # The first plans of 100k new charts (a bulk upload, every chart new; /tmp script, not kept): 1.25 s of a
 # 3.57 s first pass, 0.011 s in the next pass. Tried first and dropped: the promise as columns of the
 # chart, set by an UPDATE of the new charts' rows (their many indexes rewritten): 25-27 s for 100k.
+#
+# After the session's merges for issue 27 (2026-12-03, quiet machine, load 1.0-1.9), `--sizes 1000000`:
+#   main 0faee60: replan pass 6.85 s best of 6.91 / 6.85 / 7.07 (load 1.84, core plan 2.42, persist
+#   2.59); load alone 2.01 s wall, persist alone 2.93 s. The session's base 5d639fd, right after on
+#   the same machine: 5.97 s best of 6.76 / 5.97 / 6.69 (load 1.83, plan 1.93, persist 2.21); load
+#   alone 1.81 s, persist alone 2.44 s. Both over the 5 s target; medians 6.91 against 6.69 s.
 
 from __future__ import annotations
 
