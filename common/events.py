@@ -138,7 +138,6 @@ class _Sender:
     def _run(self) -> None:
         from channels.layers import get_channel_layer
 
-        layer = get_channel_layer()
         loop = asyncio.new_event_loop()
         last_batch = -self.GATHER_SECONDS
         try:
@@ -152,6 +151,7 @@ class _Sender:
                         stop = True
                         break
                     batch.append(more)
+                layer = get_channel_layer()  # each batch: the process's layer now (a test may replace it)
                 for item in merged(batch):
                     if isinstance(item, tuple) and layer is not None:
                         group, message = item

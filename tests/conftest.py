@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from channels.layers import channel_layers
 from django.contrib.auth.models import AbstractUser
 from django.db import transaction
 
@@ -15,6 +16,18 @@ from orgs.models import Membership, Org, Workflow
 from tests.factories import MembershipFactory, OrgFactory, UserFactory, WorkflowFactory
 
 pytest_plugins = ["tests.processes", "tests.temporal_server", "tests.browser", "tests.db_flush", "pytester"]
+
+
+@pytest.fixture
+def fresh_channel_layer() -> Iterator[None]:
+    """A channel layer of the test's own: the Redis layer's locks belong to the event loop that first
+    used them, and each async test runs in a loop of its own (an earlier test's layer, in another
+    loop, may hold one). The process's layer is put back after: `common.events`' sender keeps it."""
+    kept = dict(channel_layers.backends)
+    channel_layers.backends.clear()
+    yield
+    channel_layers.backends.clear()
+    channel_layers.backends.update(kept)
 
 
 @pytest.fixture(autouse=True)

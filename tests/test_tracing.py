@@ -158,8 +158,27 @@ def wait_for(predicate: Callable[[], bool], timeout: float, what: Callable[[], o
     raise AssertionError(f"not reached within {timeout} s: {what()}")
 
 
+# The end-to-end test instruments this process's Django, Celery and psycopg: it runs in a pytest of its
+# own (`test_one_trace_in_a_process_of_its_own`), so that nothing before it (a request handler built
+# without the instrumented middleware) or after it (instrumented libraries) shares its process.
+ALONE = "FAIRSCHED_TRACING_ALONE"
+
+
 @pytest.mark.temporal
 @pytest.mark.slow
+def test_one_trace_in_a_process_of_its_own() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0",
+         f"{__file__}::test_one_trace_from_a_submit_to_its_finish"],
+        env={**os.environ, ALONE: "1"}, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert "1 passed" in result.stdout
+
+
+@pytest.mark.temporal
+@pytest.mark.slow
+@pytest.mark.skipif(not os.environ.get(ALONE), reason="runs in a process of its own (see above)")
 @pytest.mark.django_db(transaction=True)
 def test_one_trace_from_a_submit_to_its_finish(
     tenants: Tenants,

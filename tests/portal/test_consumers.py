@@ -18,7 +18,7 @@ from common.events import STAFF_GROUP, org_group
 from fairsched.asgi import application
 from tests.conftest import Tenants
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_channel_layer")]
 
 
 @pytest.fixture(autouse=True)
