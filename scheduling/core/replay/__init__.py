@@ -19,7 +19,7 @@ import functools
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 from numpy.typing import NDArray
@@ -93,30 +93,40 @@ def replay(given: ReplayInput) -> tuple[Times, Times]:
         and _float_times(given)
         and (compiled_replay := _compiled_replay(len(given.org), lanes=given.lanes)) is not None
     ):
-        starts, etas = compiled_replay(
-            now=given.now,
-            budget=given.budget,
-            caps=given.caps,
-            org=given.org,
-            units=given.units,
-            avg=given.avg_time,
-            later=given.later,
-            later_at=given.later_at,
-            running_finish=given.running_finish,
-            running_org=given.running_org,
-            running_units=given.running_units,
-        )
-        return times_list(starts), times_list(etas)
+        return compiled_run(compiled_replay, given)
     if given.lanes:
-        return lane_replay(
-            now=given.now,
-            budget=given.budget,
-            running_finish=given.running_finish,
-            running_units=given.running_units,
-            units=given.units.tolist(),
-            avg=given.avg,
-        )
+        return lanes_run(given)
     return reference_replay(given)
+
+
+def compiled_run(kernel: Callable[..., tuple[Any, Any]], given: ReplayInput) -> tuple[Times, Times]:
+    """`given` through a compiled replay kernel (the one `_compiled_replay` loads, or the module's)."""
+    starts, etas = kernel(
+        now=given.now,
+        budget=given.budget,
+        caps=given.caps,
+        org=given.org,
+        units=given.units,
+        avg=given.avg_time,
+        later=given.later,
+        later_at=given.later_at,
+        running_finish=given.running_finish,
+        running_org=given.running_org,
+        running_units=given.running_units,
+    )
+    return times_list(starts), times_list(etas)
+
+
+def lanes_run(given: ReplayInput) -> tuple[Times, Times]:
+    """`given` through the lane simulation (only where `given.lanes`)."""
+    return lane_replay(
+        now=given.now,
+        budget=given.budget,
+        running_finish=given.running_finish,
+        running_units=given.running_units,
+        units=given.units.tolist(),
+        avg=given.avg,
+    )
 
 
 def reference_replay(given: ReplayInput) -> tuple[Times, Times]:

@@ -21,10 +21,8 @@ from hypothesis import strategies as st
 
 from scheduling.core import Aging, OrgPolicy, Plan, QueuedChart, RunningChart, Scenario, plan
 from scheduling.core import planner as planner_module
-from scheduling.core.model import times_list
-from scheduling.core.replay import ReplayInput, Times, reference_replay
+from scheduling.core.replay import ReplayInput, Times, compiled_run, lanes_run, reference_replay
 from scheduling.core.replay.compiled import compiled_replay
-from scheduling.core.replay.lanes import lane_replay
 
 from . import reference
 from .support import scenarios
@@ -33,31 +31,11 @@ EXAMPLES = settings(max_examples=200, deadline=None, database=None)
 
 
 def by_lanes(given: ReplayInput) -> tuple[Times, Times]:
-    return lane_replay(
-        now=given.now,
-        budget=given.budget,
-        running_finish=given.running_finish,
-        running_units=given.running_units,
-        units=given.units.tolist(),
-        avg=given.avg,
-    )
+    return lanes_run(given)
 
 
 def by_the_compiled_replay(given: ReplayInput) -> tuple[Times, Times]:
-    starts, etas = compiled_replay(
-        now=given.now,
-        budget=given.budget,
-        caps=given.caps,
-        org=given.org,
-        units=given.units,
-        avg=given.avg_time,
-        later=given.later,
-        later_at=given.later_at,
-        running_finish=given.running_finish,
-        running_org=given.running_org,
-        running_units=given.running_units,
-    )
-    return times_list(starts), times_list(etas)
+    return compiled_run(compiled_replay, given)
 
 
 def lanes_cover(given: ReplayInput) -> bool:
