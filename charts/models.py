@@ -152,6 +152,10 @@ class Chart(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # Its turnaround promise: given at submit, else submitted + its org's (or its workflow's) turnaround.
+    due_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the chart is promised finished (empty: no promise)."
+    )
     # The ETA it was promised at its start, kept to measure how good the promises were
     # (`scheduling.accuracy`): from the plan its last claim was made by (the claim's time is
     # `claimed_at`); its promise at enqueue is its `ChartPromise`. At its success, the error of each
@@ -186,6 +190,8 @@ class Chart(models.Model):
             models.Index(fields=["created_at"], name="chart_created_at_idx"),
             # The charts list's `updated_after` (every transition and lever sets `updated_at`).
             models.Index(fields=["updated_at"], name="chart_updated_at_idx"),
+            # The charts past their due time that have not finished (`late`), and the turnaround metrics.
+            models.Index(fields=["due_at"], name="chart_due_at_idx", condition=Q(due_at__isnull=False)),
             # The dashboard's ETA accuracy reads the last hour's finished charts (`scheduling.accuracy`);
             # a chart enters it at its finish only (no cost to a submission).
             models.Index(fields=["finished_at"], name="chart_finished_at_idx", condition=Q(finished_at__isnull=False)),
@@ -242,6 +248,10 @@ class ChartPlan(models.Model):
     # run past it is overdue, "running longer than usual" (`charts.overdue`).
     expected_duration = models.FloatField(
         null=True, blank=True, help_text="An in-flight chart's expected run time in seconds (null: waiting)."
+    )
+    # The chance, from the distribution its band comes from, that it finishes after its due time.
+    late_chance = models.FloatField(
+        null=True, blank=True, help_text="Chance of finishing after its due time, 0 to 1 (null: no due time or no ETA)."
     )
 
     class Meta:

@@ -40,6 +40,19 @@ class SchedulerConfig(models.Model):
         help_text="Seconds over which the ETAs' arrival forecast forgets: a submission counts e^-1 as much one "
         "window later; the last 5 windows are read (0 turns the forecast off).",
     )
+    at_risk_threshold = models.FloatField(
+        default=0.5, help_text="A chart is at risk when its chance of finishing after its due time is at least this."
+    )
+    due_first = models.BooleanField(
+        default=False,
+        help_text="Inside each org's share, its charts go by due time (the rounds across orgs unchanged).",
+    )
+    rescue_max_budget = models.PositiveIntegerField(
+        null=True, blank=True, help_text="The largest budget a rescue may propose (empty: the budget, unchanged)."
+    )
+    rescue_max_weight = models.PositiveIntegerField(
+        default=10, help_text="The largest org weight a rescue may propose."
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -64,6 +77,15 @@ class SchedulerConfig(models.Model):
             models.CheckConstraint(condition=Q(replan_interval__gt=0), name="scheduler_replan_interval_gt_0"),
             models.CheckConstraint(condition=Q(reconcile_interval__gt=0), name="scheduler_reconcile_interval_gt_0"),
             models.CheckConstraint(condition=Q(arrival_window__gte=0), name="scheduler_arrival_window_gte_0"),
+            models.CheckConstraint(
+                condition=Q(at_risk_threshold__gt=0) & Q(at_risk_threshold__lte=1),
+                name="scheduler_at_risk_threshold_0_1",
+            ),
+            models.CheckConstraint(
+                condition=Q(rescue_max_budget__isnull=True) | Q(rescue_max_budget__gte=1),
+                name="scheduler_rescue_max_budget_gte_1",
+            ),
+            models.CheckConstraint(condition=Q(rescue_max_weight__gte=1), name="scheduler_rescue_max_weight_gte_1"),
         ]
 
     def __str__(self) -> str:

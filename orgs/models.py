@@ -36,6 +36,12 @@ class Org(models.Model):
     queue_limit = models.PositiveIntegerField(
         null=True, blank=True, help_text="Admission refuses submissions past this many waiting charts."
     )
+    turnaround = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Seconds from submission in which a chart is promised (empty: no promise)."
+    )
+    turnaround_share = models.FloatField(
+        null=True, blank=True, help_text="Share of charts promised within the turnaround, above 0 and at most 1."
+    )
     clear_at = models.DateTimeField(null=True, blank=True, editable=False, help_text="Predicted end of backlog.")
     clear_low = models.DateTimeField(null=True, blank=True, editable=False, help_text="p10 of the predicted end.")
     clear_high = models.DateTimeField(null=True, blank=True, editable=False, help_text="p90 of the predicted end.")
@@ -59,6 +65,13 @@ class Org(models.Model):
             ),
             models.CheckConstraint(
                 condition=Q(queue_limit__isnull=True) | Q(queue_limit__gte=1), name="org_queue_limit_gte_1"
+            ),
+            models.CheckConstraint(
+                condition=Q(turnaround__isnull=True) | Q(turnaround__gte=1), name="org_turnaround_gte_1"
+            ),
+            models.CheckConstraint(
+                condition=Q(turnaround_share__isnull=True) | (Q(turnaround_share__gt=0) & Q(turnaround_share__lte=1)),
+                name="org_turnaround_share_0_1",
             ),
         ]
 
@@ -163,6 +176,28 @@ class WorkflowCost(models.Model):
 
     def __str__(self) -> str:
         return f"{self.workflow} for {self.org}: {self.cost}"
+
+
+class WorkflowTurnaround(models.Model):
+    """An org's turnaround promise for one workflow, overriding the org's own."""
+
+    org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="workflow_turnarounds")
+    workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="org_turnarounds")
+    turnaround = models.PositiveIntegerField(help_text="Seconds from submission in which a chart is promised.")
+    share = models.FloatField(null=True, blank=True, help_text="Share of charts promised within it (empty: the org's).")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["org", "workflow"], name="workflow_turnaround_org_workflow_unique"),
+            models.CheckConstraint(condition=Q(turnaround__gte=1), name="workflow_turnaround_gte_1"),
+            models.CheckConstraint(
+                condition=Q(share__isnull=True) | (Q(share__gt=0) & Q(share__lte=1)),
+                name="workflow_turnaround_share_0_1",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.workflow} for {self.org}: within {self.turnaround} s"
 
 
 class ProviderPause(models.Model):

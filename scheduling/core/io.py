@@ -312,12 +312,12 @@ def _plain_integers(values: list[Any], *, minimum: int) -> bool:
 def _queue_by_chart(charts: list[Any], spread: dict[str, float]) -> QueueColumns:
     """The queued charts as columns, checked one by one: the first value that breaks the contract
     raises `ScenarioError` naming its chart and field."""
-    queue = QueueColumns([], [], [], [], [], [], [], [], [], [])
+    queue = QueueColumns([], [], [], [], [], [], [], [], [], [], [])
     add_id, add_org = queue.id.append, queue.org.append
     add_created, add_avg, add_cost = queue.created.append, queue.avg.append, queue.cost.append
     add_high, add_paused = queue.high_priority.append, queue.paused.append
     add_priority, add_available_at = queue.priority.append, queue.available_at.append
-    add_retry = queue.retry.append
+    add_retry, add_due = queue.retry.append, queue.due.append
     for index, chart in enumerate(charts):
         where, fields = _chart("queued", index, chart)
         add_id(fields["id"])
@@ -331,6 +331,7 @@ def _queue_by_chart(charts: list[Any], spread: dict[str, float]) -> QueueColumns
         available_at = fields.get("available_at")
         add_available_at(None if available_at is None else _chart_number(fields, "available_at", where))
         add_retry(_chart_flag(fields, "retry", where))
+        add_due(None)
         _chart_spread(fields, where, spread)
     return queue
 

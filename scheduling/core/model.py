@@ -52,6 +52,7 @@ class QueuedChart:
     priority: int = 0
     available_at: float | None = None
     retry: bool = False
+    due: float | None = None  # when its turnaround promise falls due (None: no promise)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +65,7 @@ class RunningChart:
     avg: float
     cost: int = 1
     retry: bool = False
+    due: float | None = None  # when its turnaround promise falls due (None: no promise)
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +132,8 @@ class Scenario:
     queued: Sequence[QueuedChart] = ()
     running: Sequence[RunningChart] = ()
     retry_budget: int | None = None
+    # "Due first inside the share": each org's own charts ordered by due time (the rounds untouched).
+    due_first: bool = False
     # Extensions for the ETAs only (see `scheduling.core.forecast`); the order never depends on them.
     arrivals: Sequence[Arrival] = ()
     # The log-sigma of each chart's duration: `spread` aligned with `queued`, `running_spread` with
@@ -345,6 +349,7 @@ class QueueArrays:
     priority: NDArray[np.int64]
     available_at: NDArray[np.float64]
     retry: NDArray[np.bool_]
+    due: NDArray[np.float64]
 
 
 class QueueColumns(Sequence[QueuedChart]):
@@ -373,8 +378,11 @@ class QueueColumns(Sequence[QueuedChart]):
         priority: list[int] | NDArray[Any],
         available_at: list[float | None] | NDArray[Any],
         retry: list[bool] | NDArray[Any],
+        due: list[float | None] | NDArray[Any] | None = None,
     ) -> None:
-        self._keep((id, org, created, avg, cost, high_priority, paused, priority, available_at, retry))
+        if due is None:  # no chart has a due time
+            due = np.full(len(id), np.nan)
+        self._keep((id, org, created, avg, cost, high_priority, paused, priority, available_at, retry, due))
 
     def _keep(self, columns: Iterable[QueueColumn]) -> None:
         self._given: dict[str, QueueColumn] = dict(zip(QUEUED_FIELDS, columns, strict=True))
@@ -431,6 +439,7 @@ class QueueColumns(Sequence[QueuedChart]):
                 priority=_array(given["priority"], np.int64),
                 available_at=_times_array(given["available_at"]),
                 retry=_array(given["retry"], np.bool_),
+                due=_times_array(given["due"]),
             )
         return self._arrays
 
@@ -440,7 +449,7 @@ class QueueColumns(Sequence[QueuedChart]):
         if column is None:
             given = self._given[name]
             assert not isinstance(given, list)
-            column = self._lists[name] = times_list(given) if name == "available_at" else given.tolist()
+            column = self._lists[name] = times_list(given) if name in ("available_at", "due") else given.tolist()
         return column
 
     @property
@@ -482,6 +491,10 @@ class QueueColumns(Sequence[QueuedChart]):
     @property
     def retry(self) -> list[bool]:
         return self._list("retry")
+
+    @property
+    def due(self) -> list[float | None]:
+        return self._list("due")
 
     def __len__(self) -> int:
         return len(self._lists["id"])

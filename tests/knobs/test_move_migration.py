@@ -12,8 +12,6 @@ from django.contrib.contenttypes.models import ContentType
 from django.db import IntegrityError, connection, transaction
 from django.db.migrations.executor import MigrationExecutor
 
-from knobs.models import ConfigChange, SchedulerConfig
-
 pytestmark = pytest.mark.django_db(transaction=True)
 
 BEFORE = [("scheduling", "0006_feed_txid_and_clear_time_slip"), ("knobs", None)]
@@ -53,7 +51,8 @@ def test_the_move_keeps_rows_ids_and_permissions(before_the_move: Apps) -> None:
     editors = Group.objects.create(name="editors")
     editors.permissions.add(Permission.objects.get(content_type=old_type, codename="change_schedulerconfig"))
 
-    migrate(AFTER)
+    new = migrate(AFTER)  # the models as they were then (later migrations add columns)
+    SchedulerConfig, ConfigChange = (new.get_model("knobs", name) for name in ("SchedulerConfig", "ConfigChange"))
 
     assert not {"scheduling_schedulerconfig", "scheduling_configchange"} & tables()
     config = SchedulerConfig.objects.get()
@@ -71,7 +70,8 @@ def test_the_move_keeps_rows_ids_and_permissions(before_the_move: Apps) -> None:
 
 
 def test_migrating_back_restores_the_scheduling_tables(before_the_move: Apps) -> None:
-    migrate(AFTER)
+    new = migrate(AFTER)
+    SchedulerConfig, ConfigChange = (new.get_model("knobs", name) for name in ("SchedulerConfig", "ConfigChange"))
     SchedulerConfig.objects.create(id=1, budget=4)
     ConfigChange.objects.create(actor="user:ops", field="budget", old_value="10", new_value="4")
 

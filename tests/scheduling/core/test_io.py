@@ -83,7 +83,7 @@ def test_plainly_good_charts_are_read_by_columns() -> None:
     assert queue is not None
     assert columns_of(queue) == repr(
         [["a1", "b1"], ["acme", "beta"], [1, 2.5], [30.5, 20], [1, 2], [False, False], [False, True], [0, -1],
-         [5, None], [False, False]]
+         [5, None], [False, False], [None, None]]
     )  # fmt: skip
     assert spread == {"a1": 0.2}
 
