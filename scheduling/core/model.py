@@ -333,6 +333,8 @@ class Plan:
     late_chance: Mapping[str, float | None]
     # Not compared: the same values as the fields above, laid out by the scenario's queue order.
     arrays: PlanArrays = field(compare=False)
+    # Whether some chart has a due time (a plan's JSON gives `late_chance` only then).
+    due_times: bool = field(default=False, compare=False)
 
 
 QUEUED_FIELDS = tuple(queued_field.name for queued_field in fields(QueuedChart))

@@ -272,7 +272,7 @@ def _real_plan(
        never before the latest ETA, which also raises the band's upper edge. With expected charts,
        only orgs with a real chart get a key.
     4. Each chart's chance of finishing after its due time, from its ETA and band, only when some
-       chart has a due time (`_late_chance`).
+       chart has a due time (`_due`, `forecast.late_chance`).
     5. Why each chart waits, on first use (`_waiting`).
 
     The ids and the lists of times are made on first read (`_Layout`): the replan reads counts,
@@ -328,7 +328,12 @@ def _real_plan(
             for clears in (org_clear, org_clear_low, org_clear_high)
         )
     clear_times = [clear for clear in org_clear.values() if clear is not None]
-    chance_time = _late_chance(queue, scenario.running, laid_queued, eta_time, low_time, high_time)
+    due = _due(queue, scenario.running, laid_queued)
+    chance_time = (
+        np.full(len(eta_time), np.nan)
+        if due is None
+        else late_chance(due=due, eta=eta_time, low=low_time, high=high_time)
+    )
     waiting = _LazyWaitingColumns(lambda: _waiting(waiting_input, queue.real_ids, left_out_charts))
     return Plan(
         order=ChartOrder(chart_ids, len(order)),
@@ -352,26 +357,18 @@ def _real_plan(
             eta_high=high_time,
             late_chance=chance_time,
         ),
+        due_times=due is not None,
     )
 
 
-def _late_chance(
-    queue: _PlanQueue,
-    running: Sequence[RunningChart],
-    laid_queued: Indices,
-    eta: NDArray[np.float64],
-    low: NDArray[np.float64],
-    high: NDArray[np.float64],
-) -> NDArray[np.float64]:
-    """Step 7's chance of finishing late of each chart of the layout (`forecast.late_chance`), its
-    due time read from the queue (`laid_queued`: the layout's queued charts) and the running charts;
-    all nan, and nothing worked out, when no chart has a due time."""
+def _due(queue: _PlanQueue, running: Sequence[RunningChart], laid_queued: Indices) -> NDArray[np.float64] | None:
+    """Step 7's due time of each chart of the layout (nan: none), read from the queue (`laid_queued`:
+    the layout's queued charts) and the running charts; None when no chart has one."""
     queued_due = queue.columns.arrays.due[: queue.real_count]
     running_due = [chart.due for chart in running]
     if np.isnan(queued_due).all() and running_due.count(None) == len(running_due):
-        return np.full(len(eta), np.nan)
-    due = np.concatenate((queued_due[laid_queued], np.array(running_due, dtype=np.float64)))
-    return late_chance(due=due, eta=eta, low=low, high=high)
+        return None
+    return np.concatenate((queued_due[laid_queued], np.array(running_due, dtype=np.float64)))
 
 
 @dataclass(frozen=True, slots=True)
