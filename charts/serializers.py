@@ -126,7 +126,7 @@ class ChartDetailSerializer(ChartSerializer):
 
 
 class SubmitWarningSerializer(serializers.Serializer[Any]):
-    """Something the submission was accepted despite (`charts.selectors.submit_warnings`)."""
+    """Something the submission was accepted despite."""
 
     field = serializers.CharField(help_text="The field it is about: `due_at`.")
     message = serializers.CharField()
