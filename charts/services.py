@@ -180,16 +180,16 @@ def chart_submit_bulk(*, org: Org, items: Sequence[ChartRequest], actor: Actor) 
        (`_admission_turn`, held to commit). Why a single chart of an org without limit needs no turn:
        it has nothing to count, and the unique (org, external id) index alone makes a concurrent
        repeat wait for the first one's commit, then skip its row.
-    3. Stage the rows (`_stage`: a few inline, many COPYed into a temporary table); one statement
+    3. Give each row its due time (`_rows_due`): its item's `due_at`, else its submission plus the
+       promise the org holds its workflow to (`orgs.selectors.turnaround_targets`), else none.
+       Stage the rows (`_stage`: a few inline, many COPYed into a temporary table); one statement
        inserts those whose external id is new to the org (its unique index decides, as it writes)
        and their birth events, and returns their ids.
     4. The charts whose external id existed already are read and returned as they are
-       (idempotency); a repeat that names another workflow is a conflict.
+       (idempotency: a repeat keeps its first due time too); a repeat that names another workflow
+       is a conflict.
     5. Admission: the org's waiting charts plus the new ones must stay within its queue limit.
        A refusal in 4 or 5 raises, and the transaction takes the insert back: nothing is written.
-    Each new chart is due at its item's `due_at`, else at its submission plus the promise the org
-    holds its workflow to (`orgs.selectors.turnaround_targets`), else never; a repeat keeps the due
-    time of its first submission, as it keeps everything else.
     6. After commit, ask for a replan. When tracing, each new chart keeps the request's trace context
        for its start (`tracing.remember_charts`).
     """
