@@ -198,3 +198,19 @@ def test_a_bulk_of_many_charts_stages_their_due_times(tenants: Tenants, member: 
     charts = {chart.external_id: chart for chart in Chart.objects.all()}
     assert charts["m-7"].due_at == own
     assert all(c.due_at == c.created_at + timedelta(seconds=60) for k, c in charts.items() if k != "m-7")
+
+
+def test_the_status_read_of_a_token_carries_the_due_time(
+    tenants: Tenants, token_client: Callable[[str], APIClient], org_token: str
+) -> None:
+    """The token's chart read has its own path (`charts.status_api`): it answers `due_at` too."""
+    due = later(days=1).replace(microsecond=0)
+    client = token_client(org_token)
+    chart = client.post(
+        "/api/v1/charts/", {"workflow": "render", "external_id": "s", "due_at": iso(due)}, format="json"
+    ).json()
+
+    read = client.get(f"/api/v1/charts/{chart['id']}/", HTTP_ACCEPT="application/json")
+
+    assert read.status_code == 200
+    assert parsed(read.json()["due_at"]) == due
