@@ -79,3 +79,16 @@ def test_a_running_chart_gets_its_late_chance(backlog: Org) -> None:
     )
     plan_refresh(now=now)
     assert late_chances()["acme0"] == 1.0  # past due and not finished
+
+
+def test_due_first_reorders_an_org_s_charts_by_due_time_at_the_next_replan(backlog: Org) -> None:
+    now = timezone.now()
+    Chart.objects.filter(external_id="acme3").update(due_at=now + timedelta(minutes=5))
+    Chart.objects.filter(external_id="acme1").update(due_at=now + timedelta(minutes=9))
+    plan_refresh(now=now)
+    order = list(Chart.objects.order_by("plan__position").values_list("external_id", flat=True))
+    assert order == ["acme0", "acme1", "acme2", "acme3"]
+    SchedulerConfig.objects.update(due_first=True)
+    plan_refresh(now=now)
+    order = list(Chart.objects.order_by("plan__position").values_list("external_id", flat=True))
+    assert order == ["acme3", "acme1", "acme0", "acme2"]
