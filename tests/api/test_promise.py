@@ -103,3 +103,25 @@ def test_the_schema_documents_the_fields_and_filters(client_for: Any, tenants: T
     parameters = {p["name"]: p for p in schema["paths"]["/api/v1/charts/"]["get"]["parameters"]}
     assert parameters["at_risk"]["schema"]["type"] == "boolean"
     assert parameters["late"]["schema"]["type"] == "boolean"
+
+
+def test_a_replan_makes_a_chart_due_too_soon_at_risk(tenants: Tenants, client_for: Any) -> None:
+    """End to end: the replan writes each chart's late_chance (`scheduling.replan`), and the API reads
+    a chart due long before its ETA as at risk, one due long after as not."""
+    from scheduling.replan import plan_refresh
+
+    now = timezone.now()
+    for name, due in (("tight", now + timedelta(seconds=30)), ("roomy", now + timedelta(days=30))):
+        ChartFactory(org=tenants.org_a, workflow=tenants.workflow, external_id=name, due_at=due)
+    ChartFactory(org=tenants.org_a, workflow=tenants.workflow, external_id="running", state=ChartState.RUNNING, cost=1)
+    ChartFactory.create_batch(30, org=tenants.org_a, workflow=tenants.workflow)
+    plan_refresh()
+
+    listed = {
+        c["external_id"]: c for c in client_for(tenants.member_a).get("/api/v1/charts/?page_size=100").json()["results"]
+    }
+    assert listed["tight"]["late_chance"] > 0.5
+    assert listed["tight"]["at_risk"] is True
+    assert listed["roomy"]["late_chance"] < 0.5
+    assert listed["roomy"]["at_risk"] is False
+    assert _ids(client_for(tenants.member_a).get("/api/v1/charts/?at_risk=true")) == {"tight"}
