@@ -18,8 +18,8 @@ from tests.factories import MembershipFactory, OrgFactory, UserFactory, Workflow
 pytest_plugins = [
     "tests.processes",
     "tests.temporal_server",
+    "tests.file_order",  # before tests.browser, which imports it
     "tests.browser",
-    "tests.file_order",
     "tests.db_flush",
     "pytester",
 ]

@@ -11,6 +11,7 @@ from typing import Any, cast
 
 import pytest
 
+from tests import file_order
 from tests.file_order import longest_files_first
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,19 +58,16 @@ def test_the_seconds_of_each_file_are_stored_and_the_workers_get_them_in_that_or
         test_slow="import time\n\ndef test_slow():\n    time.sleep(0.3)\n",
     )
     table = pytester.path / "seconds.json"
-    plugin = [
-        *("-p", "no:django", "-p", "no:asyncio", "-W", "ignore::pytest.PytestAssertRewriteWarning"),
-        *("-p", "tests.file_order", f"--file-seconds={table}"),
-    ]
+    options = ["-p", "no:django", "-p", "no:asyncio", f"--file-seconds={table}"]
 
-    pytester.runpytest(*plugin, "--store-file-seconds").assert_outcomes(passed=2)
+    pytester.runpytest(*options, "--store-file-seconds", plugins=[file_order]).assert_outcomes(passed=2)
     seconds = json.loads(table.read_text())
     assert set(seconds) == {"test_quick.py", "test_slow.py"}
     assert seconds["test_slow.py"] >= 0.3 > seconds["test_quick.py"]
 
     # Collected alone, the quick file comes first; a worker gets the slow one first.
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    result = pytester.runpytest_subprocess(*plugin, "-n", "1", "--dist", "loadfile", "-v")
+    result = pytester.runpytest_subprocess("-p", "tests.file_order", *options, "-n", "1", "--dist", "loadfile", "-v")
     result.assert_outcomes(passed=2)
     ran = [line.split()[-1] for line in result.outlines if "PASSED" in line]
     assert ran == ["test_slow.py::test_slow", "test_quick.py::test_quick"]
