@@ -6,7 +6,8 @@
   (the contexts a test leaves open are closed after it).
   Between its calls Playwright's sync API leaves its event loop marked running on this thread, so no
   async test (nor `async_to_sync`) can run while it is up: the tests that use Chromium run last (in
-  collection order among themselves), and it is stopped as soon as the next test does not use it.
+  collection order among themselves; on an xdist worker, last within their file: tests/file_order.py),
+  and it is stopped as soon as the next test does not use it.
 - `Violations`: every Content-Security-Policy complaint a page reports.
 - `submit_elsewhere`: submit a chart from another thread, since the test's thread runs Playwright's
   event loop, where the after-commit broadcast (async_to_sync) cannot run.
@@ -25,6 +26,7 @@ from charts.services import chart_submit
 from common.actors import Actor
 from tests.dashboard.live import daphne, launch_chromium
 from tests.database import database_url
+from tests.file_order import uses_chromium
 
 if TYPE_CHECKING:
     from tests.conftest import Tenants
@@ -71,7 +73,7 @@ SHARED_CHROMIUM = SharedChromium()
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The tests that use Chromium last (see the module doc); a stable sort keeps every other order."""
-    items.sort(key=lambda item: "chromium" in getattr(item, "fixturenames", ()))
+    items.sort(key=uses_chromium)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -80,7 +82,7 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
     try:
         return (yield)
     finally:
-        if nextitem is None or "chromium" not in getattr(nextitem, "fixturenames", ()):
+        if nextitem is None or not uses_chromium(nextitem):
             SHARED_CHROMIUM.stop()
 
 

@@ -15,7 +15,14 @@ from common import events
 from orgs.models import Membership, Org, Workflow
 from tests.factories import MembershipFactory, OrgFactory, UserFactory, WorkflowFactory
 
-pytest_plugins = ["tests.processes", "tests.temporal_server", "tests.browser", "tests.db_flush", "pytester"]
+pytest_plugins = [
+    "tests.processes",
+    "tests.temporal_server",
+    "tests.file_order",  # before tests.browser, which imports it
+    "tests.browser",
+    "tests.db_flush",
+    "pytester",
+]
 
 
 @pytest.fixture
