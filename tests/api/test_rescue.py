@@ -67,7 +67,8 @@ def test_raising_the_weight_clears_the_risk(tenants: Tenants, client_for: Client
     assert answer["orgs"]["acme"]["before"]["at_risk"] == 1
     assert answer["orgs"]["acme"]["after"]["at_risk"] == 0
     assert answer["orgs"]["acme"]["after"]["clear"] < answer["orgs"]["acme"]["before"]["clear"]
-    assert answer["levers"] == 1 and answer["applied"] is False
+    assert answer["levers"] == 1
+    assert answer["applied"] is False
     assert 0 < answer["plans"] <= answer["max_plans"]
     assert Org.objects.get(slug="acme").weight == 1  # nothing applied
 
@@ -103,7 +104,8 @@ def test_apply_pulls_the_levers_with_the_reason(tenants: Tenants, client_for: Cl
 
     answer = rescue(client_for(tenants.staff), {"org": "acme", "apply": True, "reason": "acme's promise"})
 
-    assert answer["applied"] is True and answer["change"] == {"budget": 3}
+    assert answer["applied"] is True
+    assert answer["change"] == {"budget": 3}
     assert SchedulerConfig.load().budget == 3
     change = ConfigChange.objects.get(field="budget")
     assert (change.old_value, change.new_value, change.reason) == ("1", "3", "acme's promise")
@@ -115,7 +117,9 @@ def test_apply_sets_the_weight_as_the_weight_lever_does(tenants: Tenants, client
     client = client_for(tenants.staff)
     preview = rescue(client, {"org": "acme"})
 
-    answer = rescue(client, {"org": "acme", "apply": True, "reason": "rescue", "searched_from": preview["searched_from"]})
+    answer = rescue(
+        client, {"org": "acme", "apply": True, "reason": "rescue", "searched_from": preview["searched_from"]}
+    )
 
     assert answer["change"] == preview["change"] == {"weights": {"acme": 4}}
     assert Org.objects.get(slug="acme").weight == 4
@@ -133,7 +137,9 @@ def test_apply_sends_charts_to_the_high_tier_as_a_last_resort(tenants: Tenants, 
         other = ChartFactory(org=tenants.org_b, workflow=tenants.workflow)
         Chart.objects.filter(pk=other.pk).update(created_at=now - timedelta(minutes=10 - index))
     late = ChartFactory(org=tenants.org_a, workflow=tenants.workflow)
-    Chart.objects.filter(pk=late.pk).update(created_at=now - timedelta(minutes=5), due_at=now + timedelta(seconds=1.5 * D))
+    Chart.objects.filter(pk=late.pk).update(
+        created_at=now - timedelta(minutes=5), due_at=now + timedelta(seconds=1.5 * D)
+    )
 
     answer = rescue(client_for(tenants.staff), {"org": "acme", "apply": True, "reason": "promised"})
 
@@ -231,7 +237,8 @@ def test_the_search_with_a_fake_plan() -> None:
 
     levers = Levers(budget=4, weights={"a": 1, "b": 1}, max_weight=10, max_budget=20)
     found = search(evaluate, levers=levers, before=evaluate(Change()), org="a")
-    assert found.change == Change(weights={"a": 7}) and found.risk.count("a") == 0
+    assert found.change == Change(weights={"a": 7})
+    assert found.risk.count("a") == 0
 
     no_weights = Levers(budget=4, weights={"a": 1, "b": 1}, max_weight=1, max_budget=20)
     assert search(evaluate, levers=no_weights, before=evaluate(Change()), org="a").change == Change(budget=12)
@@ -239,7 +246,9 @@ def test_the_search_with_a_fake_plan() -> None:
     small = Levers(budget=4, weights={"a": 1, "b": 1}, max_weight=5, max_budget=9)
     found = search(evaluate, levers=small, before=evaluate(Change()), org="a")
     # Weight 5 alone leaves 2, budget 9 alone 3, both together 1; then one chart to the high tier.
-    assert found.change == Change(weights={"a": 5}, budget=9, high_tier=(101,)) and found.risk.count("a") == 0
+    assert found.change == Change(weights={"a": 5}, budget=9, high_tier=(101,))
+    assert found.risk.count("a") == 0
 
     bounded = search(evaluate, levers=levers, before=evaluate(Change()), org="a", max_plans=2)
-    assert bounded.exhausted and bounded.plans == 2
+    assert bounded.exhausted
+    assert bounded.plans == 2
