@@ -29,12 +29,14 @@ k (1 + log2 W) + (1 + log2 B) + (1 + log2 B + log2 W) + (1 + log2 H) plans, and 
 RESCUE_MAX_PLANS (past it, the best change found so far is the answer, `exhausted` says so).
 
 At risk (issue 28): a waiting or running chart whose plan gives it a chance of finishing after its due
-time (`late_chance`) at or above the configuration's `at_risk_threshold`, and not yet past due;
-late: past its due time now (a change of levers cannot undo that: the same count before and after).
+time (the core's `late_chance`, from the law of its ETA band) at or above the configuration's
+`at_risk_threshold`, and not yet past due; late: past its due time now (a change of levers cannot undo
+that: the same count before and after).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -53,8 +55,8 @@ from knobs.services import scheduler_config_set
 from orgs.models import Org
 from orgs.services import org_weight_set
 from scheduling import core
-from scheduling.snapshot import Epoch, org_key, to_datetime
-from scheduling.what_if import WhatIfBase, plan_etas, what_if_after, what_if_base
+from scheduling.snapshot import Epoch, Snapshot, load_snapshot, org_key, to_datetime
+from scheduling.what_if import WhatIfBase, what_if_after, what_if_base
 
 # The most what-ifs one rescue plans after the plan as it stands (at 100k queued charts a what-if plan
 # is ~0.2 s of CPU: `bench/bench_rescue.py`).
@@ -216,9 +218,8 @@ class _Dues:
     now: float
 
 
-def _dues(base: WhatIfBase) -> _Dues:
+def _dues(snapshot: Snapshot) -> _Dues:
     """The due times of the snapshot's charts, read in one query (the charts with a due time only)."""
-    snapshot = base.snapshot
     chart_id = np.concatenate((snapshot.waiting.id, snapshot.in_flight.id))
     org = [org_key(org_id) for org_id in np.concatenate((snapshot.waiting.org_id, snapshot.in_flight.org_id)).tolist()]
     due = np.full(len(chart_id), np.nan)
@@ -233,21 +234,32 @@ def _dues(base: WhatIfBase) -> _Dues:
 
 
 def late_chances(plan: core.Plan, dues: _Dues) -> NDArray[np.float64]:
-    """Each chart's chance of finishing after its due time (NaN: no due time or no ETA), laid out as
-    `_dues`: the plan's own `late_chance` (the core's, issue 28) when it has one; until then, the
-    point estimate of it: 1 if the ETA is after the due time, else 0."""
+    """Each chart's chance of finishing after its due time (`core.Plan.late_chance`, NaN: no due time
+    or no ETA), laid out as `_dues`."""
     arrays = plan.arrays
-    chances = getattr(arrays, "late_chance", None)
     queued_count = len(dues.chart_id) - (len(arrays.eta) - len(arrays.queued))
-    if chances is not None:
-        laid = np.full(queued_count, np.nan)
-        laid[arrays.queued] = np.asarray(chances, dtype=np.float64)[: len(arrays.queued)]
-        return np.concatenate((laid, np.asarray(chances, dtype=np.float64)[len(arrays.queued) :]))
-    eta = plan_etas(plan, queued_count)
-    with np.errstate(invalid="ignore"):
-        chance = (eta > dues.due).astype(np.float64)
-    chance[np.isnan(eta) | np.isnan(dues.due)] = np.nan
-    return chance
+    laid = np.full(queued_count, np.nan)
+    laid[arrays.queued] = arrays.late_chance[: len(arrays.queued)]
+    return np.concatenate((laid, arrays.late_chance[len(arrays.queued) :]))
+
+
+def _with_dues(snapshot: Snapshot, dues: _Dues) -> Snapshot:
+    """`snapshot` with each chart's due time in its scenario (`QueuedChart.due`, `RunningChart.due`),
+    for the core to give each its `late_chance`: when the snapshot carries none of them (as read before
+    the replan's snapshot read `due_at`), else as it is."""
+    scenario = snapshot.scenario
+    queued = core.QueueColumns.of(scenario.queued)
+    has_due = bool((~np.isnan(queued.arrays.due)).any()) or any(chart.due is not None for chart in scenario.running)
+    if has_due or np.isnan(dues.due).all():
+        return snapshot
+    queued_count = len(queued)
+    running = [
+        replace(chart, due=None if math.isnan(due) else due)
+        for chart, due in zip(scenario.running, dues.due[queued_count:].tolist(), strict=True)
+    ]
+    return replace(
+        snapshot, scenario=replace(scenario, queued=queued.replace(due=dues.due[:queued_count]), running=running)
+    )
 
 
 def plan_risk(plan: core.Plan, dues: _Dues, threshold: float) -> Risk:
@@ -344,14 +356,15 @@ class Rescue:
 def rescue_find(*, org: str | None = None, now: datetime | None = None) -> Rescue:
     """The smallest change that brings the at-risk count of org `org` (a slug; None: of every org) to
     zero or its least (`search`, over what-ifs of one snapshot); nothing is written."""
-    base = what_if_base(now=now)
+    snapshot = load_snapshot(now=now)
+    dues = _dues(snapshot)
+    base = what_if_base(snapshot=_with_dues(snapshot, dues))
     config = base.snapshot.config
     key = None
     if org is not None:
         key = base.key_of.get(org)
         if key is None:
             raise InvalidInput(f"unknown org {org!r}", field="org")
-    dues = _dues(base)
     threshold = float(config.at_risk_threshold)
     levers = Levers(
         budget=int(config.budget),
