@@ -7,6 +7,13 @@ org-3 and org-40 is due at the median of its org's planned ETAs (so about half o
 rescue bound of weight 10 and budget 400. Each line: min and median of three rescues (wall and CPU
 seconds of this process), the plans the search made, the change found and the at-risk count before
 and after. Target (issue 28): within 5 s at 100k, not a timed test.
+
+Figures (this session, 100k, 2-core machine shared with six other sessions, load 8-13: CPU seconds are
+the figure to compare): org-3, 1124 at risk -> 0 by its weight 1 -> 6, 5 plans: CPU 1.40 s min and
+median, wall 3.33 min / 3.86 median; org-40, 51 -> 0 by weight 5, 5 plans: CPU 1.40, wall 4.71 / 5.00;
+every org, 1184 -> 0 by the budget 200 -> 371 (one lever clears both orgs), 14 plans: CPU 2.84 / 3.40,
+wall 13.0 / 13.6. A what-if plan of the search costs ~0.2 s CPU; the bound (RESCUE_MAX_PLANS = 20) is
+~4-5 s of CPU at 100k.
 """
 
 from __future__ import annotations

@@ -6,14 +6,19 @@ Run: `.venv/bin/python bench/bench_what_if.py [--sizes 10000,100000]`. It uses i
 and CPU seconds of this process (the database's own work is in the wall time only), after one preview
 that loads the core's compiled replay (as a web process's first large what-if does).
 
-Figures (issue 28, 100k queued, weight change; 2-core machine shared with six other sessions, load 8-10,
-so the CPU seconds are the figure to compare): before, wall 1.78 s min / 2.53 median, CPU 1.57 / 1.83;
-after, wall see the session's report, CPU 0.51 / 0.55. Where the time went before (cProfile): the two
-plans by the reference walk (~1.0 s each: a web process never loaded the compiled replay, which the core
-takes cold only from 200k charts), and the per-chart pairing of ETAs through the plans' mappings
-(~1.1-1.5 s: 200k lookups by id). Now the compiled replay is loaded on the first large what-if and the
-moves are counted on the plans' arrays. What is left is the floor: two core plans (~0.17-0.2 s CPU each at
-100k, `bench/bench_core.py`) and the snapshot (~0.06 s CPU, plus the server's scan).
+Figures (issue 28, 100k queued, `plan_preview` of {"weights": {"org-0": 10}} five times per process, old
+(a65b2bc) and new processes interleaved; 2-core machine shared with six other sessions, load 9-16, so the CPU
+seconds of this process are the figure to compare, the wall times are noise-bound):
+- old: CPU 1.38-1.53 s min, 1.39-1.70 median; wall 2.9-5.5 s min. With the compiled replay preloaded
+  by hand: CPU 1.09-1.29 min (so ~0.3 s was the reference walk and ~0.8 s the rest).
+- new: CPU 0.35-0.37 s min, 0.39-0.40 median; wall 0.90-2.0 s min, 1.08-2.3 median.
+Where the time went (cProfile): the two plans by the reference walk (a web process never loaded the
+compiled replay, which the core takes cold only from 200k charts), the per-chart pairing of ETAs through
+the plans' mappings (200k lookups by id) and the lever copies as lists (the core made arrays of them
+again). Now the first large what-if loads the compiled replay (~1 s, once per process), the moves are
+counted on the plans' arrays and the copies stay arrays. What is left is the floor: two core plans
+(0.17-0.2 s CPU each at 100k under this load) and the snapshot (~0.06 s CPU, plus the server's scan):
+on a quiet machine that is ~0.4-0.5 s of wall, at the target; not measured quiet in this session.
 """
 
 from __future__ import annotations
