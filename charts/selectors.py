@@ -10,11 +10,14 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db.models import Count, F, QuerySet
+from django.utils import timezone
 
 from charts.drain import Finish
-from charts.models import ACTIVE_STATES, PLAN_FIELDS, Chart, ChartEvent, ChartPlan, ChartState
+from charts.models import ACTIVE_STATES, PLAN_FIELDS, Chart, ChartEvent, ChartPlan, ChartState, DurationStat
+from charts.promise import THRESHOLD_ATTRIBUTE, THRESHOLD_SQL, as_flag, at_risk_q, late_q, with_threshold
 from common import rows
 from common.errors import InvalidInput, NotFound
 from orgs.models import Org, Workflow
@@ -39,10 +42,72 @@ LIST_FIELDS = (
     "created_at",
     "started_at",
     "finished_at",
+    "due_at",
 )
 ERROR_SUMMARY_LENGTH = 200
 # The largest value of PostgreSQL's bigint (the ids).
 BIGINT_MAX = 2**63 - 1
+
+
+@dataclass(frozen=True)
+class SubmitWarning:
+    """Something a submission was accepted despite: the field it is about, and what to know."""
+
+    field: str
+    message: str
+
+
+def expected_durations(*, org: Org, workflows: Collection[Workflow]) -> dict[int, float]:
+    """Seconds a run of each workflow (by id) is expected to take for the org, as the submission
+    judges a due time: the mean learned of the org's runs of it (`DurationStat`), else the workflow's
+    `initial_duration`, else FAIRSCHED_DEFAULT_DURATION. (The plan's own estimate also pools the
+    org's other workflows; that rule is the scheduler's, above this app.)"""
+    learned = {
+        stat.workflow_id: stat.mean
+        for stat in DurationStat.objects.filter(org_id=org.pk, workflow__in=list(workflows), count__gt=0)
+    }
+    default = float(settings.FAIRSCHED_DEFAULT_DURATION)
+    return {
+        workflow.pk: learned.get(workflow.pk)
+        or (float(workflow.initial_duration) if workflow.initial_duration else default)
+        for workflow in workflows
+    }
+
+
+def submit_warnings(
+    *, org: Org, due_ats: Sequence[datetime | None], results: Sequence[tuple[Chart, bool]]
+) -> dict[int, list[SubmitWarning]]:
+    """The warnings of an accepted submission, by item index, for the items that gave a due time:
+
+    1. A new chart due sooner after its submission than its workflow is expected to take
+       (`expected_durations`): accepted, but likely to be late.
+    2. A repeat whose due time is not the one given: the first submission's due time stands.
+    """
+    pairs = enumerate(zip(due_ats, results, strict=True))
+    asked = [(index, due_at, chart, created) for index, (due_at, (chart, created)) in pairs if due_at is not None]
+    if not asked:
+        return {}
+    expected = expected_durations(org=org, workflows={chart.workflow for _, _, chart, created in asked if created})
+    warnings: dict[int, list[SubmitWarning]] = {}
+    for index, due_at, chart, created in asked:
+        assert due_at is not None
+        if not created:
+            if chart.due_at != due_at:
+                stands = "no due time" if chart.due_at is None else f"its due time {chart.due_at.isoformat()}"
+                warnings[index] = [
+                    SubmitWarning("due_at", f"this chart was submitted before: {stands} stands, not the one given")
+                ]
+            continue
+        seconds = expected[chart.workflow_id]
+        if chart.due_at is not None and (chart.due_at - chart.created_at).total_seconds() < seconds:
+            warnings[index] = [
+                SubmitWarning(
+                    "due_at",
+                    f"due sooner than a run of {chart.workflow.name} is expected to take ({seconds:.0f} s):"
+                    " accepted, but likely to be late",
+                )
+            ]
+    return warnings
 
 
 def charts_visible(
@@ -55,11 +120,16 @@ def charts_visible(
     created_after: datetime | None = None,
     created_before: datetime | None = None,
     updated_after: datetime | None = None,
+    at_risk: bool | None = None,
+    late: bool | None = None,
+    now: datetime | None = None,
 ) -> QuerySet[Chart]:
     """The caller's charts, filtered; a filter naming a foreign org finds nothing, like an empty org.
-    The times are served by the indexes on `created_at` and `updated_at`."""
-    # The plan's fields come with every chart (see ChartManager); `only` names the chart's own.
-    charts = Chart.objects.select_related("org", "workflow").only(*LIST_FIELDS)
+    The times are served by the indexes on `created_at` and `updated_at`. `at_risk` and `late`
+    (`charts.promise`, at `now`) keep the charts that are (true) or are not (false)."""
+    # The plan's fields come with every chart (see ChartManager); `only` names the chart's own. The
+    # at-risk threshold comes in the same statement (`charts.promise`).
+    charts = with_threshold(Chart.objects.select_related("org", "workflow").only(*LIST_FIELDS))
     if org_ids is not None:
         charts = charts.filter(org_id__in=list(org_ids))
     if org_slug:
@@ -78,6 +148,12 @@ def charts_visible(
         charts = charts.filter(created_at__lt=created_before)
     if updated_after is not None:
         charts = charts.filter(updated_at__gt=updated_after)
+    if at_risk is not None or late is not None:
+        now = now or timezone.now()
+        if at_risk is not None:
+            charts = charts.alias(is_at_risk=as_flag(at_risk_q(now=now))).filter(is_at_risk=at_risk)
+        if late is not None:
+            charts = charts.alias(is_late=as_flag(late_q(now=now))).filter(is_late=late)
     return charts
 
 
@@ -93,6 +169,7 @@ CHART_ROW = rows.Layout(
     [
         ("chart", rows.model_columns(Chart, "c")),
         ("plan", [f'p."{name}"' for name in PLAN_FIELDS]),
+        ("promise", [THRESHOLD_SQL]),
         ("org", rows.model_columns(Org, "o")),
         ("workflow", rows.model_columns(Workflow, "w")),
     ]
@@ -107,7 +184,8 @@ CHART_GET_SQL = f'SELECT {CHART_ROW.sql} FROM {CHART_FROM} WHERE c."id" = %s'  #
 
 
 def chart_get(*, org_ids: OrgIds, chart_id: int) -> Chart:
-    """The chart with its org, workflow and plan (as `Chart.objects` reads it), if the caller may see it."""
+    """The chart with its org, workflow and plan (as `Chart.objects` reads it) and the at-risk
+    threshold (`charts.promise`), if the caller may see it."""
     sql, params = CHART_GET_SQL, [chart_id]
     if org_ids is not None:
         sql = f'{sql} AND c."org_id" = ANY(%s)'
@@ -124,6 +202,8 @@ def chart_from_row(values: Sequence[object], layout: rows.Layout = CHART_ROW) ->
     chart = rows.from_row(Chart, layout.part(values, "chart"))
     for name, value in zip(PLAN_FIELDS, layout.part(values, "plan"), strict=True):
         setattr(chart, name, value)
+    (threshold,) = layout.part(values, "promise")
+    setattr(chart, THRESHOLD_ATTRIBUTE, threshold)
     chart.org = rows.from_row(Org, layout.part(values, "org"))
     chart.workflow = rows.from_row(Workflow, layout.part(values, "workflow"))
     return chart

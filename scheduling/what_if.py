@@ -126,6 +126,7 @@ def what_if_after(base: WhatIfBase, changes: Mapping[str, Any]) -> WhatIfAfter:
         quantum=config.quantum,
         aging=aging_of(config),
         retry_budget=retry_budget_of(config),
+        due_first=config.due_first,
         queued=queued,
     )
     return WhatIfAfter(after_scenario, queued, queue_limits, core.plan(after_scenario))
