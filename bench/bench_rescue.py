@@ -39,7 +39,8 @@ def promise_dues() -> None:
     from charts.models import Chart
 
     for slug in DUE_ORGS:
-        etas = sorted(Chart.objects.filter(org__slug=slug, plan__eta__isnull=False).values_list("plan__eta", flat=True))
+        planned = Chart.objects.filter(org__slug=slug, plan__eta__isnull=False).values_list("plan__eta", flat=True)
+        etas = sorted(eta for eta in planned if eta is not None)
         Chart.objects.filter(org__slug=slug).update(due_at=etas[len(etas) // 2] if etas else F("created_at"))
 
 

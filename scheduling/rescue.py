@@ -36,7 +36,6 @@ that: the same count before and after).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -46,7 +45,7 @@ import numpy as np
 from django.db import transaction
 from numpy.typing import NDArray
 
-from charts.models import ACTIVE_STATES, Chart
+from charts.models import Chart
 from charts.services import chart_prioritize
 from common.actors import Actor
 from common.errors import Conflict, InvalidInput
@@ -55,7 +54,7 @@ from knobs.services import scheduler_config_set
 from orgs.models import Org
 from orgs.services import org_weight_set
 from scheduling import core
-from scheduling.snapshot import Epoch, Snapshot, load_snapshot, org_key, to_datetime
+from scheduling.snapshot import Snapshot, org_key, to_datetime
 from scheduling.what_if import WhatIfBase, what_if_after, what_if_base
 
 # The most what-ifs one rescue plans after the plan as it stands (at 100k queued charts a what-if plan
@@ -219,17 +218,11 @@ class _Dues:
 
 
 def _dues(snapshot: Snapshot) -> _Dues:
-    """The due times of the snapshot's charts, read in one query (the charts with a due time only)."""
+    """The due times of the snapshot's charts (`ActiveCharts.due`, each chart's `due_at`), laid out
+    as the plan's ETAs (`plan_etas`)."""
     chart_id = np.concatenate((snapshot.waiting.id, snapshot.in_flight.id))
     org = [org_key(org_id) for org_id in np.concatenate((snapshot.waiting.org_id, snapshot.in_flight.org_id)).tolist()]
-    due = np.full(len(chart_id), np.nan)
-    rows = list(Chart.objects.filter(state__in=ACTIVE_STATES, due_at__isnull=False).values_list("pk", Epoch("due_at")))
-    if rows and len(chart_id):
-        ids, times = np.array([pk for pk, _ in rows], dtype=np.int64), np.array([t for _, t in rows])
-        by_id = np.argsort(chart_id, kind="stable")
-        place = np.searchsorted(chart_id, ids, sorter=by_id).clip(max=len(chart_id) - 1)
-        found = chart_id[by_id[place]] == ids
-        due[by_id[place[found]]] = times[found]
+    due = np.concatenate((snapshot.waiting.due, snapshot.in_flight.due)).astype(np.float64)
     return _Dues(chart_id, org, due, snapshot.scenario.now)
 
 
@@ -241,25 +234,6 @@ def late_chances(plan: core.Plan, dues: _Dues) -> NDArray[np.float64]:
     laid = np.full(queued_count, np.nan)
     laid[arrays.queued] = arrays.late_chance[: len(arrays.queued)]
     return np.concatenate((laid, arrays.late_chance[len(arrays.queued) :]))
-
-
-def _with_dues(snapshot: Snapshot, dues: _Dues) -> Snapshot:
-    """`snapshot` with each chart's due time in its scenario (`QueuedChart.due`, `RunningChart.due`),
-    for the core to give each its `late_chance`: when the snapshot carries none of them (as read before
-    the replan's snapshot read `due_at`), else as it is."""
-    scenario = snapshot.scenario
-    queued = core.QueueColumns.of(scenario.queued)
-    has_due = bool((~np.isnan(queued.arrays.due)).any()) or any(chart.due is not None for chart in scenario.running)
-    if has_due or np.isnan(dues.due).all():
-        return snapshot
-    queued_count = len(queued)
-    running = [
-        replace(chart, due=None if math.isnan(due) else due)
-        for chart, due in zip(scenario.running, dues.due[queued_count:].tolist(), strict=True)
-    ]
-    return replace(
-        snapshot, scenario=replace(scenario, queued=queued.replace(due=dues.due[:queued_count]), running=running)
-    )
 
 
 def plan_risk(plan: core.Plan, dues: _Dues, threshold: float) -> Risk:
@@ -356,9 +330,8 @@ class Rescue:
 def rescue_find(*, org: str | None = None, now: datetime | None = None) -> Rescue:
     """The smallest change that brings the at-risk count of org `org` (a slug; None: of every org) to
     zero or its least (`search`, over what-ifs of one snapshot); nothing is written."""
-    snapshot = load_snapshot(now=now)
-    dues = _dues(snapshot)
-    base = what_if_base(snapshot=_with_dues(snapshot, dues))
+    base = what_if_base(now=now)
+    dues = _dues(base.snapshot)
     config = base.snapshot.config
     key = None
     if org is not None:
