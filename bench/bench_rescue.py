@@ -12,7 +12,9 @@ Figures (this session, 100k, 2-core machine shared with six other sessions, load
 the figure to compare): org-3, 1124 at risk -> 0 by its weight 1 -> 6, 5 plans: CPU 1.40 s min and
 median, wall 3.33 min / 3.86 median; org-40, 51 -> 0 by weight 5, 5 plans: CPU 1.40, wall 4.71 / 5.00;
 every org, 1184 -> 0 by the budget 200 -> 371 (one lever clears both orgs), 14 plans: CPU 2.84 / 3.40,
-wall 13.0 / 13.6. A what-if plan of the search costs ~0.2 s CPU; the bound (RESCUE_MAX_PLANS = 20) is
+wall 13.0 / 13.6. Again at load 4-6 (main merged): org-3 (1153 -> 0, 5 plans) CPU 1.60 / 1.64, wall
+2.56 / 2.97; org-40 CPU 1.42 / 1.59, wall 3.34 / 4.19; every org (1188 -> 0, 14 plans) CPU 3.93 / 4.16,
+wall 4.64 / 6.25. A what-if plan of the search costs ~0.2 s CPU; the bound (RESCUE_MAX_PLANS = 20) is
 ~4-5 s of CPU at 100k.
 """
 

@@ -12,13 +12,15 @@ seconds of this process are the figure to compare, the wall times are noise-boun
 - old: CPU 1.38-1.53 s min, 1.39-1.70 median; wall 2.9-5.5 s min. With the compiled replay preloaded
   by hand: CPU 1.09-1.29 min (so ~0.3 s was the reference walk and ~0.8 s the rest).
 - new: CPU 0.35-0.37 s min, 0.39-0.40 median; wall 0.90-2.0 s min, 1.08-2.3 median.
+- at load 3.6-4.3 (later, main merged): old CPU 1.34 min / 1.59 median, wall 1.43 / 1.72; new CPU
+  0.36 / 0.40-0.43, wall 0.41-0.46 min / 0.51-0.58 median.
 Where the time went (cProfile): the two plans by the reference walk (a web process never loaded the
 compiled replay, which the core takes cold only from 200k charts), the per-chart pairing of ETAs through
 the plans' mappings (200k lookups by id) and the lever copies as lists (the core made arrays of them
 again). Now the first large what-if loads the compiled replay (~1 s, once per process), the moves are
 counted on the plans' arrays and the copies stay arrays. What is left is the floor: two core plans
 (0.17-0.2 s CPU each at 100k under this load) and the snapshot (~0.06 s CPU, plus the server's scan):
-on a quiet machine that is ~0.4-0.5 s of wall, at the target; not measured quiet in this session.
+at load ~4 the wall's min is under the 0.5 s target and its median just over it; not measured quiet.
 """
 
 from __future__ import annotations
