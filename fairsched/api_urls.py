@@ -12,7 +12,7 @@ from knobs.api import SchedulerConfigHistoryView, SchedulerConfigView
 from orgs.api import ApiTokenViewSet, ProviderPauseViewSet, ProviderViewSet
 from orgs.org_api import OrgViewSet
 from orgs.workflow_api import WorkflowViewSet
-from scheduling.api import PlanPreviewView
+from scheduling.api import PlanPreviewView, RescueView
 from scheduling.selectors import workflow_terms
 
 router = DefaultRouter()
@@ -43,6 +43,7 @@ urlpatterns = [
     path("scheduler/config/", SchedulerConfigView.as_view(), name="scheduler-config"),
     path("scheduler/config/history/", SchedulerConfigHistoryView.as_view(), name="scheduler-config-history"),
     path("scheduler/plan-preview/", PlanPreviewView.as_view(), name="plan-preview"),
+    path("scheduler/rescue/", RescueView.as_view(), name="scheduler-rescue"),
     path("events/", EventFeedView.as_view(), name="events"),
     *router.urls,
 ]

@@ -1,4 +1,4 @@
-"""Staff endpoints on the scheduler: the plan preview (its configuration: `knobs.api`)."""
+"""Staff endpoints on the scheduler: the plan preview and the rescue (its configuration: `knobs.api`)."""
 
 from __future__ import annotations
 
@@ -23,9 +23,10 @@ from common.strict import (
 )
 from knobs.levers import AGING_CAP, BUDGET
 from knobs.models import SchedulerConfig
-from orgs.access import IsStaffScope
+from orgs.access import IsStaffScope, actor_of
 from orgs.levers import COST, MAX_CONCURRENCY, QUEUE_LIMIT, WEIGHT
 from orgs.models import Org, Provider, Workflow
+from scheduling.rescue import rescue_apply, rescue_find
 from scheduling.what_if import plan_preview
 
 STAFF = [IsAuthenticated, IsStaffScope]
@@ -155,3 +156,75 @@ class PlanPreviewView(FairschedAPIView, APIView):
         body = PlanChangesSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         return Response(plan_preview(changes=body.validated_data))
+
+
+class SearchedFromSerializer(StrictSerializer):
+    budget = StrictIntegerField(required=False, **BUDGET.limits)
+    weights = serializers.DictField(child=StrictIntegerField(**WEIGHT.limits), required=False)
+
+
+class RescueRequestSerializer(StrictSerializer):
+    """Which org to rescue (omitted or null: every org), whether to apply the change found, and why."""
+
+    org = StrictSlugField(max_length=100, required=False, allow_null=True, help_text="null: every org's at-risk count")
+    apply = StrictBooleanField(required=False, default=False, help_text="Pull the levers found (with `reason`).")
+    reason = StrictCharField(max_length=500, required=False, default="", allow_blank=True)
+    searched_from = SearchedFromSerializer(
+        required=False, help_text="A preview's `searched_from`: applied only if those levers are still so (else 409)."
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        org = attrs.get("org")
+        if org is not None and not Org.objects.filter(slug=org).exists():
+            raise serializers.ValidationError({"org": [f"unknown org: {org}"]})
+        if attrs.get("apply") and not attrs.get("reason", "").strip():
+            raise serializers.ValidationError({"reason": ["say why the rescue is applied"]})
+        return attrs
+
+
+class RescueSideSerializer(serializers.Serializer[Any]):
+    at_risk = serializers.IntegerField()
+    late = serializers.IntegerField(help_text="Past due now (a change of levers cannot undo it).")
+    clear = serializers.DateTimeField(allow_null=True)
+
+
+class RescueOrgSerializer(serializers.Serializer[Any]):
+    before = RescueSideSerializer()
+    after = RescueSideSerializer()
+
+
+RescueSerializer = inline_serializer(
+    "Rescue",
+    {
+        "org": serializers.CharField(allow_null=True),
+        "change": serializers.DictField(help_text="The change, as the what-if's change list (plan-preview's body)."),
+        "levers": serializers.IntegerField(),
+        "at_risk_before": serializers.IntegerField(),
+        "at_risk_after": serializers.IntegerField(),
+        "orgs": serializers.DictField(child=RescueOrgSerializer()),
+        "plans": serializers.IntegerField(help_text="What-ifs the search planned."),
+        "max_plans": serializers.IntegerField(),
+        "exhausted": serializers.BooleanField(help_text="The search stopped at max_plans: the best change so far."),
+        "searched_from": serializers.DictField(),
+        "applied": serializers.BooleanField(),
+    },
+)
+
+
+class RescueView(FairschedAPIView, APIView):
+    permission_classes = STAFF
+
+    @extend_schema(request=RescueRequestSerializer, responses=RescueSerializer)
+    def post(self, request: Request) -> Response:
+        """The smallest change of org weights, the budget and the high tier that brings the at-risk
+        count of an org (or of all) to zero, or to its least (`scheduling.rescue`), with before and after
+        per org; with `apply`, its levers pulled through their services with `reason` (409 naming a
+        lever changed since the search, or since the preview's `searched_from`)."""
+        body = RescueRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        found = rescue_find(org=data.get("org"))
+        if data["apply"]:
+            actor = actor_of(request)
+            rescue_apply(rescue=found, actor=actor, reason=data["reason"], searched_from=data.get("searched_from"))
+        return Response(found.answer(applied=bool(data["apply"])))

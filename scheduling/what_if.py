@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import copy
 import math
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from charts.levers import prioritized
 from common.errors import InvalidInput
@@ -24,6 +24,7 @@ from knobs.levers import config_changes
 from orgs import levers as org_levers
 from orgs.models import Provider, Workflow
 from scheduling import core
+from scheduling.core.replay import COMPILED_MIN_CHARTS
 from scheduling.snapshot import (
     Costs,
     OrgRow,
@@ -31,11 +32,11 @@ from scheduling.snapshot import (
     aging_of,
     availability,
     backlogged_and_ready,
-    chart_key,
     fair_service,
     load_costs,
     load_orgs,
     load_snapshot,
+    org_key,
     retry_budget_of,
     to_datetime,
     to_seconds,
@@ -45,15 +46,6 @@ from scheduling.snapshot import (
 CONFIG_LEVERS = ("budget", "policy", "quantum", "aging_step", "aging_cap")
 # How many charts the preview lists among those that move most.
 PREVIEW_TOP_CHARTS = 25
-
-
-class ChartMove(NamedTuple):
-    """A chart whose ETA moves by 1 s or more: `size` is how far (infinite if it gains or loses its ETA)."""
-
-    size: float
-    id: str
-    before: float | None
-    after: float | None
 
 
 @dataclass
@@ -66,47 +58,47 @@ class OrgMoves:
     most_earlier: float = 0.0
     most_later: float = 0.0
 
-    def add(self, move: ChartMove) -> None:
-        if move.before is None or move.after is None:
-            if move.after is None:
-                self.unplanned += 1
-            else:
-                self.earlier += 1
-            return
-        delta = move.after - move.before
-        if delta < 0:
-            self.earlier += 1
-            self.most_earlier = max(self.most_earlier, -delta)
-        else:
-            self.later += 1
-            self.most_later = max(self.most_later, delta)
+
+@dataclass(frozen=True)
+class WhatIfBase:
+    """What every what-if of one instant shares: the snapshot, the org rows it was built from (by
+    core key), each org's core key by slug, and the plan as things stand (`before`). One what-if
+    plans it once; the rescue's search plans it once for all the changes it tries."""
+
+    snapshot: Snapshot
+    rows: dict[str, OrgRow]
+    key_of: dict[str, str]
+    before: core.Plan
 
 
-def plan_preview(*, changes: Mapping[str, Any], now: datetime | None = None) -> dict[str, Any]:
-    """What-if: the plan now and after the proposed changes, on one snapshot; nothing is written.
+@dataclass(frozen=True)
+class WhatIfAfter:
+    """The plan after proposed changes (`after`), on the scenario they give, with the queued
+    columns it planned and the proposed queue limits (by core key)."""
 
-    `changes` are the serializer's: `weights`, `caps` and `queue_limits` ({org slug: value}, None
-    lifting a cap or limit), `hold` and `release` (org slugs), `budget`, `policy`, `quantum`,
-    `aging_step` (None: no aging) and `aging_cap`, `costs` ([{org, workflow, cost}], cost None:
-    back to the workflow's default), `priorities` ([{chart, priority?, high_priority?}] of waiting
-    charts), `provider_pauses` ([{provider, org?, until}], `until` a datetime) and
-    `provider_resumes` ([{provider, org?}]). A value its lever refuses is refused as the lever
-    refuses it (`InvalidInput`), naming the change.
-    1. Load the snapshot the replan pass would load, and the org rows it was built from.
-    2. Pull each lever on copies: the org rows (`orgs.levers`), the configuration
-       (`knobs.levers`), the queued columns (cost, priority, availability under the pauses).
-    3. Recompute every org's place in the rounds under way with the changed rows (as the replan
-       would at the next pass), and plan both scenarios with the core.
-    4. Pair up the clear-times (per org and global), each chart's ETA before and after, and list
-       the charts that move most (a chart no longer planned first, then by the size of the move,
-       then by id); per org, how many charts move earlier and later, and the largest moves.
-    """
-    # 1. One snapshot for both plans.
-    snapshot = load_snapshot(now=now)
-    scenario = snapshot.scenario
+    scenario: core.Scenario
+    queued: core.QueueColumns
+    queue_limits: dict[str, int | None]
+    after: core.Plan
+
+
+def what_if_base(*, now: datetime | None = None, snapshot: Snapshot | None = None) -> WhatIfBase:
+    """Step 1 of `plan_preview`, and the plan before any change (of `snapshot` when given, else of one
+    loaded at `now`). A large queue is planned by the core's compiled replay, loaded into the process
+    on its first what-if (`core.load_compiled_replay`: numba's cache, ~1 s once; the web process does
+    not load it at start): without it a what-if of 100k charts planned twice by the reference walk
+    (~1 s each)."""
+    snapshot = snapshot or load_snapshot(now=now)
+    if len(snapshot.scenario.queued) >= COMPILED_MIN_CHARTS:
+        core.load_compiled_replay()
     rows = load_orgs()
-    key_of = {row.slug: key for key, row in rows.items()}
+    return WhatIfBase(snapshot, rows, {row.slug: key for key, row in rows.items()}, core.plan(snapshot.scenario))
 
+
+def what_if_after(base: WhatIfBase, changes: Mapping[str, Any]) -> WhatIfAfter:
+    """Steps 2 and 3 of `plan_preview`: the levers pulled on copies of `base`'s rows, and the plan after."""
+    snapshot, rows, key_of = base.snapshot, base.rows, base.key_of
+    scenario = snapshot.scenario
     # 2. The levers, on copies.
     changed_rows = _org_levers_pulled(rows, key_of, changes)
     queue_limits = {
@@ -119,7 +111,7 @@ def plan_preview(*, changes: Mapping[str, Any], now: datetime | None = None) -> 
         setattr(config, name, value)
     queued = _queue_levers_pulled(snapshot, key_of, changes)
 
-    # 3. The rounds under way with the changed rows, then both plans.
+    # 3. The rounds under way with the changed rows, then the plan.
     backlogged, ready = backlogged_and_ready(queued, list(scenario.running), changed_rows, scenario.now)
     orgs, _ = fair_service(
         changed_rows, ready=ready, backlogged=backlogged, policy=config.policy, quantum=config.quantum
@@ -137,11 +129,33 @@ def plan_preview(*, changes: Mapping[str, Any], now: datetime | None = None) -> 
         due_first=config.due_first,
         queued=queued,
     )
-    before = core.plan(scenario)
-    after = core.plan(after_scenario)
+    return WhatIfAfter(after_scenario, queued, queue_limits, core.plan(after_scenario))
 
-    # 4. Clear-times, ETA moves per chart and per org.
-    return _moves(rows, queued, scenario, before, after, queue_limits)
+
+def plan_preview(*, changes: Mapping[str, Any], now: datetime | None = None) -> dict[str, Any]:
+    """What-if: the plan now and after the proposed changes, on one snapshot; nothing is written.
+
+    `changes` are the serializer's: `weights`, `caps` and `queue_limits` ({org slug: value}, None
+    lifting a cap or limit), `hold` and `release` (org slugs), `budget`, `policy`, `quantum`,
+    `aging_step` (None: no aging) and `aging_cap`, `costs` ([{org, workflow, cost}], cost None:
+    back to the workflow's default), `priorities` ([{chart, priority?, high_priority?}] of waiting
+    charts), `provider_pauses` ([{provider, org?, until}], `until` a datetime) and
+    `provider_resumes` ([{provider, org?}]). A value its lever refuses is refused as the lever
+    refuses it (`InvalidInput`), naming the change.
+    1. Load the snapshot the replan pass would load, and the org rows it was built from
+       (`what_if_base`, which plans it as it stands).
+    2. Pull each lever on copies: the org rows (`orgs.levers`), the configuration
+       (`knobs.levers`), the queued columns (cost, priority, availability under the pauses).
+    3. Recompute every org's place in the rounds under way with the changed rows (as the replan
+       would at the next pass), and plan that scenario with the core (`what_if_after`).
+    4. Pair up the clear-times (per org and global), each chart's ETA before and after, and list
+       the charts that move most (a chart no longer planned first, then by the size of the move,
+       then by id); per org, how many charts move earlier and later, and the largest moves
+       (`_moves`, on the plans' arrays: no Python step per chart).
+    """
+    base = what_if_base(now=now)
+    after = what_if_after(base, changes)
+    return _moves(base, after)
 
 
 def _org_levers_pulled(
@@ -166,15 +180,14 @@ def _org_levers_pulled(
 
 
 def _queue_levers_pulled(snapshot: Snapshot, key_of: dict[str, str], changes: Mapping[str, Any]) -> core.QueueColumns:
-    """A copy of the queued columns after the cost, priority and provider pause levers."""
+    """A copy of the queued columns after the cost, priority and provider pause levers (copies of the
+    columns a lever changes, as arrays: the core reads them so)."""
     queued = core.QueueColumns.of(snapshot.scenario.queued)
-    queued = queued.replace(
-        cost=list(queued.cost),
-        priority=list(queued.priority),
-        high_priority=list(queued.high_priority),
-        available_at=list(queued.available_at),
-    )
+    arrays = queued.arrays
+    cost, priority, high_priority = arrays.cost, arrays.priority, arrays.high_priority
+    available_at = arrays.available_at
     if changes.get("costs"):
+        cost = cost.copy()
         costs_now = load_costs(snapshot.now)
         workflow_ids = dict(Workflow.objects.values_list("name", "id"))
         charged: dict[tuple[str, int], int] = {}
@@ -186,28 +199,34 @@ def _queue_levers_pulled(snapshot: Snapshot, key_of: dict[str, str], changes: Ma
             )
         for index, pair in enumerate(zip(queued.org, snapshot.queued_workflow, strict=True)):
             if pair in charged:
-                queued.cost[index] = charged[pair]
+                cost[index] = charged[pair]
     if changes.get("priorities"):
-        slot = {chart_id: index for index, chart_id in enumerate(queued.id)}
+        priority, high_priority = priority.copy(), high_priority.copy()
+        slot = snapshot_slots(snapshot)
         for entry in changes["priorities"]:
-            found = slot.get(chart_key(entry["chart"]))
+            found = slot.get(int(entry["chart"]))
             if found is None:
                 raise InvalidInput(f"chart {entry['chart']!r} is not waiting", field="priorities")
             fields = prioritized(
                 high_priority=entry.get("high_priority"), priority=entry.get("priority"), staff=True, field="priorities"
             )
             if "priority" in fields:
-                queued.priority[found] = fields["priority"]
+                priority[found] = fields["priority"]
             if "high_priority" in fields:
-                queued.high_priority[found] = fields["high_priority"]
+                high_priority[found] = fields["high_priority"]
     if changes.get("provider_pauses") or changes.get("provider_resumes"):
-        _pauses_laid(snapshot, key_of, changes, queued)
-    return queued
+        available_at = _pauses_laid(snapshot, key_of, changes, queued)
+    return queued.replace(cost=cost, priority=priority, high_priority=high_priority, available_at=available_at)
+
+
+def snapshot_slots(snapshot: Snapshot) -> dict[int, int]:
+    """Each waiting chart's place in the snapshot's queue, by chart id."""
+    return {chart_id: index for index, chart_id in enumerate(snapshot.waiting.id.tolist())}
 
 
 def _pauses_laid(
     snapshot: Snapshot, key_of: dict[str, str], changes: Mapping[str, Any], queued: core.QueueColumns
-) -> None:
+) -> NDArray[np.float64]:
     """Lift the resumed pauses, add the proposed ones (each `orgs.levers.pause_until_check`ed), and
     give every waiting chart its availability under them: its own (its backoff), or the later end of
     its provider's pauses for everyone and for its org (`snapshot.availability`)."""
@@ -233,18 +252,23 @@ def _pauses_laid(
         ],
         dtype=np.float64,
     )
-    queued.available_at[:] = core.times_list(availability(snapshot.waiting.available_at, pause).available_at)
+    return availability(snapshot.waiting.available_at, pause).available_at
 
 
-def _moves(
-    rows: dict[str, OrgRow],
-    queued: core.QueueColumns,
-    scenario: core.Scenario,
-    before: core.Plan,
-    after: core.Plan,
-    queue_limits: dict[str, int | None],
-) -> dict[str, Any]:
-    """Step 4 of `plan_preview`: the answer, as the API shapes it."""
+def plan_etas(plan: core.Plan, queued_count: int) -> NDArray[np.float64]:
+    """Each chart's ETA in `plan` as floats (NaN: none), laid out as the scenario lists its charts:
+    the queued ones in `Scenario.queued`'s order, then the running ones (`core.PlanArrays`)."""
+    arrays = plan.arrays
+    etas = np.full(queued_count, np.nan)
+    etas[arrays.queued] = arrays.eta[: len(arrays.queued)]
+    return np.concatenate((etas, arrays.eta[len(arrays.queued) :]))
+
+
+def _moves(base: WhatIfBase, what_if: WhatIfAfter) -> dict[str, Any]:
+    """Step 4 of `plan_preview`: the answer, as the API shapes it. Every chart is compared at once,
+    on the plans' arrays (`plan_etas`); only the charts listed are made into rows."""
+    rows, snapshot, before, after = base.rows, base.snapshot, base.before, what_if.after
+    queued_count = len(what_if.queued)
 
     def stamp(seconds: float | None) -> str | None:
         moment = to_datetime(seconds)
@@ -253,49 +277,84 @@ def _moves(
     def slug_of(key: str) -> str:
         return rows[key].slug if key in rows else key
 
-    moves: list[ChartMove] = []
-    for chart_id, was in before.eta.items():
-        will_be = after.eta[chart_id]
-        delta = None if was is None or will_be is None else will_be - was
-        if was == will_be or (delta is not None and abs(delta) < 1):
-            continue
-        moves.append(ChartMove(math.inf if delta is None else abs(delta), chart_id, was, will_be))
-    moves.sort(key=lambda move: (-move.size, move.id))
-    org_of = dict(zip(queued.id, queued.org, strict=True))
-    org_of.update((chart.id, chart.org) for chart in scenario.running)
-    per_org: dict[str, OrgMoves] = {}
-    for move in moves:
-        per_org.setdefault(org_of.get(move.id, ""), OrgMoves()).add(move)
-    queue_size = Counter(queued.org)
+    was, will_be = plan_etas(before, queued_count), plan_etas(after, queued_count)
+    chart_id = np.concatenate((snapshot.waiting.id, snapshot.in_flight.id))
+    chart_org = np.concatenate((snapshot.waiting.org_id, snapshot.in_flight.org_id))
+    with np.errstate(invalid="ignore"):
+        delta = will_be - was
+    planned_once = np.isnan(was) != np.isnan(will_be)  # a chart that gains or loses its ETA
+    moved = planned_once | (np.abs(delta) >= 1)  # (NaN >= 1 is False: planned on neither side)
+    moving = np.flatnonzero(moved)
+    size = np.where(planned_once[moving], np.inf, np.abs(delta[moving]))
+    moving = moving[np.lexsort((chart_id[moving], -size))]  # largest first, then by id
+
+    # Per org: earlier (or newly planned), later, unplanned, and the largest moves each way.
+    org_ids, org_code = np.unique(chart_org[moving], return_inverse=True)
+    org_code = org_code.reshape(-1)
+    moving_delta = delta[moving]
+    unplanned = np.isnan(will_be[moving])
+    earlier = ~unplanned & (np.isnan(was[moving]) | (moving_delta < 0))
+    later = ~unplanned & ~earlier
+    most_earlier, most_later = np.zeros(len(org_ids)), np.zeros(len(org_ids))
+    finite = ~planned_once[moving]
+    np.maximum.at(most_earlier, org_code[finite & earlier], -moving_delta[finite & earlier])
+    np.maximum.at(most_later, org_code[finite & later], moving_delta[finite & later])
+    per_org = {
+        org_key(org_id): OrgMoves(int(early), int(late), int(lost), float(most_early), float(most_late))
+        for org_id, early, late, lost, most_early, most_late in zip(
+            org_ids.tolist(),
+            np.bincount(org_code, weights=earlier, minlength=len(org_ids)).tolist(),
+            np.bincount(org_code, weights=later, minlength=len(org_ids)).tolist(),
+            np.bincount(org_code, weights=unplanned, minlength=len(org_ids)).tolist(),
+            most_earlier.tolist(),
+            most_later.tolist(),
+            strict=True,
+        )
+    }
+    waiting_orgs, waiting_counts = np.unique(snapshot.waiting.org_id, return_counts=True)
+    queue_size = {
+        org_key(org): count for org, count in zip(waiting_orgs.tolist(), waiting_counts.tolist(), strict=True)
+    }
+    queue_limits = what_if.queue_limits
     orgs_out: dict[str, dict[str, Any]] = {}
     for key in sorted(before.org_clear.keys() | after.org_clear.keys() | queue_limits.keys()):
-        moved = per_org.get(key, OrgMoves())
+        org_moves = per_org.get(key, OrgMoves())
         limit = queue_limits.get(key)
         orgs_out[slug_of(key)] = {
             "before": stamp(before.org_clear.get(key)),
             "after": stamp(after.org_clear.get(key)),
-            "charts_earlier": moved.earlier,
-            "charts_later": moved.later,
-            "charts_unplanned": moved.unplanned,
-            "most_earlier_seconds": round(moved.most_earlier, 3),
-            "most_later_seconds": round(moved.most_later, 3),
+            "charts_earlier": org_moves.earlier,
+            "charts_later": org_moves.later,
+            "charts_unplanned": org_moves.unplanned,
+            "most_earlier_seconds": round(org_moves.most_earlier, 3),
+            "most_later_seconds": round(org_moves.most_later, 3),
             "queued": queue_size.get(key, 0),
-            "queue_full": limit is not None and queue_size[key] >= limit,
+            "queue_full": limit is not None and queue_size.get(key, 0) >= limit,
         }
+
+    def when(seconds: float) -> float | None:
+        return None if math.isnan(seconds) else seconds
+
+    listed = moving[:PREVIEW_TOP_CHARTS]
     return {
         "orgs": orgs_out,
         "global": {"before": stamp(before.global_clear), "after": stamp(after.global_clear)},
-        "charts_moved": len(moves),
+        "charts_moved": len(moving),
         "charts": [
             {
-                "id": int(move.id),
-                "org": slug_of(org_of.get(move.id, "")),
-                "before": stamp(move.before),
-                "after": stamp(move.after),
-                "moved_seconds": None
-                if move.before is None or move.after is None
-                else round(move.after - move.before, 3),
+                "id": chart,
+                "org": slug_of(org_key(org)),
+                "before": stamp(when(before_eta)),
+                "after": stamp(when(after_eta)),
+                "moved_seconds": None if math.isnan(moved_by) else round(moved_by, 3),
             }
-            for move in moves[:PREVIEW_TOP_CHARTS]
+            for chart, org, before_eta, after_eta, moved_by in zip(
+                chart_id[listed].tolist(),
+                chart_org[listed].tolist(),
+                was[listed].tolist(),
+                will_be[listed].tolist(),
+                delta[listed].tolist(),
+                strict=True,
+            )
         ],
     }

@@ -1096,6 +1096,61 @@
     return { connect };
   })();
 
+  // --- rescue: the least change that clears the at-risk charts (POST /api/v1/scheduler/rescue/) -
+  // "Find" previews it (nothing applied); "Apply" asks for the same search with a reason and the
+  // levers the preview read (searched_from), which the server refuses with a 409 if one moved since.
+  const rescue = (function () {
+    let found = null;
+    const url = "/api/v1/scheduler/rescue/";
+    const orgOf = () => $("#form-rescue [name=org]").value || null;
+
+    function describe(change) {
+      const parts = [];
+      for (const [slug, weight] of Object.entries(change.weights || {})) parts.push(`${slug}'s weight to ${weight}`);
+      if (change.budget != null) parts.push(`the budget to ${change.budget}`);
+      const charts = (change.priorities || []).map((p) => "#" + p.chart);
+      if (charts.length) parts.push(`chart${charts.length > 1 ? "s" : ""} ${charts.join(", ")} to the high tier`);
+      return parts.length ? parts.join(", ") : "no change";
+    }
+
+    function render() {
+      const box = $("#rescue-result");
+      box.hidden = !found;
+      if (!found) return;
+      const cleared = found.at_risk_after === 0 ? "clears every at-risk chart" : `leaves ${found.at_risk_after} at risk (the least)`;
+      $("#rescue-change").textContent = `${describe(found.change)}: ${found.at_risk_before} at risk, ${cleared}.`;
+      $("#rescue-apply").disabled = !found.levers;
+      const rows = Object.entries(found.orgs || {}).filter(([, r]) => r.before.at_risk || r.after.at_risk || r.before.late);
+      $("#rescue-orgs tbody").innerHTML = rows.map(([slug, r]) =>
+        `<tr data-org="${esc(slug)}"><td>${esc(slug)}</td><td class="num">${r.before.at_risk}</td><td class="num">${r.after.at_risk}</td>` +
+        `<td class="num">${r.before.late}</td><td>${timeCell(r.before.clear)}</td><td>${timeCell(r.after.clear)}</td></tr>`).join("");
+    }
+
+    async function find(e) {
+      e.preventDefault();
+      found = await api("POST", url, { org: orgOf() }, $("#rescue-err"));
+      render();
+    }
+
+    async function apply() {
+      if (!found) return;
+      const reason = $("#rescue-reason").value.trim();
+      if (!reason) { $("#rescue-err").textContent = "reason: say why the rescue is applied"; return; }
+      const body = { org: found.org, apply: true, reason, searched_from: found.searched_from };
+      const done = await api("POST", url, body, $("#rescue-err"));
+      if (!done) return;
+      found = null;
+      render();
+      $("#rescue-reason").value = "";
+      toast(`rescue applied: ${describe(done.change)}`, true);
+    }
+
+    $("#form-rescue").addEventListener("submit", find);
+    $("#rescue-apply").addEventListener("click", apply);
+    return { found: () => found };
+  })();
+  void rescue;
+
   // --- start ----------------------------------------------------------------------------------
   // The tables came with the page but the header and the org table, which come with the socket's
   // first resync; the queue and the plots are drawn from the inlined JSON. The page is ready once the

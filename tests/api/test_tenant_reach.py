@@ -241,6 +241,7 @@ BODIES: dict[str, dict[str, Any]] = {
     "webhook-send-again": {},
     "scheduler-config": {"budget": 999},
     "plan-preview": {"weights": {"{org}": 5}},
+    "scheduler-rescue": {"org": "{org}", "apply": True, "reason": "reach"},
     "portal:submit": {"workflow": "render", "external_id": "x", "priority": "1000"},
     "portal:upload": {},
     "portal:pause": {"reason": "reach"},

@@ -260,3 +260,62 @@ def test_the_preview_is_the_plan_the_levers_would_give(
     etas = dict(Chart.objects.values_list("pk", "plan__eta"))
     for move in preview_of["charts"]:
         assert abs((etas[move["id"]] - moment(move["after"])).total_seconds()) < 1e-3, move
+
+
+def reference_moves(before: Any, after: Any, org_of: dict[str, str]) -> tuple[list[tuple[float, str]], dict[str, Any]]:
+    """The moves read one chart at a time from the plans' mappings (the what-if's reading before it
+    worked on whole arrays): every chart whose ETA moves by 1 s or more, largest first then by id,
+    and per org [earlier, later, unplanned, most earlier, most later]."""
+    import math
+
+    moves = []
+    per_org: dict[str, list[float]] = {}
+    for chart_id, was in before.eta.items():
+        will_be = after.eta[chart_id]
+        delta = None if was is None or will_be is None else will_be - was
+        if was == will_be or (delta is not None and abs(delta) < 1):
+            continue
+        moves.append((math.inf if delta is None else abs(delta), chart_id))
+        counts = per_org.setdefault(org_of[chart_id], [0, 0, 0, 0.0, 0.0])
+        if delta is None:
+            counts[2 if will_be is None else 0] += 1
+        elif delta < 0:
+            counts[0] += 1
+            counts[3] = max(counts[3], -delta)
+        else:
+            counts[1] += 1
+            counts[4] = max(counts[4], delta)
+    moves.sort(key=lambda move: (-move[0], move[1]))
+    return moves, per_org
+
+
+@pytest.mark.parametrize(
+    "changes", [{"weights": {"beta": 5}}, {"hold": ["acme"]}, {"budget": 3, "caps": {"beta": 1}}], ids=str
+)
+def test_the_moves_are_those_of_each_chart(
+    tenants: Tenants, queue: dict[str, list[Chart]], changes: dict[str, Any]
+) -> None:
+    """The preview's moves, counted on whole arrays, are those read chart by chart from both plans
+    (a running chart included)."""
+    from scheduling.snapshot import chart_key
+    from scheduling.what_if import _moves, what_if_after, what_if_base
+
+    ChartFactory(org=tenants.org_b, workflow=tenants.workflow, state=ChartState.RUNNING, started_at=timezone.now())
+    for index in range(20):
+        chart = ChartFactory(org=tenants.org_a if index % 3 else tenants.org_b, workflow=tenants.workflow)
+        Chart.objects.filter(pk=chart.pk).update(created_at=timezone.now() - timedelta(seconds=index))
+    base = what_if_base()
+    after = what_if_after(base, changes)
+
+    result = _moves(base, after)
+
+    slug_of = {str(org.pk): org.slug for org in Org.objects.all()}
+    org_of = {chart_key(pk): slug_of[str(org)] for pk, org in Chart.objects.values_list("pk", "org_id")}
+    moves, per_org = reference_moves(base.before, after.after, org_of)
+    assert result["charts_moved"] == len(moves) > 0
+    assert [move["id"] for move in result["charts"]] == [int(chart_id) for _, chart_id in moves[:25]]
+    for slug, (earlier, later, unplanned, most_earlier, most_later) in per_org.items():
+        org = result["orgs"][slug]
+        assert (org["charts_earlier"], org["charts_later"], org["charts_unplanned"]) == (earlier, later, unplanned)
+        assert org["most_earlier_seconds"] == round(most_earlier, 3)
+        assert org["most_later_seconds"] == round(most_later, 3)

@@ -1,0 +1,54 @@
+"""The dashboard's rescue in real headless Chromium: "Find" previews the change that saves acme's
+promises with before and after, writing nothing; "Apply" with a reason pulls it (acme's weight)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orgs.models import Org, OrgChange
+from tests.api.test_rescue import queue_of
+from tests.browser import Violations
+from tests.conftest import Tenants
+from tests.dashboard.live import CHROMIUM, session_cookie
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM}"),
+    pytest.mark.django_db(transaction=True),
+]
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+
+def test_rescue_preview_then_apply_changes_the_weight(live_url: str, chromium: Any, tenants: Tenants) -> None:
+    queue_of(tenants, acme_due=[5.5, 5.5, 5.5, 5.5], beta=4, rescue_max_weight=10)  # cleared at weight 4
+    context = chromium.new_context(viewport={"width": 1500, "height": 1000})
+    context.add_cookies([session_cookie(tenants.staff, live_url)])
+    page = context.new_page()
+    violations = Violations(page)
+    page.goto(live_url + "/dashboard/")
+    page.wait_for_selector("body[data-live=live]", timeout=10_000)
+
+    page.select_option("#form-rescue [name=org]", "acme")
+    page.click("#rescue-preview")
+    page.wait_for_selector("#rescue-result:not([hidden])", timeout=10_000)
+    assert "acme's weight to 4" in (page.text_content("#rescue-change") or "")
+    assert "clears every at-risk chart" in (page.text_content("#rescue-change") or "")
+    row = page.locator('#rescue-orgs tbody tr[data-org="acme"]')
+    assert [cell.strip() for cell in row.locator("td").all_inner_texts()[:3]] == ["acme", "1", "0"]
+    assert Org.objects.get(slug="acme").weight == 1  # the preview wrote nothing
+
+    page.click("#rescue-apply")
+    assert "reason" in (page.text_content("#rescue-err") or "")  # a rescue is applied with a reason
+    page.fill("#rescue-reason", "acme's 24 h promise")
+    page.click("#rescue-apply")
+    page.wait_for_selector("#rescue-result[hidden]", state="attached", timeout=10_000)
+
+    assert Org.objects.get(slug="acme").weight == 4
+    line = OrgChange.objects.get(org=tenants.org_a, field="weight")
+    assert (line.new_value, line.reason, line.actor) == ("4", "acme's 24 h promise", "user:stella")
+    assert not violations.seen, violations.seen
+    context.close()
