@@ -22,6 +22,7 @@ from common.actors import Actor
 from common.admin_utils import (
     EditedFieldsForm,
     ReasonActionForm,
+    RowLabelledInlineFormSet,
     ServiceModelAdmin,
     action_reason,
     apply_each,
@@ -56,6 +57,7 @@ def bounded(db_field: Field[Any, Any], kwargs: dict[str, Any]) -> dict[str, Any]
 class WorkflowCostInline(admin.TabularInline[WorkflowCost, Org]):
     model = WorkflowCost
     form = EditedFieldsForm  # a cost someone else set while the page was open is not written back
+    formset = RowLabelledInlineFormSet
     extra = 0
     autocomplete_fields = ["workflow"]
 
@@ -66,6 +68,7 @@ class WorkflowCostInline(admin.TabularInline[WorkflowCost, Org]):
 class MembershipInline(admin.TabularInline[Membership, Org]):
     model = Membership
     form = EditedFieldsForm  # nor a role someone else gave
+    formset = RowLabelledInlineFormSet
     extra = 0
     autocomplete_fields = ["user"]
 

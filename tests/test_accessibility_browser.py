@@ -59,10 +59,6 @@ def test_the_portal_passes_wcag_21_aa(live_url: str, chromium: Any, tenants: Ten
     page.screenshot(path="/tmp/f_axe_portal.png", full_page=True)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="not yet: the queue's ARIA table (.vt-head rows without cells: aria-required-children) and more",
-)
 def test_the_dashboard_passes_wcag_21_aa(live_url: str, chromium: Any, tenants: Tenants) -> None:
     _charts(tenants)
     page = _page(chromium, live_url, tenants.staff)
@@ -72,7 +68,6 @@ def test_the_dashboard_passes_wcag_21_aa(live_url: str, chromium: Any, tenants: 
     page.screenshot(path="/tmp/f_axe_dashboard.png", full_page=True)
 
 
-@pytest.mark.xfail(strict=True, reason="not yet: the list's editable weight has no label")
 def test_the_admins_own_templates_pass_wcag_21_aa(live_url: str, chromium: Any, tenants: Tenants) -> None:
     org_hold(org=tenants.org_a, actor=OPS, reason="invoice overdue")
     page = _page(chromium, live_url, tenants.staff)
