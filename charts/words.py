@@ -7,12 +7,12 @@ from __future__ import annotations
 from charts.models import IN_FLIGHT_STATES, TERMINAL_STATES, Chart, ChartState
 
 STATE_WORDS = {
-    ChartState.QUEUED: "Waiting",
+    ChartState.QUEUED: "Queued",
     ChartState.PAUSED: "Paused",
     ChartState.DISPATCHING: "Starting",
     ChartState.RUNNING: "Running",
     ChartState.RETRY_WAIT: "Waiting to retry",
-    ChartState.SUCCEEDED: "Done",
+    ChartState.SUCCEEDED: "Succeeded",
     ChartState.FAILED: "Failed",
     ChartState.CANCELLED: "Cancelled",
 }

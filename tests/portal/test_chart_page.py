@@ -97,9 +97,9 @@ def test_chart_page_shows_history_with_reasons_and_actors_as_a_tenant_may_see_th
     rows = re.findall(r"<tr>\s*<td>(.*?)</td>\s*<td>(.*?)</td>\s*<td>(.*?)</td>\s*<td>(.*?)</td>", page, re.S)
     seen = [(change, reason, actor) for _, change, reason, actor in rows]
     # The states in the customer's words ("Starting", not "dispatching").
-    assert ("Waiting → Paused", "hold on", "user:alice") in seen
-    assert ("Paused → Waiting", "\u2013", "staff") in seen  # an operator's name and reason stay internal
-    assert ("Waiting → Starting", "\u2013", "system:dispatcher") in seen
+    assert ("Queued → Paused", "hold on", "user:alice") in seen
+    assert ("Paused → Queued", "\u2013", "staff") in seen  # an operator's name and reason stay internal
+    assert ("Queued → Starting", "\u2013", "system:dispatcher") in seen
     assert "stella" not in page
     assert "db-7" not in page
     assert all(' UTC</time> <span class="relative">(' in when for when, *_ in rows)

@@ -50,8 +50,8 @@ def test_places_in_line() -> None:
 
 def test_states_in_words() -> None:
     assert state_words("dispatching") == "Starting"
-    assert state_words("queued") == "Waiting"
-    assert state_words("succeeded") == "Done"
+    assert state_words("queued") == "Queued"
+    assert state_words("succeeded") == "Succeeded"
     assert state_words("retry_wait") == "Waiting to retry"
 
 
