@@ -47,5 +47,10 @@ def test_the_admins_history_is_in_the_viewers_zone_to_the_second(
     assert "{#" not in page.locator("#content").inner_text()
     assert wcag_violations(page) == []
     page.screenshot(path="/tmp/f_zone_admin.png", full_page=True)
+
+    # The change page's history inline too.
+    page.goto(f"{live_url}/admin/orgs/org/{tenants.org_a.pk}/change/")
+    page.wait_for_selector("[data-zone-name]:has-text('Asia/Tokyo')")
+    assert page.locator("td.field-when time").first.inner_text() == shown
     context.close()
     assert violations.seen == []
