@@ -16,6 +16,8 @@ HEIGHT = 160
 MARGIN_LEFT = 40
 MARGIN_BOTTOM = 20
 TICKS = 4
+# A time axis shorter than this labels its ticks to the second.
+SECONDS_WITHIN = timedelta(minutes=10)
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,12 @@ class DrainPlot:
     height: int = HEIGHT
     left: int = MARGIN_LEFT
     bottom: int = HEIGHT - MARGIN_BOTTOM
+
+    @property
+    def to_the_second(self) -> bool:
+        """Whether the axis labels its ticks to the second: over minutes, four ticks to the minute
+        would read '08:01 08:02 08:02 08:02 08:02'."""
+        return self.end - self.start < SECONDS_WITHIN
 
 
 def _left_over_time(finishes: Sequence[datetime], total: int, start: datetime) -> list[tuple[datetime, int]]:

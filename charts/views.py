@@ -44,13 +44,14 @@ from charts.selectors import (
     submit_warnings,
 )
 from charts.waiting import waiting_words
+from charts.words import state_words
 from common.actors import Actor
 from common.errors import BulkInvalid, FieldsInvalid, Forbidden, InvalidInput, NotFound, QueueFull, ServiceError
 from common.reasons import ReasonSerializer
 from knobs.models import SchedulerConfig
 from orgs.access import CallerWriteThrottle
 from orgs.models import Membership, Org
-from orgs.selectors import member_orgs, membership_get, workflows_all
+from orgs.selectors import member_orgs, membership_get, org_contact, workflows_all
 
 PAGE_SIZE = 50
 
@@ -96,9 +97,8 @@ def _table_context(request: HttpRequest, org: Org) -> dict[str, Any]:
     if query:
         charts = charts.filter(external_id__startswith=query)
     page = Paginator(charts_in_queue_order(charts), PAGE_SIZE).get_page(request.GET.get("page"))
-    # The retry policy only for a page with a retry on it (its words name the attempt to come).
-    retrying = any(chart.state == ChartState.RETRY_WAIT for chart in page.object_list)
-    max_attempts = SchedulerConfig.load().max_attempts if retrying else 0
+    # The retry policy: each row names its try of so many ("try 2 of 3").
+    max_attempts = SchedulerConfig.load().max_attempts
     rows = [
         (chart, last_error_summary(chart.last_error), waiting_words(chart, max_attempts=max_attempts))
         for chart in page.object_list
@@ -111,16 +111,20 @@ def _table_context(request: HttpRequest, org: Org) -> dict[str, Any]:
         "state": state,
         "query": query,
         "filters": filters,
-        "states": ChartState.choices,
+        "states": [(value, state_words(value)) for value in ChartState.values],
+        "max_attempts": max_attempts,
     }
 
 
 def _summary_context(org: Org) -> dict[str, Any]:
+    """The backlog's headline, counts and drain plot; a held org's names its hold, its reason and
+    whom to ask instead of a finish time (its waiting charts have none), and draws no drain."""
     summary = org_summary(org=org)
     return {
         "summary": summary,
-        "counts": [(label, summary.counts[value]) for value, label in ChartState.choices],
-        "drain": drain_plot(finishes=backlog_finishes(org_id=org.pk), now=timezone.now()),
+        "counts": [(state_words(value), summary.counts[value]) for value in ChartState.values],
+        "drain": None if org.is_held else drain_plot(finishes=backlog_finishes(org_id=org.pk), now=timezone.now()),
+        "contact": org_contact(org_id=org.pk) if org.is_held else None,
     }
 
 
@@ -173,6 +177,7 @@ def _chart_context(membership: Membership, chart_id: int) -> dict[str, Any]:
         "history": events_as_seen(events=events, org_id=org.pk, staff=False),
         "max_attempts": max_attempts,
         "waiting": waiting_words(chart, max_attempts=max_attempts, failed_at=failed_at),
+        "contact": org_contact(org_id=org.pk) if org.is_held else None,
         "can_act": membership.can_write,
         "can_pause": chart.state in CLAIMABLE_STATES,
         "can_resume": chart.state == ChartState.PAUSED,

@@ -23,13 +23,17 @@ class ChartWaiting:
     head_of_line: int | None = None
 
 
+# Reasons that the chart's state and its org's hold decide (step 1): from a plan alone, they are old.
+STALE_AFTER_LIFTING = (WaitingReason.CHART_PAUSED, WaitingReason.ORG_HELD)
+
+
 def chart_waiting(chart: Chart) -> ChartWaiting | None:
     """Why `chart` (with its plan joined in and its org loaded) waits; None when it does not wait
     (in flight, finished) or when the last replan starts it now.
 
     1. Its org is held: `org_held`; the chart is paused: `chart_paused`.
-    2. It has no place in a plan yet (just submitted, or back from a run since the last replan):
-       `not_yet_planned`.
+    2. It has no place in a plan yet (just submitted, or back from a run since the last replan), or the
+       plan's reason is a pause or hold lifted since: `not_yet_planned`.
     3. Otherwise the plan's reason and time.
     """
     if chart.state not in WAITING_STATES:
@@ -39,7 +43,8 @@ def chart_waiting(chart: Chart) -> ChartWaiting | None:
     if chart.state == ChartState.PAUSED:
         return ChartWaiting(WaitingReason.CHART_PAUSED, None)
     reason = getattr(chart, "waiting_reason", None)
-    if getattr(chart, "position", None) is None and not reason:
+    # A plan's pause or hold that no longer is (resumed, released since the replan) says nothing yet.
+    if (getattr(chart, "position", None) is None and not reason) or reason in STALE_AFTER_LIFTING:
         return ChartWaiting(WaitingReason.NOT_YET_PLANNED, None)
     if not reason:
         return None
@@ -68,10 +73,10 @@ def customer_words(chart: Chart, waiting: ChartWaiting, *, max_attempts: int, fa
     if reason == WaitingReason.CHART_PAUSED:
         return "Paused: it waits until it is resumed"
     if reason == WaitingReason.NOT_YET_PLANNED:
-        return "Just submitted: its place in the queue is being worked out"
+        return "Its place in the queue is being worked out"
     if reason == WaitingReason.BACKOFF:
         at = f" at {failed_at.astimezone(UTC).strftime('%H:%M')}" if failed_at else ""
-        retry = f"Retrying after a failure{at} (attempt {chart.attempt + 1} of {max_attempts})"
+        retry = f"Retrying after a failure{at} (try {chart.attempt + 1} of {max_attempts})"
         return f"{retry}, not before {until}" if until else retry
     if reason == WaitingReason.PROVIDER_PAUSED:
         return (

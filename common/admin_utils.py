@@ -11,8 +11,9 @@ from django.contrib import admin, messages
 from django.contrib.admin.helpers import ActionForm
 from django.core.exceptions import ValidationError
 from django.db.models import Model
-from django.forms import ModelForm
+from django.forms import BaseInlineFormSet, ModelForm
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.utils.text import capfirst
 
 from common.errors import InvalidInput, ServiceError
 from common.strict import REASON_MAX_LENGTH, reason_problem
@@ -104,6 +105,32 @@ def list_edit_reason(request: HttpRequest) -> str:
     return reason
 
 
+def row_labelled(form: forms.BaseForm) -> None:
+    """Name each input of a list's or an inline's row for assistive technology, by its field and its
+    row ("Weight of Acme", "Delete alice in Acme (member)"): such a row shows no label beside a cell."""
+    instance = getattr(form, "instance", None)
+    row = str(instance) if instance is not None and instance.pk is not None else "the new row"
+    for name, field in form.fields.items():
+        label = capfirst(str(field.label or name))
+        field.widget.attrs["aria-label"] = f"Delete {row}" if name == "DELETE" else f"{label} of {row}"
+
+
+class RowLabelledForm(ModelForm[Any]):
+    """A list row's form, its inputs named by `row_labelled`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        row_labelled(self)
+
+
+class RowLabelledInlineFormSet(BaseInlineFormSet[Any, Any, Any]):
+    """A tabular inline's rows, their inputs (the delete box included) named by `row_labelled`."""
+
+    def add_fields(self, form: forms.BaseForm, index: int | None) -> None:
+        super().add_fields(form, index)
+        row_labelled(form)
+
+
 def edited_fields(form: type[ModelForm[Any]]) -> type[ModelForm[Any]]:
     """The admin's form class, as an `EditedFieldsForm`."""
     return type(form.__name__, (EditedFieldsForm, form), {})
@@ -131,8 +158,9 @@ class ServiceModelAdmin(admin.ModelAdmin[M]):
 
     def get_changelist_form(self, request: HttpRequest, **kwargs: Any) -> Any:
         """The list's editable columns too: a row someone else changed since the list was shown is not
-        written back when another row is saved."""
-        return edited_fields(super().get_changelist_form(request, **kwargs))
+        written back when another row is saved; each row's inputs are named by their row."""
+        form = edited_fields(super().get_changelist_form(request, **kwargs))
+        return type(form.__name__, (RowLabelledForm, form), {})
 
     def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None) -> M | None:
         if request.method == "POST" and from_field is None:

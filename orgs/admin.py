@@ -6,6 +6,7 @@ user who made it, and followed by a replan.
 
 from __future__ import annotations
 
+from datetime import UTC
 from typing import Any
 
 from django.contrib import admin
@@ -22,6 +23,7 @@ from common.actors import Actor
 from common.admin_utils import (
     EditedFieldsForm,
     ReasonActionForm,
+    RowLabelledInlineFormSet,
     ServiceModelAdmin,
     action_reason,
     apply_each,
@@ -67,6 +69,7 @@ def bounded(db_field: Field[Any, Any], kwargs: dict[str, Any]) -> dict[str, Any]
 class WorkflowCostInline(admin.TabularInline[WorkflowCost, Org]):
     model = WorkflowCost
     form = EditedFieldsForm  # a cost someone else set while the page was open is not written back
+    formset = RowLabelledInlineFormSet
     extra = 0
     autocomplete_fields = ["workflow"]
 
@@ -89,6 +92,7 @@ class WorkflowTurnaroundInline(admin.TabularInline[WorkflowTurnaround, Org]):
 class MembershipInline(admin.TabularInline[Membership, Org]):
     model = Membership
     form = EditedFieldsForm  # nor a role someone else gave
+    formset = RowLabelledInlineFormSet
     extra = 0
     autocomplete_fields = ["user"]
 
@@ -97,9 +101,15 @@ class OrgChangeInline(admin.TabularInline[OrgChange, Org]):
     model = OrgChange
     extra = 0
     can_delete = False
-    fields = readonly_fields = ("at", "actor", "field", "old_value", "new_value", "reason")
+    fields = readonly_fields = ("when", "actor", "field", "old_value", "new_value", "reason")
     ordering = ["-at", "-id"]
     verbose_name_plural = "change history"
+
+    @admin.display(description="at")
+    def when(self, change: OrgChange) -> str:
+        """To the second, as a `<time>` the page's script shows in the viewer's zone (static/zone.js)."""
+        at = change.at.astimezone(UTC)
+        return format_html('<time datetime="{}">{} UTC</time>', at.isoformat(), at.strftime("%Y-%m-%d %H:%M:%S"))
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False

@@ -7,6 +7,7 @@ reported as missing, never as forbidden, so a refusal does not confirm that they
 from __future__ import annotations
 
 from collections.abc import Collection
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -155,3 +156,27 @@ def provider_for_input(slug: str | None) -> Provider | None:
     if provider is None:
         raise InvalidInput(f"unknown provider {slug!r}", field="provider")
     return provider
+
+
+@dataclass(frozen=True)
+class Contact:
+    """Whom an org's members ask about their org (a hold, a limit): its first admin with an email."""
+
+    name: str
+    email: str
+
+
+def org_contact(*, org_id: int) -> Contact | None:
+    """The org's contact: the admin member who joined first and has an email (their full name, else
+    their username); None when no admin has one. One query."""
+    membership = (
+        Membership.objects.filter(org_id=org_id, role=Membership.Role.ADMIN)
+        .exclude(user__email="")
+        .select_related("user")
+        .order_by("created_at", "id")
+        .first()
+    )
+    if membership is None:
+        return None
+    user = membership.user
+    return Contact(name=user.get_full_name() or user.get_username(), email=user.email)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Aggregate, Avg, Count, F, FloatField, IntegerField, Q, Sum
+from django.db.models import Aggregate, Avg, Count, F, FloatField, IntegerField, Max, Min, Q, Subquery, Sum
 from django.db.models.functions import Cast, Coalesce
 from django.utils import timezone
 
@@ -415,20 +415,41 @@ def workflows_and_providers(*, now: datetime | None = None) -> dict[str, Any]:
     }
 
 
+def _chart_event_groups(*, limit: int) -> list[dict[str, Any]]:
+    """The newest chart transitions, those of one transaction alike (org, actor, change, reason) as
+    one group with its count: a bulk of 100 submissions is one line, not 100. Over the transactions of
+    the newest `limit` events, so each group's count is whole. One query."""
+    newest = ChartEvent.objects.order_by("-at", "-id").values("txid")[:limit]
+    return list(
+        ChartEvent.objects.filter(txid__in=Subquery(newest))
+        .values("txid", "actor", "from_state", "to_state", "reason", org=F("chart__org__slug"))
+        .annotate(at=Max("at"), count=Count("id"), first=Min("chart__external_id"), last=Max("chart__external_id"))
+        .order_by("-at", "-txid")[:limit]
+    )
+
+
+def _chart_events_text(group: dict[str, Any]) -> str:
+    change = f"{group['from_state'] or 'new'} → {group['to_state']}"
+    if group["count"] == 1:
+        return f"{group['first']}: {change}"
+    return f"{group['count']} charts ({group['first']} … {group['last']}): {change}"
+
+
 def recent_events(*, limit: int = 50) -> list[dict[str, Any]]:
-    """The newest chart transitions, org changes and configuration changes, merged, newest first.
-    Three queries."""
+    """The newest chart transitions (a transaction's alike as one line with its count), org changes
+    and configuration changes, merged, newest first. Three queries."""
     limit = max(1, min(limit, EVENTS_MAX))
     events: list[dict[str, Any]] = [
         {
-            "at": event.at,
+            "at": group["at"],
             "kind": "chart",
-            "actor": event.actor,
-            "org": event.chart.org.slug,
-            "text": f"{event.chart.external_id}: {event.from_state or 'new'} → {event.to_state}",
-            "reason": event.reason,
+            "actor": group["actor"],
+            "org": group["org"],
+            "text": _chart_events_text(group),
+            "reason": group["reason"],
+            "count": group["count"],
         }
-        for event in ChartEvent.objects.select_related("chart__org").order_by("-at", "-id")[:limit]
+        for group in _chart_event_groups(limit=limit)
     ]
     events += [
         {

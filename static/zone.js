@@ -50,12 +50,26 @@
   }
 
   // Every `<time datetime>` under `root` in the viewer's zone (an ETA said as "any moment now" stays so),
-  // and every `[data-zone-name]` names the zone.
+  // every `[data-clock]` and `[data-band-low]` too, and every `[data-zone-name]` names the zone.
   function apply(root) {
     (root || document).querySelectorAll("time[datetime]").forEach(function (time) {
       const at = Date.parse(time.getAttribute("datetime"));
       if (Number.isNaN(at) || time.textContent === "any moment now") return;
       time.textContent = format(at, { seconds: !time.hasAttribute("data-minutes") });
+    });
+    // A plot's axis labels (`data-clock`, an SVG text cannot hold a <time>): the clock alone.
+    (root || document).querySelectorAll("[data-clock]").forEach(function (label) {
+      const at = Date.parse(label.getAttribute("data-clock"));
+      if (Number.isNaN(at)) return;
+      label.textContent = format(at, { date: false, zoneName: false, seconds: label.hasAttribute("data-seconds") });
+    });
+    // A band ("likely between 13:52-14:10"): both ends in the zone, the zone named once, after the second.
+    (root || document).querySelectorAll("[data-band-low]").forEach(function (band) {
+      const low = Date.parse(band.getAttribute("data-band-low"));
+      const high = Date.parse(band.getAttribute("data-band-high"));
+      if (Number.isNaN(low) || Number.isNaN(high)) return;
+      const shape = { date: band.hasAttribute("data-dates"), seconds: band.hasAttribute("data-seconds") };
+      band.textContent = format(low, Object.assign({ zoneName: false }, shape)) + "\u2013" + format(high, shape);
     });
     (root || document).querySelectorAll("[data-zone-name]").forEach(function (element) {
       element.textContent = "Times are in " + label() + ".";

@@ -5,6 +5,7 @@ levers and the queue work from the keyboard alone."""
 from __future__ import annotations
 
 import os
+import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -12,10 +13,13 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
+from charts.models import Chart, ChartState
 from common.actors import Actor
+from orgs.models import Org
 from orgs.services import org_hold
 from tests.axe import wcag_violations
 from tests.conftest import Tenants
+from tests.dashboard.conftest import plan_queue
 from tests.dashboard.live import CHROMIUM, session_cookie
 from tests.factories import ChartFactory
 
@@ -62,10 +66,6 @@ def test_the_portal_passes_wcag_21_aa(live_url: str, chromium: Any, tenants: Ten
     page.screenshot(path="/tmp/f_axe_portal.png", full_page=True)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="not yet: the queue's ARIA table (.vt-head rows without cells: aria-required-children) and more",
-)
 def test_the_dashboard_passes_wcag_21_aa(live_url: str, chromium: Any, tenants: Tenants) -> None:
     _charts(tenants)
     page = _page(chromium, live_url, tenants.staff)
@@ -75,7 +75,6 @@ def test_the_dashboard_passes_wcag_21_aa(live_url: str, chromium: Any, tenants: 
     page.screenshot(path="/tmp/f_axe_dashboard.png", full_page=True)
 
 
-@pytest.mark.xfail(strict=True, reason="not yet: the list's editable weight has no label")
 def test_the_admins_own_templates_pass_wcag_21_aa(live_url: str, chromium: Any, tenants: Tenants) -> None:
     org_hold(org=tenants.org_a, actor=OPS, reason="invoice overdue")
     page = _page(chromium, live_url, tenants.staff)
@@ -83,3 +82,58 @@ def test_the_admins_own_templates_pass_wcag_21_aa(live_url: str, chromium: Any, 
         page.goto(live_url + path)
         assert wcag_violations(page) == [], path
     page.screenshot(path="/tmp/f_axe_admin.png", full_page=True)
+
+
+def _focused(page: Any) -> str:
+    """The focused element as 'tag#id[name]' (or its data-act), for the keyboard tests."""
+    return str(
+        page.evaluate(
+            "() => { const e = document.activeElement; return e.tagName.toLowerCase() + '#' + (e.id || '')"
+            " + '[' + (e.getAttribute('name') || e.dataset.act || e.dataset.edit || '') + ']'; }"
+        )
+    )
+
+
+def _until(predicate: Any, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "the lever did not land"
+        time.sleep(0.05)
+
+
+def test_the_org_editor_the_levers_and_the_queue_work_from_the_keyboard(
+    live_url: str, chromium: Any, tenants: Tenants
+) -> None:
+    charts = plan_queue([tenants.org_a, tenants.org_b], tenants.workflow, 6)
+    page = _page(chromium, live_url, tenants.staff)
+    page.goto(live_url + "/dashboard/")
+    page.wait_for_selector("body[data-live=live]", timeout=10_000)
+    page.wait_for_selector('tr[data-org="beta"] [data-edit]', timeout=10_000)
+
+    # The org editor: Enter on the org's name opens it with the weight focused; Enter sets; Escape
+    # closes it and gives the focus back to the org's name.
+    page.focus('tr[data-org="beta"] [data-edit]')
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#org-editor:not([hidden])")
+    assert _focused(page) == "input#[weight]"
+    page.keyboard.press("Control+A")
+    page.keyboard.type("3")
+    page.keyboard.press("Enter")
+    _until(lambda: Org.objects.get(slug="beta").weight == 3)
+    page.keyboard.press("Escape")
+    page.wait_for_selector("#org-editor", state="hidden")
+    assert page.evaluate("() => document.activeElement.closest('tr[data-org]').dataset.org") == "beta"
+
+    # The queue: Tab from its scroller reaches the first row's levers; Enter pulls one.
+    page.wait_for_selector(".vt-row[data-chart] [data-act=pause]", timeout=10_000)
+    page.focus("#queue-scroll")
+    page.keyboard.press("Tab")
+    assert _focused(page) == "button#[priority]"
+    page.keyboard.press("Tab")
+    page.keyboard.press("Tab")
+    assert _focused(page) == "button#[pause]"
+    first = int(page.evaluate("() => document.activeElement.closest('.vt-row').dataset.chart"))
+    page.keyboard.press("Enter")
+    _until(lambda: Chart.objects.get(pk=first).state == ChartState.PAUSED)
+    assert first in {chart.pk for chart in charts}
+    page.screenshot(path="/tmp/f_keyboard_dashboard.png", full_page=True)

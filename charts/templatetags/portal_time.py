@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from django import template
 from django.utils import timezone
 from django.utils.html import format_html
-from django.utils.safestring import SafeString
+from django.utils.safestring import SafeString, mark_safe
 
 from charts.models import IN_FLIGHT_STATES, TERMINAL_STATES, Chart
 from charts.promise import AT_RISK, LATE, chart_promise
@@ -45,6 +45,21 @@ def when(at: datetime | None) -> SafeString | str:
 
 
 @register.simple_tag
+def happened(at: datetime | None) -> SafeString | str:
+    """A past event as `when` shows it, never in the future: a clock a little ahead of the reader's
+    ('in 1 s') says 'just now'; the page's script keeps it so (`data-past`, static/portal/times.js)."""
+    if at is None:
+        return DASH
+    utc = at.astimezone(UTC)
+    return format_html(
+        '<time datetime="{}" data-past>{} UTC</time> <span class="relative">({})</span>',
+        utc.isoformat(),
+        utc.strftime("%Y-%m-%d %H:%M:%S"),
+        relative(min(utc, timezone.now()), timezone.now()),
+    )
+
+
+@register.simple_tag
 def finish_when(at: datetime | None) -> SafeString | str:
     """A running chart's ETA as `when` shows it, never in the past: an ETA the clock has passed (the
     next replan has not yet moved it) is 'any moment now'; the page's script keeps it so
@@ -69,16 +84,28 @@ ANY_MOMENT = "any moment now"
 
 
 @register.simple_tag
-def band(low: datetime | None, high: datetime | None) -> str:
+def band(low: datetime | None, high: datetime | None) -> SafeString | str:
     """'13:52-14:10 UTC' (an en dash), to the second ('13:52:05-13:52:40 UTC') when the band ends within the hour,
-    with the date when it spans days; empty without a band."""
+    with the date when it spans days; empty without a band. Its element carries both ends, which the
+    page's script shows in the viewer's zone (`data-band-low`, static/zone.js)."""
     if low is None or high is None:
         return ""
     low, high = low.astimezone(UTC), high.astimezone(UTC)
-    shape = "%H:%M:%S" if high - timezone.now() < SECONDS_WITHIN else "%H:%M"
-    if low.date() != high.date():
+    seconds = high - timezone.now() < SECONDS_WITHIN
+    shape = "%H:%M:%S" if seconds else "%H:%M"
+    dates = low.date() != high.date()
+    if dates:
         shape = f"%Y-%m-%d {shape}"
-    return f"{low.strftime(shape)}{DASH}{high.strftime(shape)} UTC"
+    return format_html(
+        '<span class="band-times" data-band-low="{}" data-band-high="{}"{}{}>{}{}{} UTC</span>',
+        low.isoformat(),
+        high.isoformat(),
+        mark_safe(" data-seconds") if seconds else "",  # constant markup
+        mark_safe(" data-dates") if dates else "",  # constant markup
+        low.strftime(shape),
+        DASH,
+        high.strftime(shape),
+    )
 
 
 @register.simple_tag

@@ -992,16 +992,24 @@
     svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
     svg.setAttribute("height", H);
     svg.innerHTML = parts.join("");
+    // The plot's text alternative, with the numbers it shows (kept current with each drawing).
+    const said = rows.map((r) => (r.held ? `${r.slug} held` : r.end ? `${r.slug} clears ${full(r.end)}` : `${r.slug} no ETA`)
+      + (r.after ? `, would clear ${full(r.after)} with the what-if` : ""));
+    if (globalEnd) said.push(`all orgs clear ${full(globalEnd)}`);
+    if (hidden) said.push(`and ${hidden} more orgs clearing sooner`);
+    svg.setAttribute("aria-label", `Projected clear time per org: ${said.length ? said.join("; ") : "no backlog"}.`);
   }
 
-  function linePlot(svg, series) {
-    const W = widthOf(svg), H = 150, left = 40, right = 8, top = 8, bottom = 18;
+  function linePlot(svg, title, series) {
+    // The legend has a band of its own above the plot area (`top`), never drawn over the data.
+    const W = widthOf(svg), H = 164, left = 40, right = 8, top = 22, bottom = 18;
     const samples = state.samples || [];
     const parts = [];
     if (samples.length < 2) {
       svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
       svg.setAttribute("height", H);
       svg.innerHTML = `<text x="${left}" y="${H / 2}">waiting for replans…</text>`;
+      svg.setAttribute("aria-label", `${title}: waiting for replans.`);
       return;
     }
     const ts = samples.map((s) => Date.parse(s.at));
@@ -1016,17 +1024,21 @@
       if (s.area) parts.push(`<path d="M${x(ts[0]).toFixed(1)},${y(0)} L${pts.join(" L")} L${x(ts[ts.length - 1]).toFixed(1)},${y(0)} Z" fill="${s.colour}" opacity=".25"/>`);
       parts.push(`<polyline points="${pts.join(" ")}" fill="none" stroke="${s.colour}" stroke-width="1.5"${s.step ? ' stroke-dasharray="4 3"' : ""}/>`);
     }
-    series.forEach((s, i) => parts.push(`<rect x="${left + 6 + i * 90}" y="${top}" width="8" height="8" fill="${s.colour}"/><text x="${left + 18 + i * 90}" y="${top + 8}">${esc(s.name)}</text>`));
+    series.forEach((s, i) => parts.push(`<rect class="legend" x="${left + 6 + i * 90}" y="4" width="8" height="8" fill="${s.colour}"/><text class="legend" x="${left + 18 + i * 90}" y="12">${esc(s.name)}</text>`));
     svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
     svg.setAttribute("height", H);
     svg.innerHTML = parts.join("");
+    // The plot's text alternative, with the numbers it shows (kept current with each drawing).
+    const last = samples[samples.length - 1];
+    const said = series.map((s) => `${s.name} ${s.get(last).toLocaleString()} now (lowest ${Math.min(...samples.map(s.get)).toLocaleString()}, highest ${Math.max(...samples.map(s.get)).toLocaleString()})`);
+    svg.setAttribute("aria-label", `${title}, ${clock(samples[0].at)} to ${clock(last.at)}: ${said.join("; ")}.`);
   }
 
-  const drawDepth = () => linePlot($("#plot-depth"), [
+  const drawDepth = () => linePlot($("#plot-depth"), "Queued and running charts over time", [
     { name: "queued", colour: "#4aa3ff", get: (s) => s.queued, area: true },
     { name: "running", colour: "#3ecf8e", get: (s) => s.running },
   ]);
-  const drawBudget = () => linePlot($("#plot-budget"), [
+  const drawBudget = () => linePlot($("#plot-budget"), "Cost in use and budget over time", [
     { name: "cost in use", colour: "#3ecf8e", get: (s) => s.cost_in_use, area: true },
     { name: "budget", colour: "#f5b942", get: (s) => s.budget, step: true },
   ]);

@@ -33,6 +33,9 @@
       if (time.hasAttribute("data-not-past") && at <= Date.now()) {
         time.textContent = "any moment now";
         span.textContent = "";
+      } else if (time.hasAttribute("data-past")) {
+        // A past event is never "in 2 s" (the server's clock a little ahead of this one).
+        span.textContent = "(" + relative(Math.min(0, at - Date.now())) + ")";
       } else span.textContent = "(" + relative(at - Date.now()) + ")";
     });
   }

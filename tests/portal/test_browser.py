@@ -82,9 +82,9 @@ def test_a_member_acts_from_the_portal(live_url: str, chromium: Any, tenants: Te
     page.click("button:text-is('Yes, cancel web-1')")
     page.wait_for_selector("text=Cancelled web-1.")
     history = page.locator("table.history tbody").inner_text()
-    assert "queued → paused\twaiting for the client\tuser:alice" in history
-    assert "paused → queued" in history
-    assert "queued → cancelled\tclient withdrew\tuser:alice" in history
+    assert "Queued → Paused\twaiting for the client\tuser:alice" in history
+    assert "Paused → Queued" in history
+    assert "Queued → Cancelled\tclient withdrew\tuser:alice" in history
     assert "UTC (" in history  # times in UTC and relative
     assert page.locator(".levers").count() == 0  # nothing left to change on a cancelled chart
 

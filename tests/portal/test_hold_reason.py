@@ -17,7 +17,7 @@ from tests.conftest import Tenants
 from tests.factories import ChartFactory
 
 Browser = Callable[[Any], Client]
-SAID = "Paused by your account team: we are moving your data &amp; will resume at 18:00 UTC"
+SAID = "Reason from your account team: we are moving your data &amp; will resume at 18:00 UTC"
 
 
 @pytest.fixture
@@ -48,7 +48,7 @@ def test_the_portal_shows_the_hold_s_reason_until_the_release(tenants: Tenants, 
 
     for html in pages(member, chart):
         assert "on hold" not in html
-        assert "Paused by your account team" not in html
+        assert "Reason from your account team" not in html
 
 
 def test_a_hold_without_reason_or_by_weight_says_only_that_it_is_held(
@@ -60,7 +60,7 @@ def test_a_hold_without_reason_or_by_weight_says_only_that_it_is_held(
 
     for html in pages(browser(tenants.member_a), chart):
         assert "on hold" in html
-        assert "Paused by your account team" not in html
+        assert "Reason from your account team" not in html
         assert "unpaid" not in html
 
 

@@ -41,7 +41,7 @@ def test_an_overdue_run_s_eta_never_reads_as_past(live_url: str, chromium: Any, 
 
     page.goto(f"{live_url}/portal/acme/charts/{chart.pk}/")
     assert "Running longer than usual" in page.locator(".overdue").inner_text()
-    eta = page.locator("dt:text-is('ETA') + dd")
+    eta = page.locator("dt:text-is('Predicted finish (median)') + dd")
     assert re.search(r"\(in \d+ s\)", eta.inner_text())
     page.clock.fast_forward("01:30")
     page.wait_for_function("() => document.querySelector('time[data-not-past]').textContent === 'any moment now'")

@@ -63,7 +63,7 @@ def test_a_retry_says_when_it_failed_and_which_attempt_comes(tenants: Tenants, b
     ChartEvent.objects.create(chart=chart, from_state="running", to_state="retry_wait", actor="x", at=failed)
 
     assert why(browser, tenants, chart.pk) == (
-        f"Retrying after a failure at {hhmm(failed)} (attempt 2 of 3), not before {hhmm(until)} UTC"
+        f"Retrying after a failure at {hhmm(failed)} (try 2 of 3), not before {hhmm(until)} UTC"
     )
 
 
@@ -79,7 +79,7 @@ def test_a_new_chart_and_a_paused_one_say_so_and_a_running_one_says_nothing(tena
     paused = ChartFactory(org=tenants.org_a, state=ChartState.PAUSED)
     running = ChartFactory(org=tenants.org_a, state=ChartState.RUNNING, waiting_reason="budget")
 
-    assert why(browser, tenants, new.pk) == "Just submitted: its place in the queue is being worked out"
+    assert why(browser, tenants, new.pk) == "Its place in the queue is being worked out"
     assert why(browser, tenants, paused.pk) == "Paused: it waits until it is resumed"
     assert why(browser, tenants, running.pk) == ""
 

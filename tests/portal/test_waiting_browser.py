@@ -53,14 +53,14 @@ def test_a_customer_reads_why_each_chart_waits(live_url: str, chromium: Any, ten
     )
     page.goto(f"{live_url}/portal/acme/charts/{retry.pk}/")
     assert page.locator("dd.why").inner_text() == (
-        f"Retrying after a failure at {failed.astimezone(UTC):%H:%M} (attempt 2 of 3), "
+        f"Retrying after a failure at {failed.astimezone(UTC):%H:%M} (try 2 of 3), "
         f"not before {until.astimezone(UTC):%H:%M} UTC"
     )
     page.goto(f"{live_url}/portal/acme/")
     page.wait_for_selector("#live-status:has-text('Live:')", timeout=10_000)
     assert page.locator("td .why").all_inner_texts() == [
         f"Waiting for the partner's rate limit until {until.astimezone(UTC):%H:%M} UTC",
-        f"Retrying after a failure (attempt 2 of 3), not before {until.astimezone(UTC):%H:%M} UTC",
+        f"Retrying after a failure (try 2 of 3), not before {until.astimezone(UTC):%H:%M} UTC",
     ]
     context.close()
 
