@@ -14,6 +14,8 @@ and a chart whose c exceeds the free budget stops the walk (head of line); skips
   as rounds already served (its k-th waiting chart is in round floor((running + k) / weight)), so
   the order remembers who holds the pool. The contract's order is recomputed from the waiting charts
   alone, so when one slot frees at a time the org with the oldest head wins round 0 every time.
+  With `due_first`, each org's own charts are ordered by due time inside its share
+  (`Scenario.due_first`), the rounds across orgs untouched.
 - `replay_fifo`: one queue, oldest first (arrival, then id).
 - `replay_proportional`: slots_i = round(C x q_i / Q), with q_i the org's outstanding charts
   (waiting and running) and Q their sum over orgs, recomputed at each instant; an org runs at most
@@ -35,13 +37,15 @@ from scheduling.core import OrgPolicy, QueuedChart, RunningChart, Scenario, disp
 
 @dataclass(frozen=True, slots=True)
 class Job:
-    """One chart of the workload: it arrives, waits, runs `duration` seconds holding `cost` units."""
+    """One chart of the workload: it arrives, waits, runs `duration` seconds holding `cost` units;
+    `due`: when its turnaround promise falls due (None: no promise)."""
 
     id: str
     org: str
     arrival: float
     duration: float
     cost: int = 1
+    due: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,8 +204,9 @@ def pick_proportional(
     return started
 
 
-def fair_picker(weights: Mapping[str, int], *, policy: str = "round_robin") -> Picker:
-    """A picker that walks the contract's fair order; an org in a blackout has weight 0 (held)."""
+def fair_picker(weights: Mapping[str, int], *, policy: str = "round_robin", due_first: bool = False) -> Picker:
+    """A picker that walks the contract's fair order (with `due_first`: each org's charts by due time
+    inside its share); an org in a blackout has weight 0 (held)."""
 
     def pick(
         instant: float, waiting: list[Job], running: list[Running], available: Callable[[str], bool], budget: int
@@ -215,7 +220,11 @@ def fair_picker(weights: Mapping[str, int], *, policy: str = "round_robin") -> P
             budget=budget,
             policy="deficit" if policy == "deficit" else "round_robin",
             orgs=orgs,
-            queued=[QueuedChart(id=j.id, org=j.org, created=j.arrival, avg=j.duration, cost=j.cost) for j in waiting],
+            queued=[
+                QueuedChart(id=j.id, org=j.org, created=j.arrival, avg=j.duration, cost=j.cost, due=j.due)
+                for j in waiting
+            ],
+            due_first=due_first,
         )
         in_flight = [
             RunningChart(id=r.job.id, org=r.job.org, started=r.started, avg=r.job.duration, cost=r.job.cost)
@@ -301,9 +310,12 @@ def replay_fair(
     weights: Mapping[str, int],
     blackouts: Sequence[Blackout] = (),
     policy: str = "round_robin",
+    due_first: bool = False,
 ) -> Outcome:
-    """The workload through fairsched's fair order and dispatch walk (the core, instant by instant)."""
-    return replay(jobs, budget=budget, pick=fair_picker(weights, policy=policy), blackouts=blackouts)
+    """The workload through fairsched's fair order and dispatch walk (the core, instant by instant);
+    with `due_first`, each org's charts by due time inside its share."""
+    pick = fair_picker(weights, policy=policy, due_first=due_first)
+    return replay(jobs, budget=budget, pick=pick, blackouts=blackouts)
 
 
 def replay_fair_served(

@@ -9,7 +9,9 @@ Steps:
    load 0.95), `bursty` (Poisson at load 0.6 plus bulk uploads of 50-300 charts from one org at a
    time, about 1 in all), `cold_start` (one org's 300-chart backfill at t = 0, ten small orgs
    trickling in from the first minute), `drift` (Poisson at load 0.8; halfway through, the busiest
-   org's medium workflow takes 3x as long: its charts submitted from then on).
+   org's medium workflow takes 3x as long: its charts submitted from then on). Each has promises
+   (`promised`): every org a turnaround target, every chart its own due time drawn around it, the
+   targets chosen so that 10-30% of each org's charts miss under the plain fair order.
 2. The schedule (`simulate`), event-driven: decision instants are arrivals, finishes and the
    sample instants. At each one, as the live loop does: count the finishes, let the arrivals in,
    give each org its place in the rounds (`scheduling.core.service`, the shell's rule), take the core's fair
@@ -28,7 +30,13 @@ Steps:
    sampled over the wait and over the run (running charts, also apart), split by deep (waited >= 5
    mean durations) and shallow; org clear-time error; band coverage and median width relative to
    the time left; on a drift, the sampled error before the change and once the changed workflow
-   has run DRIFT_RUNS times since.
+   has run DRIFT_RUNS times since. At-risk: fairsched's and the floor's late chances (the plan's
+   chance of finishing after the due time) at enqueue and at half the wait, "will miss" (>= AT_RISK)
+   against finishing after the due time: precision and recall (`MissFigures`).
+5. Due first (`orders_run`): the same promised workloads in the plain fair order and with
+   `Scenario.due_first` (each org's charts by due time inside its share): attainment (the share of
+   charts finished by their due time) per org and overall, and the load report's fairness checks
+   (`fairness_of`: weighted Jain over saturated windows, small orgs' first start within one round).
 """
 
 from __future__ import annotations
@@ -958,33 +966,40 @@ POLICIES: tuple[Policy, ...] = ("round_robin", "deficit")
 # order (round robin): from the first share for the first org to the second for the last, so that
 # 10-30% of each org's charts miss.
 MET_SHARES = (0.7, 0.9)
+# Each chart's own promise is its org's target times a factor drawn uniformly in this range.
+PROMISE_FACTORS = (0.5, 1.5)
 # Targets are whole multiples of this many seconds.
 TARGET_STEP = 10.0
 # The fairness check's saturated windows are this many mean durations long (metrics.saturated_windows).
 FAIRNESS_WINDOW = 5.0
 
 
-def promised(workload: Workload, *, sample_every: float, enqueue_every: int) -> Workload:
-    """`workload` with a turnaround target per org and each chart due at its arrival plus its org's
-    target (as the live system sets `due_at` at submit).
+def promised(workload: Workload, *, sample_every: float, enqueue_every: int, seed: int = 0) -> Workload:
+    """`workload` with a turnaround target per org, and each chart due at its arrival plus its own
+    promise: its org's target x a factor drawn uniformly in PROMISE_FACTORS (from `seed`), as if
+    each chart were submitted with its own `due_at`.
 
-    1. The plain fair order's schedule (round robin, sampled as the scores sample it).
-    2. Each org's target: the quantile of its charts' turnarounds (finish - arrival) at its share of
-       MET_SHARES (evenly from the first org's to the last's), rounded up to TARGET_STEP.
-    3. Each chart's due time: its arrival plus its org's target.
+    1. Each chart's factor f; the plain fair order's schedule (round robin, sampled as the scores
+       sample it). A chart misses when its turnaround (finish - arrival) > f x target, that is when
+       turnaround / f > target.
+    2. Each org's target: the least turnaround / f that its share of MET_SHARES (evenly from the
+       first org's to the last's) of its charts reach, rounded up to TARGET_STEP.
+    3. Each chart's due time: its arrival + f x its org's target.
     """
+    rng = random.Random(f"{workload.name}/{seed}")
+    factor = {chart.id: rng.uniform(*PROMISE_FACTORS) for chart in workload.charts}
     plain = simulate(workload, policy="round_robin", sample_every=sample_every, enqueue_every=enqueue_every)
-    turnarounds: dict[str, list[float]] = defaultdict(list)
+    stretched: dict[str, list[float]] = defaultdict(list)
     for chart in workload.charts:
-        turnarounds[chart.org].append(plain.finish[chart.id] - chart.arrival)
-    orgs = [org for org in workload.weights if turnarounds[org]]
+        stretched[chart.org].append((plain.finish[chart.id] - chart.arrival) / factor[chart.id])
+    orgs = [org for org in workload.weights if stretched[org]]
     low, high = MET_SHARES
     targets = {}
     for index, org in enumerate(orgs):
         share = low + (high - low) * index / max(1, len(orgs) - 1)
-        turnaround = quantile(turnarounds[org], share) or 0.0
-        targets[org] = TARGET_STEP * max(1, math.ceil(turnaround / TARGET_STEP))
-    charts = [replace(chart, due=chart.arrival + targets[chart.org]) for chart in workload.charts]
+        reached = sorted(stretched[org])[math.ceil(share * len(stretched[org]) - 1e-9) - 1]
+        targets[org] = TARGET_STEP * max(1, math.ceil(reached / TARGET_STEP))
+    charts = [replace(chart, due=chart.arrival + factor[chart.id] * targets[chart.org]) for chart in workload.charts]
     return replace(workload, charts=charts, targets=targets)
 
 
@@ -993,7 +1008,8 @@ def _promised_workload(name: str, *, scale: float, seed: int | None) -> tuple[Wo
     mean duration / `scale`; enqueue scores on every 4 / `scale`-th chart)."""
     workload = WORKLOADS[name]() if seed is None else WORKLOADS[name](seed=seed)
     sample_every, enqueue_every = workload.mean_duration / scale, max(1, round(4 / scale))
-    return promised(workload, sample_every=sample_every, enqueue_every=enqueue_every), sample_every, enqueue_every
+    promises = promised(workload, sample_every=sample_every, enqueue_every=enqueue_every, seed=seed or 0)
+    return promises, sample_every, enqueue_every
 
 
 def attainment(schedule: Schedule) -> dict[str, float]:
