@@ -399,6 +399,47 @@ def live_schedule(log: Mapping[str, Any]) -> Schedule:
     )
 
 
+def due_times(log: Mapping[str, Any]) -> dict[str, float]:
+    """Each chart's due time (by id): its submission + its own promise (`due_in`), else + its org's
+    turnaround target; a chart with neither has none."""
+    targets = {org["slug"]: org.get("turnaround") for org in log["orgs"]}
+    due = {}
+    for chart in log["charts"]:
+        promise = chart.get("due_in")
+        promise = targets.get(chart["org"]) if promise is None else promise
+        if promise is not None:
+            due[str(chart["id"])] = chart["submitted"] + promise
+    return due
+
+
+@dataclass(frozen=True)
+class Attainment:
+    """How many of each org's charts with a due time finished by it (a chart that never finished
+    did not), and the share over every org."""
+
+    met: dict[str, int]
+    charts: dict[str, int]
+
+    def of(self, org: str) -> float | None:
+        return self.met[org] / self.charts[org] if self.charts.get(org) else None
+
+    @property
+    def overall(self) -> float | None:
+        total = sum(self.charts.values())
+        return sum(self.met.values()) / total if total else None
+
+
+def attainment(schedule: Schedule, due: Mapping[str, float]) -> Attainment:
+    """The turnaround attainment of `schedule`: a chart met its promise when it finished by `due`."""
+    met: dict[str, int] = defaultdict(int)
+    charts: dict[str, int] = defaultdict(int)
+    for chart in schedule.charts:
+        if chart.id in due:
+            charts[chart.org] += 1
+            met[chart.org] += chart.finish is not None and chart.finish <= due[chart.id]
+    return Attainment(dict(met), dict(charts))
+
+
 @dataclass
 class ErrorFigures:
     """Absolute relative errors: how many, median, p90; `bias` is the median signed error

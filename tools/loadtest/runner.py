@@ -716,6 +716,7 @@ class LoadRun:
                     "cost": costs[chart.workflow.name],
                     "planned_duration": plan.duration,
                     "planned_submit": plan.submit_at,
+                    "due_in": plan.due_in,
                     "submitted": created - self.t0,
                     "state": chart.state,
                     "attempt": chart.attempt,
