@@ -37,6 +37,8 @@ as the contract says):
   its latest ETA; its band's upper edge is raised to it if need be.
   The constants were chosen on the open-arrival simulator (`tools.loadtest.simulate`), which
   scores the bands' coverage on three workloads.
+- **Late chance** (`late_chance`): each chart's chance of finishing after its due time, read from
+  the law its band comes from (a split normal with its median at the ETA); a step without a band.
 """
 
 from __future__ import annotations
@@ -549,6 +551,42 @@ def _unforeseen_spreads(
         early = start_spread + newcomer_shift
         squares = squares + newcomer_shift**2
     return early, np.sqrt(squares)
+
+
+def late_chance(
+    *,
+    due: NDArray[np.float64],
+    eta: NDArray[np.float64],
+    low: NDArray[np.float64],
+    high: NDArray[np.float64],
+) -> NDArray[np.float64]:
+    """Each chart's chance of finishing after its due time, from the law its band (`low`, `eta`,
+    `high`: p10, ETA, p90) comes from; nan where it has no due time or no ETA (nan in `due` or `eta`).
+
+    The law: a split normal with its median at the ETA, each half a half-normal of its own sigma,
+    (eta - low) / Z90 below and (high - eta) / Z90 above, so that its p10 and p90 are the band's
+    edges. Then for a due time d:
+    1. d before the ETA: Phi((eta - d) / sigma_below), above 1/2; d at or after it: Phi((eta - d) /
+       sigma_above), at most 1/2. At d = eta the chance is 1/2 exactly: a threshold of 1/2 says
+       "the ETA is past its due time".
+    2. A half of no width (no band: eta = low = high; or a p10 raised to now) is a step: 1 when the
+       ETA is after d, 0 when it is at or before it.
+    3. Phi is taken by erfc (`math.erfc`, exact to rounding), so that a later due time is never
+       riskier and 1/2 at the ETA is exact; it runs once per chart with both a due time and an ETA.
+    """
+    chance = np.full(len(due), np.nan)
+    known = np.flatnonzero(~(np.isnan(due) | np.isnan(eta)))
+    if not len(known):
+        return chance
+    ahead = eta[known] - due[known]  # > 0: the ETA is past due
+    sigma = np.where(ahead > 0, eta[known] - low[known], high[known] - eta[known]) / Z90
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        z = np.where(sigma > 0, ahead / sigma, np.where(ahead > 0, np.inf, -np.inf))
+    chance[known] = np.asarray(_ERFC(-z / math.sqrt(2)), dtype=np.float64) / 2
+    return chance
+
+
+_ERFC = np.frompyfunc(math.erfc, 1, 1)  # math.erfc over an array (numpy has no erfc of its own)
 
 
 def median_last_finish(

@@ -47,7 +47,9 @@ def parse_scenario(data: object) -> Scenario:
     1. The top level is an object; its fields are checked in the contract's order: `now`,
        `budget` (required), `policy`, `quantum`, `aging`, `orgs` (each org's weight and cap),
        `queued` (into columns), `running`, and the extensions' `retry_budget`, `arrivals`,
-       `history` and each chart's `spread`.
+       `history`, `due_first` (true or false) and each chart's `spread` and `due` (a time on the
+       scenario's clock, as `available_at`: any finite number, before `now` for a chart already
+       overdue; null or absent for none).
     2. Chart ids are unique across `queued` and `running`.
     """
     if not isinstance(data, dict):
@@ -68,6 +70,9 @@ def parse_scenario(data: object) -> Scenario:
     retry_budget = data.get("retry_budget")
     arrivals = _arrivals(data.get("arrivals", []))
     history = data.get("history")
+    due_first = data.get("due_first", False)
+    if type(due_first) is not bool:
+        raise ScenarioError(f"due_first: must be true or false, got {_show(due_first)}")
     scenario = Scenario(
         now=now,
         budget=budget,
@@ -82,6 +87,7 @@ def parse_scenario(data: object) -> Scenario:
         spread=[spread.get(chart_id, 0.0) for chart_id in queue.id] if spread else [],
         running_spread=[spread.get(chart.id, 0.0) for chart in running] if spread else [],
         history=None if history is None else _history(history, now),
+        due_first=due_first,
     )
     _check_unique_ids(queue, running)
     return scenario
@@ -89,7 +95,8 @@ def parse_scenario(data: object) -> Scenario:
 
 def plan_to_json(plan: Plan) -> dict[str, object]:
     """The plan as the contract's JSON object; with the ETA bands too when the scenario asked for
-    them (a chart's `spread`, `arrivals` or `history`)."""
+    them (a chart's `spread`, `arrivals` or `history`), and each chart's `late_chance` (null
+    without a due time or an ETA) when some chart has a due time."""
     document: dict[str, object] = {
         "order": list(plan.order),
         "start": _plain(plan.start),
@@ -104,6 +111,8 @@ def plan_to_json(plan: Plan) -> dict[str, object]:
             "org_clear_low": plan.org_clear_low,
             "org_clear_high": plan.org_clear_high,
         }
+    if plan.due_times:
+        document["late_chance"] = _plain(plan.late_chance)
     return document
 
 
@@ -243,7 +252,7 @@ def _queue_by_columns(charts: list[Any], spread: dict[str, float]) -> QueueColum
     """The columns of `charts` when every value is plainly good, else None (and `spread` untouched).
 
     Plainly good: each chart an object; `id` and `org` strings; `created`, `avg` (> 0) and any
-    `available_at` and `spread` (>= 0) ints or floats below 2**53 in magnitude; `cost` (>= 1) and
+    `available_at`, `due` and `spread` (>= 0) ints or floats below 2**53 in magnitude; `cost` (>= 1) and
     `priority` ints within +-2**53; the flags booleans.
     """
     if not _all_of(charts, dict):
@@ -256,7 +265,7 @@ def _queue_by_columns(charts: list[Any], spread: dict[str, float]) -> QueueColum
     created, avg = values("created"), values("avg")
     cost, priority = values("cost", 1), values("priority", 0)
     high_priority, paused, retry = values("high_priority", False), values("paused", False), values("retry", False)
-    available_at, spreads = values("available_at"), values("spread")
+    available_at, spreads, due = values("available_at"), values("spread"), values("due")
     if not (
         _all_of(ids, str)
         and _all_of(orgs, str)
@@ -268,6 +277,7 @@ def _queue_by_columns(charts: list[Any], spread: dict[str, float]) -> QueueColum
         and _all_of(paused, bool)
         and _all_of(retry, bool)
         and _plain_numbers(_given(available_at))
+        and _plain_numbers(_given(due))
         and _plain_numbers(given := _given(spreads))
         and (not given or min(given) >= 0)
     ):
@@ -276,7 +286,7 @@ def _queue_by_columns(charts: list[Any], spread: dict[str, float]) -> QueueColum
         spread.update((chart_id, value) for chart_id, value in zip(ids, spreads, strict=True) if value is not None)
     return QueueColumns(
         id=ids, org=orgs, created=created, avg=avg, cost=cost, high_priority=high_priority, paused=paused,
-        priority=priority, available_at=available_at, retry=retry,
+        priority=priority, available_at=available_at, retry=retry, due=due,
     )  # fmt: skip
 
 
@@ -331,7 +341,8 @@ def _queue_by_chart(charts: list[Any], spread: dict[str, float]) -> QueueColumns
         available_at = fields.get("available_at")
         add_available_at(None if available_at is None else _chart_number(fields, "available_at", where))
         add_retry(_chart_flag(fields, "retry", where))
-        add_due(None)
+        due = fields.get("due")
+        add_due(None if due is None else _chart_number(fields, "due", where))
         _chart_spread(fields, where, spread)
     return queue
 
@@ -350,6 +361,7 @@ def _running(charts: object, spread: dict[str, float]) -> list[RunningChart]:
                 avg=_chart_number(fields, "avg", where, positive=True),
                 cost=_chart_integer(fields, "cost", where, default=1, minimum=1),
                 retry=_chart_flag(fields, "retry", where),
+                due=None if fields.get("due") is None else _chart_number(fields, "due", where),
             )
         )
         _chart_spread(fields, where, spread)

@@ -281,8 +281,8 @@ class PlanArrays:
     then the queued charts left out of it, then the running charts as `Scenario.running` lists them.
 
     `queued` is the index in `Scenario.queued` of each of the first `len(queued)` charts (those of
-    the order, then those left out); `start`, `eta`, `eta_low` and `eta_high` are the plan's own
-    values as floats, NaN for None.
+    the order, then those left out); `start`, `eta`, `eta_low`, `eta_high` and `late_chance` are the
+    plan's own values as floats, NaN for None.
     """
 
     queued: NDArray[np.intp]
@@ -290,6 +290,7 @@ class PlanArrays:
     eta: NDArray[np.float64]
     eta_low: NDArray[np.float64]
     eta_high: NDArray[np.float64]
+    late_chance: NDArray[np.float64]
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,6 +311,10 @@ class Plan:
     `waiting_until` (when that reason lifts, as far as the plan knows) and `head_of_line` (for a
     chart the budget would hold now but the head of the line does not let by: that head's id).
 
+    `late_chance`: each chart's chance of finishing after its due time (`QueuedChart.due`,
+    `RunningChart.due`), from the law of its band (`scheduling.core.forecast.late_chance`); None
+    for a chart without a due time or without an ETA.
+
     `arrays`: the same rows as arrays (`PlanArrays`).
     """
 
@@ -325,8 +330,11 @@ class Plan:
     reason: ChartValues[str | None]
     waiting_until: ChartValues[float | None]
     head_of_line: ChartValues[str | None]
+    late_chance: Mapping[str, float | None]
     # Not compared: the same values as the fields above, laid out by the scenario's queue order.
     arrays: PlanArrays = field(compare=False)
+    # Whether some chart has a due time (a plan's JSON gives `late_chance` only then).
+    due_times: bool = field(default=False, compare=False)
 
 
 QUEUED_FIELDS = tuple(queued_field.name for queued_field in fields(QueuedChart))

@@ -16,6 +16,7 @@ from .forecast import (
     eta_bands,
     expected_charts,
     forecast,
+    late_chance,
     median_last_finish,
     running_band,
     running_finish,
@@ -78,8 +79,8 @@ def _plan(scenario: Scenario) -> Plan:
        caller that never asks (the plan command) never pays for it.
     6. The bands (`forecast.eta_bands`) when a spread or an arrival is known (`_bands`).
     7. The plan of the real charts only: times and reasons keyed by chart id (the charts of the
-       order first, then the ones left out, then the running ones), clear-times per org and overall
-       (`_real_plan`).
+       order first, then the ones left out, then the running ones), clear-times per org and overall,
+       and each chart's chance of finishing after its due time (`_real_plan`).
 
     Every step past the replay works on whole numpy columns; lists are made once, for the plan's
     own values (see `_real_plan`).
@@ -270,7 +271,9 @@ def _real_plan(
        last finish (`forecast.median_last_finish`, each running chart given how long it has run),
        never before the latest ETA, which also raises the band's upper edge. With expected charts,
        only orgs with a real chart get a key.
-    4. Why each chart waits, on first use (`_waiting`).
+    4. Each chart's chance of finishing after its due time, from its ETA and band, only when some
+       chart has a due time (`_due`, `forecast.late_chance`).
+    5. Why each chart waits, on first use (`_waiting`).
 
     The ids and the lists of times are made on first read (`_Layout`): the replan reads counts,
     clear-times and why each chart waits, and writes the rows by the snapshot's own ids.
@@ -292,7 +295,8 @@ def _real_plan(
     left_out[order] = False
     left_out_charts = np.flatnonzero(left_out)
     laid = _Layout(len(order), len(left_out_charts), real, None if real is None else np.flatnonzero(real))
-    chart_ids = laid.ids(queue.real_ids, np.concatenate((order, left_out_charts)), [chart.id for chart in running])
+    laid_queued = np.concatenate((order, left_out_charts))
+    chart_ids = laid.ids(queue.real_ids, laid_queued, [chart.id for chart in running])
     running_org = chart_org[queued_count:]
     layout_org = np.concatenate((org, chart_org[:real_count][left_out_charts], running_org))
 
@@ -324,6 +328,12 @@ def _real_plan(
             for clears in (org_clear, org_clear_low, org_clear_high)
         )
     clear_times = [clear for clear in org_clear.values() if clear is not None]
+    due = _due(queue, scenario.running, laid_queued)
+    chance_time = (
+        np.full(len(eta_time), np.nan)
+        if due is None
+        else late_chance(due=due, eta=eta_time, low=low_time, high=high_time)
+    )
     waiting = _LazyWaitingColumns(lambda: _waiting(waiting_input, queue.real_ids, left_out_charts))
     return Plan(
         order=ChartOrder(chart_ids, len(order)),
@@ -338,14 +348,27 @@ def _real_plan(
         reason=LazyChartValues(chart_ids, lambda: waiting.columns()[0]),
         waiting_until=LazyChartValues(chart_ids, lambda: waiting.columns()[1]),
         head_of_line=LazyChartValues(chart_ids, lambda: waiting.columns()[2]),
+        late_chance=LazyChartValues(chart_ids, lambda: times_list(chance_time)),
         arrays=PlanArrays(
-            queued=np.concatenate((order, left_out_charts)),
+            queued=laid_queued,
             start=laid.times(start_time, None, running_started)[0],
             eta=eta_time,
             eta_low=low_time,
             eta_high=high_time,
+            late_chance=chance_time,
         ),
+        due_times=due is not None,
     )
+
+
+def _due(queue: _PlanQueue, running: Sequence[RunningChart], laid_queued: Indices) -> NDArray[np.float64] | None:
+    """Step 7's due time of each chart of the layout (nan: none), read from the queue (`laid_queued`:
+    the layout's queued charts) and the running charts; None when no chart has one."""
+    queued_due = queue.columns.arrays.due[: queue.real_count]
+    running_due = [chart.due for chart in running]
+    if np.isnan(queued_due).all() and running_due.count(None) == len(running_due):
+        return None
+    return np.concatenate((queued_due[laid_queued], np.array(running_due, dtype=np.float64)))
 
 
 @dataclass(frozen=True, slots=True)

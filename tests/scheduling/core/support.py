@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 from unittest import mock
 
@@ -84,6 +85,22 @@ def scenarios(
         running=running,
         retry_budget=budget_for_retries,
     )
+
+
+@st.composite
+def with_dues(draw: st.DrawFn, scenario: Scenario, *, spreads: bool = True) -> Scenario:
+    """`scenario` with a due time on some of its charts (often at a chart's ETA or the clock's
+    ties) and, with `spreads`, sometimes a spread on each, so that late chances come with a band."""
+    dues = st.none() | st.sampled_from([0, 1, 2.5, 5, 8, 12, 20]).map(lambda offset: scenario.now + offset)
+    queued = [replace(chart, due=draw(dues)) for chart in scenario.queued]
+    running = [replace(chart, due=draw(dues)) for chart in scenario.running]
+    spread: list[float] = []
+    running_spread: list[float] = []
+    if spreads and draw(st.booleans()):
+        sigmas = st.sampled_from([0.0, 0.3, 1.0])
+        spread = [draw(sigmas) for _ in queued]
+        running_spread = [draw(sigmas) for _ in running]
+    return replace(scenario, queued=queued, running=running, spread=spread, running_spread=running_spread)
 
 
 def scenario_json(scenario: Scenario) -> dict[str, Any]:

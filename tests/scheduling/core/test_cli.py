@@ -76,6 +76,20 @@ def test_a_good_scenario_prints_its_plan(tmp_path: Path, capsys: pytest.CaptureF
     assert all(type(time) is int for time in plan["eta"].values())  # integer input, integer times
 
 
+def test_a_plan_gives_each_chart_its_late_chance_only_when_a_chart_has_a_due_time(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, out, _ = run_main(tmp_path, capsys, json.dumps(GOOD))
+    assert status == 0
+    assert "late_chance" not in json.loads(out)
+    due = with_change("queued.1.due", 40)  # b1's ETA is 50
+    due["running"][0]["due"] = 5.0  # r1's ETA is 5
+    due["due_first"] = True
+    status, out, err = run_main(tmp_path, capsys, json.dumps(due))
+    assert (status, err) == (0, "")
+    assert json.loads(out)["late_chance"] == {"a1": None, "b1": 1.0, "r1": 0.0}
+
+
 BAD_FIELDS = [
     ("budget", REMOVE, "budget: required"),
     ("budget", 0, "budget: must be an integer >= 1, got 0"),
@@ -124,6 +138,11 @@ BAD_FIELDS = [
     ("running.0.avg", 0, 'running[0] (id "r1"): avg must be a number > 0, got 0'),
     ("running.0.cost", -2, 'running[0] (id "r1"): cost must be an integer >= 1, got -2'),
     ("running.0.id", "b1", 'running[0] (id "b1"): duplicate id, also queued[1]'),
+    ("queued.1.due", "friday", 'queued[1] (id "b1"): due must be a finite number, got "friday"'),
+    ("queued.1.due", True, 'queued[1] (id "b1"): due must be a finite number, got true'),
+    ("running.0.due", [1], 'running[0] (id "r1"): due must be a finite number, got [1]'),
+    ("due_first", 1, "due_first: must be true or false, got 1"),
+    ("due_first", None, "due_first: must be true or false, got null"),
     ("retry_budget", -1, "retry_budget: must be an integer >= 0, got -1"),
     ("retry_budget", 1.5, "retry_budget: must be an integer >= 0, got 1.5"),
 ]

@@ -25,7 +25,7 @@ from scheduling.core.replay import ReplayInput, Times, compiled_run, lanes_run, 
 from scheduling.core.replay.compiled import compiled_replay
 
 from . import reference
-from .support import scenarios
+from .support import scenarios, with_dues
 
 EXAMPLES = settings(max_examples=200, deadline=None, database=None)
 
@@ -200,6 +200,7 @@ def every_field(result: Plan) -> dict[str, object]:
         "reason": dict(result.reason),
         "waiting_until": dict(result.waiting_until),
         "head_of_line": dict(result.head_of_line),
+        "late_chance": dict(result.late_chance),
     }
 
 
@@ -219,6 +220,8 @@ def test_the_reference_is_the_naive_reading_of_the_contract(scenario: Scenario) 
 @given(data=st.data())
 def test_every_fast_replay_is_the_reference_through_plan(path: str, data: st.DataObject) -> None:
     scenario = data.draw(SCENARIOS[path])
+    if data.draw(st.booleans()):
+        scenario = data.draw(with_dues(scenario))
     fast, taken = planned_by(path, scenario)
     assert taken
     assert fast == planned_by("reference", scenario)[0]
