@@ -10,6 +10,9 @@ and a chart whose c exceeds the free budget stops the walk (head of line); skips
 
 - `replay_fair`: the contract's fair order (`fair_order`) walked by `dispatch_walk`, recomputed at
   every instant; an org in a blackout is held (weight 0), exactly as the live system holds it.
+- `replay_loop`: the fair order as the live loop gives it: each org's place in the rounds kept from
+  instant to instant (`scheduling.core.service`, as the simulator keeps it), idle and held orgs
+  raised to the round under way; with `due_first`, each org's charts by due time inside its share.
 - `replay_fair_served`: a what-if, not the contract: the same walk, but an org's running charts count
   as rounds already served (its k-th waiting chart is in round floor((running + k) / weight)), so
   the order remembers who holds the pool. The contract's order is recomputed from the waiting charts
@@ -30,9 +33,11 @@ import heapq
 import math
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from scheduling.core import OrgPolicy, QueuedChart, RunningChart, Scenario, dispatch_walk, fair_order
+from scheduling.core.model import Policy
+from scheduling.core.service import OrgService, fair_service, start_service
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,6 +242,59 @@ def fair_picker(weights: Mapping[str, int], *, policy: str = "round_robin", due_
     return pick
 
 
+def loop_picker(weights: Mapping[str, int], *, policy: Policy = "round_robin", due_first: bool = False) -> Picker:
+    """A picker that walks the contract's fair order as the live loop gives it: each org's place in
+    the rounds kept from instant to instant (`scheduling.core.service`), as the simulator does.
+
+    1. Backlogged orgs: those with a chart waiting and no blackout; `fair_service` gives each org its
+       `served` offset in the rounds under way, and every other org is raised to that round.
+    2. An org in a blackout has weight 0 (held); the order (with `due_first`: each org's charts by due
+       time inside its share) is walked by `dispatch_walk`.
+    3. Each start adds `start_service` to its org's virtual time.
+    """
+    virtual: dict[str, float] = defaultdict(float)
+
+    def pick(
+        instant: float, waiting: list[Job], running: list[Running], available: Callable[[str], bool], budget: int
+    ) -> list[Job]:
+        known = {*weights, *(job.org for job in waiting), *(r.job.org for r in running)}
+        backlogged = {job.org for job in waiting if available(job.org)}
+        policies, round_under_way = fair_service(
+            {org: OrgService(weights.get(org, 1), None, virtual[org]) for org in known},
+            ready=backlogged,
+            backlogged=backlogged,
+            policy=policy,
+            quantum=1.0,
+        )
+        if round_under_way is not None:
+            for org in known:
+                virtual[org] = max(virtual[org], round_under_way)
+        orgs = {org: given if available(org) else replace(given, weight=0) for org, given in policies.items()}
+        scenario = Scenario(
+            now=instant,
+            budget=budget,
+            policy=policy,
+            orgs=orgs,
+            queued=[
+                QueuedChart(id=j.id, org=j.org, created=j.arrival, avg=j.duration, cost=j.cost, due=j.due)
+                for j in waiting
+            ],
+            due_first=due_first,
+        )
+        in_flight = [
+            RunningChart(id=r.job.id, org=r.job.org, started=r.started, avg=r.job.duration, cost=r.job.cost)
+            for r in running
+        ]
+        walked = dispatch_walk(fair_order(scenario), now=instant, budget=budget, running=in_flight, orgs=orgs)
+        chosen = {c.id for c in walked}
+        started = [job for job in waiting if job.id in chosen]
+        for job in started:
+            virtual[job.org] += start_service(weight=weights.get(job.org, 1), cost=job.cost, policy=policy, quantum=1.0)
+        return started
+
+    return pick
+
+
 def served_order(
     waiting: Sequence[Job], running: Sequence[Running], weights: Mapping[str, int], available: Callable[[str], bool]
 ) -> list[Job]:
@@ -315,6 +373,21 @@ def replay_fair(
     """The workload through fairsched's fair order and dispatch walk (the core, instant by instant);
     with `due_first`, each org's charts by due time inside its share."""
     pick = fair_picker(weights, policy=policy, due_first=due_first)
+    return replay(jobs, budget=budget, pick=pick, blackouts=blackouts)
+
+
+def replay_loop(
+    jobs: Sequence[Job],
+    *,
+    budget: int,
+    weights: Mapping[str, int],
+    blackouts: Sequence[Blackout] = (),
+    policy: Policy = "round_robin",
+    due_first: bool = False,
+) -> Outcome:
+    """The workload through the fair order as the live loop keeps it (`loop_picker`): the live run
+    without its overhead, faults or failures."""
+    pick = loop_picker(weights, policy=policy, due_first=due_first)
     return replay(jobs, budget=budget, pick=pick, blackouts=blackouts)
 
 

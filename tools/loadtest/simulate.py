@@ -64,7 +64,7 @@ from scheduling.core import (
     plan,
 )
 from scheduling.core.durations import WARMUP_RUNS, DurationState, duration_learn, predictive_sigma
-from scheduling.core.forecast import Z90, median_last_finish
+from scheduling.core.forecast import median_last_finish
 from scheduling.core.model import Plan, Policy
 from scheduling.core.service import OrgService, fair_service, start_service
 from tools.loadtest import metrics
@@ -560,7 +560,7 @@ def _from_plan(result: Plan, context: Context) -> Prediction:
     eta = {chart_id: result.eta[chart_id] for chart_id in ids}
     low = {chart_id: result.eta_low[chart_id] for chart_id in ids}
     high = {chart_id: result.eta_high[chart_id] for chart_id in ids}
-    late = _late_chance(result, [*context.moment.waiting, *(chart for chart, _ in context.moment.running)])
+    late = {chart_id: result.late_chance[chart_id] for chart_id in ids}
     return Prediction(
         {k: v for k, v in eta.items() if v is not None},
         {k: v for k, v in low.items() if v is not None},
@@ -571,24 +571,8 @@ def _from_plan(result: Plan, context: Context) -> Prediction:
             for org, clear_low in result.org_clear_low.items()
             if clear_low is not None and (clear_high := result.org_clear_high[org]) is not None
         },
-        late,
+        {k: v for k, v in late.items() if v is not None},
     )
-
-
-def _late_chance(result: Plan, charts: Sequence[SimChart]) -> dict[str, float]:
-    """Each chart's chance of finishing after its due time, from the law of its band: a split normal
-    with its median at the ETA and its p10 and p90 at the band's edges (a step without a band).
-    A seam, until the core's `Plan.late_chance` gives it."""
-    chances = {}
-    for chart in charts:
-        eta, low, high = result.eta[chart.id], result.eta_low[chart.id], result.eta_high[chart.id]
-        if chart.due is None or eta is None or low is None or high is None:
-            continue
-        ahead = eta - chart.due
-        sigma = (eta - low if ahead > 0 else high - eta) / Z90
-        z = ahead / sigma if sigma > 0 else math.copysign(math.inf, ahead) if ahead else -math.inf
-        chances[chart.id] = math.erfc(-z / math.sqrt(2)) / 2
-    return chances
 
 
 def fairsched(context: Context) -> Prediction:

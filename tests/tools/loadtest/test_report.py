@@ -92,14 +92,14 @@ def test_turnaround_attainment_per_org_for_the_live_run_and_every_replay(tmp_pat
 
     report_md = (tmp_path / "report.md").read_text()
     section = report_md.split("## Turnaround attainment")[1].split("\n## ")[0]
-    replays = "fair order (replay) | fair order, due first (replay) | served rounds (what-if) | FIFO"
-    replays += " | proportional split"
+    replays = "fair order (replay) | fair loop (replay) | fair loop, due first (replay) | served rounds (what-if)"
+    replays += " | FIFO | proportional split"
     assert f"| org | kind | target | charts | fairsched (live) | {replays} |" in section
-    assert "| big | backfill | 4 s | 1 | 100% | 100% | 100% | 100% | 100% | 100% |" in section
-    assert "| small | small | 3 s | 1 | 0% | 100% | 100% | 100% | 100% | 100% |" in section
-    assert "| all |  |  | 2 | 50% | 100% | 100% | 100% | 100% | 100% |" in section
+    assert "| big | backfill | 4 s | 1 | 100% | 100% | 100% | 100% | 100% | 100% | 100% |" in section
+    assert "| small | small | 3 s | 1 | 0% | 100% | 100% | 100% | 100% | 100% | 100% |" in section
+    assert "| all |  |  | 2 | 50% | 100% | 100% | 100% | 100% | 100% | 100% |" in section
     by_target = {verdict.target: verdict for verdict in verdicts}
-    raised = by_target["due first raises turnaround attainment over the plain fair order (replays of the same load)"]
+    raised = by_target["due first raises turnaround attainment over the plain fair order (the fair loop's replays)"]
     assert (raised.measured, raised.met) == ("100% vs 100%", False)
     assert "due first (replay): small orgs' first start within one round" in by_target
 
