@@ -35,7 +35,7 @@ class ChartEventInline(admin.TabularInline[ChartEvent, Chart]):
 class ChartForm(ModelForm[Chart]):
     class Meta:
         model = Chart
-        fields = ["org", "workflow", "external_id", "payload", "high_priority", "priority"]
+        fields = ["org", "workflow", "external_id", "payload", "high_priority", "priority", "due_at"]
 
 
 @admin.register(Chart)
@@ -89,12 +89,12 @@ class ChartAdmin(ServiceModelAdmin[Chart]):
     def get_fields(self, request: HttpRequest, obj: Chart | None = None) -> Any:
         if obj is None:
             return ChartForm.Meta.fields
-        return ["org", "workflow", "external_id", "payload", "high_priority", "priority", *self.readonly_fields]
+        return [*ChartForm.Meta.fields, *self.readonly_fields]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Chart | None = None) -> Any:
         if obj is None:
             return []
-        return ["org", "workflow", "external_id", "payload", "high_priority", "priority", *self.readonly_fields]
+        return [*ChartForm.Meta.fields, *self.readonly_fields]
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
@@ -109,6 +109,7 @@ class ChartAdmin(ServiceModelAdmin[Chart]):
             payload=obj.payload,
             high_priority=obj.high_priority,
             priority=obj.priority,
+            due_at=obj.due_at,
             actor=Actor.operator(request.user),
         )
         obj.pk = chart.pk

@@ -9,16 +9,20 @@ beyond that range are staff levers: a tenant asking for them gets 403 naming the
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from datetime import datetime
+
 from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status, viewsets
 from rest_framework.decorators import action
+from rest_framework.fields import DateTimeField
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from charts import services
 from charts.models import Chart
-from charts.selectors import chart_events, chart_get, charts_visible, events_as_seen
+from charts.selectors import SubmitWarning, chart_events, chart_get, charts_visible, events_as_seen, submit_warnings
 from charts.serializers import (
     BulkResultSerializer,
     BulkSubmitSerializer,
@@ -129,15 +133,18 @@ class ChartViewSet(FairschedAPIView, viewsets.GenericViewSet[Chart]):
             payload=item.payload,
             high_priority=item.high_priority,
             priority=item.priority,
+            due_at=item.due_at,
             actor=actor,
             problems=item.problems,
         )
+        warnings = submit_warnings(org=org, due_ats=[item.due_at], results=[(chart, created)]).get(0, [])
         if created:
             # Just written with its org and workflow, and no plan yet: nothing to read again.
             return Response(
-                ChartLeverSerializer(chart, context={"replanning": True}).data, status=status.HTTP_201_CREATED
+                ChartLeverSerializer(chart, context={"replanning": True, "warnings": warnings}).data,
+                status=status.HTTP_201_CREATED,
             )
-        return self._fresh(chart, replanning=False)
+        return self._fresh(chart, replanning=False, warnings=warnings)
 
     @extend_schema(
         request=BulkSubmitSerializer,
@@ -169,10 +176,20 @@ class ChartViewSet(FairschedAPIView, viewsets.GenericViewSet[Chart]):
             items = parse_bulk_items(body.get("items"))
             results = services.chart_submit_bulk(org=org, items=items, actor=actor_of(request))
             created = sum(1 for _, is_new in results if is_new)
+            warnings = submit_warnings(org=org, due_ats=[item.due_at for item in items], results=results)
             result = {
                 "created": created,
                 "existing": len(results) - created,
-                "charts": [{"id": c.pk, "external_id": c.external_id, "created": is_new} for c, is_new in results],
+                "charts": [
+                    {
+                        "id": c.pk,
+                        "external_id": c.external_id,
+                        "created": is_new,
+                        "due_at": _moment(c.due_at),
+                        "warnings": [{"field": w.field, "message": w.message} for w in warnings.get(index, [])],
+                    }
+                    for index, (c, is_new) in enumerate(results)
+                ],
             }
         return Response(result, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
@@ -244,8 +261,24 @@ class ChartViewSet(FairschedAPIView, viewsets.GenericViewSet[Chart]):
     def _reason(self, request: Request) -> str:
         return reason_read(request.data)
 
-    def _fresh(self, chart: Chart, *, replanning: bool = True, code: int = status.HTTP_200_OK) -> Response:
+    def _fresh(
+        self,
+        chart: Chart,
+        *,
+        replanning: bool = True,
+        code: int = status.HTTP_200_OK,
+        warnings: Sequence[SubmitWarning] = (),
+    ) -> Response:
         """The chart after a change, saying whether its plan fields predate it (a replan is under way:
         replanning in the request would read the whole backlog per lever, behind the replan lock)."""
         chart = chart_get(org_ids=None, chart_id=chart.pk)
-        return Response(ChartLeverSerializer(chart, context={"replanning": replanning}).data, status=code)
+        context = {"replanning": replanning, "warnings": list(warnings)}
+        return Response(ChartLeverSerializer(chart, context=context).data, status=code)
+
+
+_MOMENT = DateTimeField()
+
+
+def _moment(value: datetime | None) -> str | None:
+    """A time as the API writes it (DRF's DateTimeField), or None."""
+    return None if value is None else _MOMENT.to_representation(value)

@@ -41,8 +41,8 @@ def item_from_form(fields: Mapping[str, str]) -> ChartRequest:
 
 def item_read(fields: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, list[str]]]:
     """One chart from form or CSV text: `priority` a whole number, `payload` a JSON object,
-    `high_priority` true or false; empty means the API's default. Returns the item and what is wrong
-    with its text by field (a field at fault is left out of the item)."""
+    `high_priority` true or false, `due_at` ISO 8601 with its zone; empty means the API's default.
+    Returns the item and what is wrong with its text by field (a field at fault is left out of the item)."""
     problems: dict[str, list[str]] = {}
     # What strict JSON refuses in the API's bodies (NUL, lone surrogates), refused here in form text too.
     problem = strict.find_problem(dict(fields))
@@ -61,6 +61,9 @@ def item_read(fields: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, list
             item["payload"] = strict.loads(payload)
         except strict.BadInput as bad:
             problems["payload"] = [f"The payload must be valid JSON: {json_words(payload, bad)}"]
+    due_at = fields.get("due_at", "").strip()
+    if due_at and "due_at" not in problems:
+        item["due_at"] = due_at  # read, and judged, as the API's (`parse_bulk_items`)
     high = fields.get("high_priority", "").strip().lower()
     if "high_priority" not in problems and high not in TRUE_WORDS | FALSE_WORDS:
         problems["high_priority"] = [f"high_priority must be true or false, got {high[:20]!r}"]
@@ -97,7 +100,7 @@ def json_words(text: str, bad: strict.BadInput) -> str:
 def upload_read(*, name: str, raw: bytes, org_slug: str) -> Upload:
     """A file of charts: JSON (a list of items, or the API's bulk body `{"items": [...]}`) when its
     name ends in .json or its text starts with `[` or `{`, else CSV with a header row naming the
-    columns (`workflow`, `external_id`, and optionally `priority`, `payload`, `high_priority`). A
+    columns (`workflow`, `external_id`, and optionally `priority`, `payload`, `high_priority`, `due_at`). A
     JSON body that names an org must name `org_slug`, the org whose page it was sent from."""
     try:
         text = raw.decode("utf-8-sig")
@@ -139,7 +142,7 @@ def _csv_upload(text: str) -> Upload:
         if missing or unknown or len(set(header)) != len(header):
             raise InvalidInput(
                 f"the header row must name the columns workflow, external_id and optionally priority, payload,"
-                f" high_priority once each; got {', '.join(header)[:200]!r}",
+                f" high_priority, due_at once each; got {', '.join(header)[:200]!r}",
                 field="file",
             )
         items: list[dict[str, Any]] = []

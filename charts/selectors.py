@@ -10,11 +10,12 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db.models import Count, F, QuerySet
 
 from charts.drain import Finish
-from charts.models import ACTIVE_STATES, PLAN_FIELDS, Chart, ChartEvent, ChartPlan, ChartState
+from charts.models import ACTIVE_STATES, PLAN_FIELDS, Chart, ChartEvent, ChartPlan, ChartState, DurationStat
 from common import rows
 from common.errors import InvalidInput, NotFound
 from orgs.models import Org, Workflow
@@ -39,10 +40,72 @@ LIST_FIELDS = (
     "created_at",
     "started_at",
     "finished_at",
+    "due_at",
 )
 ERROR_SUMMARY_LENGTH = 200
 # The largest value of PostgreSQL's bigint (the ids).
 BIGINT_MAX = 2**63 - 1
+
+
+@dataclass(frozen=True)
+class SubmitWarning:
+    """Something a submission was accepted despite: the field it is about, and what to know."""
+
+    field: str
+    message: str
+
+
+def expected_durations(*, org: Org, workflows: Collection[Workflow]) -> dict[int, float]:
+    """Seconds a run of each workflow (by id) is expected to take for the org, as the submission
+    judges a due time: the mean learned of the org's runs of it (`DurationStat`), else the workflow's
+    `initial_duration`, else FAIRSCHED_DEFAULT_DURATION. (The plan's own estimate also pools the
+    org's other workflows; that rule is the scheduler's, above this app.)"""
+    learned = {
+        stat.workflow_id: stat.mean
+        for stat in DurationStat.objects.filter(org_id=org.pk, workflow__in=list(workflows), count__gt=0)
+    }
+    default = float(settings.FAIRSCHED_DEFAULT_DURATION)
+    return {
+        workflow.pk: learned.get(workflow.pk)
+        or (float(workflow.initial_duration) if workflow.initial_duration else default)
+        for workflow in workflows
+    }
+
+
+def submit_warnings(
+    *, org: Org, due_ats: Sequence[datetime | None], results: Sequence[tuple[Chart, bool]]
+) -> dict[int, list[SubmitWarning]]:
+    """The warnings of an accepted submission, by item index, for the items that gave a due time:
+
+    1. A new chart due sooner after its submission than its workflow is expected to take
+       (`expected_durations`): accepted, but likely to be late.
+    2. A repeat whose due time is not the one given: the first submission's due time stands.
+    """
+    pairs = enumerate(zip(due_ats, results, strict=True))
+    asked = [(index, due_at, chart, created) for index, (due_at, (chart, created)) in pairs if due_at is not None]
+    if not asked:
+        return {}
+    expected = expected_durations(org=org, workflows={chart.workflow for _, _, chart, created in asked if created})
+    warnings: dict[int, list[SubmitWarning]] = {}
+    for index, due_at, chart, created in asked:
+        assert due_at is not None
+        if not created:
+            if chart.due_at != due_at:
+                stands = "no due time" if chart.due_at is None else f"its due time {chart.due_at.isoformat()}"
+                warnings[index] = [
+                    SubmitWarning("due_at", f"this chart was submitted before: {stands} stands, not the one given")
+                ]
+            continue
+        seconds = expected[chart.workflow_id]
+        if chart.due_at is not None and (chart.due_at - chart.created_at).total_seconds() < seconds:
+            warnings[index] = [
+                SubmitWarning(
+                    "due_at",
+                    f"due sooner than a run of {chart.workflow.name} is expected to take ({seconds:.0f} s):"
+                    " accepted, but likely to be late",
+                )
+            ]
+    return warnings
 
 
 def charts_visible(

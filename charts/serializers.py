@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from charts.levers import PRIORITY
 from charts.models import Chart, ChartState, WaitingReason
 from charts.running import chart_overdue
-from charts.selectors import last_error_summary
+from charts.selectors import SubmitWarning, last_error_summary
 from charts.services import MAX_BULK_ITEMS, MAX_EXTERNAL_ID, ChartRequest
 from charts.waiting import chart_waiting
 from common.errors import InvalidInput
@@ -91,6 +93,7 @@ class ChartSerializer(OutputFieldsOnce, serializers.ModelSerializer[Chart]):
             "created_at",
             "started_at",
             "finished_at",
+            "due_at",
         ]
         read_only_fields = fields
 
@@ -122,6 +125,13 @@ class ChartDetailSerializer(ChartSerializer):
         read_only_fields = fields
 
 
+class SubmitWarningSerializer(serializers.Serializer[Any]):
+    """Something the submission was accepted despite."""
+
+    field = serializers.CharField(help_text="The field it is about: `due_at`.")
+    message = serializers.CharField()
+
+
 class ChartLeverSerializer(ChartDetailSerializer):
     """A chart as a submission or a lever left it. The plan fields are still those of the plan before
     the change: a replan is under way (`replanning`), and its result reaches the chart's page, its
@@ -131,13 +141,22 @@ class ChartLeverSerializer(ChartDetailSerializer):
         help_text="True when this change moves the plan: position, predicted_start and eta are from the"
         " plan before it, and a replan is under way (refetch the chart for the new place)."
     )
+    warnings = serializers.SerializerMethodField(
+        help_text="What a submission was accepted despite: a due_at sooner than the workflow's expected"
+        " duration, or a repeat whose first due time stands. Empty: nothing."
+    )
 
     class Meta(ChartDetailSerializer.Meta):
-        fields = [*ChartDetailSerializer.Meta.fields, "replanning"]
+        fields = [*ChartDetailSerializer.Meta.fields, "replanning", "warnings"]
         read_only_fields = fields
 
     def get_replanning(self, chart: Chart) -> bool:
         return bool(self.context.get("replanning", True))
+
+    @extend_schema_field(SubmitWarningSerializer(many=True))
+    def get_warnings(self, chart: Chart) -> list[dict[str, str]]:
+        warnings: list[SubmitWarning] = self.context.get("warnings", [])
+        return [{"field": warning.field, "message": warning.message} for warning in warnings]
 
 
 class ChartEventSerializer(serializers.Serializer[Any]):
@@ -202,6 +221,13 @@ class BulkItemSerializer(StrictSerializer):
         " changes how many charts per round the org gets. Tenants: -10 to 10 (beyond: 403); staff: -1000"
         " to 1000.",
     )
+    due_at = serializers.DateTimeField(
+        required=False,
+        allow_null=True,
+        help_text="When the chart is due (ISO 8601 with its time zone), after now; absent or null: its"
+        " submission plus the org's turnaround for the workflow (none without one). Sooner than the"
+        " workflow's expected duration is accepted with a warning. A repeat keeps its first due time.",
+    )
 
 
 class ChartSubmitSerializer(BulkItemSerializer):
@@ -221,6 +247,8 @@ class BulkResultItemSerializer(serializers.Serializer[Any]):
     id = serializers.IntegerField()
     external_id = serializers.CharField()
     created = serializers.BooleanField(help_text="False when the chart existed already (idempotent repeat).")
+    due_at = serializers.DateTimeField(allow_null=True, help_text="When it is due; null: no due time.")
+    warnings = SubmitWarningSerializer(many=True, help_text="What this item was accepted despite; empty: nothing.")
 
 
 class BulkResultSerializer(serializers.Serializer[Any]):
@@ -270,6 +298,9 @@ def parse_bulk_items(items: object) -> list[ChartRequest]:
         for key in ("workflow", "external_id"):
             if not isinstance(item.get(key), str):
                 problems[key] = ["this field is required and must be a string"]
+        due_at, problem = due_at_read(item.get("due_at"))
+        if problem is not None:
+            problems["due_at"] = [problem]
         parsed.append(
             ChartRequest(
                 workflow=item.get("workflow", ""),
@@ -277,10 +308,27 @@ def parse_bulk_items(items: object) -> list[ChartRequest]:
                 payload=item.get("payload"),
                 high_priority=item.get("high_priority", False),
                 priority=item.get("priority", 0),
+                due_at=due_at,
                 problems=problems,
             )
         )
     return parsed
+
+
+def due_at_read(value: object) -> tuple[datetime | None, str | None]:
+    """A due time as an interface receives it (ISO 8601 text, or null/absent), and what is wrong
+    with its text; whether it has a zone and lies ahead, `chart_submit_bulk` judges."""
+    if value is None or value == "":
+        return None, None
+    try:
+        parsed = parse_datetime(value) if isinstance(value, str) and len(value) <= 64 else None
+    except ValueError:  # well formed, but no such moment (a 13th month)
+        parsed = None
+    if parsed is None:
+        return None, f"due_at must be a date and time in ISO 8601 with its time zone, got {str(value)[:64]!r}"
+    if parsed.tzinfo is None:
+        return None, "due_at must carry a time zone (e.g. 2026-01-31T12:00:00Z or +02:00)"
+    return parsed, None
 
 
 class StateCountsSerializer(serializers.Serializer[Any]):
@@ -303,6 +351,12 @@ class OrgDetailSerializer(serializers.Serializer[Any]):
     )
     max_concurrency = serializers.IntegerField(source="org.max_concurrency", allow_null=True)
     queue_limit = serializers.IntegerField(source="org.queue_limit", allow_null=True)
+    turnaround = serializers.IntegerField(
+        source="org.turnaround", allow_null=True, help_text="Seconds in which its charts are promised; null: none."
+    )
+    turnaround_share = serializers.FloatField(
+        source="org.turnaround_share", allow_null=True, help_text="Share promised within it; null: not said."
+    )
     clear_at = serializers.DateTimeField(allow_null=True, help_text="When its backlog is predicted to be done.")
     clear_low = serializers.DateTimeField(source="org.clear_low", allow_null=True, help_text="p10 of clear_at.")
     clear_high = serializers.DateTimeField(source="org.clear_high", allow_null=True, help_text="p90 of clear_at.")

@@ -12,6 +12,7 @@ import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from operator import attrgetter
 from typing import Any, NamedTuple
 
@@ -49,6 +50,7 @@ from common.events import changed
 from common.rows import instances_where
 from knobs.models import SchedulerConfig
 from orgs.models import Org, Workflow
+from orgs.selectors import turnaround_targets
 from orgs.services import org_change_log
 
 MAX_EXTERNAL_ID = 200
@@ -68,13 +70,15 @@ class ChartRequest:
     """One chart to submit, as parsed by an interface; `problems` are what the interface found wrong
     while reading it (an unknown key, a value of the wrong type), reported with the service's own by
     `chart_submit_bulk`. A field named there is not checked again; `detail` (not an item at all)
-    stops every check of the item."""
+    stops every check of the item. `due_at` (a moment with its time zone, in the future): when the
+    chart is due; None: its submission plus the org's promise for the workflow, if any."""
 
     workflow: str
     external_id: str
     payload: Mapping[str, Any] | None = None
     high_priority: bool = False
     priority: int = 0
+    due_at: datetime | None = None
     problems: Mapping[str, list[str]] = dataclasses.field(default_factory=dict)
 
 
@@ -86,6 +90,7 @@ def chart_submit(
     payload: Mapping[str, Any] | None = None,
     high_priority: bool = False,
     priority: int = 0,
+    due_at: datetime | None = None,
     actor: Actor,
     problems: Mapping[str, list[str]] | None = None,
 ) -> tuple[Chart, bool]:
@@ -94,7 +99,7 @@ def chart_submit(
     The bulk's rule judges it (`chart_submit_bulk`, one item): every problem of the chart is reported
     at once, by field (`FieldsInvalid`; only refused staff levers: `FieldsForbidden`, 403), with
     those the interface found reading it (`problems`)."""
-    item = ChartRequest(workflow, external_id, payload, high_priority, priority, problems=problems or {})
+    item = ChartRequest(workflow, external_id, payload, high_priority, priority, due_at, problems=problems or {})
     try:
         ((chart, created),) = chart_submit_bulk(org=org, items=[item], actor=actor)
     except BulkInvalid as bulk:
@@ -106,7 +111,7 @@ def chart_submit_problems(*, item: ChartRequest, actor: Actor) -> dict[str, list
     """What is wrong with one chart, by field, judged without its org (which the caller could not
     name): the first step of `chart_submit_bulk`, so that a submission to an unknown org still hears
     of its other problems in the same answer."""
-    return _items_check([item], staff=actor.staff).errors.get(0, {})
+    return _items_check([item], staff=actor.staff, now=timezone.now()).errors.get(0, {})
 
 
 class ItemsChecked(NamedTuple):
@@ -119,7 +124,7 @@ class ItemsChecked(NamedTuple):
     workflows: dict[str, Workflow]
 
 
-def _items_check(items: Sequence[ChartRequest], *, staff: bool) -> ItemsChecked:
+def _items_check(items: Sequence[ChartRequest], *, staff: bool, now: datetime) -> ItemsChecked:
     """Check every item in one pass (`_item_check`, a repeated external id, and for a tenant the
     staff levers it asked for), writing the row each good one will be."""
     names = list({item.workflow for item in items if isinstance(item.workflow, str)})
@@ -129,7 +134,7 @@ def _items_check(items: Sequence[ChartRequest], *, staff: bool) -> ItemsChecked:
     seen: dict[str, int] = {}
     rows: list[StagedRow] = []
     for index, item in enumerate(items):
-        problems, payload_value, payload = _item_check(item, workflows)
+        problems, payload_value, payload = _item_check(item, workflows, now=now)
         if "external_id" not in problems and isinstance(item.external_id, str):
             if item.external_id in seen:
                 problems["external_id"] = [f"repeats item {seen[item.external_id]} of this request"]
@@ -144,7 +149,16 @@ def _items_check(items: Sequence[ChartRequest], *, staff: bool) -> ItemsChecked:
             continue
         workflow_id = workflows[item.workflow].pk
         rows.append(
-            StagedRow(index, workflow_id, item.external_id, payload, item.high_priority, item.priority, payload_value)
+            StagedRow(
+                index,
+                workflow_id,
+                item.external_id,
+                payload,
+                item.high_priority,
+                item.priority,
+                item.due_at,
+                payload_value,
+            )
         )
     return ItemsChecked(errors, only_refused, rows, workflows)
 
@@ -166,11 +180,14 @@ def chart_submit_bulk(*, org: Org, items: Sequence[ChartRequest], actor: Actor) 
        (`_admission_turn`, held to commit). Why a single chart of an org without limit needs no turn:
        it has nothing to count, and the unique (org, external id) index alone makes a concurrent
        repeat wait for the first one's commit, then skip its row.
-    3. Stage the rows (`_stage`: a few inline, many COPYed into a temporary table); one statement
+    3. Give each row its due time (`_rows_due`): its item's `due_at`, else its submission plus the
+       promise the org holds its workflow to (`orgs.selectors.turnaround_targets`), else none.
+       Stage the rows (`_stage`: a few inline, many COPYed into a temporary table); one statement
        inserts those whose external id is new to the org (its unique index decides, as it writes)
        and their birth events, and returns their ids.
     4. The charts whose external id existed already are read and returned as they are
-       (idempotency); a repeat that names another workflow is a conflict.
+       (idempotency: a repeat keeps its first due time too); a repeat that names another workflow
+       is a conflict.
     5. Admission: the org's waiting charts plus the new ones must stay within its queue limit.
        A refusal in 4 or 5 raises, and the transaction takes the insert back: nothing is written.
     6. After commit, ask for a replan. When tracing, each new chart keeps the request's trace context
@@ -179,7 +196,8 @@ def chart_submit_bulk(*, org: Org, items: Sequence[ChartRequest], actor: Actor) 
     actor.org_required(org.pk)
     if len(items) > MAX_BULK_ITEMS:
         raise InvalidInput(f"at most {MAX_BULK_ITEMS} charts per request, got {len(items)}", field="items")
-    errors, only_refused, rows, workflows = _items_check(items, staff=actor.staff)
+    now = timezone.now()
+    errors, only_refused, rows, workflows = _items_check(items, staff=actor.staff, now=now)
     if errors:
         conflicts, new = _repeats_with_another_workflow(org, rows)
         for index in conflicts:
@@ -200,7 +218,8 @@ def chart_submit_bulk(*, org: Org, items: Sequence[ChartRequest], actor: Actor) 
         if org.queue_limit is not None or len(rows) > 1:
             _admission_turn(org)
         workflow_of = {workflow.pk: workflow for workflow in workflows.values()}
-        created = _insert_staged(org, rows, _stage(rows), actor=actor, workflow_of=workflow_of)
+        rows = _rows_due(org, rows, now=now)
+        created = _insert_staged(org, rows, _stage(rows), actor=actor, workflow_of=workflow_of, now=now)
         existing: dict[str, Chart] = {}
         if len(created) < len(rows):
             new_ids = {chart.external_id for chart in created}
@@ -258,7 +277,25 @@ class StagedRow(NamedTuple):
     payload: str
     high_priority: bool
     priority: int
+    due_at: datetime | None
     payload_value: dict[str, Any]
+
+
+def _rows_due(org: Org, rows: Sequence[StagedRow], *, now: datetime) -> list[StagedRow]:
+    """The rows with their due times: the item's own, else `now` (their submission) plus the promise
+    the org holds the workflow to, else none. One query for the promises, whatever the rows."""
+    undated = {row.workflow_id for row in rows if row.due_at is None}
+    if not undated:
+        return list(rows)
+    targets = turnaround_targets(org=org, workflow_ids=undated)
+    due = {
+        workflow_id: now + timedelta(seconds=target.turnaround)
+        for workflow_id, target in targets.items()
+        if target is not None
+    }
+    if not due:
+        return list(rows)
+    return [row if row.due_at is not None else row._replace(due_at=due.get(row.workflow_id)) for row in rows]
 
 
 # The staged rows' columns and their types, as `_stage` gives them to the statements below.
@@ -269,6 +306,7 @@ _STAGE_COLUMNS = (
     ("payload", "jsonb"),
     ("high_priority", "boolean"),
     ("priority", "integer"),
+    ("due_at", "timestamptz"),
 )
 # A staged row's values in the order of `_STAGE_COLUMNS`, by name.
 _staged_values = attrgetter(*(name for name, _ in _STAGE_COLUMNS))
@@ -287,7 +325,7 @@ _EXISTING_SQL = (
 )
 # Columns a bulk names row by row; every other column of a new chart gets its field's default.
 _UNIQUE_EXTERNAL_ID = "chart_org_external_id_unique"
-_ROW_FIELDS = ("workflow_id", "external_id", "payload", "high_priority", "priority")
+_ROW_FIELDS = ("workflow_id", "external_id", "payload", "high_priority", "priority", "due_at")
 
 
 class Staged(NamedTuple):
@@ -319,7 +357,13 @@ def _stage(rows: Sequence[StagedRow]) -> Staged:
 
 
 def _insert_staged(
-    org: Org, rows: Sequence[StagedRow], staged: Staged, *, actor: Actor, workflow_of: Mapping[int, Workflow]
+    org: Org,
+    rows: Sequence[StagedRow],
+    staged: Staged,
+    *,
+    actor: Actor,
+    workflow_of: Mapping[int, Workflow],
+    now: datetime,
 ) -> list[Chart]:
     """Insert the staged charts whose external id the org has not used yet (its unique index finds
     the others as the rows are written: no lookup before), in item order, with their birth events
@@ -327,9 +371,9 @@ def _insert_staged(
 
     Every column the rows do not name takes its field's default as Django would give it (auto_now
     fields: now), so a field added later needs nothing here. Only (id, external id) come back: the
-    charts are built from the values just written, not read and converted again.
+    charts are built from the values just written, not read and converted again. `now` is their
+    submission (their due times were reckoned from it).
     """
-    now = timezone.now()
     table = Chart._meta.db_table
     fields = Chart._meta.concrete_fields
     columns: list[str] = []
@@ -397,6 +441,7 @@ def _written_chart(
         payload=row.payload_value,
         high_priority=row.high_priority,
         priority=row.priority,
+        due_at=row.due_at,
         _state=state,
     )
     return chart
@@ -406,7 +451,7 @@ _NO_PLAN = dict.fromkeys(PLAN_FIELDS)
 
 
 def _item_check(
-    item: ChartRequest, workflows: Mapping[str, Workflow]
+    item: ChartRequest, workflows: Mapping[str, Workflow], *, now: datetime
 ) -> tuple[dict[str, list[str]], dict[str, Any], str]:
     """Check every field of one item (those its `problems` name already are not checked again);
     return the problems by field, and the payload, as a value and as JSON text."""
@@ -443,7 +488,20 @@ def _item_check(
             _check_priority(item.priority)
         except InvalidInput as bad:
             check("priority", bad.message)
+    check("due_at", due_at_problem(item.due_at, now=now))
     return problems, value, payload
+
+
+def due_at_problem(due_at: object, *, now: datetime) -> str | None:
+    """What is wrong with a chart's own due time (None: nothing, or none given): it must be a moment
+    with its time zone, after `now`."""
+    if due_at is None:
+        return None
+    if not isinstance(due_at, datetime) or due_at.tzinfo is None or due_at.utcoffset() is None:
+        return "due_at must be a date and time with its time zone (ISO 8601, e.g. 2026-01-31T12:00:00Z)"
+    if due_at <= now:
+        return "due_at is in the past: a chart must be due after its submission"
+    return None
 
 
 def _payload_text(value: dict[str, Any]) -> str:

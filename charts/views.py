@@ -41,6 +41,7 @@ from charts.selectors import (
     events_as_seen,
     last_error_summary,
     org_summary,
+    submit_warnings,
 )
 from charts.waiting import waiting_words
 from common.actors import Actor
@@ -323,7 +324,7 @@ def submit_one(request: HttpRequest, org_slug: str) -> HttpResponse:
     org, refusal = _acting(request, org_slug)
     if refusal is not None:
         return refusal
-    fields = {key: request.POST.get(key, "") for key in ("workflow", "external_id", "priority", "payload")}
+    fields = {key: request.POST.get(key, "") for key in ("workflow", "external_id", "priority", "payload", "due_at")}
     item = item_from_form(fields)
     try:
         chart, created = services.chart_submit(
@@ -333,6 +334,7 @@ def submit_one(request: HttpRequest, org_slug: str) -> HttpResponse:
             payload=item.payload,
             high_priority=item.high_priority,
             priority=item.priority,
+            due_at=item.due_at,
             actor=Actor.tenant(request.user, [org.pk]),
             problems=item.problems,
         )
@@ -341,6 +343,8 @@ def submit_one(request: HttpRequest, org_slug: str) -> HttpResponse:
     messages.success(
         request, f"Submitted {chart.external_id}." if created else f"{chart.external_id} was submitted before."
     )
+    for warning in submit_warnings(org=org, due_ats=[item.due_at], results=[(chart, created)]).get(0, []):
+        messages.warning(request, f"{chart.external_id}: {warning.message}.")
     return redirect("portal:chart", org_slug=org.slug, chart_id=chart.pk)
 
 
@@ -368,4 +372,8 @@ def submit_file(request: HttpRequest, org_slug: str) -> HttpResponse:
     messages.success(
         request, f"Submitted {created} chart{'s' if created != 1 else ''}; {len(results) - created} submitted before."
     )
+    warned = submit_warnings(org=org, due_ats=[item.due_at for item in upload.items], results=results)
+    for index, warnings in sorted(warned.items()):
+        for warning in warnings:
+            messages.warning(request, f"{upload.rows[index]}, {results[index][0].external_id}: {warning.message}.")
     return redirect("portal:org", org_slug=org.slug)

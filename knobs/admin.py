@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from common.actors import Actor
 from common.admin_utils import ServiceModelAdmin, reason_field
-from knobs.levers import CONFIG_BOUNDS
+from knobs.levers import CONFIG_BOUNDS, SWITCHES
 from knobs.models import ConfigChange, SchedulerConfig
 from knobs.services import scheduler_config_set
 
@@ -21,7 +21,7 @@ class SchedulerConfigForm(ModelForm[SchedulerConfig]):
 
     class Meta:
         model = SchedulerConfig
-        fields = ["budget", "policy", *(name for name in CONFIG_BOUNDS if name != "budget")]
+        fields = ["budget", "policy", *(name for name in CONFIG_BOUNDS if name != "budget"), *sorted(SWITCHES)]
 
 
 @admin.register(SchedulerConfig)

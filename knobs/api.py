@@ -16,8 +16,15 @@ from rest_framework.views import APIView
 
 from common.api import ETAG, IF_MATCH, CursorPagination, FairschedAPIView, if_match_check, with_etag
 from common.bounds import Number
-from common.strict import PageQuerySerializer, ReasonField, StrictFloatField, StrictIntegerField, StrictSerializer
-from knobs.levers import AGING_CAP, BUDGET, CONFIG_BOUNDS, MAX_ATTEMPTS
+from common.strict import (
+    PageQuerySerializer,
+    ReasonField,
+    StrictBooleanField,
+    StrictFloatField,
+    StrictIntegerField,
+    StrictSerializer,
+)
+from knobs.levers import AGING_CAP, BUDGET, CONFIG_BOUNDS, MAX_ATTEMPTS, RESCUE_MAX_BUDGET, RESCUE_MAX_WEIGHT
 from knobs.models import ConfigChange, SchedulerConfig
 from knobs.services import scheduler_config_set
 from orgs.access import IsStaffScope, actor_of
@@ -42,6 +49,10 @@ class SchedulerConfigSerializer(serializers.ModelSerializer[SchedulerConfig]):
             "backoff_ceiling",
             "retry_budget_share",
             "arrival_window",
+            "at_risk_threshold",
+            "due_first",
+            "rescue_max_budget",
+            "rescue_max_weight",
             "updated_at",
         ]
         read_only_fields = fields
@@ -74,6 +85,21 @@ class SchedulerConfigUpdateSerializer(StrictSerializer):
     backoff_ceiling = ConfigNumberField(name="backoff_ceiling")
     retry_budget_share = ConfigNumberField(name="retry_budget_share")
     arrival_window = ConfigNumberField(name="arrival_window")
+    at_risk_threshold = ConfigNumberField(
+        name="at_risk_threshold", help_text="At risk: a chance of finishing after the due time of at least this."
+    )
+    due_first = StrictBooleanField(
+        required=False, help_text="Inside each org's share, its charts by due time (the rounds unchanged)."
+    )
+    rescue_max_budget = StrictIntegerField(
+        required=False,
+        allow_null=True,
+        **RESCUE_MAX_BUDGET.limits,
+        help_text="The largest budget a rescue may propose; null: the budget, unchanged.",
+    )
+    rescue_max_weight = StrictIntegerField(
+        required=False, **RESCUE_MAX_WEIGHT.limits, help_text="The largest org weight a rescue may propose."
+    )
     reason = ReasonField()
 
 

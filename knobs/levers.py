@@ -19,6 +19,10 @@ from knobs.models import SchedulerConfig
 BUDGET = Whole(1, 1_000_000)
 AGING_CAP = Whole(0, 1000)
 MAX_ATTEMPTS = Whole(1, 100)
+# The largest budget and org weight a rescue may propose (`rescue_max_budget` may also be None: the
+# budget, unchanged); the weight bound is the org lever's (`orgs.levers.WEIGHT`) but for 0, a hold.
+RESCUE_MAX_BUDGET = BUDGET
+RESCUE_MAX_WEIGHT = Whole(1, 10_000)
 CONFIG_BOUNDS: dict[str, Whole | Number] = {
     "budget": BUDGET,
     "quantum": Number(0, above=True),
@@ -32,13 +36,25 @@ CONFIG_BOUNDS: dict[str, Whole | Number] = {
     "backoff_ceiling": Number(0, 7 * 86400),
     "retry_budget_share": Number(0, 1),
     "arrival_window": Number(0, 7 * 86400),
+    "at_risk_threshold": Number(0, 1, above=True),
+    "rescue_max_budget": RESCUE_MAX_BUDGET,
+    "rescue_max_weight": RESCUE_MAX_WEIGHT,
 }
+# The settings that may also be None, and what None means.
+NULLABLE = {"aging_step": "no aging", "rescue_max_budget": "the budget, unchanged"}
+# The settings that are true or false.
+SWITCHES = frozenset({"due_first"})
 
 
 def config_value_check(name: str, value: object) -> Any:
-    """One configuration value checked against its bound (None for `aging_step`: no aging)."""
-    if name == "aging_step" and value is None:
+    """One configuration value checked against its bound (None where `NULLABLE` says what it means; a
+    switch is true or false)."""
+    if name in NULLABLE and value is None:
         return None
+    if name in SWITCHES:
+        if not isinstance(value, bool):
+            raise InvalidInput(f"{name} must be true or false, got {value!r}", field=name)
+        return value
     return CONFIG_BOUNDS[name].check(value, field=name)
 
 
@@ -57,7 +73,7 @@ def config_changes(config: Any, values: Mapping[str, object]) -> dict[str, Any]:
                 choices = ", ".join(SchedulerConfig.Policy.values)
                 raise InvalidInput(f"policy must be one of {choices}, got {value!r}", field="policy")
             cleaned[name] = value
-        elif name in CONFIG_BOUNDS:
+        elif name in CONFIG_BOUNDS or name in SWITCHES:
             cleaned[name] = config_value_check(name, value)
         else:
             raise InvalidInput(f"unknown setting {name!r}", field=name)

@@ -31,7 +31,17 @@ from common.admin_utils import (
 from common.errors import InvalidInput
 from orgs import levers, services
 from orgs.access import api_token_revoke
-from orgs.models import ApiToken, Membership, Org, OrgChange, Provider, ProviderPause, Workflow, WorkflowCost
+from orgs.models import (
+    ApiToken,
+    Membership,
+    Org,
+    OrgChange,
+    Provider,
+    ProviderPause,
+    Workflow,
+    WorkflowCost,
+    WorkflowTurnaround,
+)
 
 # The services' bounds, shown and checked on the admin's fields too (forms, list edits, inlines).
 FIELD_BOUNDS = {
@@ -42,6 +52,7 @@ FIELD_BOUNDS = {
     "default_cost": services.COST,
     "run_timeout": services.RUN_TIMEOUT,
     "initial_duration": services.RUN_TIMEOUT,
+    "turnaround": levers.TURNAROUND,
 }
 
 # The newest of an org's history lines its admin History page lists (the change page's inline has all).
@@ -58,6 +69,18 @@ class WorkflowCostInline(admin.TabularInline[WorkflowCost, Org]):
     form = EditedFieldsForm  # a cost someone else set while the page was open is not written back
     extra = 0
     autocomplete_fields = ["workflow"]
+
+    def formfield_for_dbfield(self, db_field: Field[Any, Any], request: HttpRequest, **kwargs: Any) -> Any:
+        return super().formfield_for_dbfield(db_field, request, **bounded(db_field, kwargs))
+
+
+class WorkflowTurnaroundInline(admin.TabularInline[WorkflowTurnaround, Org]):
+    model = WorkflowTurnaround
+    form = EditedFieldsForm  # a promise someone else set while the page was open is not written back
+    extra = 0
+    autocomplete_fields = ["workflow"]
+    verbose_name = "turnaround for a workflow"
+    verbose_name_plural = "turnarounds per workflow (override the org's)"
 
     def formfield_for_dbfield(self, db_field: Field[Any, Any], request: HttpRequest, **kwargs: Any) -> Any:
         return super().formfield_for_dbfield(db_field, request, **bounded(db_field, kwargs))
@@ -93,7 +116,7 @@ class OrgForm(ModelForm[Org]):
 
     class Meta:
         model = Org
-        fields = ["name", "slug", "weight", "max_concurrency", "queue_limit"]
+        fields = ["name", "slug", "weight", "max_concurrency", "queue_limit", "turnaround", "turnaround_share"]
 
 
 @admin.register(Org)
@@ -108,10 +131,10 @@ class OrgAdmin(ServiceModelAdmin[Org]):
     readonly_fields = ["hold_state", "clear_at", "created_at", "updated_at"]
     form = OrgForm
     fields = [
-        "name", "slug", "hold_state", "weight", "max_concurrency", "queue_limit", "reason", "clear_at", "created_at",
-        "updated_at",
+        "name", "slug", "hold_state", "weight", "max_concurrency", "queue_limit", "turnaround", "turnaround_share",
+        "reason", "clear_at", "created_at", "updated_at",
     ]  # fmt: skip
-    inlines = [WorkflowCostInline, MembershipInline, OrgChangeInline]
+    inlines = [WorkflowCostInline, WorkflowTurnaroundInline, MembershipInline, OrgChangeInline]
     actions = ["hold", "release"]
     action_form = ReasonActionForm
 
@@ -182,6 +205,12 @@ class OrgAdmin(ServiceModelAdmin[Org]):
             "queue_limit": lambda: services.org_queue_limit_set(
                 org=obj, queue_limit=obj.queue_limit, actor=actor, reason=reason
             ),
+            "turnaround": lambda: services.org_turnaround_set(
+                org=obj, turnaround=obj.turnaround, actor=actor, reason=reason
+            ),
+            "turnaround_share": lambda: services.org_turnaround_share_set(
+                org=obj, share=obj.turnaround_share, actor=actor, reason=reason
+            ),
         }
         for field in form.changed_data:
             if field in setters:
@@ -193,38 +222,54 @@ class OrgAdmin(ServiceModelAdmin[Org]):
     def save_formset(
         self, request: HttpRequest, form: Any, formset: BaseInlineFormSet[Any, Any, Any], change: bool
     ) -> None:
-        """Per-workflow costs go through `workflow_cost_set`, so each is validated and logged.
+        """Per-workflow costs and turnarounds go through their services (`workflow_cost_set`,
+        `workflow_turnaround_set`), so each is validated and logged.
 
         1. Remove the overrides of deleted rows, and of rows moved to another workflow (first, so that
            two rows swapping workflows do not undo each other).
-        2. Set the cost of every other added or changed row.
+        2. Set the values of every other added or changed row.
         3. Fill in what the admin's change message reads from a saved formset.
         """
         if formset.model is Membership:
             self._save_memberships(request, form.instance, formset)
             return
-        if formset.model is not WorkflowCost:
-            super().save_formset(request, form, formset, change)
-            return
         actor = Actor.operator(request.user)
         org = form.instance
-        reason = form.cleaned_data.get("reason", "")  # the change form's reason, for its costs too
+        reason = form.cleaned_data.get("reason", "")  # the change form's reason, for its rows too
+        if formset.model is WorkflowCost:
+
+            def override_set(workflow: Workflow, values: dict[str, Any] | None) -> None:
+                cost = None if values is None else values["cost"]
+                services.workflow_cost_set(org=org, workflow=workflow, cost=cost, actor=actor, reason=reason)
+
+        elif formset.model is WorkflowTurnaround:
+
+            def override_set(workflow: Workflow, values: dict[str, Any] | None) -> None:
+                services.workflow_turnaround_set(
+                    org=org,
+                    workflow=workflow,
+                    turnaround=None if values is None else values["turnaround"],
+                    share=None if values is None else values.get("share"),
+                    actor=actor,
+                    reason=reason,
+                )
+
+        else:
+            super().save_formset(request, form, formset, change)
+            return
         formset.new_objects, formset.changed_objects, formset.deleted_objects = [], [], []
         edited = [f for f in formset.forms if f.has_changed() and "workflow" in f.cleaned_data]
         for inline_form in edited:
             previous = inline_form.initial.get("workflow")  # the row's workflow before the edit (a pk)
             deleted = inline_form.cleaned_data.get("DELETE", False)
             if previous is not None and (deleted or previous != inline_form.cleaned_data["workflow"].pk):
-                services.workflow_cost_set(
-                    org=org, workflow=Workflow.objects.get(pk=previous), cost=None, actor=actor, reason=reason
-                )
+                override_set(Workflow.objects.get(pk=previous), None)
             if deleted:
                 formset.deleted_objects.append(inline_form.instance)
         for inline_form in edited:
             if inline_form.cleaned_data.get("DELETE", False):
                 continue
-            workflow, cost = inline_form.cleaned_data["workflow"], inline_form.cleaned_data["cost"]
-            services.workflow_cost_set(org=org, workflow=workflow, cost=cost, actor=actor, reason=reason)
+            override_set(inline_form.cleaned_data["workflow"], inline_form.cleaned_data)
             if inline_form.instance.pk is None:
                 formset.new_objects.append(inline_form.instance)
             else:

@@ -9,10 +9,12 @@ its history line and its announcement); `scheduling.what_if` lays it over its co
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from common.bounds import Whole
+from common.bounds import Number, Whole
 from common.errors import InvalidInput
 
 # The bounds of the org and workflow levers, for every surface (API, admin, what-if): see common.bounds.
@@ -23,6 +25,10 @@ MAX_CONCURRENCY = Whole(1)
 QUEUE_LIMIT = Whole(1)
 # Budget units one run holds: a workflow's default and an org's override.
 COST = Whole(1, 1_000_000)
+# Seconds from submission in which a chart is promised (an org's, or its override for one workflow),
+# up to a year; and the share of charts promised within it, above 0 and at most 1.
+TURNAROUND = Whole(1, 366 * 86400)
+TURNAROUND_SHARE = Number(0, 1, above=True)
 
 Fields = dict[str, Any]
 
@@ -109,3 +115,65 @@ def pause_until_check(until: datetime, *, now: datetime, field: str = "until") -
 def pause_extended(current: datetime | None, until: datetime) -> datetime:
     """A provider's pause after another pause of the same scope until `until`: the later end wins."""
     return until if current is None else max(current, until)
+
+
+class Promised(Protocol):
+    """What the promise levers read of an org's row: its turnaround and the share promised within it."""
+
+    @property
+    def turnaround(self) -> int | None: ...
+
+    @property
+    def turnaround_share(self) -> float | None: ...
+
+
+def turnaround_set(row: Promised, turnaround: object, *, field: str = "turnaround") -> Fields:
+    """Charts of the org are due this many seconds after submission; None: no promise."""
+    seconds = TURNAROUND.check_optional(turnaround, field=field)
+    return {} if row.turnaround == seconds else {"turnaround": seconds}
+
+
+def turnaround_share_set(row: Promised, share: object, *, field: str = "turnaround_share") -> Fields:
+    """The share of the org's charts promised within its turnaround ("95% within 24 h"); None: not said."""
+    checked = turnaround_share_check(share, field=field)
+    return {} if row.turnaround_share == checked else {"turnaround_share": checked}
+
+
+def turnaround_share_check(share: object, *, field: str = "share") -> float | None:
+    return None if share is None else TURNAROUND_SHARE.check(share, field=field)
+
+
+def turnaround_check(turnaround: object, *, field: str = "turnaround") -> int:
+    return TURNAROUND.check(turnaround, field=field)
+
+
+@dataclass(frozen=True)
+class Target:
+    """A promise: charts due `turnaround` seconds after submission, `share` of them (None: not said)."""
+
+    turnaround: int
+    share: float | None
+
+
+@dataclass(frozen=True)
+class Override:
+    """An org's promise for one workflow (`WorkflowTurnaround`): its turnaround, its share (None: the org's)."""
+
+    turnaround: int
+    share: float | None
+
+
+def target_effective(org: Promised, override: Override | None) -> Target | None:
+    """The promise a chart of the org is held to: the workflow's override for the org, else the org's
+    turnaround, else none. An override without a share takes the org's share."""
+    if override is not None:
+        share = org.turnaround_share if override.share is None else override.share
+        return Target(override.turnaround, share)
+    if org.turnaround is None:
+        return None
+    return Target(org.turnaround, org.turnaround_share)
+
+
+def targets_effective(org: Promised, overrides: Mapping[int, Override], workflow_ids: Any) -> dict[int, Target | None]:
+    """`target_effective` for each of the workflows (by id), given the org's overrides by workflow id."""
+    return {workflow_id: target_effective(org, overrides.get(workflow_id)) for workflow_id in workflow_ids}

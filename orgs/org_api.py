@@ -25,7 +25,15 @@ from common.strict import PageQuerySerializer
 from orgs import services
 from orgs.access import IsStaffScope, actor_of, visible_org_ids
 from orgs.models import Membership, Org, OrgChange, Workflow
-from orgs.selectors import org_get, orgs_visible, user_for_input, workflow_cost_get, workflow_costs
+from orgs.selectors import (
+    org_get,
+    orgs_visible,
+    user_for_input,
+    workflow_cost_get,
+    workflow_costs,
+    workflow_turnaround_get,
+    workflow_turnarounds,
+)
 from orgs.serializers import (
     HoldSerializer,
     MembershipCreateSerializer,
@@ -38,6 +46,10 @@ from orgs.serializers import (
     WorkflowCostListedSerializer,
     WorkflowCostSerializer,
     WorkflowCostSetSerializer,
+    WorkflowTurnaroundListedSerializer,
+    WorkflowTurnaroundPatchSerializer,
+    WorkflowTurnaroundSerializer,
+    WorkflowTurnaroundSetSerializer,
 )
 
 STAFF_ACTIONS = frozenset(
@@ -166,7 +178,8 @@ class OrgViewSet(FairschedAPIView, viewsets.GenericViewSet[Org]):
 
     @extend_schema(parameters=[IF_MATCH, ETAG], request=OrgUpdateSerializer)
     def partial_update(self, request: Request, slug: str) -> Response:
-        """Staff: change weight (0 holds), max_concurrency (null: no cap) and queue_limit (null: none)."""
+        """Staff: change weight (0 holds), max_concurrency (null: no cap), queue_limit (null: none),
+        turnaround (seconds; null: no promise) and turnaround_share (in (0, 1]; null: not said)."""
         org = org_get(org_ids=None, slug=slug)
         body = OrgUpdateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
@@ -183,6 +196,14 @@ class OrgViewSet(FairschedAPIView, viewsets.GenericViewSet[Org]):
             if "queue_limit" in data:
                 org = services.org_queue_limit_set(
                     org=org, queue_limit=data["queue_limit"], actor=actor, reason=data["reason"]
+                )
+            if "turnaround" in data:
+                org = services.org_turnaround_set(
+                    org=org, turnaround=data["turnaround"], actor=actor, reason=data["reason"]
+                )
+            if "turnaround_share" in data:
+                org = services.org_turnaround_share_set(
+                    org=org, share=data["turnaround_share"], actor=actor, reason=data["reason"]
                 )
         org = org_get(org_ids=None, slug=slug)
         return with_etag(Response(self._detail(org)), org)
@@ -257,6 +278,80 @@ class OrgViewSet(FairschedAPIView, viewsets.GenericViewSet[Org]):
             )
         override = workflow_cost_get(org=org, workflow=found)
         return with_etag(Response(WorkflowCostSerializer(override).data), override)
+
+    @extend_schema(responses=WorkflowTurnaroundListedSerializer(many=True))
+    @action(detail=True, methods=["get"], pagination_class=None)
+    def turnarounds(self, request: Request, slug: str) -> Response:
+        """The org's per-workflow turnaround promises, each with its ETag (for If-Match). Its members
+        read them too; only staff set them."""
+        org = org_get(org_ids=visible_org_ids(request), slug=slug)
+        return Response(WorkflowTurnaroundListedSerializer(workflow_turnarounds(org=org), many=True).data)
+
+    @extend_schema(methods=["GET"], parameters=[ETAG], responses=WorkflowTurnaroundSerializer)
+    @extend_schema(
+        methods=["PUT"],
+        parameters=[IF_MATCH, ETAG],
+        request=WorkflowTurnaroundSetSerializer,
+        responses=WorkflowTurnaroundSerializer,
+    )
+    @extend_schema(
+        methods=["PATCH"],
+        parameters=[IF_MATCH, ETAG],
+        request=WorkflowTurnaroundPatchSerializer,
+        responses=WorkflowTurnaroundSerializer,
+    )
+    @extend_schema(
+        methods=["DELETE"],
+        parameters=[IF_MATCH, ReasonQuerySerializer],
+        description="Staff: remove the org's turnaround for the workflow: the org's own applies again. The"
+        ' reason, optional, goes in the query (`?reason=...`) or in a JSON body `{"reason": "..."}`, not both.',
+        responses={204: None},
+    )
+    @action(detail=True, methods=["get", "put", "patch", "delete"], url_path=r"turnarounds/(?P<workflow>[^/]+)")
+    def turnaround(self, request: Request, slug: str, workflow: str) -> Response:
+        """The org's turnaround promise for one workflow (GET, members too; `turnaround` null: the org's
+        applies); staff set it (PUT), change one of its fields (PATCH) or remove it (DELETE). A tenant's
+        write is a 403 naming the field."""
+        org = org_get(org_ids=visible_org_ids(request), slug=slug)
+        found = Workflow.objects.filter(name=workflow).first() if "\x00" not in workflow else None
+        if found is None:
+            raise HttpNotFound("workflow not found")
+        if request.method == "GET":
+            override = workflow_turnaround_get(org=org, workflow=found)
+            return with_etag(Response(WorkflowTurnaroundSerializer(override).data), override)
+        actor = actor_of(request)
+        actor.staff_required(field="turnaround", what="turnaround targets")
+        body: serializers.Serializer[Any] | None = None
+        if request.method == "PUT":
+            body = WorkflowTurnaroundSetSerializer(data=request.data)
+        elif request.method == "PATCH":
+            body = WorkflowTurnaroundPatchSerializer(data=request.data)
+        if body is not None:
+            body.is_valid(raise_exception=True)
+        reason = self._removal_reason(request) if body is None else body.validated_data["reason"]
+        with transaction.atomic():
+            current = workflow_turnaround_get(org=org, workflow=found, for_update=True)
+            if_match_check(request, lambda: current)
+            if body is None:
+                services.workflow_turnaround_set(org=org, workflow=found, turnaround=None, actor=actor, reason=reason)
+                return Response(status=status.HTTP_204_NO_CONTENT)
+            data = body.validated_data
+            turnaround = data.get("turnaround", current.turnaround)
+            if turnaround is None:
+                raise InvalidInput(
+                    "the org has no turnaround for this workflow to change: PUT one with its turnaround",
+                    field="turnaround",
+                )
+            services.workflow_turnaround_set(
+                org=org,
+                workflow=found,
+                turnaround=turnaround,
+                share=data.get("share", current.share if request.method == "PATCH" else None),
+                actor=actor,
+                reason=reason,
+            )
+        override = workflow_turnaround_get(org=org, workflow=found)
+        return with_etag(Response(WorkflowTurnaroundSerializer(override).data), override)
 
     @extend_schema(responses=OrgChangeSerializer(many=True))
     @action(detail=True, methods=["get"], pagination_class=OrgChangeCursorPagination)

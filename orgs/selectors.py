@@ -15,7 +15,8 @@ from django.db.models import Prefetch, Q, QuerySet
 
 from common.errors import InvalidInput, NotFound
 from common.rows import instances_where
-from orgs.models import Membership, Org, Provider, ProviderPause, Workflow, WorkflowCost
+from orgs.levers import Override, Target, targets_effective
+from orgs.models import Membership, Org, Provider, ProviderPause, Workflow, WorkflowCost, WorkflowTurnaround
 
 OrgIds = Collection[int] | None
 
@@ -78,6 +79,30 @@ def workflow_cost_get(*, org: Org, workflow: Workflow, for_update: bool = False)
         Org.objects.select_for_update().filter(pk=org.pk).first()
     found = WorkflowCost.objects.filter(org=org, workflow=workflow).select_related("workflow").first()
     return found or WorkflowCost(org=org, workflow=workflow)  # cost unset: None
+
+
+def workflow_turnarounds(*, org: Org) -> QuerySet[WorkflowTurnaround]:
+    return WorkflowTurnaround.objects.filter(org=org).select_related("workflow").order_by("workflow__name")
+
+
+def workflow_turnaround_get(*, org: Org, workflow: Workflow, for_update: bool = False) -> WorkflowTurnaround:
+    """The org's turnaround promise for `workflow`; without one, an unsaved row with no turnaround (the
+    org's applies). `for_update` locks the org first, as `workflow_turnaround_set` does."""
+    if for_update:
+        Org.objects.select_for_update().filter(pk=org.pk).first()
+    found = WorkflowTurnaround.objects.filter(org=org, workflow=workflow).select_related("workflow").first()
+    return found or WorkflowTurnaround(org=org, workflow=workflow)  # turnaround unset: None
+
+
+def turnaround_targets(*, org: Org, workflow_ids: Collection[int]) -> dict[int, Target | None]:
+    """The promise each of the workflows' charts is held to in `org` (`orgs.levers.target_effective`:
+    the workflow's override, else the org's turnaround, else None), in one query."""
+    ids = list(workflow_ids)
+    rows = WorkflowTurnaround.objects.filter(org_id=org.pk, workflow_id__in=ids).values_list(
+        "workflow_id", "turnaround", "share"
+    )
+    overrides = {workflow_id: Override(turnaround, share) for workflow_id, turnaround, share in rows}
+    return targets_effective(org, overrides, ids)
 
 
 def provider_pauses(*, active_only: bool, now: datetime) -> QuerySet[ProviderPause]:

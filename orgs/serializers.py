@@ -12,13 +12,24 @@ from common.strict import (
     ReasonField,
     StrictBooleanField,
     StrictCharField,
+    StrictFloatField,
     StrictIntegerField,
     StrictQuerySerializer,
     StrictSerializer,
     StrictSlugField,
 )
-from orgs.levers import COST, MAX_CONCURRENCY, QUEUE_LIMIT, WEIGHT
-from orgs.models import ApiToken, Membership, Org, OrgChange, Provider, ProviderPause, Workflow, WorkflowCost
+from orgs.levers import COST, MAX_CONCURRENCY, QUEUE_LIMIT, TURNAROUND, TURNAROUND_SHARE, WEIGHT
+from orgs.models import (
+    ApiToken,
+    Membership,
+    Org,
+    OrgChange,
+    Provider,
+    ProviderPause,
+    Workflow,
+    WorkflowCost,
+    WorkflowTurnaround,
+)
 from orgs.services import RUN_TIMEOUT, WORKFLOW_FIELDS
 
 
@@ -38,6 +49,8 @@ class OrgSerializer(serializers.ModelSerializer[Org]):
             "hold_reason",
             "max_concurrency",
             "queue_limit",
+            "turnaround",
+            "turnaround_share",
             "clear_at",
             "clear_low",
             "clear_high",
@@ -45,10 +58,24 @@ class OrgSerializer(serializers.ModelSerializer[Org]):
         read_only_fields = fields
 
 
+class ShareField(StrictFloatField):
+    """A share promised within a turnaround: a number above 0 and at most 1 (its schema says so; the
+    service checks it, `orgs.levers.TURNAROUND_SHARE`)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self._spectacular_annotation = {"field": TURNAROUND_SHARE.schema}
+        super().__init__(required=False, allow_null=True, **kwargs)
+
+
+TURNAROUND_HELP = "Seconds from submission in which a chart is promised, 1 s to 366 days; null: no promise."
+
+
 class OrgUpdateSerializer(StrictSerializer):
     weight = StrictIntegerField(required=False, **WEIGHT.limits)
     max_concurrency = StrictIntegerField(required=False, allow_null=True, **MAX_CONCURRENCY.limits)
     queue_limit = StrictIntegerField(required=False, allow_null=True, **QUEUE_LIMIT.limits)
+    turnaround = StrictIntegerField(required=False, allow_null=True, **TURNAROUND.limits, help_text=TURNAROUND_HELP)
+    turnaround_share = ShareField(help_text="Share of charts promised within the turnaround, in (0, 1]; null: none.")
     reason = ReasonField()
 
 
@@ -81,6 +108,52 @@ class WorkflowCostListedSerializer(WorkflowCostSerializer):
 class WorkflowCostSetSerializer(StrictSerializer):
     cost = StrictIntegerField(**COST.limits)
     reason = ReasonField()
+
+
+class WorkflowTurnaroundSerializer(serializers.ModelSerializer[WorkflowTurnaround]):
+    workflow = serializers.CharField(source="workflow.name", read_only=True)
+    turnaround = serializers.IntegerField(
+        read_only=True, allow_null=True, help_text="Seconds; null: no override, the org's turnaround applies."
+    )
+    share = serializers.FloatField(read_only=True, allow_null=True, help_text="null: the org's share.")
+
+    class Meta:
+        model = WorkflowTurnaround
+        fields = ["workflow", "turnaround", "share"]
+        read_only_fields = fields
+
+
+class WorkflowTurnaroundListedSerializer(WorkflowTurnaroundSerializer):
+    """An override in the org's list of turnarounds, with the ETag its own GET answers."""
+
+    etag = serializers.SerializerMethodField(
+        help_text="The override's ETag, as GET /api/v1/orgs/{slug}/turnarounds/{workflow}/ answers it: send it"
+        " as If-Match to PUT, PATCH or DELETE this version only."
+    )
+
+    class Meta(WorkflowTurnaroundSerializer.Meta):
+        fields = [*WorkflowTurnaroundSerializer.Meta.fields, "etag"]
+        read_only_fields = fields
+
+    def get_etag(self, row: WorkflowTurnaround) -> str:
+        return etag(row)
+
+
+class WorkflowTurnaroundSetSerializer(StrictSerializer):
+    turnaround = StrictIntegerField(**TURNAROUND.limits, help_text="Seconds from submission, 1 s to 366 days.")
+    share = ShareField(help_text="Share of charts promised within it, in (0, 1]; null or absent: the org's.")
+    reason = ReasonField()
+
+
+class WorkflowTurnaroundPatchSerializer(WorkflowTurnaroundSetSerializer):
+    """Either field of an override (at least one); the other keeps its value."""
+
+    turnaround = StrictIntegerField(required=False, **TURNAROUND.limits, help_text="Seconds, 1 s to 366 days.")
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if "turnaround" not in attrs and "share" not in attrs:
+            raise serializers.ValidationError("give turnaround, share or both")
+        return attrs
 
 
 class OrgChangeSerializer(serializers.ModelSerializer[OrgChange]):

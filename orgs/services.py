@@ -24,7 +24,16 @@ from common.errors import Conflict, InvalidInput, NotFound
 from common.events import changed
 from orgs import levers
 from orgs.levers import COST, MAX_CONCURRENCY, QUEUE_LIMIT, WEIGHT
-from orgs.models import Membership, Org, OrgChange, Provider, ProviderPause, Workflow, WorkflowCost
+from orgs.models import (
+    Membership,
+    Org,
+    OrgChange,
+    Provider,
+    ProviderPause,
+    Workflow,
+    WorkflowCost,
+    WorkflowTurnaround,
+)
 
 RUN_TIMEOUT = Whole(1, 366 * 86400)
 logger = logging.getLogger(__name__)
@@ -162,6 +171,23 @@ def org_queue_limit_set(*, org: Org, queue_limit: int | None, actor: Actor, reas
     )
 
 
+def org_turnaround_set(*, org: Org, turnaround: int | None, actor: Actor, reason: str = "") -> Org:
+    """Promise the org's charts within `turnaround` seconds of submission (None: no promise). Charts
+    submitted from now on are due by it; those submitted before keep their due time: no replan."""
+    actor.staff_required(field="turnaround", what="turnaround targets")
+    return _org_field_set(
+        org=org, lever=lambda row: levers.turnaround_set(row, turnaround), actor=actor, reason=reason, replan=False
+    )
+
+
+def org_turnaround_share_set(*, org: Org, share: float | None, actor: Actor, reason: str = "") -> Org:
+    """The share of the org's charts promised within its turnaround (None: not said)."""
+    actor.staff_required(field="turnaround_share", what="turnaround targets")
+    return _org_field_set(
+        org=org, lever=lambda row: levers.turnaround_share_set(row, share), actor=actor, reason=reason, replan=False
+    )
+
+
 def _apply(org: Org, fields: dict[str, object]) -> None:
     """Write what a lever (`orgs.levers`) made of the locked org's row."""
     for name, value in fields.items():
@@ -209,6 +235,41 @@ def workflow_cost_set(*, org: Org, workflow: Workflow, cost: int | None, actor: 
             reason=reason,
         )
         changed(kind="org", org_id=org.pk)
+
+
+def workflow_turnaround_set(
+    *, org: Org, workflow: Workflow, turnaround: int | None, share: float | None = None, actor: Actor, reason: str = ""
+) -> None:
+    """Promise the org's charts of `workflow` within `turnaround` seconds, `share` of them (None: the
+    org's share); turnaround None removes the override (the org's promise applies). Each field that
+    changes is a line of the org's history (`turnaround:<workflow>`, `turnaround_share:<workflow>`).
+    Charts submitted before keep their due time: no replan."""
+    actor.staff_required(field="turnaround", what="turnaround targets")
+    turnaround = None if turnaround is None else levers.turnaround_check(turnaround)
+    share = None if turnaround is None else levers.turnaround_share_check(share)
+    with transaction.atomic():
+        org = _locked(org)
+        current = WorkflowTurnaround.objects.filter(org=org, workflow=workflow).first()
+        old = (current.turnaround, current.share) if current else (None, None)
+        if old == (turnaround, share):
+            return
+        if turnaround is None:
+            WorkflowTurnaround.objects.filter(org=org, workflow=workflow).delete()
+        else:
+            WorkflowTurnaround.objects.update_or_create(
+                org=org, workflow=workflow, defaults={"turnaround": turnaround, "share": share}
+            )
+        for name, before, after in (("turnaround", old[0], turnaround), ("turnaround_share", old[1], share)):
+            if before != after:
+                org_change_log(
+                    org,
+                    actor=actor,
+                    field=f"{name}:{workflow.name}",
+                    old="org's" if before is None else before,
+                    new="org's" if after is None else after,
+                    reason=reason,
+                )
+        changed(kind="org", org_id=org.pk, replan=False)
 
 
 WORKFLOW_FIELDS = (

@@ -493,20 +493,27 @@ def test_single_submit_statements_are_pinned(
     tenants: Tenants, token_client: Any, org_token: str, django_assert_num_queries: Any
 ) -> None:
     """A new chart: the token; the org, then the workflow (validation); then under the org's lock
-    (a savepoint here, a transaction in production) the insert with its event, which the org's unique
+    (a savepoint here, a transaction in production) the promise its workflow is held to in the org
+    (its due time, when the item gives none), the insert with its event, which the org's unique
     index skips for a repeat; a repeat then reads the existing chart, and the answer reads it with its
-    plan. No temporary table for one chart."""
+    plan. No temporary table for one chart. With its own due time, no promise is read, but the learned
+    duration its due time is judged against (the warning)."""
     client = token_client(org_token)
     client.get("/api/v1/charts/")  # the first use records last_used_at
     body = {"workflow": "render", "external_id": "pinned"}
-    with django_assert_num_queries(7) as captured:
+    with django_assert_num_queries(8) as captured:
         assert client.post("/api/v1/charts/", body, format="json").status_code == 201
     statements = [query["sql"].split()[0].upper() for query in captured.captured_queries]
-    assert statements == ["SELECT", "SELECT", "SELECT", "SAVEPOINT", "SELECT", "WITH", "RELEASE"]
-    with django_assert_num_queries(9) as captured:
+    assert statements == ["SELECT", "SELECT", "SELECT", "SAVEPOINT", "SELECT", "SELECT", "WITH", "RELEASE"]
+    with django_assert_num_queries(10) as captured:
         assert client.post("/api/v1/charts/", body, format="json").status_code == 200
     statements = [query["sql"].split()[0].upper() for query in captured.captured_queries]
-    assert statements == ["SELECT", "SELECT", "SELECT", "SAVEPOINT", "SELECT", "WITH", "SELECT", "RELEASE", "SELECT"]
+    assert statements == [
+        "SELECT", "SELECT", "SELECT", "SAVEPOINT", "SELECT", "SELECT", "WITH", "SELECT", "RELEASE", "SELECT",
+    ]  # fmt: skip
+    dated = {"workflow": "render", "external_id": "dated", "due_at": "2099-01-01T00:00:00Z"}
+    with django_assert_num_queries(8):
+        assert client.post("/api/v1/charts/", dated, format="json").status_code == 201
 
 
 @pytest.mark.parametrize(

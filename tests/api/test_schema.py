@@ -117,6 +117,8 @@ REFERENCES = (
     "is not waiting",
     "backoff_ceiling must be >= backoff_base",
     "until must be in the future",
+    "due_at is in the past",
+    "has no turnaround for this workflow to change",
     # A cursor is opaque: only one the server gave is one (the change feed's `after`); a schema can say
     # it is a string, not which strings it wrote.
     "not a cursor of this feed",

@@ -35,7 +35,17 @@ from knobs import services as knob_services
 from knobs.models import ConfigChange, SchedulerConfig
 from orgs import access
 from orgs import services as org_services
-from orgs.models import ApiToken, Membership, Org, OrgChange, Provider, ProviderPause, Workflow, WorkflowCost
+from orgs.models import (
+    ApiToken,
+    Membership,
+    Org,
+    OrgChange,
+    Provider,
+    ProviderPause,
+    Workflow,
+    WorkflowCost,
+    WorkflowTurnaround,
+)
 from tests.conftest import Tenants
 from tests.factories import ChartFactory, ProviderFactory
 
@@ -113,6 +123,7 @@ def untouchable() -> dict[str, list[Any]]:
         "configuration history": list(ConfigChange.objects.values_list("pk", flat=True)),
         "workflows": list(Workflow.objects.order_by("pk").values()),
         "costs": list(WorkflowCost.objects.order_by("pk").values()),
+        "turnarounds": list(WorkflowTurnaround.objects.order_by("pk").values()),
         "providers": list(Provider.objects.order_by("pk").values()),
         "pauses": list(ProviderPause.objects.order_by("pk").values()),
         "members": list(Membership.objects.order_by("pk").values()),
@@ -211,8 +222,9 @@ BODIES: dict[str, dict[str, Any]] = {
     "chart-move-to-top": {"reason": "reach"},
     "chart-prioritize": {"high_priority": True, "priority": 1000},
     "org-list": {"name": "Mine", "slug": "mine", "weight": 100},
-    "org-detail": {"weight": 100, "max_concurrency": 50, "queue_limit": 50},
+    "org-detail": {"weight": 100, "max_concurrency": 50, "queue_limit": 50, "turnaround": 60, "turnaround_share": 1},
     "org-cost": {"cost": 1},
+    "org-turnaround": {"turnaround": 60, "share": 1},
     "org-hold": {"reason": "reach"},
     "org-release": {"reason": "reach"},
     "org-member": {"role": "admin"},
@@ -420,6 +432,9 @@ SERVICE_CALLS: dict[str, Callable[[World], dict[str, Any]]] = {
     "org_cap_set": lambda w: {"org": w.tenants.org_a, "max_concurrency": None},
     "org_queue_limit_set": lambda w: {"org": w.tenants.org_a, "queue_limit": None},
     "workflow_cost_set": lambda w: {"org": w.tenants.org_a, "workflow": w.tenants.workflow, "cost": 1},
+    "org_turnaround_set": lambda w: {"org": w.tenants.org_a, "turnaround": 60},
+    "org_turnaround_share_set": lambda w: {"org": w.tenants.org_a, "share": 0.9},
+    "workflow_turnaround_set": lambda w: {"org": w.tenants.org_a, "workflow": w.tenants.workflow, "turnaround": 60},
     "workflow_register": lambda w: {"name": "mine", "workflow_type": "t", "task_queue": "q"},
     "workflow_change": lambda w: {"workflow": w.tenants.workflow, "default_cost": 1000},
     "membership_create": lambda w: {"user": w.tenants.outsider, "org": w.tenants.org_a, "role": "admin"},

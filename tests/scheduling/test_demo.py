@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from io import StringIO
 
 import pytest
@@ -14,7 +15,7 @@ from charts.models import Chart, ChartEvent, ChartState
 from common.actors import Actor
 from knobs.models import SchedulerConfig
 from orgs import services
-from orgs.models import Membership, Org, Workflow, WorkflowCost
+from orgs.models import Membership, Org, Workflow, WorkflowCost, WorkflowTurnaround
 
 pytestmark = pytest.mark.django_db
 
@@ -64,6 +65,21 @@ def test_demo_creates_orgs_workflows_users_config_and_a_backlog(monkeypatch: pyt
         ("acme", "simulate", 2),
         ("beta", "export", 2),
     }
+
+    # Promises: Acme and Beta on the org, Gamma for its simulations only; each chart due by its own.
+    assert {slug: (org.turnaround, org.turnaround_share) for slug, org in orgs.items() if org.turnaround} == {
+        "acme": (600, 0.9),
+        "beta": (1800, 0.95),
+    }
+    assert set(WorkflowTurnaround.objects.values_list("org__slug", "workflow__name", "turnaround")) == {
+        ("gamma", "simulate", 1200),
+    }
+    for chart in Chart.objects.select_related("org", "workflow"):
+        promised = {"acme": 600, "beta": 1800}.get(chart.org.slug)
+        if chart.org.slug == "gamma" and chart.workflow.name == "simulate":
+            promised = 1200
+        expected_due = None if promised is None else chart.created_at + timedelta(seconds=promised)
+        assert chart.due_at == expected_due, (chart.org.slug, chart.workflow.name)
 
     config = SchedulerConfig.load()
     assert (config.budget, config.max_attempts, config.backoff_base) == (8, 3, 5.0)

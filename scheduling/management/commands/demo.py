@@ -46,6 +46,8 @@ class DemoOrg:
     queue_limit: int | None = None
     held: bool = False
     fixed: int | None = None  # a fixed number of charts instead of a share
+    turnaround: int | None = None  # seconds in which its charts are promised (None: no promise)
+    turnaround_share: float | None = None
 
 
 @dataclass(frozen=True)
@@ -59,8 +61,9 @@ class DemoWorkflow:
 
 
 ORGS = [
-    DemoOrg("acme", "Acme Corp", weight=3, share=1.0),
-    DemoOrg("beta", "Beta Labs", weight=2, share=0.2),
+    # Acme's big backlog cannot all make its 10 minutes (some of it is at risk); Beta's half hour is easy.
+    DemoOrg("acme", "Acme Corp", weight=3, share=1.0, turnaround=600, turnaround_share=0.9),
+    DemoOrg("beta", "Beta Labs", weight=2, share=0.2, turnaround=1800, turnaround_share=0.95),
     DemoOrg("gamma", "Gamma Studio", weight=1, share=1 / 6, max_concurrency=2),
     DemoOrg("delta", "Delta Freight", weight=2, share=1 / 15, held=True),
     DemoOrg("epsilon", "Epsilon Solo", weight=1, share=0, queue_limit=25, fixed=5),
@@ -73,6 +76,8 @@ WORKFLOWS = [
 ]
 # (org, workflow) -> cost: Acme negotiated cheaper simulations, Beta's exports are heavier.
 COST_OVERRIDES = {("acme", "simulate"): 2, ("beta", "export"): 2}
+# (org, workflow) -> seconds: Gamma promises its simulations within 20 minutes (and nothing else).
+TURNAROUND_OVERRIDES = {("gamma", "simulate"): 1200}
 CONFIG: dict[str, Any] = {"budget": 8, "max_attempts": 3, "backoff_base": 5}
 
 
@@ -89,7 +94,7 @@ class Command(BaseCommand):
         """In one transaction:
         1. (--reset) delete the demo orgs, their charts and history.
         2. Create what is missing: the admin, the provider, the workflows, the orgs with their cost
-           overrides and holds, a customer per org.
+           overrides, turnaround promises and holds, a customer per org.
         3. On a fresh demo, set the scheduler's budget and retry policy.
         4. Submit each org's backlog through `chart_submit_bulk`; charts that exist are left as they are.
         Then print the URLs and the logins.
@@ -172,6 +177,13 @@ class Command(BaseCommand):
         for (slug, name), cost in COST_OVERRIDES.items():
             if slug == spec.slug:
                 services.workflow_cost_set(org=org, workflow=workflows[name], cost=cost, actor=ACTOR)
+        # Promised before its backlog is submitted: each of its charts is due by its promise.
+        if spec.turnaround is not None:
+            org = services.org_turnaround_set(org=org, turnaround=spec.turnaround, actor=ACTOR)
+            org = services.org_turnaround_share_set(org=org, share=spec.turnaround_share, actor=ACTOR)
+        for (slug, name), seconds in TURNAROUND_OVERRIDES.items():
+            if slug == spec.slug:
+                services.workflow_turnaround_set(org=org, workflow=workflows[name], turnaround=seconds, actor=ACTOR)
         if spec.held:  # held through the service, so that a release restores its weight
             org = services.org_hold(org=org, actor=ACTOR, reason="demo: a held org keeps its queue")
         return org
