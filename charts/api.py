@@ -78,6 +78,8 @@ class ChartViewSet(FairschedAPIView, viewsets.GenericViewSet[Chart]):
             created_after=wanted.get("created_after"),
             created_before=wanted.get("created_before"),
             updated_after=wanted.get("updated_after"),
+            at_risk=wanted.get("at_risk"),
+            late=wanted.get("late"),
         )
         page = self.paginate_queryset(charts)
         return self.get_paginated_response(ChartSerializer(page, many=True).data)

@@ -94,12 +94,13 @@ PLAN_FIELDS = (
     "waiting_until",
     "head_of_line",
     "expected_duration",
+    "late_chance",
 )
 
 
 class ChartManager(models.Manager["Chart"]):
     """Charts with their plan joined in: `position`, `predicted_start`, `eta`, `eta_low`, `eta_high`,
-    `waiting_reason`, `waiting_until`, `head_of_line`, `expected_duration` can be read, filtered and
+    `waiting_reason`, `waiting_until`, `head_of_line`, `expected_duration`, `late_chance` can be read, filtered and
     ordered on as if they were columns of the chart."""
 
     def get_queryset(self) -> models.QuerySet[Chart]:

@@ -13,9 +13,11 @@ from datetime import datetime
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db.models import Count, F, QuerySet
+from django.utils import timezone
 
 from charts.drain import Finish
 from charts.models import ACTIVE_STATES, PLAN_FIELDS, Chart, ChartEvent, ChartPlan, ChartState, DurationStat
+from charts.promise import THRESHOLD_ATTRIBUTE, THRESHOLD_SQL, as_flag, at_risk_q, late_q, with_threshold
 from common import rows
 from common.errors import InvalidInput, NotFound
 from orgs.models import Org, Workflow
@@ -118,11 +120,16 @@ def charts_visible(
     created_after: datetime | None = None,
     created_before: datetime | None = None,
     updated_after: datetime | None = None,
+    at_risk: bool | None = None,
+    late: bool | None = None,
+    now: datetime | None = None,
 ) -> QuerySet[Chart]:
     """The caller's charts, filtered; a filter naming a foreign org finds nothing, like an empty org.
-    The times are served by the indexes on `created_at` and `updated_at`."""
-    # The plan's fields come with every chart (see ChartManager); `only` names the chart's own.
-    charts = Chart.objects.select_related("org", "workflow").only(*LIST_FIELDS)
+    The times are served by the indexes on `created_at` and `updated_at`. `at_risk` and `late`
+    (`charts.promise`, at `now`) keep the charts that are (true) or are not (false)."""
+    # The plan's fields come with every chart (see ChartManager); `only` names the chart's own. The
+    # at-risk threshold comes in the same statement (`charts.promise`).
+    charts = with_threshold(Chart.objects.select_related("org", "workflow").only(*LIST_FIELDS))
     if org_ids is not None:
         charts = charts.filter(org_id__in=list(org_ids))
     if org_slug:
@@ -141,6 +148,12 @@ def charts_visible(
         charts = charts.filter(created_at__lt=created_before)
     if updated_after is not None:
         charts = charts.filter(updated_at__gt=updated_after)
+    if at_risk is not None or late is not None:
+        now = now or timezone.now()
+        if at_risk is not None:
+            charts = charts.alias(is_at_risk=as_flag(at_risk_q(now=now))).filter(is_at_risk=at_risk)
+        if late is not None:
+            charts = charts.alias(is_late=as_flag(late_q(now=now))).filter(is_late=late)
     return charts
 
 
@@ -156,6 +169,7 @@ CHART_ROW = rows.Layout(
     [
         ("chart", rows.model_columns(Chart, "c")),
         ("plan", [f'p."{name}"' for name in PLAN_FIELDS]),
+        ("promise", [THRESHOLD_SQL]),
         ("org", rows.model_columns(Org, "o")),
         ("workflow", rows.model_columns(Workflow, "w")),
     ]
@@ -170,7 +184,8 @@ CHART_GET_SQL = f'SELECT {CHART_ROW.sql} FROM {CHART_FROM} WHERE c."id" = %s'  #
 
 
 def chart_get(*, org_ids: OrgIds, chart_id: int) -> Chart:
-    """The chart with its org, workflow and plan (as `Chart.objects` reads it), if the caller may see it."""
+    """The chart with its org, workflow and plan (as `Chart.objects` reads it) and the at-risk
+    threshold (`charts.promise`), if the caller may see it."""
     sql, params = CHART_GET_SQL, [chart_id]
     if org_ids is not None:
         sql = f'{sql} AND c."org_id" = ANY(%s)'
@@ -187,6 +202,8 @@ def chart_from_row(values: Sequence[object], layout: rows.Layout = CHART_ROW) ->
     chart = rows.from_row(Chart, layout.part(values, "chart"))
     for name, value in zip(PLAN_FIELDS, layout.part(values, "plan"), strict=True):
         setattr(chart, name, value)
+    (threshold,) = layout.part(values, "promise")
+    setattr(chart, THRESHOLD_ATTRIBUTE, threshold)
     chart.org = rows.from_row(Org, layout.part(values, "org"))
     chart.workflow = rows.from_row(Workflow, layout.part(values, "workflow"))
     return chart

@@ -12,6 +12,7 @@ from rest_framework import serializers
 
 from charts.levers import PRIORITY
 from charts.models import Chart, ChartState, WaitingReason
+from charts.promise import AT_RISK, LATE, chart_promise
 from charts.running import chart_overdue
 from charts.selectors import SubmitWarning, last_error_summary
 from charts.services import MAX_BULK_ITEMS, MAX_EXTERNAL_ID, ChartRequest
@@ -20,6 +21,7 @@ from common.errors import InvalidInput
 from common.outputs import OutputFieldsOnce
 from common.strict import (
     CommaChoiceField,
+    QueryBooleanField,
     ReasonField,
     StrictBooleanField,
     StrictCharField,
@@ -67,6 +69,24 @@ class ChartSerializer(OutputFieldsOnce, serializers.ModelSerializer[Chart]):
         " than usual): its eta and band are then its expected time left given how long it has run, never"
         " before the replan that made them. False otherwise."
     )
+    # The turnaround promise (`charts.promise`).
+    due_at = serializers.DateTimeField(
+        read_only=True, allow_null=True, help_text="When the chart is promised finished; null: no promise."
+    )
+    late_chance = serializers.FloatField(
+        read_only=True,
+        allow_null=True,
+        help_text="The last replan's chance (0 to 1) that the chart finishes after due_at, from the distribution"
+        " its band comes from; null without a due time, without an ETA, or once it is no longer waiting or running.",
+    )
+    at_risk = serializers.SerializerMethodField(
+        help_text="True when the chart waits or runs, is not past due, and late_chance is at least the scheduler's"
+        " at-risk threshold (default 0.5). False otherwise, and without a due time."
+    )
+    late = serializers.SerializerMethodField(
+        help_text="True when the chart is past due_at and not finished, or finished after due_at. False otherwise,"
+        " and without a due time."
+    )
 
     class Meta:
         model = Chart
@@ -85,6 +105,10 @@ class ChartSerializer(OutputFieldsOnce, serializers.ModelSerializer[Chart]):
             "eta_high",
             "expected_duration",
             "overdue",
+            "due_at",
+            "late_chance",
+            "at_risk",
+            "late",
             "waiting_reason",
             "waiting_until",
             "available_at",
@@ -93,7 +117,6 @@ class ChartSerializer(OutputFieldsOnce, serializers.ModelSerializer[Chart]):
             "created_at",
             "started_at",
             "finished_at",
-            "due_at",
         ]
         read_only_fields = fields
 
@@ -103,6 +126,14 @@ class ChartSerializer(OutputFieldsOnce, serializers.ModelSerializer[Chart]):
     @extend_schema_field(serializers.BooleanField())
     def get_overdue(self, chart: Chart) -> bool:
         return chart_overdue(chart, now=timezone.now())
+
+    @extend_schema_field(serializers.BooleanField())
+    def get_at_risk(self, chart: Chart) -> bool:
+        return chart_promise(chart, now=timezone.now()) == AT_RISK
+
+    @extend_schema_field(serializers.BooleanField())
+    def get_late(self, chart: Chart) -> bool:
+        return chart_promise(chart, now=timezone.now()) == LATE
 
     @extend_schema_field(serializers.ChoiceField(choices=WaitingReason.choices, allow_null=True))
     def get_waiting_reason(self, chart: Chart) -> str | None:
@@ -195,6 +226,12 @@ class ChartFilterSerializer(StrictQuerySerializer):
     created_before = serializers.DateTimeField(required=False, help_text="Submitted before this time (ISO 8601).")
     updated_after = serializers.DateTimeField(
         required=False, help_text="Changed (a transition or a lever) after this time (ISO 8601)."
+    )
+    at_risk = QueryBooleanField(
+        required=False, help_text="`true`: only the charts at risk of missing their due time; `false`: the others."
+    )
+    late = QueryBooleanField(
+        required=False, help_text="`true`: only the charts past due (or finished after it); `false`: the others."
     )
 
 

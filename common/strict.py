@@ -311,6 +311,21 @@ class StrictBooleanField(serializers.BooleanField):
         return data
 
 
+@extend_schema_field({"type": "boolean"})
+class QueryBooleanField(serializers.Field[bool, bool, bool, Any]):
+    """A query parameter that is `true` or `false`, nothing else (not "1", "yes" nor "True")."""
+
+    SPELLINGS: ClassVar[dict[str, bool]] = {"true": True, "false": False}
+
+    def to_internal_value(self, data: Any) -> bool:
+        if not isinstance(data, str) or data not in self.SPELLINGS:
+            raise serializers.ValidationError(f"must be true or false, got {str(data)[:40]!r}")
+        return self.SPELLINGS[data]
+
+    def to_representation(self, value: bool) -> bool:
+        return value
+
+
 class StrictSerializer(serializers.Serializer[Any]):
     """A request body: a JSON object whose every key is a field; unknown keys are refused by name."""
 

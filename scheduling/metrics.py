@@ -11,11 +11,12 @@ from __future__ import annotations
 import hmac
 import logging
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 from functools import cache
 
 import redis
 from django.conf import settings
-from django.db.models import Count, Min, Q, Sum
+from django.db.models import Count, F, Min, Q, Sum
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -23,6 +24,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from charts.models import CLAIMABLE_STATES, IN_FLIGHT_STATES, WAITING_STATES, Chart, ChartPlan, ChartState
+from charts.promise import at_risk_q
 from knobs.models import SchedulerConfig
 from orgs.models import Org
 
@@ -33,6 +35,11 @@ WAIT_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400)
 PASS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 # An ETA's error as a share of the time that was left when it was made (`scheduling.core.accuracy`).
 ERROR_BUCKETS = (0.025, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1, 2, 5)
+# A succeeded chart's turnaround (finished - submitted): a minute to a week, around the promises sold
+# (hours to a day or two).
+TURNAROUND_BUCKETS = (60, 300, 900, 1800, 3600, 7200, 14400, 28800, 43200, 86400, 172800, 604800)
+# The windows over which each org's attainment of its turnaround promise is told.
+ATTAINMENT_WINDOWS = (("1h", timedelta(hours=1)), ("1d", timedelta(days=1)))
 
 
 @cache
@@ -76,14 +83,17 @@ def observe_start(*, org: str, waited: float, first: bool = True, cost: int = 1)
     _safely("start", record)
 
 
-def observe_finish(*, org: str, cost: int, retry: bool) -> None:
-    """A run finished successfully holding `cost` units; retries are counted apart for the retry share."""
+def observe_finish(*, org: str, cost: int, retry: bool, turnaround: float | None = None) -> None:
+    """A run finished successfully holding `cost` units; retries are counted apart for the retry share.
+    `turnaround`: the chart's seconds from submission to this finish."""
 
     def record() -> None:
         pipe = _redis().pipeline(transaction=False)
         pipe.hincrby(f"{PREFIX}completed_cost", org, cost)
         pipe.hincrby(f"{PREFIX}finished_runs", f"{org}|{'retry' if retry else 'first'}", 1)
         pipe.execute()
+        if turnaround is not None:
+            _observe("turnaround", org, turnaround, TURNAROUND_BUCKETS)
 
     _safely("finish", record)
 
@@ -223,7 +233,10 @@ class FairschedCollector(Collector):
     def _from_database(self) -> Iterator[Metric]:
         config = SchedulerConfig.load()
         now = timezone.now()
+        # The charts at risk in the same grouped statement (`charts.promise`); the attainment reads the
+        # last day's finished charts apart, down their index (`_attainment`).
         orgs = Org.objects.annotate(
+            at_risk=Count("charts", filter=at_risk_q(now=now, prefix="charts__")),
             queued=Count("charts", filter=Q(charts__state__in=CLAIMABLE_STATES)),
             running=Count("charts", filter=Q(charts__state__in=IN_FLIGHT_STATES)),
             cost_in_use=Sum("charts__cost", filter=Q(charts__state__in=IN_FLIGHT_STATES)),
@@ -231,7 +244,7 @@ class FairschedCollector(Collector):
                 "charts__created_at",
                 filter=Q(charts__state=ChartState.QUEUED, charts__plan__position__isnull=False),
             ),
-        ).values_list("slug", "queued", "running", "cost_in_use", "oldest", "weight")
+        ).values("slug", "queued", "running", "cost_in_use", "oldest", "weight", "turnaround_share", "at_risk")
         queued = GaugeMetricFamily("fairsched_queued_charts", "Charts waiting (queued or retry_wait)", labels=["org"])
         running = GaugeMetricFamily("fairsched_running_charts", "Charts dispatching or running", labels=["org"])
         in_use = GaugeMetricFamily("fairsched_cost_units_in_use", "Budget units held by the org's runs", labels=["org"])
@@ -239,15 +252,30 @@ class FairschedCollector(Collector):
             "fairsched_oldest_eligible_age_seconds", "Age of the org's oldest eligible chart", labels=["org"]
         )
         weight = GaugeMetricFamily("fairsched_org_weight", "The org's weight (0: held)", labels=["org"])
+        at_risk = GaugeMetricFamily(
+            "fairsched_charts_at_risk",
+            "Waiting or running charts not yet past due whose chance of finishing after their due time is at"
+            " least the at-risk threshold (last replan)",
+            labels=["org"],
+        )
+        target = GaugeMetricFamily(
+            "fairsched_turnaround_target_share",
+            "The org's promised share of charts within its turnaround (orgs with one)",
+            labels=["org"],
+        )
         used_total = 0
-        for slug, n_queued, n_running, cost, oldest_at, org_weight in orgs:
-            queued.add_metric([slug], n_queued)
-            running.add_metric([slug], n_running)
+        for row in orgs:
+            slug, cost, oldest_at = row["slug"], row["cost_in_use"], row["oldest"]
+            queued.add_metric([slug], row["queued"])
+            running.add_metric([slug], row["running"])
             in_use.add_metric([slug], cost or 0)
             oldest.add_metric([slug], (now - oldest_at).total_seconds() if oldest_at else 0)
-            weight.add_metric([slug], org_weight)
+            weight.add_metric([slug], row["weight"])
+            at_risk.add_metric([slug], row["at_risk"])
+            if row["turnaround_share"] is not None:
+                target.add_metric([slug], row["turnaround_share"])
             used_total += cost or 0
-        yield from (queued, running, in_use, oldest, weight)
+        yield from (queued, running, in_use, oldest, weight, at_risk, target, _attainment(now))
         yield GaugeMetricFamily("fairsched_budget_total", "Total budget in cost units", value=config.budget)
         yield GaugeMetricFamily("fairsched_budget_used", "Cost units in use", value=used_total)
         yield GaugeMetricFamily(
@@ -271,6 +299,7 @@ class FairschedCollector(Collector):
             yield family
         for name, doc, buckets, label in (
             ("queue_age_at_start", "Seconds from submission to start", WAIT_BUCKETS, "org"),
+            ("turnaround", "Seconds from submission to success of the org's charts", TURNAROUND_BUCKETS, "org"),
             ("time_to_first_start", "Seconds from submission to the first start", WAIT_BUCKETS, "org"),
             ("replan_duration", "Seconds per replan pass", PASS_BUCKETS, None),
             ("reconcile_duration", "Seconds per reconcile pass (passes that reached their end)", PASS_BUCKETS, None),
@@ -286,6 +315,35 @@ class FairschedCollector(Collector):
             ("org", "at"),
             unit="",
         )
+
+
+def _attainment(now: datetime) -> GaugeMetricFamily:
+    """Per org and window, the share of the charts that succeeded in it with a due time that finished
+    by it: one grouped statement over the longest window's finished charts (`chart_finished_at_idx`);
+    no sample for an org without such a chart in the window."""
+    family = GaugeMetricFamily(
+        "fairsched_turnaround_attainment",
+        "Share of the org's charts that succeeded in the window (with a due time) and finished by their due"
+        " time; no sample without such a chart",
+        labels=["org", "window"],
+    )
+    longest = max(length for _, length in ATTAINMENT_WINDOWS)
+    kept = Q(finished_at__lte=F("due_at"))
+    counts: dict[str, Count] = {}
+    for name, length in ATTAINMENT_WINDOWS:
+        counts[f"done_{name}"] = Count("id", filter=Q(finished_at__gt=now - length))
+        counts[f"kept_{name}"] = Count("id", filter=Q(finished_at__gt=now - length) & kept)
+    rows = (
+        Chart.objects.filter(state=ChartState.SUCCEEDED, finished_at__gt=now - longest, due_at__isnull=False)
+        .values("org__slug")
+        .annotate(**counts)
+        .order_by("org__slug")
+    )
+    for row in rows:
+        for name, _ in ATTAINMENT_WINDOWS:
+            if row[f"done_{name}"]:
+                family.add_metric([row["org__slug"], name], row[f"kept_{name}"] / row[f"done_{name}"])
+    return family
 
 
 def _waiting_reasons() -> GaugeMetricFamily:

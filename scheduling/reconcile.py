@@ -238,7 +238,10 @@ def _succeed(chart: Chart, outcome: WorkflowOutcome) -> Outcome | None:
             org_id=chart.org_id, workflow_id=chart.workflow_id, seconds=(finished - outcome.start_time).total_seconds()
         )
     metrics.observe_finish(
-        org=chart.org.slug, cost=chart.cost or 1, retry=is_retry(state=chart.state, attempt=chart.attempt)
+        org=chart.org.slug,
+        cost=chart.cost or 1,
+        retry=is_retry(state=chart.state, attempt=chart.attempt),
+        turnaround=(finished - chart.created_at).total_seconds(),
     )
     for at, scored in outcomes:
         metrics.observe_eta_outcome(org=chart.org.slug, at=at, error=scored.error, in_band=scored.in_band)

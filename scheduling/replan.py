@@ -136,6 +136,7 @@ def _build_next_plan(snapshot: Snapshot, plan: core.Plan) -> list[PlanIndex]:
     unlogged table on a streaming replica: the plan is read from the primary.
     """
     blocks = _plan_rows(snapshot, plan)
+    columns = PLAN_COLUMNS + DUE_COLUMNS if plan.due_times else PLAN_COLUMNS
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT i.relname, pg_get_indexdef(x.indexrelid), x.indisunique, c.contype"
@@ -152,10 +153,10 @@ def _build_next_plan(snapshot: Snapshot, plan: core.Plan) -> list[PlanIndex]:
         )
         raw = cursor.connection.cursor()
         with raw.copy(
-            f"COPY {NEXT_PLAN_TABLE} ({', '.join(PLAN_COLUMNS)}) FROM STDIN (FORMAT binary, FREEZE)",
+            f"COPY {NEXT_PLAN_TABLE} ({', '.join(columns)}) FROM STDIN (FORMAT binary, FREEZE)",
             writer=QueuedLibpqWriter(raw),
         ) as copy:
-            for chunk in copy_binary.chunks([block[name] for name in PLAN_COLUMNS] for block in blocks):
+            for chunk in copy_binary.chunks([block[name] for name in columns] for block in blocks):
                 copy.write(chunk)
         cursor.execute(  # (in kB; never lowered)
             "SELECT set_config('maintenance_work_mem',"
@@ -217,6 +218,8 @@ PLAN_COLUMNS = (
     "chart_id", "position", "predicted_start", "eta", "eta_low", "eta_high", "waiting_reason", "waiting_until",
     "head_of_line", "expected_duration",
 )  # fmt: skip
+# Written only when some chart has a due time (`core.Plan.due_times`): else NULL, the column's default.
+DUE_COLUMNS = ("late_chance",)
 PLAN_BLOCK_ROWS = 65_536
 # What an index build's sort takes per row: 65 bytes measured (trace_sort: 63,639 kB for a million
 # rows of the bigint and of the integer index alike), and a margin.
@@ -229,7 +232,8 @@ def _plan_rows(snapshot: Snapshot, plan: core.Plan) -> Iterator[dict[str, copy_b
     the charts of the order first, in order, so their places are 0, 1, 2, ... and the rest have
     none; each chart's id is the snapshot's, gathered by the plan's indices into the queue (no key
     read back from its digits). The core's lists (why each chart waits) are read a block at a time.
-    The expected duration is the in-flight charts' own (the scenario's `avg`), NULL for the rest."""
+    The expected duration is the in-flight charts' own (the scenario's `avg`), NULL for the rest;
+    the chance of finishing late (`DUE_COLUMNS`) only when some chart has a due time."""
     _check_aligned(snapshot)
     arrays = plan.arrays
     ids = np.concatenate((snapshot.waiting.id[arrays.queued], snapshot.in_flight.id))
@@ -252,6 +256,7 @@ def _plan_rows(snapshot: Snapshot, plan: core.Plan) -> Iterator[dict[str, copy_b
             "waiting_until": copy_binary.timestamps(until[block]),
             "head_of_line": _chart_id_column(head[block]),
             "expected_duration": expected.rows(block),
+            **({"late_chance": copy_binary.floats(arrays.late_chance[block])} if plan.due_times else {}),
         }
 
 

@@ -24,6 +24,7 @@ from charts.models import (
     ChartState,
     WaitingReason,
 )
+from charts.promise import AT_RISK, LATE, as_flag, at_risk_q, late_q
 from charts.running import run_overdue
 from common.api import etag
 from knobs.models import ConfigChange, SchedulerConfig
@@ -35,6 +36,7 @@ from scheduling.snapshot import Durations, run_cost, run_cost_expression
 QUEUE_PAGE_MAX = 500
 IN_FLIGHT_MAX = 500
 EVENTS_MAX = 200
+AT_RISK_MAX = 100
 SAMPLES_MAX = 720
 
 
@@ -291,6 +293,52 @@ def in_flight(*, now: datetime | None = None) -> dict[str, Any]:
             }
         )
     return {"total": charts.count(), "rows": rows}
+
+
+def at_risk(*, now: datetime | None = None, limit: int = AT_RISK_MAX) -> dict[str, Any]:
+    """The unfinished charts that will miss their due time or have (`charts.promise`: at risk, or
+    late and not finished), earliest due first, the first `limit` of them; and per org, how many of
+    each (orgs with none are left out). Two queries: the rows (down the due-time index) and the counts.
+
+    A row: id, org, external id, workflow, state, due time, ETA, chance of finishing late (0-1;
+    None when the plan has none: a late chart not yet replanned) and verdict (AT_RISK or LATE).
+    """
+    now = now or timezone.now()
+    at_risk, late = at_risk_q(now=now), late_q(now=now) & Q(state__in=ACTIVE_STATES)
+    charts = Chart.objects.filter(at_risk | late)
+    values = (
+        charts.annotate(org_slug=F("org__slug"), workflow_name=F("workflow__name"), is_late=as_flag(late))
+        .order_by("due_at", "id")
+        .values("id", "org_slug", "external_id", "workflow_name", "state", "due_at", "eta", "late_chance", "is_late")[
+            :limit
+        ]
+    )
+    rows = [
+        {
+            "id": row["id"],
+            "org": row["org_slug"],
+            "external_id": row["external_id"],
+            "workflow": row["workflow_name"],
+            "state": row["state"],
+            "due_at": _iso(row["due_at"]),
+            "eta": _iso(row["eta"]),
+            "late_chance": row["late_chance"],
+            "verdict": LATE if row["is_late"] else AT_RISK,
+        }
+        for row in values
+    ]
+    counts = (
+        charts.order_by("org__slug")
+        .values("org__slug")
+        .annotate(at_risk=Count("id", filter=at_risk), late=Count("id", filter=late))
+    )
+    orgs = [{"org": row["org__slug"], "at_risk": row["at_risk"], "late": row["late"]} for row in counts]
+    return {
+        "rows": rows,
+        "orgs": orgs,
+        "at_risk": sum(org["at_risk"] for org in orgs),
+        "late": sum(org["late"] for org in orgs),
+    }
 
 
 def org_rows(*, load: Load | None = None, org_id: int | None = None) -> list[dict[str, Any]]:

@@ -549,9 +549,9 @@ def load_snapshot(*, now: datetime | None = None) -> Snapshot:
     3. The waiting charts (queued, paused, retry_wait) as the core's columns (`_waiting_columns`): cost from the
        (org, workflow) override or the workflow's default; `available_at` is the later of the retry
        backoff and any pause of the chart's provider (for everyone or for its org); a chart that
-       spent an attempt is a retry (`charts.models.is_retry`).
-    4. The in-flight charts (dispatching, running) with the cost they hold; a claimed chart that has
-       not started yet counts as started when it was claimed.
+       spent an attempt is a retry (`charts.models.is_retry`); `due` is the chart's `due_at`.
+    4. The in-flight charts (dispatching, running) with the cost they hold and their `due_at`; a
+       claimed chart that has not started yet counts as started when it was claimed.
     5. Each org's place in the rounds under way, and the recent submissions (`recent_history`).
     """
     now = now or timezone.now()
@@ -583,6 +583,7 @@ def load_snapshot(*, now: datetime | None = None) -> Snapshot:
         queued=waiting_columns.columns,
         running=running,
         retry_budget=retry_budget_of(config),
+        due_first=config.due_first,
         history=recent_history(now, config, org_rows, costs, durations),
         spread=waiting_columns.spread if spread_known else [],
         running_spread=running_spread if spread_known else [],
@@ -604,8 +605,8 @@ def load_snapshot(*, now: datetime | None = None) -> Snapshot:
 class ActiveCharts:
     """The waiting and in-flight charts as aligned columns, one array a field. Times are seconds since
     the Unix epoch (the `Epoch` of each column, to the bit), NaN for none: `available_at` without a
-    backoff, `started` neither started nor claimed; `cost` 0 where none is recorded; `state` the
-    index of the chart's state in `ACTIVE_STATES`."""
+    backoff, `started` neither started nor claimed, `due` without a turnaround promise; `cost` 0
+    where none is recorded; `state` the index of the chart's state in `ACTIVE_STATES`."""
 
     id: NDArray[np.int64]
     org_id: NDArray[np.int64]
@@ -618,6 +619,7 @@ class ActiveCharts:
     attempt: NDArray[np.int32]
     cost: NDArray[np.int32]
     started: NDArray[np.float64]
+    due: NDArray[np.float64]
 
     @classmethod
     def load(cls) -> ActiveCharts:
@@ -638,6 +640,7 @@ class ActiveCharts:
             "created": (F("created_at"), "timestamptz"),
             "available_at": (Coalesce("available_at", never), "timestamptz"),
             "started": (Coalesce("started_at", "claimed_at", never), "timestamptz"),
+            "due": (Coalesce("due_at", never), "timestamptz"),
             # The small fields go two to an int8 (`_SMALL_FIELDS`): a send call and a concatenation
             # fewer on the server for each (~10% of its time at 1M rows).
             "priority_attempt": (_bits(F("priority"), 32).bitor(_bits(F("attempt"))), "int8"),
@@ -770,6 +773,7 @@ def _waiting_columns(waiting: ActiveCharts, costs: Costs, durations: Durations) 
         priority=waiting.priority.astype(np.int64),
         available_at=available.available_at,
         retry=waiting.attempt > spent,
+        due=waiting.due,
     )
     return _WaitingColumns(columns, pair_duration[pair_of, 1], available.provider_paused)
 
@@ -780,10 +784,10 @@ def _running(
     """The in-flight charts (see `load_snapshot`, step 4; they are few) and their spreads."""
     running: list[core.RunningChart] = []
     spread: list[float] = []
-    for chart_id, org_id, workflow_id, started, state, attempt, cost in zip(
+    for chart_id, org_id, workflow_id, started, state, attempt, cost, due in zip(
         in_flight.id.tolist(), in_flight.org_id.tolist(), in_flight.workflow_id.tolist(),
         core.times_list(in_flight.started), in_flight.state.tolist(), in_flight.attempt.tolist(),
-        in_flight.cost.tolist(),
+        in_flight.cost.tolist(), core.times_list(in_flight.due),
         strict=True,
     ):  # fmt: skip
         mean, sigma = durations.of(org_id, workflow_id)
@@ -795,6 +799,7 @@ def _running(
                 avg=mean,
                 cost=costs.of(org_id, workflow_id, recorded=cost or None),  # (read as 0: none recorded)
                 retry=is_retry(state=ACTIVE_STATES[state], attempt=attempt),
+                due=due,
             )
         )
         spread.append(sigma)

@@ -89,6 +89,10 @@ def _inflight(shared: Shared) -> dict[str, Any]:
     return {"inflight": selectors.in_flight()}
 
 
+def _at_risk(shared: Shared) -> dict[str, Any]:
+    return {"at_risk": selectors.at_risk()}
+
+
 def _outside(shared: Shared) -> dict[str, Any]:
     return {"outside": selectors.outside_plan()}
 
@@ -106,6 +110,7 @@ PARTIALS: dict[str, Callable[[Shared], dict[str, Any]]] = {
     "config": _config,
     "orgs": _orgs,
     "inflight": _inflight,
+    "at_risk": _at_risk,
     "outside": _outside,
     "providers": _providers,
     "events": _events,
@@ -150,6 +155,7 @@ REGIONS: dict[str, tuple[str, str]] = {
     "config": ("config", "div"),
     "orgs": ("org-rows", "tbody"),
     "inflight": ("inflight", "section"),
+    "at_risk": ("at-risk", "section"),
     "outside": ("outside", "details"),
     "providers": ("provider-list", "ul"),
     "events": ("events", "ol"),

@@ -134,6 +134,7 @@ def plan_preview(*, changes: Mapping[str, Any], now: datetime | None = None) -> 
         quantum=config.quantum,
         aging=aging_of(config),
         retry_budget=retry_budget_of(config),
+        due_first=config.due_first,
         queued=queued,
     )
     before = core.plan(scenario)

@@ -38,6 +38,9 @@ def _charts(tenants: Tenants) -> Any:
             eta=now + timedelta(minutes=minutes),
             eta_low=now + timedelta(minutes=minutes - 1),
             eta_high=now + timedelta(minutes=minutes + 3),
+            # On track, at risk, and late (the portal's words and the dashboard's panel are checked too).
+            due_at=now + timedelta(minutes=30 if minutes < 12 else -5),
+            late_chance=0.9 if minutes == 6 else 0.1,
         )
     return chart
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 from django.test import Client
+from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from charts.models import ChartPlan, ChartState
@@ -40,8 +41,12 @@ def exported(tenants: Tenants, client: Client) -> set[str]:
     chart = ChartFactory(org=tenants.org_a, workflow=tenants.workflow, state=ChartState.QUEUED)
     ChartPlan.objects.create(chart=chart, position=0, waiting_reason="budget")
     ChartFactory(org=tenants.org_b, workflow=tenants.workflow, state=ChartState.RUNNING, cost=2)
+    now = timezone.now()
+    ChartFactory(org=tenants.org_a, workflow=tenants.workflow, state=ChartState.SUCCEEDED, due_at=now, finished_at=now)
+    tenants.org_a.turnaround_share = 0.95
+    tenants.org_a.save()
     metrics.observe_start(org="acme", waited=3.0, first=True, cost=1)
-    metrics.observe_finish(org="acme", cost=1, retry=False)
+    metrics.observe_finish(org="acme", cost=1, retry=False, turnaround=600.0)
     metrics.observe_failure(org="beta", kind="failed", cost=2)
     metrics.observe_throttle(org="beta", provider="gpu")
     metrics.observe_dispatch(latency=0.01, started=1, skips={("acme", "budget"): 1})
@@ -111,6 +116,10 @@ def test_the_dashboard_and_the_rules_use_only_metrics_the_app_exports(exported: 
         "fairsched_replan_duration_seconds_count",
         "fairsched_reconcile_duration_seconds_count",
         "fairsched_webhook_attempts_total",
+        "fairsched_charts_at_risk",
+        "fairsched_turnaround_attainment",
+        "fairsched_turnaround_target_share",
+        "fairsched_turnaround_seconds_bucket",
     ):
         assert name in used, name
 

@@ -9,7 +9,8 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from charts.models import IN_FLIGHT_STATES, Chart
+from charts.models import IN_FLIGHT_STATES, TERMINAL_STATES, Chart
+from charts.promise import AT_RISK, LATE, chart_promise
 from charts.running import duration_words, overdue_words
 
 register = template.Library()
@@ -90,3 +91,31 @@ def overdue(chart: Chart) -> str:
 def eta_when(chart: Chart) -> SafeString | str:
     """A chart's ETA: `finish_when` for a chart in flight (never in the past), else `when`."""
     return finish_when(chart.eta) if chart.state in IN_FLIGHT_STATES else when(chart.eta)  # type: ignore[attr-defined]
+
+
+@register.simple_tag
+def promise(chart: Chart) -> SafeString | str:
+    """Whether a chart with a due time keeps it (`charts.promise`), in words, with its due time as
+    `when` shows it: 'On track: due 2026-12-03 14:00:00 UTC (in 3 h)', 'At risk: due ... (in 40 min),
+    likely to finish after it', 'Late: was due ... (2 h ago)', and for a finished chart whether it
+    finished before or after it; '' without a due time."""
+    verdict = chart_promise(chart, now=timezone.now())
+    if verdict is None or chart.due_at is None:
+        return ""
+    finished = chart.state in TERMINAL_STATES and chart.finished_at is not None
+    was = "was due" if finished or verdict == LATE else "due"
+    if finished and chart.finished_at is not None:
+        gap = duration_words(abs((chart.finished_at - chart.due_at).total_seconds()))
+        tail = f", finished {gap} {'after' if chart.finished_at > chart.due_at else 'before'} it"
+    elif verdict == AT_RISK:
+        tail = ", likely to finish after it"
+    else:
+        tail = ""
+    return format_html(
+        '<span class="promise promise-{}">{}</span>: {} {}{}',
+        verdict.replace(" ", "-"),
+        verdict.capitalize(),
+        was,
+        when(chart.due_at),
+        tail,
+    )

@@ -555,6 +555,7 @@ def _unforeseen_spreads(
 
 def late_chance(
     *,
+    now: float,
     due: NDArray[np.float64],
     eta: NDArray[np.float64],
     low: NDArray[np.float64],
@@ -571,7 +572,8 @@ def late_chance(
        "the ETA is past its due time".
     2. A half of no width (no band: eta = low = high; or a p10 raised to now) is a step: 1 when the
        ETA is after d, 0 when it is at or before it.
-    3. Phi is taken by erfc (`math.erfc`, exact to rounding), so that a later due time is never
+    3. A due time before `now` is 1: the chart has not finished, so it finishes after it.
+    4. Phi is taken by erfc (`math.erfc`, exact to rounding), so that a later due time is never
        riskier and 1/2 at the ETA is exact; it runs once per chart with both a due time and an ETA.
     """
     chance = np.full(len(due), np.nan)
@@ -582,7 +584,7 @@ def late_chance(
     sigma = np.where(ahead > 0, eta[known] - low[known], high[known] - eta[known]) / Z90
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         z = np.where(sigma > 0, ahead / sigma, np.where(ahead > 0, np.inf, -np.inf))
-    chance[known] = np.asarray(_ERFC(-z / math.sqrt(2)), dtype=np.float64) / 2
+    chance[known] = np.where(due[known] < now, 1.0, np.asarray(_ERFC(-z / math.sqrt(2)), dtype=np.float64) / 2)
     return chance
 
 

@@ -50,6 +50,11 @@ def fair_order_indices(
        an org in that order falls in round r (`round_robin`: k // weight; `deficit`:
        ceil(S_k / (weight * quantum)) - 1 with S_k the org's cost up to and including chart k).
     5. The fair tier sorted by (r, -effective priority, created, id), after the high tier.
+    With `Scenario.due_first` (and some chart due), each org's charts trade places inside their own
+    class before steps 4 and 5 (`_due_first`): the high tier's charts of one org, and the fair
+    tier's of one org and effective priority, take their class's places in the order of steps 3
+    and 4 by due time (earliest first, none last, then as they were). The org and priority of
+    every place are kept, so the rounds across orgs are those of the contract.
     """
     org_of = np.asarray(chart_org, dtype=np.intp)
     weights = np.array([scenario.orgs.get(name, DEFAULT_POLICY).weight for name in org_names], dtype=np.int64)
@@ -60,10 +65,30 @@ def fair_order_indices(
 
     high_tier = _sort_by_keys_then_id(np.flatnonzero(eligible & high), [created], queue.id)
     by_priority = _sort_by_keys_then_id(np.flatnonzero(eligible & ~high), [-priority, created], queue.id)
+    if scenario.due_first and not np.isnan(arrays.due).all():
+        high_tier = _due_first(high_tier, arrays.due, [org_of])
+        by_priority = _due_first(by_priority, arrays.due, [org_of, priority])
     served = np.array([scenario.orgs.get(name, DEFAULT_POLICY).served for name in org_names], dtype=np.float64)
     round_key = _rounds(by_priority, org_of, weights, _summable(arrays.cost), scenario.policy, scenario.quantum, served)
     fair_tier = by_priority[stable_argsort(round_key)]
     return np.concatenate((high_tier, fair_tier))
+
+
+def _due_first(ordered: Indices, due: NDArray[np.float64], classes: Sequence[NDArray[Any]]) -> Indices:
+    """`ordered` with the charts of each class (equal values in every one of `classes`) in their
+    class's places, by due time: earliest first, none last, ties (and charts without one) in
+    their order in `ordered`.
+
+    1. The places of each class, in order: a stable sort of the places by class.
+    2. The charts of each class by due time: a stable sort of the same places by (class, due).
+    3. The k-th place of a class takes its k-th chart by due time.
+    """
+    class_keys = [key[ordered] for key in reversed(classes)]  # lexsort: the last key first
+    places = np.lexsort(class_keys)
+    by_due = np.lexsort([np.nan_to_num(due[ordered], nan=np.inf), *class_keys])
+    reordered = ordered.copy()
+    reordered[places] = ordered[by_due]
+    return reordered
 
 
 def effective_priority(

@@ -332,7 +332,7 @@ def _real_plan(
     chance_time = (
         np.full(len(eta_time), np.nan)
         if due is None
-        else late_chance(due=due, eta=eta_time, low=low_time, high=high_time)
+        else late_chance(now=scenario.now, due=due, eta=eta_time, low=low_time, high=high_time)
     )
     waiting = _LazyWaitingColumns(lambda: _waiting(waiting_input, queue.real_ids, left_out_charts))
     return Plan(

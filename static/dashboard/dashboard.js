@@ -12,24 +12,24 @@
   const TIMELINE_ROWS = 40;
   const BLOCK = 100;
   const OVERSCAN = 10;
-  const REGIONS = ["summary", "config", "orgs", "inflight", "outside", "providers", "events"];
+  const REGIONS = ["summary", "config", "orgs", "inflight", "at_risk", "outside", "providers", "events"];
   const ALL = [...REGIONS, "samples", "queue"];
   // Which parts each hint's kind can have moved (the queue is refetched for its visible rows only).
   // An org's levers (weight, hold, cap, queue limit, costs, members) move no chart and no budget, so
   // not the header: the replan they may ask for sends its own hint.
   const REFETCH = {
     org: ["orgs", "outside", "events"],
-    config: ["summary", "config", "events"],
+    config: ["summary", "config", "events", "at_risk"],
     provider: ["providers", "events", "orgs"],
-    chart: ["summary", "orgs", "inflight", "outside", "events", "queue"],
-    charts: ["summary", "orgs", "inflight", "outside", "events", "queue"],
-    plan: ["summary", "orgs", "inflight", "outside", "samples", "queue"],
-    dispatch: ["summary", "orgs", "inflight", "events", "queue"],
-    reconcile: ["summary", "orgs", "inflight", "events"],
+    chart: ["summary", "orgs", "inflight", "at_risk", "outside", "events", "queue"],
+    charts: ["summary", "orgs", "inflight", "at_risk", "outside", "events", "queue"],
+    plan: ["summary", "orgs", "inflight", "at_risk", "outside", "samples", "queue"],
+    dispatch: ["summary", "orgs", "inflight", "at_risk", "events", "queue"],
+    reconcile: ["summary", "orgs", "inflight", "at_risk", "events"],
   };
   // The element htmx swaps for each region (scheduling.views.REGIONS).
   const REGION_EL = { summary: "#summary", config: "#config", orgs: "#org-rows", inflight: "#inflight",
-    outside: "#outside", providers: "#provider-list", events: "#events" };
+    at_risk: "#at-risk", outside: "#outside", providers: "#provider-list", events: "#events" };
 
   const $ = (sel, root) => (root || document).querySelector(sel);
   const csrf = $('meta[name="csrf-token"]').content;

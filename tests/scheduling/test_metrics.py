@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+from typing import Any
+
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from charts.models import ChartState
 from common.actors import Actor
+from knobs.models import SchedulerConfig
 from knobs.services import scheduler_config_set
 from scheduling import metrics
 from scheduling.reconcile import reconcile_run
@@ -105,3 +110,59 @@ def test_webhook_attempts_are_counted_by_org_and_outcome(tenants: Tenants, clien
     assert 'fairsched_webhook_attempts_total{org="acme",outcome="failed"} 2.0' in text
     assert 'fairsched_webhook_attempts_total{org="",outcome="ok"} 1.0' in text
     assert 'fairsched_webhook_endpoints_disabled_total{org="acme"} 1.0' in text
+
+
+def test_the_promise_figures_on_known_rows(tenants: Tenants, client: Client) -> None:
+    """acme: two charts at risk (one waiting, one running), one late and one on track; of its charts
+    that succeeded with a due time, in the last hour one of two kept it, in the last day two of four
+    (two finished earlier). beta: nothing at risk, no finished promise (no attainment sample); its
+    target share is told, acme has none."""
+    now = timezone.now()
+    hour = timedelta(hours=1)
+    tenants.org_b.turnaround_share = 0.95
+    tenants.org_b.save()
+
+    def chart(org: Any = tenants.org_a, **fields: Any) -> None:
+        ChartFactory(org=org, workflow=tenants.workflow, **fields)
+
+    chart(due_at=now + hour, late_chance=0.6, position=0)
+    chart(state=ChartState.RUNNING, due_at=now + hour, late_chance=0.99, position=1)
+    chart(due_at=now - hour, late_chance=0.99, position=2)  # late, not at risk
+    chart(due_at=now + hour, late_chance=0.2, position=3)
+    chart(org=tenants.org_b, due_at=now + hour, late_chance=0.4, position=4)
+    for finished, due in (
+        (now - hour / 2, now),  # kept, in the hour
+        (now - hour / 4, now - hour / 2),  # missed, in the hour
+        (now - 3 * hour, now - 2 * hour),  # kept, in the day
+        (now - 5 * hour, now - 6 * hour),  # missed, in the day
+        (now - 30 * hour, now),  # before the day
+    ):
+        chart(state=ChartState.SUCCEEDED, finished_at=finished, due_at=due)
+    chart(state=ChartState.SUCCEEDED, finished_at=now - hour / 3)  # no promise: not counted
+    metrics.observe_finish(org="acme", cost=1, retry=False, turnaround=1000.0)
+    metrics.observe_finish(org="acme", cost=1, retry=False, turnaround=50000.0)
+
+    client.force_login(tenants.staff)
+    text = client.get("/metrics").content.decode()
+    assert 'fairsched_charts_at_risk{org="acme"} 2.0' in text
+    assert 'fairsched_charts_at_risk{org="beta"} 0.0' in text
+    assert 'fairsched_turnaround_attainment{org="acme",window="1h"} 0.5' in text
+    assert 'fairsched_turnaround_attainment{org="acme",window="1d"} 0.5' in text
+    assert 'fairsched_turnaround_attainment{org="beta"' not in text
+    assert 'fairsched_turnaround_target_share{org="beta"} 0.95' in text
+    assert 'fairsched_turnaround_target_share{org="acme"}' not in text
+    assert 'fairsched_turnaround_seconds_bucket{le="900",org="acme"} 0.0' in text
+    assert 'fairsched_turnaround_seconds_bucket{le="1800",org="acme"} 1.0' in text
+    assert 'fairsched_turnaround_seconds_bucket{le="86400",org="acme"} 2.0' in text
+    assert 'fairsched_turnaround_seconds_count{org="acme"} 2.0' in text
+    assert 'fairsched_turnaround_seconds_sum{org="acme"} 51000.0' in text
+
+
+def test_the_threshold_moves_what_is_at_risk(tenants: Tenants, client: Client) -> None:
+    ChartFactory(
+        org=tenants.org_a, workflow=tenants.workflow, due_at=timezone.now() + timedelta(hours=1), late_chance=0.4
+    )
+    client.force_login(tenants.staff)
+    assert 'fairsched_charts_at_risk{org="acme"} 0.0' in client.get("/metrics").content.decode()
+    SchedulerConfig.objects.update_or_create(pk=1, defaults={"at_risk_threshold": 0.3})
+    assert 'fairsched_charts_at_risk{org="acme"} 1.0' in client.get("/metrics").content.decode()

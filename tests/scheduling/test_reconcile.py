@@ -331,6 +331,21 @@ def test_a_success_clears_the_last_error_and_the_history_keeps_it(tenants: Tenan
     assert counters("failed_runs") == {"acme|failed": 1}
 
 
+def test_a_success_counts_its_turnaround_from_submission(tenants: Tenants, temporal: FakeTemporal) -> None:
+    """The turnaround histogram (`fairsched_turnaround_seconds`) counts finish - submission."""
+    (chart,) = submit(tenants.org_a, tenants.workflow)
+    Chart.objects.filter(pk=chart.pk).update(created_at=timezone.now() - timedelta(minutes=20))
+    running = start(chart)
+    temporal.close(running.temporal_workflow_id, "completed")
+    reconcile_run()
+
+    raw = metrics._redis().hgetall(f"{metrics.PREFIX}hist:turnaround")
+    turnaround = {key.decode(): float(value) for key, value in raw.items()}  # type: ignore[union-attr]
+    assert turnaround["acme|count"] == 1
+    assert turnaround["acme|1800"] == 1
+    assert 1200 <= turnaround["acme|sum"] < 1260
+
+
 # cancelling a chart whose workflow runs
 
 

@@ -361,12 +361,14 @@ def _active_charts_by_the_orm() -> list[tuple[object, ...]]:
     never = float("nan")
     rows = Chart.objects.filter(state__in=ACTIVE_STATES).order_by("id").values_list(
         "id", "org_id", "workflow_id", Epoch("created_at"), Epoch("available_at"), "high_priority", "priority",
-        "state", "attempt", "cost", Epoch(Coalesce("started_at", "claimed_at")),
+        "state", "attempt", "cost", Epoch(Coalesce("started_at", "claimed_at")), Epoch("due_at"),
     )  # fmt: skip
     return [
         (chart_id, org_id, workflow_id, created.hex(), (never if available_at is None else available_at).hex(),
-         high, priority, ACTIVE_STATES.index(state), attempt, cost or 0, (never if started is None else started).hex())
-        for chart_id, org_id, workflow_id, created, available_at, high, priority, state, attempt, cost, started in rows
+         high, priority, ACTIVE_STATES.index(state), attempt, cost or 0, (never if started is None else started).hex(),
+         (never if due is None else due).hex())
+        for chart_id, org_id, workflow_id, created, available_at, high, priority, state, attempt, cost, started, due
+        in rows
     ]  # fmt: skip
 
 
@@ -375,8 +377,9 @@ def _active_charts_by_the_orm() -> list[tuple[object, ...]]:
 def test_active_charts_are_the_orm_s_rows_to_the_bit(
     tenants: Tenants, path: str, charts: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Every state, NULL and recorded costs, claims with and without a start, backoffs, times at the
-    edges of what Python and PostgreSQL hold (year 1, year 9999, infinity); no chart, one, many."""
+    """Every state, NULL and recorded costs, claims with and without a start, backoffs and due times,
+    times at the edges of what Python and PostgreSQL hold (year 1, year 9999, infinity); no chart,
+    one, many."""
     called = _reading(path, monkeypatch)
     now = timezone.now()
     edges = [datetime(1, 1, 1, tzinfo=UTC), datetime(9999, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC)]
@@ -395,6 +398,7 @@ def test_active_charts_are_the_orm_s_rows_to_the_bit(
             cost=(index % 3 or None) if in_flight else None,
             claimed_at=now - timedelta(seconds=index, microseconds=1) if in_flight else None,
             started_at=now - timedelta(microseconds=index) if state == ChartState.RUNNING and index % 2 else None,
+            due_at=[None, edges[1], now + timedelta(seconds=index, microseconds=7)][index % 3 if index % 5 else 0],
         )
     ChartFactory(org=tenants.org_a, workflow=tenants.workflow, state=ChartState.SUCCEEDED)  # not active: not read
     if charts > 1:
@@ -407,7 +411,7 @@ def test_active_charts_are_the_orm_s_rows_to_the_bit(
     columns = [getattr(charts_read, name) for name in snapshot.ActiveCharts.__dataclass_fields__]
     assert [column.dtype for column in columns] == [
         np.int64, np.int64, np.int64, np.float64, np.float64, np.bool_, np.int32, np.int16, np.int32, np.int32,
-        np.float64,
+        np.float64, np.float64,
     ]  # fmt: skip
     read = sorted(
         tuple(value.hex() if isinstance(value, float) else value for value in row)

@@ -90,7 +90,8 @@ def scenarios(
 @st.composite
 def with_dues(draw: st.DrawFn, scenario: Scenario, *, spreads: bool = True) -> Scenario:
     """`scenario` with a due time on some of its charts (often at a chart's ETA or the clock's
-    ties) and, with `spreads`, sometimes a spread on each, so that late chances come with a band."""
+    ties), due first on or off and, with `spreads`, sometimes a spread on each, so that late
+    chances come with a band."""
     dues = st.none() | st.sampled_from([0, 1, 2.5, 5, 8, 12, 20]).map(lambda offset: scenario.now + offset)
     queued = [replace(chart, due=draw(dues)) for chart in scenario.queued]
     running = [replace(chart, due=draw(dues)) for chart in scenario.running]
@@ -100,7 +101,10 @@ def with_dues(draw: st.DrawFn, scenario: Scenario, *, spreads: bool = True) -> S
         sigmas = st.sampled_from([0.0, 0.3, 1.0])
         spread = [draw(sigmas) for _ in queued]
         running_spread = [draw(sigmas) for _ in running]
-    return replace(scenario, queued=queued, running=running, spread=spread, running_spread=running_spread)
+    return replace(
+        scenario, queued=queued, running=running, spread=spread, running_spread=running_spread,
+        due_first=draw(st.booleans()),
+    )  # fmt: skip
 
 
 def scenario_json(scenario: Scenario) -> dict[str, Any]:

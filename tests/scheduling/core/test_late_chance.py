@@ -17,8 +17,8 @@ TIMES = st.floats(-1e6, 1e6, allow_nan=False)
 WIDTHS = st.sampled_from([0.0, 0.0]) | st.floats(0, 1e5, allow_nan=False)
 
 
-def chance(due: float, eta: float, below: float, above: float) -> float:
-    return float(late_chance(due=np.array([due]), eta=np.array([eta]), low=np.array([eta - below]),
+def chance(due: float, eta: float, below: float, above: float, now: float = -math.inf) -> float:
+    return float(late_chance(now=now, due=np.array([due]), eta=np.array([eta]), low=np.array([eta - below]),
                              high=np.array([eta + above]))[0])  # fmt: skip
 
 
@@ -53,9 +53,15 @@ def test_the_band_edges_are_the_laws_p10_and_p90() -> None:
     assert math.isclose(chance(100.0 + 30.0 / Z90, 100.0, 10.0, 30.0), 1 - 0.8413447460685429, rel_tol=1e-12)
 
 
+@EXAMPLES
+@given(due=TIMES, eta=TIMES, below=WIDTHS, above=WIDTHS, past=st.floats(1e-3, 1e5))
+def test_a_due_time_already_past_is_certain(due: float, eta: float, below: float, above: float, past: float) -> None:
+    assert chance(due, max(eta, due + past), below, above, now=due + past) == 1.0
+
+
 def test_no_due_time_or_no_eta_is_no_chance() -> None:
     nan = math.nan
-    result = late_chance(due=np.array([nan, 5.0, nan]), eta=np.array([3.0, nan, nan]), low=np.full(3, nan),
+    result = late_chance(now=0.0, due=np.array([nan, 5.0, nan]), eta=np.array([3.0, nan, nan]), low=np.full(3, nan),
                          high=np.full(3, nan))  # fmt: skip
     assert np.isnan(result).all()
 
@@ -101,7 +107,8 @@ def test_the_plan_reads_the_chance_off_each_chart_band(data: st.DataObject) -> N
         assert low is not None
         assert high is not None
         assert chart_chance is not None
-        assert math.isclose(chart_chance, chance(chart_due, eta, eta - low, high - eta), abs_tol=1e-12)
+        expected = chance(chart_due, eta, eta - low, high - eta, now=scenario.now)
+        assert math.isclose(chart_chance, expected, abs_tol=1e-12)
 
 
 @EXAMPLES

@@ -1,4 +1,5 @@
-"""The shared scenarios (`../shared/scenarios` beside the repository): each gives its exact plan."""
+"""The shared scenarios (`../shared/scenarios` beside the repository) and the project's own
+(`scenarios/` here): each gives its exact plan."""
 
 from __future__ import annotations
 
@@ -15,7 +16,14 @@ from scheduling.core import parse_scenario, plan, plan_to_json
 from .support import replay_forced
 
 SCENARIOS = Path(__file__).resolve().parents[3].parent / "shared" / "scenarios"
-INPUTS = sorted(path for path in SCENARIOS.glob("*.json") if not path.name.endswith(".plan.json"))
+# The project's own scenarios of its extensions (due first, late chances), checked alike.
+OWN_SCENARIOS = Path(__file__).resolve().parent / "scenarios"
+INPUTS = sorted(
+    path
+    for folder in (SCENARIOS, OWN_SCENARIOS)
+    for path in folder.glob("*.json")
+    if not path.name.endswith(".plan.json")
+)
 
 needs_scenarios = pytest.mark.skipif(not INPUTS, reason=f"no shared scenarios in {SCENARIOS}")
 
