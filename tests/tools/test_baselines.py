@@ -78,6 +78,14 @@ def test_the_fair_loop_holds_an_org_in_its_blackout_and_gives_it_no_credit_for_i
     assert starts(outcome.start) == {"a0": 0, "a1": 1, "a2": 2, "b0": 3, "a3": 4, "b1": 5}
 
 
+def test_due_first_orders_an_orgs_charts_by_due_time_inside_its_share() -> None:
+    # a's A is due at 10 and B at 5; b's D sits between them in the rounds either way.
+    jobs = [Job("A", "a", 0, 1, due=10.0), Job("B", "a", 0, 1, due=5.0), Job("D", "b", 0, 1, due=20.0)]
+    weights = {"a": 1, "b": 1}
+    assert starts(replay_loop(jobs, budget=1, weights=weights).start) == {"A": 0, "B": 2, "D": 1}
+    assert starts(replay_loop(jobs, budget=1, weights=weights, due_first=True).start) == {"A": 2, "B": 0, "D": 1}
+
+
 def test_proportional_rounds_the_small_org_down() -> None:
     # At 1 and 2 org b's share rounds to 0 slots; at 4 both have 0.5 -> 1 and the oldest (C) goes first.
     outcome = replay_proportional(ONE_LANE, budget=1)
