@@ -10,10 +10,15 @@ and a chart whose c exceeds the free budget stops the walk (head of line); skips
 
 - `replay_fair`: the contract's fair order (`fair_order`) walked by `dispatch_walk`, recomputed at
   every instant; an org in a blackout is held (weight 0), exactly as the live system holds it.
+- `replay_loop`: the fair order as the live loop gives it: each org's place in the rounds kept from
+  instant to instant (`scheduling.core.service`, as the simulator keeps it), idle and held orgs
+  raised to the round under way; with `due_first`, each org's charts by due time inside its share.
 - `replay_fair_served`: a what-if, not the contract: the same walk, but an org's running charts count
   as rounds already served (its k-th waiting chart is in round floor((running + k) / weight)), so
   the order remembers who holds the pool. The contract's order is recomputed from the waiting charts
   alone, so when one slot frees at a time the org with the oldest head wins round 0 every time.
+  With `due_first`, each org's own charts are ordered by due time inside its share
+  (`Scenario.due_first`), the rounds across orgs untouched.
 - `replay_fifo`: one queue, oldest first (arrival, then id).
 - `replay_proportional`: slots_i = round(C x q_i / Q), with q_i the org's outstanding charts
   (waiting and running) and Q their sum over orgs, recomputed at each instant; an org runs at most
@@ -28,20 +33,24 @@ import heapq
 import math
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from scheduling.core import OrgPolicy, QueuedChart, RunningChart, Scenario, dispatch_walk, fair_order
+from scheduling.core.model import Policy
+from scheduling.core.service import OrgService, fair_service, start_service
 
 
 @dataclass(frozen=True, slots=True)
 class Job:
-    """One chart of the workload: it arrives, waits, runs `duration` seconds holding `cost` units."""
+    """One chart of the workload: it arrives, waits, runs `duration` seconds holding `cost` units;
+    `due`: when its turnaround promise falls due (None: no promise)."""
 
     id: str
     org: str
     arrival: float
     duration: float
     cost: int = 1
+    due: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,8 +209,9 @@ def pick_proportional(
     return started
 
 
-def fair_picker(weights: Mapping[str, int], *, policy: str = "round_robin") -> Picker:
-    """A picker that walks the contract's fair order; an org in a blackout has weight 0 (held)."""
+def fair_picker(weights: Mapping[str, int], *, policy: str = "round_robin", due_first: bool = False) -> Picker:
+    """A picker that walks the contract's fair order (with `due_first`: each org's charts by due time
+    inside its share); an org in a blackout has weight 0 (held)."""
 
     def pick(
         instant: float, waiting: list[Job], running: list[Running], available: Callable[[str], bool], budget: int
@@ -215,7 +225,11 @@ def fair_picker(weights: Mapping[str, int], *, policy: str = "round_robin") -> P
             budget=budget,
             policy="deficit" if policy == "deficit" else "round_robin",
             orgs=orgs,
-            queued=[QueuedChart(id=j.id, org=j.org, created=j.arrival, avg=j.duration, cost=j.cost) for j in waiting],
+            queued=[
+                QueuedChart(id=j.id, org=j.org, created=j.arrival, avg=j.duration, cost=j.cost, due=j.due)
+                for j in waiting
+            ],
+            due_first=due_first,
         )
         in_flight = [
             RunningChart(id=r.job.id, org=r.job.org, started=r.started, avg=r.job.duration, cost=r.job.cost)
@@ -224,6 +238,59 @@ def fair_picker(weights: Mapping[str, int], *, policy: str = "round_robin") -> P
         order = fair_order(scenario)
         chosen = {c.id for c in dispatch_walk(order, now=instant, budget=budget, running=in_flight, orgs=orgs)}
         return [job for job in waiting if job.id in chosen]
+
+    return pick
+
+
+def loop_picker(weights: Mapping[str, int], *, policy: Policy = "round_robin", due_first: bool = False) -> Picker:
+    """A picker that walks the contract's fair order as the live loop gives it: each org's place in
+    the rounds kept from instant to instant (`scheduling.core.service`), as the simulator does.
+
+    1. Backlogged orgs: those with a chart waiting and no blackout; `fair_service` gives each org its
+       `served` offset in the rounds under way, and every other org is raised to that round.
+    2. An org in a blackout has weight 0 (held); the order (with `due_first`: each org's charts by due
+       time inside its share) is walked by `dispatch_walk`.
+    3. Each start adds `start_service` to its org's virtual time.
+    """
+    virtual: dict[str, float] = defaultdict(float)
+
+    def pick(
+        instant: float, waiting: list[Job], running: list[Running], available: Callable[[str], bool], budget: int
+    ) -> list[Job]:
+        known = {*weights, *(job.org for job in waiting), *(r.job.org for r in running)}
+        backlogged = {job.org for job in waiting if available(job.org)}
+        policies, round_under_way = fair_service(
+            {org: OrgService(weights.get(org, 1), None, virtual[org]) for org in known},
+            ready=backlogged,
+            backlogged=backlogged,
+            policy=policy,
+            quantum=1.0,
+        )
+        if round_under_way is not None:
+            for org in known:
+                virtual[org] = max(virtual[org], round_under_way)
+        orgs = {org: given if available(org) else replace(given, weight=0) for org, given in policies.items()}
+        scenario = Scenario(
+            now=instant,
+            budget=budget,
+            policy=policy,
+            orgs=orgs,
+            queued=[
+                QueuedChart(id=j.id, org=j.org, created=j.arrival, avg=j.duration, cost=j.cost, due=j.due)
+                for j in waiting
+            ],
+            due_first=due_first,
+        )
+        in_flight = [
+            RunningChart(id=r.job.id, org=r.job.org, started=r.started, avg=r.job.duration, cost=r.job.cost)
+            for r in running
+        ]
+        walked = dispatch_walk(fair_order(scenario), now=instant, budget=budget, running=in_flight, orgs=orgs)
+        chosen = {c.id for c in walked}
+        started = [job for job in waiting if job.id in chosen]
+        for job in started:
+            virtual[job.org] += start_service(weight=weights.get(job.org, 1), cost=job.cost, policy=policy, quantum=1.0)
+        return started
 
     return pick
 
@@ -301,9 +368,27 @@ def replay_fair(
     weights: Mapping[str, int],
     blackouts: Sequence[Blackout] = (),
     policy: str = "round_robin",
+    due_first: bool = False,
 ) -> Outcome:
-    """The workload through fairsched's fair order and dispatch walk (the core, instant by instant)."""
-    return replay(jobs, budget=budget, pick=fair_picker(weights, policy=policy), blackouts=blackouts)
+    """The workload through fairsched's fair order and dispatch walk (the core, instant by instant);
+    with `due_first`, each org's charts by due time inside its share."""
+    pick = fair_picker(weights, policy=policy, due_first=due_first)
+    return replay(jobs, budget=budget, pick=pick, blackouts=blackouts)
+
+
+def replay_loop(
+    jobs: Sequence[Job],
+    *,
+    budget: int,
+    weights: Mapping[str, int],
+    blackouts: Sequence[Blackout] = (),
+    policy: Policy = "round_robin",
+    due_first: bool = False,
+) -> Outcome:
+    """The workload through the fair order as the live loop keeps it (`loop_picker`): the live run
+    without its overhead, faults or failures."""
+    pick = loop_picker(weights, policy=policy, due_first=due_first)
+    return replay(jobs, budget=budget, pick=pick, blackouts=blackouts)
 
 
 def replay_fair_served(

@@ -11,6 +11,7 @@ from tools.baselines import (
     replay_fair,
     replay_fair_served,
     replay_fifo,
+    replay_loop,
     replay_proportional,
 )
 
@@ -60,6 +61,29 @@ def test_counting_running_charts_as_served_lets_the_newcomer_in() -> None:
     # At 1 org a runs B: its waiting charts are in rounds 1 and 2, D in round 0: D starts.
     outcome = replay_fair_served(STAGGERED, budget=2, weights={"a": 1, "b": 1})
     assert starts(outcome.start) == {"A": 0, "B": 0, "C": 2, "D": 1, "E": 3}
+
+
+def test_the_fair_loop_keeps_each_orgs_place_in_the_rounds_from_instant_to_instant() -> None:
+    # At 0 A starts: org a has taken round 0, and b (idle) is raised to the round under way. At 1 D
+    # arrives in round 0, B and C are in rounds 1 and 2: when A ends at 2, D goes before B (the bare
+    # contract order would start B there, `test_fair_recomputes_rounds_from_the_waiting_charts_alone`).
+    outcome = replay_loop(ONE_LANE, budget=1, weights={"a": 1, "b": 1})
+    assert starts(outcome.start) == {"A": 0, "B": 3, "C": 5, "D": 2}
+
+
+def test_the_fair_loop_holds_an_org_in_its_blackout_and_gives_it_no_credit_for_it() -> None:
+    jobs = [*(Job(f"a{i}", "a", 0, 1) for i in range(4)), Job("b0", "b", 0, 1), Job("b1", "b", 0, 1)]
+    outcome = replay_loop(jobs, budget=1, weights={"a": 1, "b": 1}, blackouts=[Blackout("b", 0, 3)])
+    # a runs alone while b is held; from 3 on b joins the round under way: they alternate.
+    assert starts(outcome.start) == {"a0": 0, "a1": 1, "a2": 2, "b0": 3, "a3": 4, "b1": 5}
+
+
+def test_due_first_orders_an_orgs_charts_by_due_time_inside_its_share() -> None:
+    # a's A is due at 10 and B at 5; b's D sits between them in the rounds either way.
+    jobs = [Job("A", "a", 0, 1, due=10.0), Job("B", "a", 0, 1, due=5.0), Job("D", "b", 0, 1, due=20.0)]
+    weights = {"a": 1, "b": 1}
+    assert starts(replay_loop(jobs, budget=1, weights=weights).start) == {"A": 0, "B": 2, "D": 1}
+    assert starts(replay_loop(jobs, budget=1, weights=weights, due_first=True).start) == {"A": 2, "B": 0, "D": 1}
 
 
 def test_proportional_rounds_the_small_org_down() -> None:

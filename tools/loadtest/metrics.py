@@ -300,7 +300,8 @@ def newcomers(schedule: Schedule) -> list[Newcomer]:
     """How each small org's first chart fared against the backlog it arrived into.
 
     - round size: the sum of the weights of the orgs backlogged when it arrived (itself included);
-      it started within one round if at most that many charts of other orgs started before it;
+      it started within one round if at most that many charts of other orgs started before its
+      first start (of any of its charts: due first may start a later one of its burst first);
     - share of the next 20 starts after its arrival (fewer if fewer followed), next to its fair
       share: its weight over the backlogged weights, capped by the charts it had waiting.
     """
@@ -313,16 +314,17 @@ def newcomers(schedule: Schedule) -> list[Newcomer]:
             continue
         first = charts[0]
         arrival = first.eligible
+        first_start = min((c.start for c in charts if c.start is not None), default=None)
         backlogged = {
             other
             for other, steps in waiting.items()
             if other != org and _count_at(steps, arrival) > 0 and not schedule.blocked(other, arrival)
         }
         round_size = schedule.weights.get(org, 1) + sum(schedule.weights.get(o, 1) for o in backlogged)
-        if first.start is None:
+        if first_start is None:
             others_before = sum(1 for at, _, o in starts if at >= arrival and o != org)
         else:
-            others_before = sum(1 for at, _, o in starts if arrival <= at < first.start and o != org)
+            others_before = sum(1 for at, _, o in starts if arrival <= at < first_start and o != org)
         following = [o for at, _, o in starts if at >= arrival][:NEXT_STARTS]
         span = len(following) or NEXT_STARTS
         burst = sum(1 for c in charts if c.eligible <= arrival + 1e-6)
@@ -331,10 +333,10 @@ def newcomers(schedule: Schedule) -> list[Newcomer]:
             Newcomer(
                 org=org,
                 arrival=arrival,
-                first_wait=None if first.start is None else first.start - arrival,
+                first_wait=None if first_start is None else first_start - arrival,
                 others_before=others_before,
                 round_size=round_size,
-                within_round=first.start is not None and others_before <= round_size,
+                within_round=first_start is not None and others_before <= round_size,
                 share_next=following.count(org) / span,
                 fair_share_next=fair,
             )
@@ -397,6 +399,47 @@ def live_schedule(log: Mapping[str, Any]) -> Schedule:
         kinds={org["slug"]: org["kind"] for org in log["orgs"]},
         blackouts=blackouts,
     )
+
+
+def due_times(log: Mapping[str, Any]) -> dict[str, float]:
+    """Each chart's due time (by id): its submission + its own promise (`due_in`), else + its org's
+    turnaround target; a chart with neither has none."""
+    targets = {org["slug"]: org.get("turnaround") for org in log["orgs"]}
+    due = {}
+    for chart in log["charts"]:
+        promise = chart.get("due_in")
+        promise = targets.get(chart["org"]) if promise is None else promise
+        if promise is not None:
+            due[str(chart["id"])] = chart["submitted"] + promise
+    return due
+
+
+@dataclass(frozen=True)
+class Attainment:
+    """How many of each org's charts with a due time finished by it (a chart that never finished
+    did not), and the share over every org."""
+
+    met: dict[str, int]
+    charts: dict[str, int]
+
+    def of(self, org: str) -> float | None:
+        return self.met[org] / self.charts[org] if self.charts.get(org) else None
+
+    @property
+    def overall(self) -> float | None:
+        total = sum(self.charts.values())
+        return sum(self.met.values()) / total if total else None
+
+
+def attainment(schedule: Schedule, due: Mapping[str, float]) -> Attainment:
+    """The turnaround attainment of `schedule`: a chart met its promise when it finished by `due`."""
+    met: dict[str, int] = defaultdict(int)
+    charts: dict[str, int] = defaultdict(int)
+    for chart in schedule.charts:
+        if chart.id in due:
+            charts[chart.org] += 1
+            met[chart.org] += chart.finish is not None and chart.finish <= due[chart.id]
+    return Attainment(dict(met), dict(charts))
 
 
 @dataclass

@@ -35,9 +35,10 @@ from tools.baselines import (
     replay_fair,
     replay_fair_served,
     replay_fifo,
+    replay_loop,
     replay_proportional,
 )
-from tools.loadtest import metrics, simulate
+from tools.loadtest import metrics, simulate, workload
 from tools.loadtest.document import Block, Document, Plot, Section, Table, markdown_table, write
 from tools.loadtest.ideal import ideal_etas, workflow_means
 from tools.loadtest.svg import PALETTE, Chart
@@ -58,6 +59,8 @@ class Replays:
 
 
 FAIR_REPLAY = "fair order (replay)"
+LOOP_REPLAY = "fair loop (replay)"
+DUE_FIRST_REPLAY = "fair loop, due first (replay)"
 SERVED_REPLAY = "served rounds (what-if)"
 
 
@@ -69,14 +72,32 @@ def run_policy(log: Mapping[str, Any]) -> Policy:
 
 def replays_of(log: Mapping[str, Any]) -> Replays:
     live = metrics.live_schedule(log)
+    due = metrics.due_times(log)
     jobs = [
-        Job(id=str(c["id"]), org=c["org"], arrival=c["submitted"], duration=c["planned_duration"], cost=c["cost"])
+        Job(
+            id=str(c["id"]),
+            org=c["org"],
+            arrival=c["submitted"],
+            duration=c["planned_duration"],
+            cost=c["cost"],
+            due=due.get(str(c["id"])),
+        )
         for c in log["charts"]
     ]
     blackouts = [Blackout(org, start, end) for org, start, end in live.blackouts]
-    budget, weights = live.budget, live.weights
+    budget, weights, policy = live.budget, live.weights, run_policy(log)
     outcomes = {
-        FAIR_REPLAY: replay_fair(jobs, budget=budget, weights=weights, blackouts=blackouts, policy=run_policy(log)),
+        FAIR_REPLAY: replay_fair(jobs, budget=budget, weights=weights, blackouts=blackouts, policy=policy),
+        LOOP_REPLAY: replay_loop(jobs, budget=budget, weights=weights, blackouts=blackouts, policy=policy),
+        **(
+            {
+                DUE_FIRST_REPLAY: replay_loop(
+                    jobs, budget=budget, weights=weights, blackouts=blackouts, policy=policy, due_first=True
+                )
+            }
+            if due
+            else {}
+        ),
         SERVED_REPLAY: replay_fair_served(jobs, budget=budget, weights=weights, blackouts=blackouts),
         "FIFO": replay_fifo(jobs, budget=budget, blackouts=blackouts),
         "proportional split": replay_proportional(jobs, budget=budget, blackouts=blackouts),
@@ -104,6 +125,55 @@ def baseline_schedules(log: Mapping[str, Any], replays: Replays) -> list[metrics
         ]
         schedules.append(metrics.Schedule(name, charts, live.budget, live.weights, live.kinds, live.blackouts))
     return schedules
+
+
+def attainment_table(schedules: Sequence[metrics.Schedule], log: Mapping[str, Any]) -> Table:
+    """Each org's turnaround attainment (and over all) under the live run and each replay."""
+    due = metrics.due_times(log)
+    attained = [metrics.attainment(schedule, due) for schedule in schedules]
+    rows = []
+    for org in log["orgs"]:
+        slug = org["slug"]
+        charts = attained[0].charts.get(slug, 0)
+        target = org.get("turnaround")
+        rows.append(
+            [slug, org["kind"], num(target, 0, " s"), str(charts), *(pct(figures.of(slug)) for figures in attained)]
+        )
+    total = sum(attained[0].charts.values())
+    rows.append(["all", "", "", str(total), *(pct(figures.overall) for figures in attained)])
+    return Table(["org", "kind", "target", "charts", *(schedule.name for schedule in schedules)], rows)
+
+
+def due_first_verdicts(
+    results: Sequence[metrics.Fairness], attained: Mapping[str, metrics.Attainment]
+) -> list[Verdict]:
+    """The due-first targets, on the replays of the live loop's order: due first raises attainment
+    over the plain fair order, with the fairness checks of the live run (weighted Jain >= 0.95, small
+    orgs within one round)."""
+    by_name = {result.name: result for result in results}
+    first, plain = by_name.get(DUE_FIRST_REPLAY), attained.get(LOOP_REPLAY)
+    if first is None or plain is None:
+        return []
+    raised, before = attained[DUE_FIRST_REPLAY].overall, plain.overall
+    within = sum(n.within_round for n in first.newcomers)
+    return [
+        Verdict(
+            "due first raises turnaround attainment over the plain fair order (the fair loop's replays)",
+            f"{pct(raised)} vs {pct(before)}",
+            None if raised is None or before is None else raised > before,
+        ),
+        Verdict(
+            "due first (replay): weighted Jain index >= 0.95 over saturated windows (mean of cost units taken)",
+            f"mean {num(first.jain_mean, 3)}, min {num(min(first.jain_values, default=None), 3)}; "
+            f"{len(first.jain_values)} windows (plain: mean {num(by_name[LOOP_REPLAY].jain_mean, 3)})",
+            None if first.jain_mean is None else first.jain_mean >= 0.95,
+        ),
+        Verdict(
+            "due first (replay): small orgs' first start within one round",
+            f"{within} of {len(first.newcomers)} small orgs",
+            bool(first.newcomers) and within == len(first.newcomers),
+        ),
+    ]
 
 
 def eta_time_table(eta: metrics.EtaFigures) -> Table:
@@ -598,13 +668,27 @@ def plot_starts(schedule: metrics.Schedule, ended: float) -> str:
 # -- the report ------------------------------------------------------------------------------------
 
 
-def simulator_tables(results: Sequence[simulate.Result]) -> list[Block]:
-    """The open-arrival simulator's figures (`tools.loadtest.simulate`) and its targets."""
-    judged = simulate.targets(results)
+def simulator_tables(results: Sequence[simulate.Result], orders: Sequence[simulate.OrderResult] = ()) -> list[Block]:
+    """The open-arrival simulator's figures (`tools.loadtest.simulate`) and its targets: the ETAs,
+    the at-risk predictions and (with `orders`) the due-first order's attainment and fairness."""
+    judged = simulate.targets(results) + simulate.miss_targets(results) + simulate.order_targets(orders)
     sizes = "; ".join(f"{r.workload} / {r.policy}: {r.charts} charts, {r.deep_share:.0%} deep" for r in results)
     return [
         Table(simulate.TABLE_HEADER, simulate.table_rows(results)),
         f"Errors are median / p90 / median signed. {sizes}.",
+        Table(simulate.MISS_HEADER, simulate.miss_rows(results)),
+        "At risk: a chart is predicted to miss its promise when the plan's late chance is >= "
+        f"{simulate.AT_RISK:g}, at its arrival and at the kept moment closest to half its wait; precision = "
+        "predicted and missed / predicted, recall = predicted and missed / missed (finished after its due "
+        "time), on the same charts (every chart arriving with every 4th).",
+        *(
+            [
+                Table(simulate.ORDER_HEADER, simulate.order_rows(orders)),
+                Table(simulate.ORG_HEADER, simulate.org_attainment_rows(orders)),
+            ]
+            if orders
+            else []
+        ),
         Table(
             ["workload", "policy", "durations", "target (fairsched)", "measured", "met"],
             [[t.workload, t.policy, t.durations, t.target, t.measured, _met(t.met)] for t in judged],
@@ -613,17 +697,25 @@ def simulator_tables(results: Sequence[simulate.Result]) -> list[Block]:
 
 
 def build_report(
-    log: Mapping[str, Any], out: Path, *, command: str, simulated: Sequence[simulate.Result] = ()
+    log: Mapping[str, Any],
+    out: Path,
+    *,
+    command: str,
+    simulated: Sequence[simulate.Result] = (),
+    orders: Sequence[simulate.OrderResult] = (),
 ) -> list[Verdict]:
     """Write report.md, report.html and the plots into `out`; return the verdicts. `simulated`: the
-    open-arrival simulator's results, given their own section when there are any."""
+    open-arrival simulator's results, given their own section when there are any (with `orders`,
+    its due-first comparison)."""
     live_schedule = metrics.live_schedule(log)
     replays = replays_of(log)
     schedules = [live_schedule, *baseline_schedules(log, replays)]
     results = [metrics.fairness(schedule) for schedule in schedules]
     figures = metrics.live_figures(log)
     hooks = metrics.webhook_figures(log)
-    judged = verdicts(results[0], figures) + webhook_verdicts(hooks)
+    due = metrics.due_times(log)
+    attained = {schedule.name: metrics.attainment(schedule, due) for schedule in schedules}
+    judged = verdicts(results[0], figures) + due_first_verdicts(results, attained) + webhook_verdicts(hooks)
     ended = float(log["meta"]["ended"])
     in_flight = Plot("in_flight.svg", plot_in_flight(log, figures))
     first_waits = Plot("first_waits.svg", plot_first_waits(results))
@@ -649,7 +741,7 @@ def build_report(
         ),
         Section(
             "Fairness, side by side with the baselines",
-            "The live run and four replays of the same arrivals and durations (holds and the provider pause "
+            "The live run and the replays of the same arrivals and durations (holds and the provider pause "
             "as blackouts, no failures) measured the same way. Start = first dispatch. A window is saturated "
             "when the pool held budget - 1 units or more for 90% of its 15 s and two or more orgs were "
             "backlogged all through it; Jain's index is over those orgs' cost units taken / weight (units are "
@@ -658,6 +750,25 @@ def build_report(
             "'Within one round' = no more charts of other orgs started between a small org's first "
             "submission and its first start than the weights of the orgs backlogged at its arrival.",
             [policy_table(results), first_waits, jain],
+        ),
+        *(
+            [
+                Section(
+                    "Turnaround attainment",
+                    "The share of each org's charts finished by their due time (a chart never finished missed "
+                    "it). Each org has a turnaround target (`workload.TURNAROUNDS`, scaled with the run's "
+                    "length) and each chart its own promise, the target x a factor drawn in "
+                    f"{workload.PROMISE_FACTORS[0]:g}-{workload.PROMISE_FACTORS[1]:g}: due = submitted + "
+                    "promise, computed here from the log for the live run and every replay alike. The fair "
+                    "loop's replay is the fair order as the live loop gives it (each org's place in the rounds "
+                    "kept from pass to pass: the live run without its overhead, faults and failures); 'due "
+                    "first' is the same with `Scenario.due_first` (each org's charts by due time inside its "
+                    "share, the rounds across orgs untouched); their fairness is in the table above.",
+                    [attainment_table(schedules, log)],
+                )
+            ]
+            if due
+            else []
         ),
         Section("Small orgs arriving into the backlog", "", [newcomer_table(results)]),
         Section("Per org", "First wait is the org's first chart; ages are from eligibility.", [org_table(results)]),
@@ -718,7 +829,7 @@ def build_report(
                     "durations' own spread. Org clear-time: the latest finish of what the org has, scored after "
                     "one arrival window of history. Band: share of finishes inside p10-p90 (median width "
                     "relative to the time left).",
-                    simulator_tables(simulated),
+                    simulator_tables(simulated, orders),
                 )
             ]
             if simulated
@@ -844,14 +955,17 @@ def main(argv: list[str] | None = None) -> None:
         command = f"python -m tools.loadtest.report --log {log_path}"
     log = json.loads(log_path.read_text())
     simulated = [] if args.no_simulator else simulate.run()
-    judged = build_report(log, args.out, command=command, simulated=simulated)
+    orders = [] if args.no_simulator else simulate.orders_run()
+    judged = build_report(log, args.out, command=command, simulated=simulated, orders=orders)
     for verdict in judged:
         print(f"{_met(verdict.met).strip('*'):>4}  {verdict.target}: {verdict.measured}")
     if simulated:
         print()
         print("ETAs in an open system (simulator; errors median / p90 / signed):")
         print(markdown_table(Table(simulate.TABLE_HEADER, simulate.table_rows(simulated))))
-        for target in simulate.targets(simulated):
+        print(markdown_table(Table(simulate.MISS_HEADER, simulate.miss_rows(simulated))))
+        print(markdown_table(Table(simulate.ORDER_HEADER, simulate.order_rows(orders))))
+        for target in simulate.targets(simulated) + simulate.miss_targets(simulated) + simulate.order_targets(orders):
             where = f"{target.workload} / {target.policy} / {target.durations} durations"
             print(f"{_met(target.met).strip('*'):>4}  {where}: {target.target}: {target.measured}")
     print(f"report written to {args.out / 'report.md'} and {args.out / 'report.html'}")

@@ -5,11 +5,12 @@ Steps:
 1. Start private services under a scratch folder: PostgreSQL (pgserver, a Unix socket, so it can be
    stopped), `redis-server` on a free port, and a Temporal dev server with `--db-filename` (so a
    restart keeps its state). Nothing shared on the machine is touched, let alone stopped.
-2. Point Django at them, migrate, create the orgs, workflows, provider and the scheduler settings;
-   hold the held org.
+2. Point Django at them, migrate, create the orgs (with their turnaround targets), workflows,
+   provider and the scheduler settings; hold the held org.
 3. Start N demo Temporal workers and a Celery worker with embedded beat as child processes. From here
    on nobody but beat drives the passes.
-4. Every quarter second: submit the charts that are due (`chart_submit_bulk`, one call per org), run
+4. Every quarter second: submit the charts that are due (`chart_submit_bulk`, one call per org; each
+   with its own `due_at`, its submission + `PlannedChart.due_in`), run
    the scheduled levers (release the held org, pause the provider), inject the faults that are due,
    and once a second sample every waiting chart's ETA and band (the first value seen is "at enqueue",
    the last one before its first dispatch is "at start").
@@ -46,6 +47,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
+from datetime import timedelta
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
@@ -356,7 +358,7 @@ class LoadRun:
     def _create_tenants(self) -> None:
         from knobs.services import scheduler_config_set
         from orgs.models import Workflow
-        from orgs.services import org_create, org_hold, provider_get_or_create
+        from orgs.services import org_create, org_hold, org_turnaround_set, provider_get_or_create
         from scheduling.temporal.workflows import DEMO_WORKFLOW_TYPE
 
         scheduler_config_set(actor=ACTOR, budget=self.workload.budget, **self.settings)
@@ -372,6 +374,9 @@ class LoadRun:
             )  # fmt: skip
         for org in self.workload.orgs:
             created = org_create(name=org.slug, slug=org.slug, weight=org.weight, actor=ACTOR)
+            if org.turnaround is not None:
+                turnaround = max(1, round(org.turnaround))
+                org_turnaround_set(org=created, turnaround=turnaround, actor=ACTOR, reason="load test: its promise")
             if org.held_until is not None:
                 org_hold(org=created, actor=ACTOR, reason="load test: held from the start")
 
@@ -486,14 +491,26 @@ class LoadRun:
             return None
 
     def _submit(self, due: list[Any]) -> bool:
+        from django.utils import timezone
+
         from charts.services import ChartRequest, chart_submit_bulk
         from orgs.models import Org
 
         by_org: dict[str, list[Any]] = defaultdict(list)
         for chart in due:
             by_org[chart.org].append(chart)
+        now = timezone.now()
         for slug, charts in by_org.items():
-            items = [ChartRequest(c.workflow, c.external_id, {"duration": c.duration}) for c in charts]
+            # Each chart's own promise, from its submission (the report reads it back as submitted + due_in).
+            items = [
+                ChartRequest(
+                    c.workflow,
+                    c.external_id,
+                    {"duration": c.duration},
+                    due_at=None if c.due_in is None else now + timedelta(seconds=c.due_in),
+                )
+                for c in charts
+            ]
             chart_submit_bulk(org=Org.objects.get(slug=slug), items=items, actor=ACTOR)
         return True
 
@@ -716,6 +733,7 @@ class LoadRun:
                     "cost": costs[chart.workflow.name],
                     "planned_duration": plan.duration,
                     "planned_submit": plan.submit_at,
+                    "due_in": plan.due_in,
                     "submitted": created - self.t0,
                     "state": chart.state,
                     "attempt": chart.attempt,

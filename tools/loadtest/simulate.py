@@ -9,7 +9,9 @@ Steps:
    load 0.95), `bursty` (Poisson at load 0.6 plus bulk uploads of 50-300 charts from one org at a
    time, about 1 in all), `cold_start` (one org's 300-chart backfill at t = 0, ten small orgs
    trickling in from the first minute), `drift` (Poisson at load 0.8; halfway through, the busiest
-   org's medium workflow takes 3x as long: its charts submitted from then on).
+   org's medium workflow takes 3x as long: its charts submitted from then on). Each has promises
+   (`promised`): every org a turnaround target, every chart its own due time drawn around it, the
+   targets chosen so that 10-30% of each org's charts miss under the plain fair order.
 2. The schedule (`simulate`), event-driven: decision instants are arrivals, finishes and the
    sample instants. At each one, as the live loop does: count the finishes, let the arrivals in,
    give each org its place in the rounds (`scheduling.core.service`, the shell's rule), take the core's fair
@@ -28,7 +30,13 @@ Steps:
    sampled over the wait and over the run (running charts, also apart), split by deep (waited >= 5
    mean durations) and shallow; org clear-time error; band coverage and median width relative to
    the time left; on a drift, the sampled error before the change and once the changed workflow
-   has run DRIFT_RUNS times since.
+   has run DRIFT_RUNS times since. At-risk: fairsched's and the floor's late chances (the plan's
+   chance of finishing after the due time) at enqueue and at half the wait, "will miss" (>= AT_RISK)
+   against finishing after the due time: precision and recall (`MissFigures`).
+5. Due first (`orders_run`): the same promised workloads in the plain fair order and with
+   `Scenario.due_first` (each org's charts by due time inside its share): attainment (the share of
+   charts finished by their due time) per org and overall, and the load report's fairness checks
+   (`fairness_of`: weighted Jain over saturated windows, small orgs' first start within one round).
 """
 
 from __future__ import annotations
@@ -59,6 +67,7 @@ from scheduling.core.durations import WARMUP_RUNS, DurationState, duration_learn
 from scheduling.core.forecast import median_last_finish
 from scheduling.core.model import Plan, Policy
 from scheduling.core.service import OrgService, fair_service, start_service
+from tools.loadtest import metrics
 from tools.loadtest.document import Table, markdown_table
 from tools.loadtest.metrics import ErrorFigures, error_figures, quantile
 
@@ -77,6 +86,9 @@ DRIFT_RUNS = 10
 # FAIRSCHED_DEFAULT_DURATION_SPREAD's defaults).
 DEFAULT_DURATION = 60.0
 DEFAULT_SPREAD = 0.5
+# The orgs of the fewest charts (the last of the skewed shares) whose first start the fairness check
+# follows on the workloads where every org trickles in.
+SMALL_ORGS = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +106,8 @@ KINDS = (Kind("short", 30.0, 0.5, 1), Kind("medium", 60.0, 0.6, 1), Kind("long",
 
 @dataclass(frozen=True, slots=True)
 class SimChart:
-    """A chart: its true duration drawn from its kind's law, scaled by `factor` (a drift)."""
+    """A chart: its true duration drawn from its kind's law, scaled by `factor` (a drift); `due`:
+    when its turnaround promise falls due (None: no promise)."""
 
     id: str
     org: str
@@ -102,6 +115,7 @@ class SimChart:
     arrival: float
     duration: float
     factor: float = 1.0
+    due: float | None = None
 
     @property
     def mean(self) -> float:
@@ -121,11 +135,16 @@ class Drift:
 
 @dataclass
 class Workload:
+    """The charts and the pool. `small`: the orgs whose first start the fairness check follows
+    (`metrics.newcomers`); `targets`: each org's turnaround promise in seconds, once `promised`."""
+
     name: str
     budget: int
     weights: dict[str, int]
     charts: list[SimChart]
     drift: Drift | None = None
+    small: tuple[str, ...] = ()
+    targets: dict[str, float] = field(default_factory=dict)
 
     @property
     def mean_duration(self) -> float:
@@ -174,9 +193,9 @@ class _Builder:
             self.add(self.rng.choices(orgs, shares)[0], at, drift=drift)
             at += self.rng.expovariate(rate)
 
-    def build(self, drift: Drift | None = None) -> Workload:
+    def build(self, drift: Drift | None = None, *, small: Sequence[str] = ()) -> Workload:
         self.charts.sort(key=lambda chart: (chart.arrival, chart.id))
-        return Workload(self.name, self.budget, self.weights, self.charts, drift)
+        return Workload(self.name, self.budget, self.weights, self.charts, drift, tuple(small))
 
 
 def steady(*, seed: int = 1, seconds: float = 6000.0, budget: int = 20) -> Workload:
@@ -184,7 +203,7 @@ def steady(*, seed: int = 1, seconds: float = 6000.0, budget: int = 20) -> Workl
     build = _Builder("steady", budget, seed)
     orgs = [build.org(f"org{index:02d}", 1 + index % 3) for index in range(12)]
     build.poisson(orgs, [1.0 / (rank + 1) for rank in range(12)], load=0.95, start=0.0, end=seconds)
-    return build.build()
+    return build.build(small=orgs[-SMALL_ORGS:])
 
 
 def bursty(*, seed: int = 2, seconds: float = 8000.0, budget: int = 40) -> Workload:
@@ -202,7 +221,7 @@ def bursty(*, seed: int = 2, seconds: float = 8000.0, budget: int = 40) -> Workl
         org = build.rng.choice(bulk_orgs)
         for _ in range(build.rng.randint(50, 300)):
             build.add(org, at, bulk)
-    return build.build()
+    return build.build(small=orgs[-SMALL_ORGS:])
 
 
 def cold_start(*, seed: int = 3, seconds: float = 3000.0, budget: int = 20) -> Workload:
@@ -212,10 +231,10 @@ def cold_start(*, seed: int = 3, seconds: float = 3000.0, budget: int = 20) -> W
     backfill = build.org("backfill", 1)
     for _ in range(300):
         build.add(backfill, 0.0, KINDS[1])
-    for index in range(10):
-        small = build.org(f"small{index}", 1 + index % 2)
+    smalls = [build.org(f"small{index}", 1 + index % 2) for index in range(10)]
+    for index, small in enumerate(smalls):
         build.poisson([small], [1.0], load=0.06, start=60.0 + 30.0 * index, end=seconds)
-    return build.build()
+    return build.build(small=smalls)
 
 
 def drift(*, seed: int = 4, seconds: float = 6000.0, budget: int = 20) -> Workload:
@@ -226,7 +245,7 @@ def drift(*, seed: int = 4, seconds: float = 6000.0, budget: int = 20) -> Worklo
     orgs = [build.org(f"org{index:02d}", 1 + index % 3) for index in range(12)]
     change = Drift(orgs[0], KINDS[1].name, seconds / 2, 3.0)
     build.poisson(orgs, [1.0 / (rank + 1) for rank in range(12)], load=0.8, start=0.0, end=seconds, drift=change)
-    return build.build(change)
+    return build.build(change, small=orgs[-SMALL_ORGS:])
 
 
 WORKLOADS: dict[str, Callable[..., Workload]] = {
@@ -242,7 +261,7 @@ WORKLOADS: dict[str, Callable[..., Workload]] = {
 
 @dataclass(frozen=True, slots=True)
 class Moment:
-    """The state at a sample instant, before the walk: what waits (in arrival order), what runs
+    """The state at a kept instant, before the walk: what waits (in arrival order), what runs
     (chart, start) and each org's policy (its place in the rounds)."""
 
     at: float
@@ -251,6 +270,7 @@ class Moment:
     orgs: Mapping[str, OrgPolicy]
     enqueue: bool  # the arrival of a chart chosen for the enqueue scores
     sampled: bool  # a sample instant
+    halfway: bool = False  # half the wait of a chart chosen for the enqueue scores (`Schedule.halfway`)
 
 
 @dataclass
@@ -260,18 +280,36 @@ class Schedule:
     start: dict[str, float] = field(default_factory=dict)
     finish: dict[str, float] = field(default_factory=dict)
     moments: list[Moment] = field(default_factory=list)
+    due_first: bool = False
+    # The instant closest to (arrival + start) / 2 of each chart chosen for the enqueue scores: a
+    # moment is kept there (`scored_schedule`).
+    halfway: dict[str, float] = field(default_factory=dict)
 
 
-def simulate(workload: Workload, *, policy: Policy, sample_every: float, enqueue_every: int) -> Schedule:
-    """The schedule of `workload` under `policy`, with the moments kept for the predictors: every
-    `sample_every` seconds, and the arrival of every `enqueue_every`-th chart (see the module doc)."""
+def simulate(
+    workload: Workload,
+    *,
+    policy: Policy,
+    sample_every: float,
+    enqueue_every: int,
+    due_first: bool = False,
+    keep: Mapping[str, float] | None = None,
+) -> Schedule:
+    """The schedule of `workload` under `policy` (with `due_first`: each org's charts by due time
+    inside its share), with the moments kept for the predictors: every `sample_every` seconds, the
+    arrival of every `enqueue_every`-th chart (see the module doc), and the instants of `keep`
+    (chart id: instant, kept as `Schedule.halfway`). A `keep` instant that is no arrival, finish or
+    sample instant is only looked at: no walk there, so the schedule is the one without it."""
     charts = workload.charts
     budget, weights = workload.budget, workload.weights
     queued = {
-        chart.id: QueuedChart(chart.id, chart.org, chart.arrival, chart.kind.mean, chart.kind.cost) for chart in charts
+        chart.id: QueuedChart(chart.id, chart.org, chart.arrival, chart.kind.mean, chart.kind.cost, due=chart.due)
+        for chart in charts
     }
     by_id = {chart.id: chart for chart in charts}
-    schedule = Schedule(workload, policy)
+    schedule = Schedule(workload, policy, due_first=due_first, halfway=dict(keep or {}))
+    kept_at = sorted(set(schedule.halfway.values()))
+    next_kept = 0
     served = dict.fromkeys(weights, 0.0)
     waiting: dict[str, SimChart] = {}
     running: dict[str, float] = {}
@@ -280,12 +318,15 @@ def simulate(workload: Workload, *, policy: Policy, sample_every: float, enqueue
     next_arrival = 0
     next_sample = 0.0
     instant = 0.0
+    looking = False  # at a `keep` instant only
     while next_arrival < len(charts) or waiting or finishes:
         while finishes and finishes[0][0] <= instant:
             del running[heapq.heappop(finishes)[1]]
         while next_arrival < len(charts) and charts[next_arrival].arrival <= instant:
             waiting[charts[next_arrival].id] = charts[next_arrival]
             next_arrival += 1
+        halfway = next_kept < len(kept_at) and kept_at[next_kept] == instant
+        next_kept += halfway
         # The live shell's rule (`scheduling.core.service`): no caps or pauses here, so every backlogged
         # org can start now; idle orgs are raised to the round under way.
         backlogged = {chart.org for chart in waiting.values()}
@@ -296,10 +337,8 @@ def simulate(workload: Workload, *, policy: Policy, sample_every: float, enqueue
             policy=policy,
             quantum=1.0,
         )
-        if round_under_way is not None:
-            served = {org: max(time, round_under_way) for org, time in served.items()}
-        sampled = instant >= next_sample
-        if (sampled or instant in scored) and (waiting or running):
+        sampled = not looking and instant >= next_sample
+        if (sampled or instant in scored or halfway) and (waiting or running):
             schedule.moments.append(
                 Moment(
                     instant,
@@ -308,25 +347,36 @@ def simulate(workload: Workload, *, policy: Policy, sample_every: float, enqueue
                     orgs,
                     instant in scored,
                     sampled,
+                    halfway,
                 )
             )
-        if sampled:
-            next_sample += sample_every
-        scenario = Scenario(
-            now=instant, budget=budget, policy=policy, orgs=orgs, queued=[queued[chart_id] for chart_id in waiting]
-        )
-        in_flight = [
-            RunningChart(i, by_id[i].org, s, by_id[i].kind.mean, by_id[i].kind.cost) for i, s in running.items()
-        ]
-        for started in dispatch_walk(fair_order(scenario), now=instant, budget=budget, running=in_flight, orgs=orgs):
-            chart = waiting.pop(started.id)
-            running[chart.id] = instant
-            schedule.start[chart.id] = instant
-            schedule.finish[chart.id] = instant + chart.duration
-            heapq.heappush(finishes, (instant + chart.duration, chart.id))
-            served[chart.org] += start_service(
-                weight=weights[chart.org], cost=chart.kind.cost, policy=policy, quantum=1.0
+        if not looking:
+            if round_under_way is not None:
+                served = {org: max(time, round_under_way) for org, time in served.items()}
+            if sampled:
+                next_sample += sample_every
+            scenario = Scenario(
+                now=instant,
+                budget=budget,
+                policy=policy,
+                orgs=orgs,
+                queued=[queued[chart_id] for chart_id in waiting],
+                due_first=due_first,
             )
+            in_flight = [
+                RunningChart(i, by_id[i].org, s, by_id[i].kind.mean, by_id[i].kind.cost) for i, s in running.items()
+            ]
+            for started in dispatch_walk(
+                fair_order(scenario), now=instant, budget=budget, running=in_flight, orgs=orgs
+            ):
+                chart = waiting.pop(started.id)
+                running[chart.id] = instant
+                schedule.start[chart.id] = instant
+                schedule.finish[chart.id] = instant + chart.duration
+                heapq.heappush(finishes, (instant + chart.duration, chart.id))
+                served[chart.org] += start_service(
+                    weight=weights[chart.org], cost=chart.kind.cost, policy=policy, quantum=1.0
+                )
         ahead = [math.inf]
         if finishes:
             ahead.append(finishes[0][0])
@@ -334,10 +384,33 @@ def simulate(workload: Workload, *, policy: Policy, sample_every: float, enqueue
             ahead.append(charts[next_arrival].arrival)
         if waiting or next_arrival < len(charts):
             ahead.append(next_sample)
-        instant = min(ahead)
+        upcoming = kept_at[next_kept] if next_kept < len(kept_at) else math.inf
+        looking = upcoming < min(ahead)
+        instant = min(*ahead, upcoming)
         if instant == math.inf:
             break
     return schedule
+
+
+def scored_schedule(
+    workload: Workload, *, policy: Policy, sample_every: float, enqueue_every: int, due_first: bool = False
+) -> Schedule:
+    """The schedule of `simulate`, with a moment kept at half the wait of every chart chosen for the
+    enqueue scores (the charts arriving at the instants of every `enqueue_every`-th chart): the
+    instant (arrival + start) / 2 of the schedule, which the kept instants leave as it was."""
+    plain = simulate(
+        workload, policy=policy, sample_every=sample_every, enqueue_every=enqueue_every, due_first=due_first
+    )
+    chosen = {chart.arrival for chart in workload.charts[::enqueue_every]}
+    halfway = {c.id: (c.arrival + plain.start[c.id]) / 2 for c in workload.charts if c.arrival in chosen}
+    return simulate(
+        workload,
+        policy=policy,
+        sample_every=sample_every,
+        enqueue_every=enqueue_every,
+        due_first=due_first,
+        keep=halfway,
+    )
 
 
 # -- the predictors ----------------------------------------------------------------------------------
@@ -353,6 +426,8 @@ class Prediction:
     high: dict[str, float] | None = None
     org_clear: dict[str, float] = field(default_factory=dict)
     org_clear_band: dict[str, tuple[float, float]] | None = None
+    # Each chart's chance of finishing after its due time (the plan's `late_chance`), where known.
+    late: dict[str, float] = field(default_factory=dict)
 
 
 def true_durations(chart: SimChart) -> tuple[float, float]:
@@ -465,10 +540,11 @@ def _scenario(context: Context, *, truth: bool = False, **extensions: object) ->
         budget=workload.budget,
         policy=context.schedule.policy,
         orgs=moment.orgs,
-        queued=[QueuedChart(c.id, c.org, c.arrival, mean, c.kind.cost) for c, mean, _ in queued],
-        running=[RunningChart(c.id, c.org, started, mean, c.kind.cost) for c, started, mean, _ in running],
+        queued=[QueuedChart(c.id, c.org, c.arrival, mean, c.kind.cost, due=c.due) for c, mean, _ in queued],
+        running=[RunningChart(c.id, c.org, started, mean, c.kind.cost, due=c.due) for c, started, mean, _ in running],
         spread=[sigma for *_, sigma in queued],
         running_spread=[sigma for *_, sigma in running],
+        due_first=context.schedule.due_first,
         **extensions,  # type: ignore[arg-type]
     )
 
@@ -484,6 +560,7 @@ def _from_plan(result: Plan, context: Context) -> Prediction:
     eta = {chart_id: result.eta[chart_id] for chart_id in ids}
     low = {chart_id: result.eta_low[chart_id] for chart_id in ids}
     high = {chart_id: result.eta_high[chart_id] for chart_id in ids}
+    late = {chart_id: result.late_chance[chart_id] for chart_id in ids}
     return Prediction(
         {k: v for k, v in eta.items() if v is not None},
         {k: v for k, v in low.items() if v is not None},
@@ -494,6 +571,7 @@ def _from_plan(result: Plan, context: Context) -> Prediction:
             for org, clear_low in result.org_clear_low.items()
             if clear_low is not None and (clear_high := result.org_clear_high[org]) is not None
         },
+        {k: v for k, v in late.items() if v is not None},
     )
 
 
@@ -537,7 +615,7 @@ def floor(context: Context) -> Prediction:
     schedule, moment = context.schedule, context.moment
     last = max((schedule.finish[chart.id] for chart in moment.waiting), default=moment.at)
     coming = [
-        QueuedChart(c.id, c.org, c.arrival, c.mean, c.kind.cost, available_at=c.arrival)
+        QueuedChart(c.id, c.org, c.arrival, c.mean, c.kind.cost, available_at=c.arrival, due=c.due)
         for c in context.future
         if c.arrival < last
     ]
@@ -621,6 +699,38 @@ BANDED = ("fairsched", "fairsched, one window (before)")
 # -- the scores --------------------------------------------------------------------------------------
 
 
+# A chart is predicted to miss its promise when its late chance is at least this (the scheduler's
+# default `at_risk_threshold`).
+AT_RISK = 0.5
+# The predictors whose late chances are scored (at the half-wait moments, only these are asked).
+MISS_PREDICTORS = ("fairsched", "floor: told every arrival")
+
+
+@dataclass(frozen=True)
+class MissFigures:
+    """Predictions "will miss" (late chance >= AT_RISK) of some charts, against what happened: the
+    chart `missed` when it finished after its due time."""
+
+    charts: int = 0
+    missed: int = 0
+    predicted: int = 0
+    hits: int = 0  # predicted to miss, and missed
+
+    @property
+    def precision(self) -> float | None:
+        return self.hits / self.predicted if self.predicted else None
+
+    @property
+    def recall(self) -> float | None:
+        return self.hits / self.missed if self.missed else None
+
+    def add(self, *, chance: float, missed: bool) -> MissFigures:
+        predicted = chance >= AT_RISK
+        return MissFigures(
+            self.charts + 1, self.missed + missed, self.predicted + predicted, self.hits + (predicted and missed)
+        )
+
+
 @dataclass
 class Scores:
     """One predictor's figures on one schedule (errors: see `metrics.error_figures`)."""
@@ -642,6 +752,8 @@ class Scores:
     width_enqueue: float | None = None
     width_sampled: float | None = None
     width_running: float | None = None
+    miss_enqueue: MissFigures = field(default_factory=MissFigures)
+    miss_halfway: MissFigures = field(default_factory=MissFigures)
 
 
 @dataclass
@@ -649,6 +761,7 @@ class _Tally:
     signed: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     inside: dict[str, list[bool]] = field(default_factory=lambda: defaultdict(list))
     width: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    misses: dict[str, MissFigures] = field(default_factory=lambda: defaultdict(MissFigures))
 
     def scores(self) -> Scores:
         def share(flags: list[bool]) -> float | None:
@@ -674,6 +787,8 @@ class _Tally:
             width_enqueue=quantile(self.width["enqueue"], 0.5),
             width_sampled=quantile(self.width["sampled"], 0.5),
             width_running=quantile(self.width["sampled running"], 0.5),
+            miss_enqueue=self.misses["enqueue"],
+            miss_halfway=self.misses["half wait"],
         )
 
     def add(
@@ -704,6 +819,9 @@ def score(
        sample instant after the first arrival window) against the predicted one.
     4. On a drift, the sampled errors of the moments before the change (after the first arrival
        window) and of those after the changed workflow's DRIFT_RUNS-th run since has finished.
+    5. The late chances of MISS_PREDICTORS, of the charts with a due time chosen for the enqueue
+       scores: at their arrival and at half their wait (`Schedule.halfway`), "will miss" against
+       finishing after the due time (`MissFigures`).
     """
     workload = schedule.workload
     deep_wait = DEEP_WAITS * workload.mean_duration
@@ -731,8 +849,12 @@ def score(
         sampled = moment.sampled
         drifting = ["drift before"] if before <= at < after[0] else ["drift after"] if at >= after[1] else []
         for name, predict in predictors.items():
+            if not (moment.sampled or moment.enqueue) and name not in MISS_PREDICTORS:
+                continue  # a half-wait moment only
             prediction = predict(context)
             tally = tallies[name]
+            if name in MISS_PREDICTORS:
+                _score_misses(tally, schedule, moment, prediction)
             banded = prediction.low is not None and prediction.high is not None
             for chart in moment.waiting:
                 eta = prediction.eta.get(chart.id)
@@ -764,6 +886,18 @@ def score(
             if sampled and at >= CLEAR_AFTER:
                 _score_clear(tally, schedule, moment, prediction)
     return {name: tally.scores() for name, tally in tallies.items()}
+
+
+def _score_misses(tally: _Tally, schedule: Schedule, moment: Moment, prediction: Prediction) -> None:
+    for chart in moment.waiting:
+        chance = prediction.late.get(chart.id)
+        if chance is None or chart.due is None:
+            continue
+        missed = schedule.finish[chart.id] > chart.due
+        if moment.enqueue and chart.arrival == moment.at:
+            tally.misses["enqueue"] = tally.misses["enqueue"].add(chance=chance, missed=missed)
+        if moment.halfway and schedule.halfway.get(chart.id) == moment.at:
+            tally.misses["half wait"] = tally.misses["half wait"].add(chance=chance, missed=missed)
 
 
 def _drift_window(schedule: Schedule) -> tuple[float, tuple[float, float]]:
@@ -809,6 +943,141 @@ class Result:
 POLICIES: tuple[Policy, ...] = ("round_robin", "deficit")
 
 
+# -- promises and the due-first order ----------------------------------------------------------------
+
+
+# Each org's turnaround target is the turnaround this share of its charts reach under the plain fair
+# order (round robin): from the first share for the first org to the second for the last, so that
+# 10-30% of each org's charts miss.
+MET_SHARES = (0.7, 0.9)
+# Each chart's own promise is its org's target times a factor drawn uniformly in this range.
+PROMISE_FACTORS = (0.5, 1.5)
+# Targets are whole multiples of this many seconds.
+TARGET_STEP = 10.0
+# The fairness check's saturated windows are this many mean durations long (metrics.saturated_windows).
+FAIRNESS_WINDOW = 5.0
+
+
+def promised(workload: Workload, *, sample_every: float, enqueue_every: int, seed: int = 0) -> Workload:
+    """`workload` with a turnaround target per org, and each chart due at its arrival plus its own
+    promise: its org's target x a factor drawn uniformly in PROMISE_FACTORS (from `seed`), as if
+    each chart were submitted with its own `due_at`.
+
+    1. Each chart's factor f; the plain fair order's schedule (round robin, sampled as the scores
+       sample it). A chart misses when its turnaround (finish - arrival) > f x target, that is when
+       turnaround / f > target.
+    2. Each org's target: the least turnaround / f that its share of MET_SHARES (evenly from the
+       first org's to the last's) of its charts reach, rounded up to TARGET_STEP.
+    3. Each chart's due time: its arrival + f x its org's target.
+    """
+    rng = random.Random(f"{workload.name}/{seed}")
+    factor = {chart.id: rng.uniform(*PROMISE_FACTORS) for chart in workload.charts}
+    plain = simulate(workload, policy="round_robin", sample_every=sample_every, enqueue_every=enqueue_every)
+    stretched: dict[str, list[float]] = defaultdict(list)
+    for chart in workload.charts:
+        stretched[chart.org].append((plain.finish[chart.id] - chart.arrival) / factor[chart.id])
+    orgs = [org for org in workload.weights if stretched[org]]
+    low, high = MET_SHARES
+    targets = {}
+    for index, org in enumerate(orgs):
+        share = low + (high - low) * index / max(1, len(orgs) - 1)
+        reached = sorted(stretched[org])[math.ceil(share * len(stretched[org]) - 1e-9) - 1]
+        targets[org] = TARGET_STEP * max(1, math.ceil(reached / TARGET_STEP))
+    charts = [replace(chart, due=chart.arrival + factor[chart.id] * targets[chart.org]) for chart in workload.charts]
+    return replace(workload, charts=charts, targets=targets)
+
+
+def _promised_workload(name: str, *, scale: float, seed: int | None) -> tuple[Workload, float, int]:
+    """The workload `name` (another draw with `seed`) with its promises, and how it is sampled (every
+    mean duration / `scale`; enqueue scores on every 4 / `scale`-th chart)."""
+    workload = WORKLOADS[name]() if seed is None else WORKLOADS[name](seed=seed)
+    sample_every, enqueue_every = workload.mean_duration / scale, max(1, round(4 / scale))
+    promises = promised(workload, sample_every=sample_every, enqueue_every=enqueue_every, seed=seed or 0)
+    return promises, sample_every, enqueue_every
+
+
+def attainment(schedule: Schedule) -> dict[str, float]:
+    """The share of each org's charts with a due time that finished by it."""
+    met: dict[str, list[bool]] = defaultdict(list)
+    for chart in schedule.workload.charts:
+        if chart.due is not None:
+            met[chart.org].append(schedule.finish[chart.id] <= chart.due)
+    return {org: sum(flags) / len(flags) for org, flags in met.items()}
+
+
+def overall_attainment(schedule: Schedule) -> float | None:
+    """The share of all charts with a due time that finished by it."""
+    flags = [schedule.finish[c.id] <= c.due for c in schedule.workload.charts if c.due is not None]
+    return sum(flags) / len(flags) if flags else None
+
+
+def fairness_of(schedule: Schedule) -> metrics.Fairness:
+    """The load report's fairness figures (`metrics.fairness`) of a simulated schedule: windows of
+    FAIRNESS_WINDOW mean durations, the workload's small orgs followed as newcomers."""
+    workload = schedule.workload
+    charts = [
+        metrics.ChartRun(c.id, c.org, c.arrival, c.arrival, schedule.start[c.id], schedule.finish[c.id], c.kind.cost)
+        for c in workload.charts
+    ]
+    kinds = dict.fromkeys(workload.small, "small")
+    order = "due first" if schedule.due_first else "fair order"
+    return metrics.fairness(
+        metrics.Schedule(order, charts, workload.budget, workload.weights, kinds),
+        window=FAIRNESS_WINDOW * workload.mean_duration,
+    )
+
+
+@dataclass
+class OrderResult:
+    """One workload under one policy, in the plain fair order or due first: each org's attainment
+    (`attainment`), the overall one and the fairness figures (`fairness_of`)."""
+
+    workload: str
+    policy: Policy
+    due_first: bool
+    weights: dict[str, int]
+    targets: dict[str, float]
+    attainment: dict[str, float]
+    overall: float | None
+    fairness: metrics.Fairness
+
+
+def orders_run(
+    workloads: Sequence[str] = tuple(WORKLOADS),
+    policies: Sequence[Policy] = POLICIES,
+    *,
+    scale: float = 1.0,
+    seed: int | None = None,
+) -> list[OrderResult]:
+    """Every workload (with its promises, `promised`) under every policy, in the plain fair order and
+    due first."""
+    results = []
+    for name in workloads:
+        workload, sample_every, enqueue_every = _promised_workload(name, scale=scale, seed=seed)
+        for policy in policies:
+            for due_first in (False, True):
+                schedule = simulate(
+                    workload,
+                    policy=policy,
+                    due_first=due_first,
+                    sample_every=sample_every,
+                    enqueue_every=enqueue_every,
+                )
+                results.append(
+                    OrderResult(
+                        name,
+                        policy,
+                        due_first,
+                        workload.weights,
+                        workload.targets,
+                        attainment(schedule),
+                        overall_attainment(schedule),
+                        fairness_of(schedule),
+                    )
+                )
+    return results
+
+
 def run(
     workloads: Sequence[str] = tuple(WORKLOADS),
     policies: Sequence[Policy] = POLICIES,
@@ -826,14 +1095,9 @@ def run(
     over three seeds), so a change is judged on several."""
     results = []
     for name in workloads:
-        workload = WORKLOADS[name]() if seed is None else WORKLOADS[name](seed=seed)
+        workload, sample_every, enqueue_every = _promised_workload(name, scale=scale, seed=seed)
         for policy in policies:
-            schedule = simulate(
-                workload,
-                policy=policy,
-                sample_every=workload.mean_duration / scale,
-                enqueue_every=max(1, round(4 / scale)),
-            )
+            schedule = scored_schedule(workload, policy=policy, sample_every=sample_every, enqueue_every=enqueue_every)
             deep = DEEP_WAITS * workload.mean_duration
             waits = [schedule.start[c.id] - c.arrival for c in workload.charts]
             for known in durations:
@@ -904,6 +1168,100 @@ def table_rows(results: Sequence[Result]) -> list[list[str]]:
 
 def _width(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
+
+
+MISS_HEADER = [
+    "workload",
+    "policy",
+    "durations",
+    "predictor",
+    "charts (missed)",
+    "at enqueue: precision / recall (predicted)",
+    "at half wait: precision / recall (predicted)",
+]
+
+
+def _miss(figures: MissFigures) -> str:
+    return f"{_share(figures.precision)} / {_share(figures.recall)} ({figures.predicted})"
+
+
+def miss_rows(results: Sequence[Result]) -> list[list[str]]:
+    """One row per (workload, policy, durations) and predictor of MISS_PREDICTORS: "will miss" scored
+    at enqueue and at half the wait, on the same charts."""
+    return [
+        [
+            result.workload,
+            result.policy,
+            result.durations,
+            name,
+            f"{scores.miss_halfway.charts} ({_share(scores.miss_halfway.missed / scores.miss_halfway.charts)})"
+            if scores.miss_halfway.charts
+            else "-",
+            _miss(scores.miss_enqueue),
+            _miss(scores.miss_halfway),
+        ]
+        for result in results
+        for name, scores in result.scores.items()
+        if name in MISS_PREDICTORS
+    ]
+
+
+ORDER_HEADER = [
+    "workload",
+    "policy",
+    "order",
+    "attainment",
+    "orgs' attainment min / median",
+    "Jain (units taken) mean / min (windows)",
+    "small orgs' first start within one round",
+]
+
+
+def order_rows(results: Sequence[OrderResult]) -> list[list[str]]:
+    """One row per (workload, policy, order): attainment overall and across orgs, and fairness."""
+    rows = []
+    for result in results:
+        shares = list(result.attainment.values())
+        fair = result.fairness
+        rows.append(
+            [
+                result.workload,
+                result.policy,
+                "due first" if result.due_first else "fair order",
+                _share(result.overall),
+                f"{_share(min(shares, default=None))} / {_share(quantile(shares, 0.5))}",
+                f"{_num(fair.jain_mean)} / {_num(min(fair.jain_values, default=None))} ({len(fair.jain_values)})",
+                f"{sum(n.within_round for n in fair.newcomers)} of {len(fair.newcomers)}",
+            ]
+        )
+    return rows
+
+
+ORG_HEADER = ["workload", "policy", "org", "weight", "target (s)", "fair order", "due first"]
+
+
+def org_attainment_rows(results: Sequence[OrderResult]) -> list[list[str]]:
+    """Each org's attainment in the plain fair order and due first, per (workload, policy)."""
+    plain = {(r.workload, r.policy): r for r in results if not r.due_first}
+    first = {(r.workload, r.policy): r for r in results if r.due_first}
+    rows = []
+    for key, result in plain.items():
+        for org, target in result.targets.items():
+            rows.append(
+                [
+                    *key,
+                    org,
+                    str(result.weights.get(org, 1)),
+                    f"{target:.0f}",
+                    _share(result.attainment.get(org)),
+                    _share(first[key].attainment.get(org)) if key in first else "-",
+                ]
+            )
+    return rows
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
 
 
 @dataclass(frozen=True)
@@ -997,6 +1355,66 @@ def targets(results: Sequence[Result], *, predictor: str = "fairsched") -> list[
     return judged
 
 
+MISS_BOUND = 0.8
+
+
+def miss_targets(results: Sequence[Result], *, predictor: str = "fairsched") -> list[Target]:
+    """The issue's at-risk target for `predictor`: at half the wait, precision and recall of "will
+    miss" both >= MISS_BOUND, on each workload, policy and durations."""
+    judged = []
+    for result in results:
+        halfway = result.scores[predictor].miss_halfway
+        for name, value in (("precision", halfway.precision), ("recall", halfway.recall)):
+            judged.append(
+                Target(
+                    result.workload,
+                    result.policy,
+                    result.durations,
+                    f"will miss at half the wait: {name} >= {MISS_BOUND:.0%}",
+                    _share(value),
+                    None if value is None else value >= MISS_BOUND,
+                )
+            )
+    return judged
+
+
+JAIN_BOUND = 0.95
+
+
+def order_targets(results: Sequence[OrderResult]) -> list[Target]:
+    """The issue's due-first targets on each workload and policy: due first raises the attainment
+    over the plain fair order, its weighted Jain mean over saturated windows stays >= JAIN_BOUND,
+    and every small org's first start is within one round."""
+    plain = {(r.workload, r.policy): r for r in results if not r.due_first}
+    judged = []
+    for result in results:
+        if not result.due_first or (result.workload, result.policy) not in plain:
+            continue
+        before = plain[(result.workload, result.policy)]
+        fair, newcomers = result.fairness, result.fairness.newcomers
+        within = sum(n.within_round for n in newcomers)
+
+        def add(target: str, measured: str, met: bool | None, result: OrderResult = result) -> None:
+            judged.append(Target(result.workload, result.policy, "-", target, measured, met))
+
+        add(
+            "due first raises attainment over the fair order",
+            f"{_share(result.overall)} vs {_share(before.overall)}",
+            None if result.overall is None or before.overall is None else result.overall > before.overall,
+        )
+        add(
+            f"due first: weighted Jain mean >= {JAIN_BOUND} in saturated windows",
+            f"{_num(fair.jain_mean)} ({len(fair.jain_values)} windows; fair order {_num(before.fairness.jain_mean)})",
+            None if fair.jain_mean is None else fair.jain_mean >= JAIN_BOUND,
+        )
+        add(
+            "due first: every small org's first start within one round",
+            f"{within} of {len(newcomers)}",
+            bool(newcomers) and within == len(newcomers),
+        )
+    return judged
+
+
 def _x(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}x"
 
@@ -1030,6 +1448,14 @@ def main(argv: list[str] | None = None) -> None:
     print(markdown_table(Table(TABLE_HEADER, table_rows(results))))
     print()
     judged = targets(results)
+    print(markdown_table(Table(MISS_HEADER, miss_rows(results))))
+    print()
+    orders = orders_run(args.workload or tuple(WORKLOADS), args.policy or POLICIES, scale=args.scale, seed=args.seed)
+    print(markdown_table(Table(ORDER_HEADER, order_rows(orders))))
+    print()
+    print(markdown_table(Table(ORG_HEADER, org_attainment_rows(orders))))
+    print()
+    judged += miss_targets(results) + order_targets(orders)
     print(markdown_table(Table(["workload", "policy", "durations", "target", "measured", "met"], [
         [t.workload, t.policy, t.durations, t.target, t.measured, {True: "yes", False: "**no**", None: "-"}[t.met]]
         for t in judged

@@ -19,13 +19,17 @@ The cast (budget B cost units, submissions over `seconds` s; k = seconds / 180):
   change from its finished runs.
 Durations are lognormal with sigma 0.5 around a median (3 s, 12 s for `slow`), set per chart in the
 payload's `duration`.
+
+Promises: each org has a turnaround target (`OrgSpec.turnaround`, TURNAROUNDS scaled by k), and
+each chart its own promise (`PlannedChart.due_in`), its org's target x a factor drawn uniformly in
+PROMISE_FACTORS, so that due times within an org are not in submission order.
 """
 
 from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 SIGMA = 0.5
 MEDIAN_SECONDS = 3.0
@@ -34,6 +38,23 @@ MIN_DURATION = 0.3
 DRIFT_AT = 0.3
 DRIFT_FACTOR = 3.0
 TASK_QUEUE = "fairsched-loadtest"
+# Each org's turnaround target in a 180 s run, in seconds (scaled by k, as the backlogs are): about
+# what 80% of its charts' own promises are met by in the replay of the live loop's fair order
+# (`tools.baselines.replay_loop`), so that 10-30% miss there.
+TURNAROUNDS = {
+    "backfill": 250.0,
+    "firehose": 120.0,
+    "gold": 56.0,
+    "silver": 50.0,
+    "slow": 130.0,
+    "flaky": 145.0,
+    "partner": 155.0,
+    "held": 160.0,
+    "drift": 47.0,
+    "small": 20.0,
+}
+# A chart's own promise: its org's target x a factor drawn uniformly in this range.
+PROMISE_FACTORS = (0.5, 1.5)
 PROVIDER = "partner-api"
 
 
@@ -52,6 +73,7 @@ class OrgSpec:
     workflow: str
     weight: int = 1
     held_until: float | None = None  # held from the start until then
+    turnaround: float | None = None  # its turnaround target, seconds (`Org.turnaround`)
 
 
 @dataclass(frozen=True)
@@ -61,6 +83,7 @@ class PlannedChart:
     workflow: str
     submit_at: float
     duration: float
+    due_in: float | None = None  # its own promise: due this long after its submission
 
 
 @dataclass(frozen=True)
@@ -161,5 +184,15 @@ def build(*, seconds: float = 180.0, budget: int = 8, seed: int = 7, small_orgs:
         add("drift", "standard", at, median=MEDIAN_SECONDS * (DRIFT_FACTOR if at >= drift.at else 1.0))
         at += rng.uniform(4, 6)
     charts.sort(key=lambda chart: (chart.submit_at, chart.org, chart.external_id))
+    # The promises, from a generator of their own: the rest of the workload is what it was without them.
+    orgs = [
+        replace(org, turnaround=round(TURNAROUNDS[org.slug if org.kind != "small" else "small"] * k, 1)) for org in orgs
+    ]
+    target = {org.slug: org.turnaround for org in orgs}
+    promise = random.Random(f"{seed}/due")
+    charts = [
+        replace(chart, due_in=round(target[chart.org] * promise.uniform(*PROMISE_FACTORS), 3))  # type: ignore[operator]
+        for chart in charts
+    ]
     pauses = [ProviderPauseSpec(PROVIDER, round(0.4 * seconds, 3), round(0.52 * seconds, 3))]
     return Workload(seed, seconds, budget, orgs, list(WORKFLOWS), charts, pauses, drift)

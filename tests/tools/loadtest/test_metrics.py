@@ -169,6 +169,16 @@ def test_a_newcomer_that_waits_for_the_backlog_is_not_within_one_round() -> None
     assert not newcomer.within_round
 
 
+def test_a_newcomers_first_start_is_that_of_any_of_its_charts() -> None:
+    # Its burst of two arrives at 0.5; due first starts the second (due sooner) at 1, the first at 3.
+    charts = [run(f"b{i}", "big", 0, float(i if i == 0 else i + 2)) for i in range(5)]
+    charts += [run("s0", "small", 0.5, 3.0), run("s1", "small", 0.5, 1.0)]
+    (newcomer,) = metrics.newcomers(schedule(charts, budget=1))
+    assert newcomer.first_wait == 0.5
+    assert newcomer.others_before == 0
+    assert newcomer.within_round
+
+
 def test_saturated_windows_measure_weighted_shares() -> None:
     # Budget 2 for 30 s: gold (weight 2) starts 2 one-second charts per second, then silver's
     # charts wait behind... here both are backlogged all along and get 1 slot each: x = (15/2, 15).

@@ -73,3 +73,45 @@ def test_the_webhooks_section_and_its_verdicts(tmp_path: Path) -> None:
     )
     assert [v.met for v in webhook_verdicts(disorder)][2] is False
     assert webhook_verdicts(None) == []
+
+
+def test_turnaround_attainment_per_org_for_the_live_run_and_every_replay(tmp_path: Path) -> None:
+    # big's chart is promised 4 s after submission and the live run finished it at 3 s; small's 2.5 s
+    # after (due 4.5) and it finished at 5 s. The replays run each chart for its planned 1 s at once.
+    charts = [
+        {**chart(1, "big", 0.0, finished=3.0, runs=[("completed", 1.0, 3.0)]), "due_in": 4.0},
+        {**chart(2, "small", 2.0, finished=5.0, runs=[("completed", 3.0, 5.0)]), "due_in": 2.5},
+    ]
+    log = log_of(
+        charts, lifecycle(1, 0.0, 1.0, 3.0) + lifecycle(2, 2.0, 3.0, 5.0), seconds=10.0, seed=1,
+        temporal_workers=1, faults_requested=[], settings={"policy": "deficit"},
+    )  # fmt: skip
+    log["orgs"][0]["turnaround"], log["orgs"][1]["turnaround"] = 4.0, 3.0
+
+    verdicts = build_report(log, tmp_path, command="report")
+
+    report_md = (tmp_path / "report.md").read_text()
+    section = report_md.split("## Turnaround attainment")[1].split("\n## ")[0]
+    replays = "fair order (replay) | fair loop (replay) | fair loop, due first (replay) | served rounds (what-if)"
+    replays += " | FIFO | proportional split"
+    assert f"| org | kind | target | charts | fairsched (live) | {replays} |" in section
+    assert "| big | backfill | 4 s | 1 | 100% | 100% | 100% | 100% | 100% | 100% | 100% |" in section
+    assert "| small | small | 3 s | 1 | 0% | 100% | 100% | 100% | 100% | 100% | 100% |" in section
+    assert "| all |  |  | 2 | 50% | 100% | 100% | 100% | 100% | 100% | 100% |" in section
+    by_target = {verdict.target: verdict for verdict in verdicts}
+    raised = by_target["due first raises turnaround attainment over the plain fair order (the fair loop's replays)"]
+    assert (raised.measured, raised.met) == ("100% vs 100%", False)
+    assert "due first (replay): small orgs' first start within one round" in by_target
+
+
+def test_a_log_without_promises_has_no_attainment_and_no_due_first_replay(tmp_path: Path) -> None:
+    charts = [chart(1, "big", 0.0, finished=3.0, runs=[("completed", 1.0, 3.0)])]
+    log = log_of(
+        charts, lifecycle(1, 0.0, 1.0, 3.0), seconds=10.0, seed=1, temporal_workers=1, faults_requested=[],
+        settings={"policy": "deficit"},
+    )  # fmt: skip
+    verdicts = build_report(log, tmp_path, command="report")
+    report_md = (tmp_path / "report.md").read_text()
+    assert "## Turnaround attainment" not in report_md
+    assert "due first" not in report_md
+    assert not [verdict for verdict in verdicts if "due first" in verdict.target]

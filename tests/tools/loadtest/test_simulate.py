@@ -236,3 +236,174 @@ def test_the_drift_target_compares_the_error_after_ten_changed_runs_with_before(
     (drift,) = [target for target in simulate.targets([result]) if target.target.startswith("drift:")]
     assert drift.durations == "learned"
     assert drift.measured.startswith(f"{ours.drift_after.median / ours.drift_before.median:.2f}x")  # type: ignore[operator]
+
+
+# -- promises: late chances scored, attainment, due first -------------------------------------------
+
+
+def _promised_pair() -> Workload:
+    # Four charts of one org promised at arrival + 100 s (b and d) or + 100 s after a late start (a, c).
+    charts = [
+        SimChart("a", "x", KINDS[0], 0.0, 80.0, due=100.0),
+        SimChart("b", "x", KINDS[0], 0.0, 30.0, due=100.0),
+        SimChart("c", "x", KINDS[0], 10.0, 100.0, due=110.0),
+        SimChart("d", "x", KINDS[0], 10.0, 30.0, due=110.0),
+    ]
+    return Workload("hand-made", budget=2, weights={"x": 1}, charts=charts, targets={"x": 100.0})
+
+
+def _hand_made_schedule() -> simulate.Schedule:
+    """a waits 0-40 and finishes at 120 (missed), b starts at once (met), c waits 10-50 and finishes at
+    150 (missed), d waits 10-30 (met); moments at both arrivals and at each half wait."""
+    workload = _promised_pair()
+    a, b, c, d = workload.charts
+    schedule = simulate.Schedule(
+        workload,
+        "round_robin",
+        start={"a": 40.0, "b": 0.0, "c": 50.0, "d": 30.0},
+        finish={"a": 120.0, "b": 30.0, "c": 150.0, "d": 60.0},
+        halfway={"a": 20.0, "b": 0.0, "c": 30.0, "d": 20.0},
+    )
+    orgs = {"x": simulate.OrgPolicy(weight=1)}
+    schedule.moments = [
+        simulate.Moment(0.0, (a, b), (), orgs, enqueue=True, sampled=False, halfway=True),
+        simulate.Moment(10.0, (a, c, d), ((b, 0.0),), orgs, enqueue=True, sampled=False),
+        simulate.Moment(20.0, (a, c, d), ((b, 0.0),), orgs, enqueue=False, sampled=False, halfway=True),
+        simulate.Moment(30.0, (a, c, d), (), orgs, enqueue=False, sampled=False, halfway=True),
+    ]
+    return schedule
+
+
+# The late chance a made-up predictor gives each chart waiting at each moment of the hand-made schedule.
+LATE = {
+    0.0: {"a": 0.3, "b": 0.6},  # enqueue: a missed, not predicted; b predicted, met
+    10.0: {"a": 0.9, "c": 0.7, "d": 0.1},  # enqueue of c (predicted, missed) and d (neither); a arrived before
+    20.0: {"a": 0.8, "c": 0.2, "d": 0.49},  # half wait of a (predicted, missed) and d (just under 0.5, met)
+    30.0: {"a": 0.1, "c": 0.9, "d": 0.9},  # half wait of c (predicted, missed); a and d are not at theirs
+}
+
+
+def _told(context: simulate.Context) -> simulate.Prediction:
+    return simulate.Prediction({}, late=dict(LATE[context.moment.at]))
+
+
+def test_the_miss_tally_counts_each_chart_at_its_arrival_and_at_its_half_wait() -> None:
+    scores = simulate.score(_hand_made_schedule(), {"fairsched": _told})["fairsched"]
+    # At enqueue: a (0.3, missed), b (0.6, met), c (0.7, missed), d (0.1, met).
+    assert scores.miss_enqueue == simulate.MissFigures(charts=4, missed=2, predicted=2, hits=1)
+    assert scores.miss_enqueue.precision == 0.5
+    assert scores.miss_enqueue.recall == 0.5
+    # At half the wait: b at 0 (0.6, met), a at 20 (0.8, missed), d at 20 (0.49, met), c at 30 (0.9, missed).
+    assert scores.miss_halfway == simulate.MissFigures(charts=4, missed=2, predicted=3, hits=2)
+    assert scores.miss_halfway.precision == pytest.approx(2 / 3)
+    assert scores.miss_halfway.recall == 1.0
+
+
+def test_predictors_without_late_chances_are_not_asked_at_the_half_wait_moments() -> None:
+    asked: list[float] = []
+
+    def naive(context: simulate.Context) -> simulate.Prediction:
+        asked.append(context.moment.at)
+        return simulate.Prediction({}, late=dict(LATE[context.moment.at]))
+
+    scores = simulate.score(_hand_made_schedule(), {"naive": naive})["naive"]
+    assert asked == [0.0, 10.0]  # the enqueue moments only
+    assert scores.miss_halfway.charts == 0  # and its late chances are not scored
+
+
+def test_no_precision_without_a_prediction_and_no_recall_without_a_miss() -> None:
+    none = simulate.MissFigures()
+    assert none.precision is None
+    assert none.recall is None
+    met = none.add(chance=0.2, missed=False)
+    assert (met.charts, met.missed, met.predicted, met.hits) == (1, 0, 0, 0)
+    assert met.add(chance=0.5, missed=True) == simulate.MissFigures(2, 1, 1, 1)  # 0.5 is "will miss"
+
+
+def test_attainment_is_the_share_of_each_orgs_charts_finished_by_their_due_time() -> None:
+    schedule = _hand_made_schedule()
+    assert simulate.attainment(schedule) == {"x": 0.5}
+    assert simulate.overall_attainment(schedule) == 0.5
+
+
+def _small_cold_start() -> tuple[Workload, float, int]:
+    workload = simulate.cold_start(seconds=900.0)
+    return simulate.promised(workload, sample_every=120.0, enqueue_every=8), 120.0, 8
+
+
+def test_each_orgs_target_makes_10_to_30_percent_of_its_charts_miss_under_the_fair_order() -> None:
+    workload, sample_every, enqueue_every = _small_cold_start()
+    assert set(workload.targets) == set(workload.weights)
+    assert all(target % simulate.TARGET_STEP == 0 for target in workload.targets.values())
+    promises = [(chart.due - chart.arrival) / workload.targets[chart.org] for chart in workload.charts]  # type: ignore[operator]
+    assert all(0.5 <= factor <= 1.5 for factor in promises)
+    assert max(promises) - min(promises) > 0.9  # each chart's own promise, drawn around its org's target
+    plain = simulate.simulate(workload, policy="round_robin", sample_every=sample_every, enqueue_every=enqueue_every)
+    met = simulate.attainment(plain)
+    # Each org's target is the turnaround 70-90% of its charts reach, rounded up: at most 30% of its
+    # charts miss (fewer for an org of few charts), and 10-30% over all.
+    assert all(share >= 0.7 for share in met.values())
+    overall = simulate.overall_attainment(plain)
+    assert overall is not None
+    assert 0.7 <= overall <= 0.9
+    assert met["backfill"] == pytest.approx(0.7, abs=0.02)  # the first org's share, over 300 charts
+
+
+def test_the_half_wait_moments_leave_the_schedule_as_it_was() -> None:
+    workload, sample_every, enqueue_every = _small_cold_start()
+    plain = simulate.simulate(workload, policy="deficit", sample_every=sample_every, enqueue_every=enqueue_every)
+    scored = simulate.scored_schedule(
+        workload, policy="deficit", sample_every=sample_every, enqueue_every=enqueue_every
+    )
+    assert scored.start == plain.start
+    chosen = {chart.arrival for chart in workload.charts[::enqueue_every]}
+    assert set(scored.halfway) == {chart.id for chart in workload.charts if chart.arrival in chosen}
+    kept = {moment.at: moment for moment in scored.moments if moment.halfway}
+    by_id = {chart.id: chart for chart in workload.charts}
+    for chart_id, at in scored.halfway.items():
+        assert at == (by_id[chart_id].arrival + plain.start[chart_id]) / 2
+        assert by_id[chart_id] in kept[at].waiting
+
+
+def test_fairsched_and_the_floor_are_scored_on_every_chosen_chart_at_both_moments() -> None:
+    workload, sample_every, enqueue_every = _small_cold_start()
+    schedule = simulate.scored_schedule(
+        workload, policy="round_robin", sample_every=sample_every, enqueue_every=enqueue_every
+    )
+    scores = simulate.score(schedule, simulate.PREDICTORS)
+    chosen = [chart for chart in workload.charts if chart.id in schedule.halfway]
+    missed = sum(schedule.finish[chart.id] > (chart.due or 0.0) for chart in chosen)
+    for name in simulate.MISS_PREDICTORS:
+        for figures in (scores[name].miss_enqueue, scores[name].miss_halfway):
+            assert figures.charts == len(schedule.halfway)
+            assert figures.missed == missed
+    assert scores["naive: pending x avg / capacity"].miss_halfway.charts == 0
+    result = simulate.Result("cold_start", "round_robin", len(workload.charts), 0.0, scores)
+    rows = simulate.miss_rows([result])
+    assert [row[3] for row in rows] == list(simulate.MISS_PREDICTORS)
+    assert all(len(row) == len(simulate.MISS_HEADER) for row in rows)
+    halfway = scores["fairsched"].miss_halfway
+    assert rows[0][-1] == f"{halfway.precision:.0%} / {halfway.recall:.0%} ({halfway.predicted})"
+    judged = simulate.miss_targets([result])
+    assert [t.target for t in judged] == [
+        "will miss at half the wait: precision >= 80%",
+        "will miss at half the wait: recall >= 80%",
+    ]
+
+
+def test_due_first_is_set_beside_the_fair_order_with_attainment_and_fairness() -> None:
+    results = simulate.orders_run(["cold_start"], ["round_robin"], scale=0.25)
+    assert [(r.policy, r.due_first) for r in results] == [("round_robin", False), ("round_robin", True)]
+    plain, first = results
+    assert set(plain.attainment) == set(plain.targets) == set(simulate.cold_start().weights)
+    assert len(plain.fairness.newcomers) == 10  # the ten small orgs
+    rows = simulate.order_rows(results)
+    assert [row[2] for row in rows] == ["fair order", "due first"]
+    assert len(simulate.org_attainment_rows(results)) == len(plain.targets)
+    judged = simulate.order_targets(results)
+    assert [t.target for t in judged] == [
+        "due first raises attainment over the fair order",
+        "due first: weighted Jain mean >= 0.95 in saturated windows",
+        "due first: every small org's first start within one round",
+    ]
+    assert judged[0].measured == f"{first.overall:.0%} vs {plain.overall:.0%}"
