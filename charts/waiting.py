@@ -10,6 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from django.utils.html import format_html
+from django.utils.safestring import SafeString, mark_safe
+
 from charts.models import WAITING_STATES, Chart, ChartState, WaitingReason
 
 
@@ -51,42 +54,50 @@ def chart_waiting(chart: Chart) -> ChartWaiting | None:
     return ChartWaiting(WaitingReason(reason), chart.waiting_until, chart.head_of_line)  # type: ignore[attr-defined]
 
 
-def waiting_words(chart: Chart, *, max_attempts: int, failed_at: datetime | None = None) -> str:
+def waiting_words(chart: Chart, *, max_attempts: int, failed_at: datetime | None = None) -> SafeString | str:
     """Why `chart` waits, in its org's words; empty when it does not wait."""
     waiting = chart_waiting(chart)
     return "" if waiting is None else customer_words(chart, waiting, max_attempts=max_attempts, failed_at=failed_at)
 
 
-def _at(moment: datetime | None) -> str:
-    return moment.astimezone(UTC).strftime("%H:%M UTC") if moment else ""
+def _at(moment: datetime | None) -> SafeString | str:
+    """A clock time, to the minute, as a `<time>` the page's script shows in the viewer's zone
+    (`static/zone.js`); UTC, named, without it. Empty without a time."""
+    if moment is None:
+        return ""
+    utc = moment.astimezone(UTC)
+    return format_html(
+        '<time datetime="{}" data-minutes data-clock-only>{} UTC</time>', utc.isoformat(), f"{utc:%H:%M}"
+    )
 
 
-def customer_words(chart: Chart, waiting: ChartWaiting, *, max_attempts: int, failed_at: datetime | None) -> str:
-    """The reason as the portal tells the chart's org (never another org's chart or name).
+def customer_words(chart: Chart, waiting: ChartWaiting, *, max_attempts: int, failed_at: datetime | None) -> SafeString:
+    """The reason as the portal tells the chart's org (never another org's chart or name), its times
+    in the viewer's zone (`_at`).
 
     `failed_at`: when the last failed attempt ended (for `backoff`), if known.
     """
     until = _at(waiting.until)
     reason = waiting.reason
     if reason == WaitingReason.ORG_HELD:
-        return "Your organisation is on hold: its charts wait until it is released"
+        return mark_safe("Your organisation is on hold: its charts wait until it is released")  # constant words
     if reason == WaitingReason.CHART_PAUSED:
-        return "Paused: it waits until it is resumed"
+        return mark_safe("Paused: it waits until it is resumed")  # constant words
     if reason == WaitingReason.NOT_YET_PLANNED:
-        return "Its place in the queue is being worked out"
+        return mark_safe("Its place in the queue is being worked out")  # constant words
     if reason == WaitingReason.BACKOFF:
-        at = f" at {failed_at.astimezone(UTC).strftime('%H:%M')}" if failed_at else ""
-        retry = f"Retrying after a failure{at} (try {chart.attempt + 1} of {max_attempts})"
-        return f"{retry}, not before {until}" if until else retry
+        at = format_html(" at {}", _at(failed_at)) if failed_at else ""
+        retry = format_html("Retrying after a failure{} (try {} of {})", at, chart.attempt + 1, max_attempts)
+        return format_html("{}, not before {}", retry, until) if until else retry
     if reason == WaitingReason.PROVIDER_PAUSED:
-        return (
-            f"Waiting for the partner's rate limit until {until}" if until else "Waiting for the partner's rate limit"
-        )
-    about = f", expected to start at about {until}" if until else ""
+        if until:
+            return format_html("Waiting for the partner's rate limit until {}", until)
+        return mark_safe("Waiting for the partner's rate limit")  # constant words
+    about = format_html(", expected to start at about {}", until) if until else ""
     if reason == WaitingReason.ORG_CAP:
-        return f"Your organisation is running as many charts at once as it may{about}"
+        return format_html("Your organisation is running as many charts at once as it may{}", about)
     if reason == WaitingReason.RETRY_BUDGET:
-        return f"Waiting for room for retries in the shared pool{about}"
+        return format_html("Waiting for room for retries in the shared pool{}", about)
     if reason == WaitingReason.BUDGET:
-        return f"Waiting for capacity in the shared pool{about}"
-    return f"Waiting for its turn in the fair order{about}"
+        return format_html("Waiting for capacity in the shared pool{}", about)
+    return format_html("Waiting for its turn in the fair order{}", about)

@@ -55,7 +55,8 @@
     (root || document).querySelectorAll("time[datetime]").forEach(function (time) {
       const at = Date.parse(time.getAttribute("datetime"));
       if (Number.isNaN(at) || time.textContent === "any moment now") return;
-      time.textContent = format(at, { seconds: !time.hasAttribute("data-minutes") });
+      // `data-clock-only`: a time of day in a sentence ("expected to start at about 06:19 GMT-5").
+      time.textContent = format(at, { seconds: !time.hasAttribute("data-minutes"), date: !time.hasAttribute("data-clock-only") });
     });
     // A plot's axis labels (`data-clock`, an SVG text cannot hold a <time>): the clock alone.
     (root || document).querySelectorAll("[data-clock]").forEach(function (label) {

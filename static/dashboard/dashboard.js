@@ -694,17 +694,22 @@
       requestAnimationFrame(() => { ticking = false; paint(); });
     });
 
+    let owed = false; // an operator's own lever's answer not shown yet
     return {
       seed(page) { generation++; rows = new Map(); requested = new Set([0]); accept(page, 0, rows); paint(); },
       // The plan moved: refetch just the rows on screen in one request, keeping the scroll position.
       // `now`: shown even while the operator's hand is on the queue (their own lever's answer).
+      // A refetch for a hint may overtake the lever's own (the newer one wins): the lever's answer is
+      // then owed, and the refetch that overtook it shows it under the hand all the same.
       reload({ now = false } = {}) {
         const gen = ++generation;
+        if (now) owed = true;
         const view = visible();
         const limit = Math.min(500, view.last - view.first + 1);
         return getJSON(url(view.first, limit)).then((page) => {
           if (gen !== generation) return;
-          if (!now && holding()) { hold(page, view.first); return; }
+          if (!owed && holding()) { hold(page, view.first); return; }
+          owed = false;
           waiting = null;
           held = 0;
           bar.classList.remove("on");

@@ -7,6 +7,7 @@ import os
 from datetime import UTC, timedelta
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from django.utils import timezone
@@ -53,7 +54,7 @@ def test_a_customer_reads_why_each_chart_waits(live_url: str, chromium: Any, ten
     )
     page.goto(f"{live_url}/portal/acme/charts/{retry.pk}/")
     assert page.locator("dd.why").inner_text() == (
-        f"Retrying after a failure at {failed.astimezone(UTC):%H:%M} (try 2 of 3), "
+        f"Retrying after a failure at {failed.astimezone(UTC):%H:%M} UTC (try 2 of 3), "
         f"not before {until.astimezone(UTC):%H:%M} UTC"
     )
     page.goto(f"{live_url}/portal/acme/")
@@ -75,3 +76,25 @@ def test_a_customer_reads_why_each_chart_waits(live_url: str, chromium: Any, ten
     other.close()
     assert violations.seen == []
     assert held_violations.seen == []
+
+
+def test_the_times_a_chart_waits_for_read_in_the_viewers_zone(live_url: str, chromium: Any, tenants: Tenants) -> None:
+    """Found on `make run`: the page said when a chart was expected to start in UTC ("about 11:19 UTC")
+    beside its start and ETA in the viewer's zone ("06:19:28 GMT-5")."""
+    until = timezone.now() + timedelta(minutes=6)
+    chart = ChartFactory(org=tenants.org_a, position=0, waiting_reason="budget", waiting_until=until)
+    context = chromium.new_context(timezone_id="America/New_York")
+    context.add_cookies([session_cookie(tenants.member_a, live_url)])
+    page = context.new_page()
+    violations = Violations(page)
+
+    page.goto(f"{live_url}/portal/acme/charts/{chart.pk}/")
+    local = until.astimezone(ZoneInfo("America/New_York"))
+    zone = "GMT-5" if local.utcoffset() == timedelta(hours=-5) else "GMT-4"
+    words = f"Waiting for capacity in the shared pool, expected to start at about {local:%H:%M} {zone}"
+    page.wait_for_function(f"() => document.querySelector('dd.why').innerText === {words!r}")
+    page.goto(f"{live_url}/portal/acme/")
+    page.wait_for_function(f"() => document.querySelector('span.why').innerText === {words!r}")
+
+    assert not violations.seen, violations.seen
+    context.close()
