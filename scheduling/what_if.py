@@ -82,13 +82,13 @@ class WhatIfAfter:
     after: core.Plan
 
 
-def what_if_base(*, now: datetime | None = None, snapshot: Snapshot | None = None) -> WhatIfBase:
-    """Step 1 of `plan_preview`, and the plan before any change (of `snapshot` when given, else of one
-    loaded at `now`). A large queue is planned by the core's compiled replay, loaded into the process
+def what_if_base(*, now: datetime | None = None) -> WhatIfBase:
+    """Step 1 of `plan_preview`, and the plan before any change (of the snapshot loaded at `now`).
+    A large queue is planned by the core's compiled replay, loaded into the process
     on its first what-if (`core.load_compiled_replay`: numba's cache, ~1 s once; the web process does
     not load it at start): without it a what-if of 100k charts planned twice by the reference walk
     (~1 s each)."""
-    snapshot = snapshot or load_snapshot(now=now)
+    snapshot = load_snapshot(now=now)
     if len(snapshot.scenario.queued) >= COMPILED_MIN_CHARTS:
         core.load_compiled_replay()
     rows = load_orgs()

@@ -110,7 +110,12 @@ def test_the_portal_says_running_longer_than_usual(tenants: Tenants, runs: tuple
     assert re.search(r'<time datetime="[^"]+" data-not-past>[-0-9: ]+ UTC</time> <span class="relative">\(in ', page)
     assert "longer than usual" not in fresh_page
     assert table.count("Running longer than usual") == 1
-    assert " ago)" not in page.split('<h2 id="history-heading">')[0].split("<dt>Predicted finish (median)</dt>")[1].split("</div>")[0]
+    assert (
+        " ago)"
+        not in page.split('<h2 id="history-heading">')[0]
+        .split("<dt>Predicted finish (median)</dt>")[1]
+        .split("</div>")[0]
+    )
 
 
 def test_a_running_eta_the_clock_has_passed_shows_as_any_moment_now(tenants: Tenants) -> None:
