@@ -10,21 +10,25 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 import numpy as np
+from django.db import connection
 from numpy.typing import NDArray
 
 from charts.levers import prioritized
 from common.errors import InvalidInput
 from knobs.levers import config_changes
+from knobs.models import ConfigChange
 from orgs import levers as org_levers
-from orgs.models import Provider, Workflow
+from orgs.models import OrgChange, Provider, Workflow
 from scheduling import core
 from scheduling.core.replay import COMPILED_MIN_CHARTS
+from scheduling.models import QueueSample
 from scheduling.snapshot import (
     Costs,
     OrgRow,
@@ -84,15 +88,74 @@ class WhatIfAfter:
 
 def what_if_base(*, now: datetime | None = None) -> WhatIfBase:
     """Step 1 of `plan_preview`, and the plan before any change (of the snapshot loaded at `now`).
-    A large queue is planned by the core's compiled replay, loaded into the process
-    on its first what-if (`core.load_compiled_replay`: numba's cache, ~1 s once; the web process does
-    not load it at start): without it a what-if of 100k charts planned twice by the reference walk
-    (~1 s each)."""
+
+    Without `now`, the base of the plan version as it stands (`plan_version`) is kept in the process
+    and shared by every what-if of that version (`_cached_base`): the snapshot and the plan before are
+    the same for every change an operator previews, until a replan has run or a lever was pulled.
+    With `now`, a base of that instant, read afresh.
+    """
+    if now is None:
+        return _cached_base()
+    return _base_loaded(now=now)
+
+
+def _base_loaded(*, now: datetime | None) -> WhatIfBase:
+    """A base read afresh: the snapshot, its org rows and its plan. A large queue is planned by the
+    core's compiled replay, loaded into the process on its first what-if (`core.load_compiled_replay`,
+    numba's cache; the web process does not load it at start)."""
     snapshot = load_snapshot(now=now)
     if len(snapshot.scenario.queued) >= COMPILED_MIN_CHARTS:
         core.load_compiled_replay()
     rows = load_orgs()
     return WhatIfBase(snapshot, rows, {row.slug: key for key, row in rows.items()}, core.plan(snapshot.scenario))
+
+
+# The plan version: the last replan (its queue sample, which every replan writes) and the last lever
+# pulled through a service (each logs an org or a configuration change in its own transaction).
+_VERSION_TABLES = [model._meta.db_table for model in (QueueSample, OrgChange, ConfigChange)]
+_VERSION_SQL = "SELECT " + ", ".join(f'(SELECT max("id") FROM "{table}")' for table in _VERSION_TABLES)  # noqa: S608
+
+
+def plan_version() -> tuple[int | None, ...] | None:
+    """The plan version as one cheap statement (three index lookups): the last replan's sample, the
+    last org change and the last configuration change; None before the first replan (nothing to key
+    a base by)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_VERSION_SQL)
+        version = tuple(cursor.fetchone() or ())
+    return None if not version or version[0] is None else version
+
+
+@dataclass
+class _BaseCache:
+    """The last base read (`base`) and the plan version it was read at (`version`)."""
+
+    version: tuple[int | None, ...] | None = None
+    base: WhatIfBase | None = None
+
+
+_base_cache = _BaseCache()
+_base_cache_lock = threading.Lock()
+
+
+def _cached_base() -> WhatIfBase:
+    """The base of the plan version as it stands: the one kept since it was read at that version, or
+    read now (and kept). Why per version and not per request: loading the snapshot and planning it
+    as it stands is most of a what-if's time at a large queue, and between two replans (or two lever
+    changes) every preview would read the same thing again. What a version does not see until the
+    next replan: charts submitted, started or finished since, and a priority set since (the replan
+    that each of those asks for makes the next version). A base is immutable (`what_if_after` pulls
+    its levers on copies), so threads share it; two that miss at once each read one, the later kept."""
+    version = plan_version()
+    if version is not None:
+        with _base_cache_lock:
+            if _base_cache.version == version and _base_cache.base is not None:
+                return _base_cache.base
+    base = _base_loaded(now=None)
+    if version is not None:
+        with _base_cache_lock:
+            _base_cache.version, _base_cache.base = version, base
+    return base
 
 
 def what_if_after(base: WhatIfBase, changes: Mapping[str, Any]) -> WhatIfAfter:
@@ -197,9 +260,9 @@ def _queue_levers_pulled(snapshot: Snapshot, key_of: dict[str, str], changes: Ma
             charged[(key_of[entry["org"]], workflow_id)] = org_levers.cost_charged(
                 override, default=costs_now.defaults[workflow_id]
             )
-        for index, pair in enumerate(zip(queued.org, snapshot.queued_workflow, strict=True)):
-            if pair in charged:
-                cost[index] = charged[pair]
+        charged_each = _per_pair(snapshot, lambda org_id, workflow_id: charged.get((org_key(org_id), workflow_id)))
+        proposed = ~np.isnan(charged_each)
+        cost[proposed] = charged_each[proposed]
     if changes.get("priorities"):
         priority, high_priority = priority.copy(), high_priority.copy()
         slot = snapshot_slots(snapshot)
@@ -215,7 +278,7 @@ def _queue_levers_pulled(snapshot: Snapshot, key_of: dict[str, str], changes: Ma
             if "high_priority" in fields:
                 high_priority[found] = fields["high_priority"]
     if changes.get("provider_pauses") or changes.get("provider_resumes"):
-        available_at = _pauses_laid(snapshot, key_of, changes, queued)
+        available_at = _pauses_laid(snapshot, key_of, changes)
     return queued.replace(cost=cost, priority=priority, high_priority=high_priority, available_at=available_at)
 
 
@@ -224,9 +287,7 @@ def snapshot_slots(snapshot: Snapshot) -> dict[int, int]:
     return {chart_id: index for index, chart_id in enumerate(snapshot.waiting.id.tolist())}
 
 
-def _pauses_laid(
-    snapshot: Snapshot, key_of: dict[str, str], changes: Mapping[str, Any], queued: core.QueueColumns
-) -> NDArray[np.float64]:
+def _pauses_laid(snapshot: Snapshot, key_of: dict[str, str], changes: Mapping[str, Any]) -> NDArray[np.float64]:
     """Lift the resumed pauses, add the proposed ones (each `orgs.levers.pause_until_check`ed), and
     give every waiting chart its availability under them: its own (its backoff), or the later end of
     its provider's pauses for everyone and for its org (`snapshot.availability`)."""
@@ -245,14 +306,18 @@ def _pauses_laid(
         # A second pause of one scope: the later end holds (`Costs.pause_until` takes the latest).
         pauses[scope(entry)] = max(to_seconds(until), pauses.get(scope(entry), -math.inf))
     changed_costs: Costs = replace(costs_now, pauses=pauses)
-    pause = np.array(
-        [
-            changed_costs.pause_until(int(org), workflow_id)
-            for org, workflow_id in zip(queued.org, snapshot.queued_workflow, strict=True)
-        ],
-        dtype=np.float64,
-    )
+    pause = _per_pair(snapshot, changed_costs.pause_until)
     return availability(snapshot.waiting.available_at, pause).available_at
+
+
+def _per_pair(snapshot: Snapshot, value_of: Callable[[int, int], float | None]) -> NDArray[np.float64]:
+    """`value_of(org id, workflow id)` of each waiting chart (NaN for None), asked once per distinct
+    (org, workflow): a what-if's cost and pause levers are per pair, and a queue holds few pairs."""
+    org_id, workflow_id = snapshot.waiting.org_id, snapshot.waiting.workflow_id
+    span = int(workflow_id.max()) + 1 if len(workflow_id) else 1
+    pairs, pair_of_chart = np.unique(org_id * span + workflow_id, return_inverse=True)
+    values = np.array([value_of(pair // span, pair % span) for pair in pairs.tolist()], dtype=np.float64)
+    return values[pair_of_chart.reshape(-1)]
 
 
 def plan_etas(plan: core.Plan, queued_count: int) -> NDArray[np.float64]:

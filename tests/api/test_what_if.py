@@ -319,3 +319,48 @@ def test_the_moves_are_those_of_each_chart(
         assert (org["charts_earlier"], org["charts_later"], org["charts_unplanned"]) == (earlier, later, unplanned)
         assert org["most_earlier_seconds"] == round(most_earlier, 3)
         assert org["most_later_seconds"] == round(most_later, 3)
+
+
+def test_previews_of_one_plan_version_share_its_base(tenants: Tenants, queue: dict[str, list[Chart]]) -> None:
+    """Between two replans the what-if reads the snapshot and plans it once: a lever pulled through
+    its service, or a replan, makes a new plan version and a new base; before any replan, none is kept."""
+    from orgs.services import org_weight_set
+    from scheduling.replan import plan_refresh
+    from scheduling.snapshot import org_key
+    from scheduling.what_if import what_if_base
+
+    assert what_if_base() is not what_if_base()  # no replan yet: nothing to key a base by
+    plan_refresh()
+    first = what_if_base()
+    assert what_if_base() is first
+
+    org_weight_set(org=tenants.org_a, weight=3, actor=Actor.system("test"))
+    pulled = what_if_base()
+    assert pulled is not first
+    assert pulled.rows[org_key(tenants.org_a.pk)].weight == 3
+
+    ChartFactory(org=tenants.org_b, workflow=tenants.workflow, state=ChartState.QUEUED)
+    assert what_if_base() is pulled  # a new chart waits for the replan it asks for
+    plan_refresh()
+    assert len(what_if_base().snapshot.scenario.queued) == len(pulled.snapshot.scenario.queued) + 1
+
+
+def test_the_per_pair_levers_give_each_chart_its_pairs_value(tenants: Tenants, queue: dict[str, list[Chart]]) -> None:
+    """The cost and pause levers, asked once per (org, workflow), give every waiting chart the value
+    of its own pair, as asking chart by chart does."""
+    from orgs.models import Workflow
+    from scheduling.what_if import _per_pair, what_if_base
+
+    other = Workflow.objects.create(name="other", workflow_type="fairsched.demo", task_queue="q", default_cost=2)
+    for index in range(5):
+        ChartFactory(org=tenants.org_a if index % 2 else tenants.org_b, workflow=other, state=ChartState.QUEUED)
+    snapshot = what_if_base().snapshot
+
+    def value_of(org_id: int, workflow_id: int) -> float | None:
+        return None if org_id == tenants.org_a.pk and workflow_id == other.pk else org_id * 1000.0 + workflow_id
+
+    pairs = zip(snapshot.waiting.org_id.tolist(), snapshot.waiting.workflow_id.tolist(), strict=True)
+    expected = [value_of(org_id, workflow_id) for org_id, workflow_id in pairs]
+    got = _per_pair(snapshot, value_of).tolist()
+    assert len(got) == 13
+    assert [None if value != value else value for value in got] == expected
