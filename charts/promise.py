@@ -8,10 +8,12 @@ A chart with a due time (`Chart.due_at`) is, at `now`:
   (`SchedulerConfig.at_risk_threshold`);
 - **on track** otherwise (a chart the plan has no chance for yet is on track until it is past due).
 
-A chart without a due time is none of these. The rule is written twice, for a chart at hand
-(`promise_of`, the API's fields and the portal's words) and as conditions on a queryset (`at_risk_q`,
-`late_q`: the API's filters, the dashboard's panel and the metrics); `tests/charts/test_promise.py`
-holds the two to one another. The threshold comes with the chart, in the same statement as the chart
+A chart without a due time is none of these. The rule for the charts that wait or run is one
+function on arrays (`open_verdicts`), which a chart at hand (`promise_of`: the API's fields and the
+portal's words) and a plan's charts (`scheduling.rescue.plan_risk`: the rescue's counts before and
+after a change) both call; it is written again only as conditions on a queryset (`at_risk_q`,
+`late_q`: the API's filters, the dashboard's panel and the metrics), which
+`tests/charts/test_promise.py` holds to it. The threshold comes with the chart, in the same statement as the chart
 (`THRESHOLD_SQL`, `with_threshold`), so that no page or API read spends a query on it.
 """
 
@@ -19,8 +21,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
+import numpy as np
 from django.db.models import BooleanField, Case, F, FloatField, Q, QuerySet, Subquery, Value, When
 from django.db.models.functions import Coalesce
+from numpy.typing import ArrayLike, NDArray
 
 from charts.models import ACTIVE_STATES, TERMINAL_STATES, Chart
 from knobs.models import SchedulerConfig
@@ -37,6 +41,21 @@ THRESHOLD_ATTRIBUTE = "at_risk_threshold"
 THRESHOLD_SQL = f'(SELECT "at_risk_threshold" FROM "{SchedulerConfig._meta.db_table}" WHERE "id" = 1)'  # noqa: S608 (a model's names)
 
 
+def open_verdicts(
+    *, due: ArrayLike, late_chance: ArrayLike, threshold: float, now: float
+) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
+    """The rule for charts that wait or run, on aligned arrays: each chart's (at risk, late), for its
+    due time `due` and its plan's `late_chance` (NaN: none), at `now` (times in seconds since the
+    epoch). Late: past its due time; at risk: not past it, and a chance at or above `threshold`. A
+    chart without a due time (NaN) is neither."""
+    due_at = np.asarray(due, dtype=np.float64)
+    chance = np.asarray(late_chance, dtype=np.float64)
+    with np.errstate(invalid="ignore"):  # NaN compares False: no due time, no chance
+        late = now > due_at
+        at_risk = (due_at >= now) & (chance >= threshold)
+    return at_risk, late
+
+
 def promise_of(
     *,
     state: str,
@@ -51,11 +70,13 @@ def promise_of(
         return None
     if state in TERMINAL_STATES:
         return LATE if finished_at is not None and finished_at > due_at else ON_TRACK
-    if now > due_at:
-        return LATE
-    if late_chance is not None and late_chance >= threshold:
-        return AT_RISK
-    return ON_TRACK
+    at_risk, late = open_verdicts(
+        due=due_at.timestamp(),
+        late_chance=np.nan if late_chance is None else late_chance,
+        threshold=threshold,
+        now=now.timestamp(),
+    )
+    return LATE if late else AT_RISK if at_risk else ON_TRACK
 
 
 def chart_promise(chart: Chart, *, now: datetime) -> str | None:

@@ -28,10 +28,11 @@ With W = max weight, B = max budget - budget, H = RESCUE_MAX_HIGH_TIER and k can
 k (1 + log2 W) + (1 + log2 B) + (1 + log2 B + log2 W) + (1 + log2 H) plans, and never more than
 RESCUE_MAX_PLANS (past it, the best change found so far is the answer, `exhausted` says so).
 
-At risk (issue 28): a waiting or running chart whose plan gives it a chance of finishing after its due
-time (the core's `late_chance`, from the law of its ETA band) at or above the configuration's
-`at_risk_threshold`, and not yet past due; late: past its due time now (a change of levers cannot undo
-that: the same count before and after).
+At risk and late by the promise rule (`charts.promise.open_verdicts`, the one every reader takes): a
+waiting or running chart is at risk when its plan gives it a chance of finishing after its due time
+(the core's `late_chance`, from the law of its ETA band) at or above the configuration's
+`at_risk_threshold`, and it is not yet past due; late when past its due time now (a change of levers
+cannot undo that: the same count before and after).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from django.db import transaction
 from numpy.typing import NDArray
 
 from charts.models import Chart
+from charts.promise import open_verdicts
 from charts.services import chart_prioritize
 from common.actors import Actor
 from common.errors import Conflict, InvalidInput
@@ -237,11 +239,9 @@ def late_chances(plan: core.Plan, dues: _Dues) -> NDArray[np.float64]:
 
 
 def plan_risk(plan: core.Plan, dues: _Dues, threshold: float) -> Risk:
-    """The `Risk` of a plan: at risk, `late_chances` >= `threshold` and not past due; late, past due."""
-    chances = late_chances(plan, dues)
-    with np.errstate(invalid="ignore"):
-        late = dues.due < dues.now
-        at_risk = (chances >= threshold) & ~late
+    """The `Risk` of a plan: each chart at risk or late by the promise rule (`charts.promise.open_verdicts`,
+    with its `late_chances` in the plan), counted per org."""
+    at_risk, late = open_verdicts(due=dues.due, late_chance=late_chances(plan, dues), threshold=threshold, now=dues.now)
     at_risk_by_org: dict[str, int] = {}
     charts: dict[str, list[int]] = {}
     marked = np.flatnonzero(at_risk)
