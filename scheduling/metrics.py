@@ -38,6 +38,11 @@ ERROR_BUCKETS = (0.025, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1, 2, 5)
 # A succeeded chart's turnaround (finished - submitted): a minute to a week, around the promises sold
 # (hours to a day or two).
 TURNAROUND_BUCKETS = (60, 300, 900, 1800, 3600, 7200, 14400, 28800, 43200, 86400, 172800, 604800)
+# The charts a turnaround promise is judged on: those that ended by the system's doing. A chart that
+# succeeded kept its promise if it finished by its due time; one that failed missed it, however early
+# it ended (the result promised never came). A cancelled chart was withdrawn by its customer: no
+# promise is left to keep, so it is not counted either way.
+ATTAINMENT_STATES = (ChartState.SUCCEEDED, ChartState.FAILED)
 # The windows over which each org's attainment of its turnaround promise is told.
 ATTAINMENT_WINDOWS = (("1h", timedelta(hours=1)), ("1d", timedelta(days=1)))
 
@@ -318,23 +323,24 @@ class FairschedCollector(Collector):
 
 
 def _attainment(now: datetime) -> GaugeMetricFamily:
-    """Per org and window, the share of the charts that succeeded in it with a due time that finished
-    by it: one grouped statement over the longest window's finished charts (`chart_finished_at_idx`);
-    no sample for an org without such a chart in the window."""
+    """Per org and window, the share of its promises kept (`ATTAINMENT_STATES`): of the charts with a
+    due time that succeeded or failed in the window, those that succeeded by it. One grouped statement
+    over the longest window's finished charts (`chart_finished_at_idx`); no sample for an org without
+    such a chart in the window."""
     family = GaugeMetricFamily(
         "fairsched_turnaround_attainment",
-        "Share of the org's charts that succeeded in the window (with a due time) and finished by their due"
-        " time; no sample without such a chart",
+        "Share of the org's charts with a due time that ended in the window (succeeded or failed; cancelled"
+        " ones are not counted) that succeeded by their due time; no sample without such a chart",
         labels=["org", "window"],
     )
     longest = max(length for _, length in ATTAINMENT_WINDOWS)
-    kept = Q(finished_at__lte=F("due_at"))
+    kept = Q(state=ChartState.SUCCEEDED, finished_at__lte=F("due_at"))
     counts: dict[str, Count] = {}
     for name, length in ATTAINMENT_WINDOWS:
         counts[f"done_{name}"] = Count("id", filter=Q(finished_at__gt=now - length))
         counts[f"kept_{name}"] = Count("id", filter=Q(finished_at__gt=now - length) & kept)
     rows = (
-        Chart.objects.filter(state=ChartState.SUCCEEDED, finished_at__gt=now - longest, due_at__isnull=False)
+        Chart.objects.filter(state__in=ATTAINMENT_STATES, finished_at__gt=now - longest, due_at__isnull=False)
         .values("org__slug")
         .annotate(**counts)
         .order_by("org__slug")

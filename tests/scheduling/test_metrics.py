@@ -166,3 +166,32 @@ def test_the_threshold_moves_what_is_at_risk(tenants: Tenants, client: Client) -
     assert 'fairsched_charts_at_risk{org="acme"} 0.0' in client.get("/metrics").content.decode()
     SchedulerConfig.objects.update_or_create(pk=1, defaults={"at_risk_threshold": 0.3})
     assert 'fairsched_charts_at_risk{org="acme"} 1.0' in client.get("/metrics").content.decode()
+
+
+def test_attainment_counts_a_failed_chart_as_a_miss_and_leaves_a_cancelled_one_out(
+    tenants: Tenants, client: Client
+) -> None:
+    """A promise is kept by a chart that succeeded by its due time. A chart that failed ended by the
+    system's doing without the result promised: a miss, however early it failed. A chart cancelled
+    was withdrawn by its customer: no promise is left to keep, it is not counted. acme, in the last
+    hour: one kept, one failed before its due time, one failed after it, one cancelled: 1 of 3."""
+    now = timezone.now()
+    hour = timedelta(hours=1)
+    for state, finished in (
+        (ChartState.SUCCEEDED, now - hour / 2),
+        (ChartState.FAILED, now - hour / 2),
+        (ChartState.FAILED, now - hour / 8),
+        (ChartState.CANCELLED, now - hour / 2),
+    ):
+        ChartFactory(
+            org=tenants.org_a, workflow=tenants.workflow, state=state, finished_at=finished, due_at=now - hour / 4
+        )
+    ChartFactory(
+        org=tenants.org_b, workflow=tenants.workflow, state=ChartState.CANCELLED, finished_at=now, due_at=now + hour
+    )
+
+    client.force_login(tenants.staff)
+    text = client.get("/metrics").content.decode()
+    assert 'fairsched_turnaround_attainment{org="acme",window="1h"} 0.3333333333333333' in text
+    assert 'fairsched_turnaround_attainment{org="acme",window="1d"} 0.3333333333333333' in text
+    assert 'fairsched_turnaround_attainment{org="beta"' not in text  # only a cancelled chart: no sample
