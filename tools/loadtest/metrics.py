@@ -415,9 +415,29 @@ def due_times(log: Mapping[str, Any]) -> dict[str, float]:
 
 
 @dataclass(frozen=True)
+class Promises:
+    """The promises an attainment judges (`promises`): each counted chart's due time, by id, and
+    those of them that failed."""
+
+    due: dict[str, float]
+    failed: frozenset[str]
+
+
+def promises(log: Mapping[str, Any]) -> Promises:
+    """The promises of the run: every chart with a due time (`due_times`) that ended by the system's
+    doing or has not ended; a chart cancelled was withdrawn by its customer, with no promise left to
+    keep, and is not counted. A chart that failed missed its promise (the result promised never
+    came), in every schedule alike: the same charts are judged in the live run and every replay."""
+    due = due_times(log)
+    state = {str(chart["id"]): chart["state"] for chart in log["charts"]}
+    counted = {chart_id: at for chart_id, at in due.items() if state[chart_id] != "cancelled"}
+    return Promises(counted, frozenset(chart_id for chart_id in counted if state[chart_id] == "failed"))
+
+
+@dataclass(frozen=True)
 class Attainment:
-    """How many of each org's charts with a due time finished by it (a chart that never finished
-    did not), and the share over every org."""
+    """How many of each org's promised charts kept their promise (a chart that never finished, or
+    failed, did not), and the share over every org."""
 
     met: dict[str, int]
     charts: dict[str, int]
@@ -431,14 +451,16 @@ class Attainment:
         return sum(self.met.values()) / total if total else None
 
 
-def attainment(schedule: Schedule, due: Mapping[str, float]) -> Attainment:
-    """The turnaround attainment of `schedule`: a chart met its promise when it finished by `due`."""
+def attainment(schedule: Schedule, promised: Promises) -> Attainment:
+    """The turnaround attainment of `schedule`: a promised chart kept its promise when it finished by
+    its due time and did not fail."""
     met: dict[str, int] = defaultdict(int)
     charts: dict[str, int] = defaultdict(int)
     for chart in schedule.charts:
-        if chart.id in due:
+        due = promised.due.get(chart.id)
+        if due is not None:
             charts[chart.org] += 1
-            met[chart.org] += chart.finish is not None and chart.finish <= due[chart.id]
+            met[chart.org] += chart.id not in promised.failed and chart.finish is not None and chart.finish <= due
     return Attainment(dict(met), dict(charts))
 
 

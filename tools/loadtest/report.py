@@ -129,8 +129,8 @@ def baseline_schedules(log: Mapping[str, Any], replays: Replays) -> list[metrics
 
 def attainment_table(schedules: Sequence[metrics.Schedule], log: Mapping[str, Any]) -> Table:
     """Each org's turnaround attainment (and over all) under the live run and each replay."""
-    due = metrics.due_times(log)
-    attained = [metrics.attainment(schedule, due) for schedule in schedules]
+    promised = metrics.promises(log)
+    attained = [metrics.attainment(schedule, promised) for schedule in schedules]
     rows = []
     for org in log["orgs"]:
         slug = org["slug"]
@@ -714,7 +714,8 @@ def build_report(
     figures = metrics.live_figures(log)
     hooks = metrics.webhook_figures(log)
     due = metrics.due_times(log)
-    attained = {schedule.name: metrics.attainment(schedule, due) for schedule in schedules}
+    promised = metrics.promises(log)
+    attained = {schedule.name: metrics.attainment(schedule, promised) for schedule in schedules}
     judged = verdicts(results[0], figures) + due_first_verdicts(results, attained) + webhook_verdicts(hooks)
     ended = float(log["meta"]["ended"])
     in_flight = Plot("in_flight.svg", plot_in_flight(log, figures))
@@ -756,7 +757,8 @@ def build_report(
                 Section(
                     "Turnaround attainment",
                     "The share of each org's charts finished by their due time (a chart never finished missed "
-                    "it). Each org has a turnaround target (`workload.TURNAROUNDS`, scaled with the run's "
+                    "it, and so did one that failed, in every column; a chart its customer cancelled is not "
+                    "counted). Each org has a turnaround target (`workload.TURNAROUNDS`, scaled with the run's "
                     "length) and each chart its own promise, the target x a factor drawn in "
                     f"{workload.PROMISE_FACTORS[0]:g}-{workload.PROMISE_FACTORS[1]:g}: due = submitted + "
                     "promise, computed here from the log for the live run and every replay alike. The fair "

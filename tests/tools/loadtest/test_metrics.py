@@ -368,3 +368,24 @@ def test_webhooks_find_lost_unkeyed_repeats_disorder_and_disagreement() -> None:
     assert not figures.agrees
     assert figures.log_only == [str(("chart", "d"))]
     assert figures.feed_only == [str(("org", "x"))]
+
+
+def test_attainment_counts_a_failed_chart_as_a_miss_and_leaves_a_cancelled_one_out() -> None:
+    """The live run's promises, due 4 s after submission: big's chart 1 succeeded at 3 s (kept), 2 failed
+    at 1 s (a miss, however early: the result promised never came), 3 was cancelled by its customer
+    (not counted); small's chart 4 succeeded late. The same charts are judged in every schedule."""
+    charts = [
+        {**chart(1, "big", 0.0, finished=3.0), "due_in": 4.0},
+        {**chart(2, "big", 0.0, state="failed", finished=1.0, runs=[("failed", 0.0, 1.0)]), "due_in": 4.0},
+        {**chart(3, "big", 0.0, state="cancelled", finished=9.0, runs=[]), "due_in": 4.0},
+        {**chart(4, "small", 0.0, finished=6.0), "due_in": 4.0},
+    ]
+    log = log_of(charts, lifecycle(1, 0.0, 1.0, 3.0) + lifecycle(4, 0.0, 5.0, 6.0), seconds=10.0)
+
+    promises = metrics.promises(log)
+    attained = metrics.attainment(metrics.live_schedule(log), promises)
+
+    assert set(promises.due) == {"1", "2", "4"}
+    assert promises.failed == frozenset({"2"})
+    assert (attained.charts, attained.met) == ({"big": 2, "small": 1}, {"big": 1, "small": 0})
+    assert attained.overall == pytest.approx(1 / 3)
