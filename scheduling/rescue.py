@@ -65,6 +65,8 @@ RESCUE_MAX_PLANS = 20
 # The most charts a rescue sends to the high tier, and the most orgs whose weight it tries (all orgs).
 RESCUE_MAX_HIGH_TIER = 25
 RESCUE_CANDIDATE_ORGS = 3
+# How a refused apply ends: what happened, and what the operator does next.
+NOTHING_APPLIED = "nothing was applied; find the rescue again from the levers as they are now"
 
 
 @dataclass(frozen=True)
@@ -388,7 +390,7 @@ def rescue_apply(*, rescue: Rescue, actor: Actor, reason: str, searched_from: Ma
         config = SchedulerConfig.objects.select_for_update().get(id=1)
         if config.budget != expected_budget or config.budget != rescue.levers.budget:
             raise Conflict(
-                f"the budget was changed since the rescue was searched: it is now {config.budget}; nothing was applied",
+                f"the budget was changed since the rescue was searched: it is now {config.budget}; {NOTHING_APPLIED}",
                 field="budget",
             )
         orgs = {org.slug: org for org in Org.objects.select_for_update().filter(slug__in=expected_weights)}
@@ -398,7 +400,7 @@ def rescue_apply(*, rescue: Rescue, actor: Actor, reason: str, searched_from: Ma
                 now_weight = "gone" if org is None else org.weight
                 raise Conflict(
                     f"the weight of {slug} was changed since the rescue was searched: it is now {now_weight};"
-                    " nothing was applied",
+                    f" {NOTHING_APPLIED}",
                     field=f"weights.{slug}",
                 )
         for key, weight in rescue.change.weights.items():
@@ -410,5 +412,5 @@ def rescue_apply(*, rescue: Rescue, actor: Actor, reason: str, searched_from: Ma
         for chart_id in rescue.change.high_tier:
             chart = charts.get(chart_id)
             if chart is None:
-                raise Conflict(f"chart {chart_id} is gone; nothing was applied", field="change")
+                raise Conflict(f"chart {chart_id} is gone; {NOTHING_APPLIED}", field="change")
             chart_prioritize(chart=chart, high_priority=True, actor=actor, reason=reason)

@@ -1,5 +1,7 @@
 """The dashboard's rescue in real headless Chromium: "Find" previews the change that saves acme's
-promises with before and after, writing nothing; "Apply" with a reason pulls it (acme's weight)."""
+promises with before and after, writing nothing; "Apply" with a reason pulls it (acme's weight), and
+the org table follows; a lever moved by someone else since the preview is refused with a message
+that says which and what it is now, nothing applied."""
 
 from __future__ import annotations
 
@@ -9,7 +11,9 @@ from typing import Any
 
 import pytest
 
+from common.actors import Actor
 from orgs.models import Org, OrgChange
+from orgs.services import org_weight_set
 from tests.api.test_rescue import queue_of
 from tests.browser import Violations
 from tests.conftest import Tenants
@@ -50,5 +54,43 @@ def test_rescue_preview_then_apply_changes_the_weight(live_url: str, chromium: A
     assert Org.objects.get(slug="acme").weight == 4
     line = OrgChange.objects.get(org=tenants.org_a, field="weight")
     assert (line.new_value, line.reason, line.actor) == ("4", "acme's 24 h promise", "user:stella")
+    # The panel follows: the org table shows acme's new weight (the lever's announcement).
+    page.wait_for_function(
+        """() => { const row = document.querySelector('#org-rows tr[data-org="acme"]');
+                   return row && row.cells[1].textContent.trim() === "4"; }""",
+        timeout=10_000,
+    )
+    assert not violations.seen, violations.seen
+    context.close()
+
+
+def test_a_weight_changed_since_the_preview_is_refused_with_what_it_is_now(
+    live_url: str, chromium: Any, tenants: Tenants
+) -> None:
+    queue_of(tenants, acme_due=[5.5, 5.5, 5.5, 5.5], beta=4, rescue_max_weight=10)
+    context = chromium.new_context(viewport={"width": 1500, "height": 1000})
+    context.add_cookies([session_cookie(tenants.staff, live_url)])
+    page = context.new_page()
+    violations = Violations(page)
+    page.goto(live_url + "/dashboard/")
+    page.wait_for_selector("body[data-live=live]", timeout=10_000)
+    page.select_option("#form-rescue [name=org]", "acme")
+    page.click("#rescue-preview")
+    page.wait_for_selector("#rescue-result:not([hidden])", timeout=10_000)
+    assert "acme's weight to 4" in (page.text_content("#rescue-change") or "")
+
+    # Another operator sets acme's weight meanwhile.
+    org_weight_set(org=Org.objects.get(slug="acme"), weight=2, actor=Actor.system("another operator"))
+    page.fill("#rescue-reason", "acme's 24 h promise")
+    page.click("#rescue-apply")
+    page.wait_for_function(
+        "() => document.querySelector('#rescue-err').textContent.includes('changed')", timeout=10_000
+    )
+
+    message = page.text_content("#rescue-err") or ""
+    assert "the weight of acme was changed since the rescue was searched: it is now 2" in message, message
+    assert "nothing was applied; find the rescue again" in message, message
+    assert Org.objects.get(slug="acme").weight == 2
+    assert not OrgChange.objects.filter(org=tenants.org_a, field="weight", actor="user:stella").exists()
     assert not violations.seen, violations.seen
     context.close()
