@@ -265,9 +265,8 @@ def _queue_levers_pulled(snapshot: Snapshot, key_of: dict[str, str], changes: Ma
         cost[proposed] = charged_each[proposed]
     if changes.get("priorities"):
         priority, high_priority = priority.copy(), high_priority.copy()
-        slot = snapshot_slots(snapshot)
         for entry in changes["priorities"]:
-            found = slot.get(int(entry["chart"]))
+            found = waiting_slot(snapshot, int(entry["chart"]))
             if found is None:
                 raise InvalidInput(f"chart {entry['chart']!r} is not waiting", field="priorities")
             fields = prioritized(
@@ -282,9 +281,11 @@ def _queue_levers_pulled(snapshot: Snapshot, key_of: dict[str, str], changes: Ma
     return queued.replace(cost=cost, priority=priority, high_priority=high_priority, available_at=available_at)
 
 
-def snapshot_slots(snapshot: Snapshot) -> dict[int, int]:
-    """Each waiting chart's place in the snapshot's queue, by chart id."""
-    return {chart_id: index for index, chart_id in enumerate(snapshot.waiting.id.tolist())}
+def waiting_slot(snapshot: Snapshot, chart_id: int) -> int | None:
+    """The place of waiting chart `chart_id` in the snapshot's queue (None: not waiting). A scan of
+    the ids column: a preview names a few charts, and a dict of every id cost more than the scans."""
+    found = np.flatnonzero(snapshot.waiting.id == chart_id)
+    return int(found[0]) if len(found) else None
 
 
 def _pauses_laid(snapshot: Snapshot, key_of: dict[str, str], changes: Mapping[str, Any]) -> NDArray[np.float64]:
