@@ -2,9 +2,29 @@
 
 Run: `.venv/bin/python bench/bench_what_if.py [--sizes 10000,100000]`. It uses its own database
 (`fairsched_bench_what_if` on the server of DATABASE_URL, created and dropped here) and the backlog of
-`bench/backlog.py` (500 orgs). Each line: the min and median of five previews of one change set, wall
-and CPU seconds of this process (the database's own work is in the wall time only), after one preview
-that loads the core's compiled replay (as a web process's first large what-if does).
+`bench/backlog.py` (500 orgs). Two lines per change set, wall and CPU seconds of this process (the
+database's own work is in the wall time only), min and median, after one preview that loads the core's
+compiled replay (as a web process's first large what-if does): "first", three previews each right
+after a replan (the first preview of a plan version reads the snapshot and plans it as it stands);
+"again", five previews of the same version (they share its base: `scheduling.what_if._cached_base`).
+
+Figures (keeping the base per plan version; 100k queued, 2-core machine shared with other sessions at
+load 8-10, so CPU is the figure to compare). Main's `plan_preview` and this one interleaved in one
+process on one database, five of each per lever, CPU s min / median:
+    lever            main         first of a version   again (same version)
+    weight           0.36 / 0.41  0.35 / 0.37          0.15 / 0.17
+    hold             0.32 / 0.36  0.30 / 0.33          0.14 / 0.14
+    budget+policy    0.35 / 0.37  0.35 / 0.37          0.14 / 0.17
+    caps             0.37 / 0.40  0.31 / 0.35          0.14 / 0.16
+    priority         0.36 / 0.42  0.39 / 0.40          0.16 / 0.17
+    provider pause   0.45 / 0.52  0.40 / 0.44          0.18 / 0.19
+Wall at that load: main 1.0-1.6 s min, first 0.9-1.4, again 0.32-0.53 (0.35-0.66 median). What is
+left of a preview of a known version: the core's plan after the change (0.13-0.18 s CPU) and the
+moves (0.01-0.02); the first of a version adds the snapshot (~0.05 s CPU plus the server's scan) and
+the plan as it stands (~0.15). The provider pause lost ~0.05 s (its per-chart pause lookups are now
+one per (org, workflow)).
+
+Earlier figures, before the base was kept:
 
 Figures (issue 28, 100k queued, `plan_preview` of {"weights": {"org-0": 10}} five times per process, old
 (a65b2bc) and new processes interleaved; 2-core machine shared with six other sessions, load 9-16, so the CPU

@@ -13,8 +13,9 @@ function on arrays (`open_verdicts`), which a chart at hand (`promise_of`: the A
 portal's words) and a plan's charts (`scheduling.rescue.plan_risk`: the rescue's counts before and
 after a change) both call; it is written again only as conditions on a queryset (`at_risk_q`,
 `late_q`: the API's filters, the dashboard's panel and the metrics), which
-`tests/charts/test_promise.py` holds to it. The threshold comes with the chart, in the same statement as the chart
-(`THRESHOLD_SQL`, `with_threshold`), so that no page or API read spends a query on it.
+`tests/charts/test_promise.py` holds to it (and `tests/scheduling/test_rescue_risk.py` holds the
+rescue's counts to `chart_promise`). The threshold comes with the chart, in the same statement as
+the chart (`THRESHOLD_SQL`, `with_threshold`), so that no page or API read spends a query on it.
 """
 
 from __future__ import annotations

@@ -4,6 +4,9 @@ Each lever is the same pure function the services write with (`orgs.levers`, `ch
 `knobs.levers`), laid over copies of the snapshot's rows instead of written; the API's
 serializer (`scheduling.api.PlanChangesSerializer`) has checked the shape of the changes and that
 the orgs, workflows and providers they name exist, so this module does not check them again.
+
+What every preview of one plan version shares, the snapshot and the plan as it stands, is read once
+per version and kept in the process (`what_if_base`): a preview plans only the change.
 """
 
 from __future__ import annotations
@@ -206,7 +209,7 @@ def plan_preview(*, changes: Mapping[str, Any], now: datetime | None = None) -> 
     `provider_resumes` ([{provider, org?}]). A value its lever refuses is refused as the lever
     refuses it (`InvalidInput`), naming the change.
     1. Load the snapshot the replan pass would load, and the org rows it was built from
-       (`what_if_base`, which plans it as it stands).
+       (`what_if_base`, which plans it as it stands; kept for the previews of the same plan version).
     2. Pull each lever on copies: the org rows (`orgs.levers`), the configuration
        (`knobs.levers`), the queued columns (cost, priority, availability under the pauses).
     3. Recompute every org's place in the rounds under way with the changed rows (as the replan
