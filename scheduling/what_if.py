@@ -146,9 +146,10 @@ def _cached_base() -> WhatIfBase:
     read now (and kept). Why per version and not per request: loading the snapshot and planning it
     as it stands is most of a what-if's time at a large queue, and between two replans (or two lever
     changes) every preview would read the same thing again. What a version does not see until the
-    next replan: charts submitted, started or finished since, and a priority set since (the replan
-    that each of those asks for makes the next version). A base is immutable (`what_if_after` pulls
-    its levers on copies), so threads share it; two that miss at once each read one, the later kept."""
+    next replan: charts submitted, started or finished since, a priority set since, and a workflow's
+    default cost or provider changed since (the replan that each of those asks for makes the next
+    version). A base is immutable (`what_if_after` pulls its levers on copies), so threads share it;
+    two that miss at once each read one, the later kept. One base is kept per process (the last)."""
     version = plan_version()
     if version is not None:
         with _base_cache_lock:
