@@ -16,6 +16,10 @@ wall 13.0 / 13.6. Again at load 4-6 (main merged): org-3 (1153 -> 0, 5 plans) CP
 2.56 / 2.97; org-40 CPU 1.42 / 1.59, wall 3.34 / 4.19; every org (1188 -> 0, 14 plans) CPU 3.93 / 4.16,
 wall 4.64 / 6.25. A what-if plan of the search costs ~0.2 s CPU; the bound (RESCUE_MAX_PLANS = 20) is
 ~4-5 s of CPU at 100k.
+With the what-if's base kept per plan version (the rescues after the first of a version do not read
+the snapshot or plan it as it stands again), at load 10-11: org-3 (1135 -> 0 by weight 6, 5 plans)
+CPU 0.84 / 0.84, wall 2.57 / 2.59; org-40 (51 -> 0 by weight 5) CPU 0.82 / 0.87, wall 2.25 / 2.66;
+every org (1186 -> 0 by the budget 371, 14 plans) CPU 2.18 / 2.52, wall 6.70 / 7.65.
 """
 
 from __future__ import annotations
