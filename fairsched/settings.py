@@ -177,6 +177,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "scheduling.context_processors.freshness",
+                "orgs.context_processors.viewer_zone",
             ],
         },
     },

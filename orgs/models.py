@@ -275,3 +275,16 @@ class ApiToken(models.Model):
     def __str__(self) -> str:
         scope = "staff" if self.is_staff or self.org is None else self.org.slug
         return f"{self.prefix}… of {self.user} ({scope})"
+
+
+class ViewerZone(models.Model):
+    """The time zone a user reads times in, on the portal, the dashboard and the admin alike (the zone
+    picker sets it); a user without one reads them in the browser's zone."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="viewer_zone")
+    # An IANA zone name (`zoneinfo.available_timezones`), checked by `viewer_zone_set`.
+    zone = models.CharField(max_length=64)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.user}: {self.zone}"

@@ -397,3 +397,9 @@ class ProviderPauseCreateSerializer(StrictSerializer):
 
 class ProviderPauseQuerySerializer(StrictQuerySerializer):
     active = serializers.BooleanField(required=False, default=True, help_text="Only pauses still in force.")
+
+
+class ViewerZoneSerializer(StrictSerializer):
+    """The zone the caller reads times in: an IANA zone name, or null for the browser's own."""
+
+    zone = StrictCharField(max_length=64, allow_null=True, allow_blank=True)
