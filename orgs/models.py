@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
@@ -216,7 +218,7 @@ class ProviderPause(models.Model):
 
     def __str__(self) -> str:
         scope = self.org.slug if self.org is not None else "everyone"
-        return f"{self.provider} paused for {scope} until {self.until:%Y-%m-%d %H:%M:%S}"
+        return f"{self.provider} paused for {scope} until {self.until.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
 
 
 class OrgChange(models.Model):
