@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 from django.http import HttpRequest
-from django.utils.functional import SimpleLazyObject
 
-from orgs.selectors import viewer_zone as viewer_zone_of
+from orgs.models import ViewerZone
 
 
 def viewer_zone(request: HttpRequest) -> dict[str, object]:
-    """`viewer_zone`: the account's zone ("" when it has none: the browser's own), read only by a page
-    that shows it, so that the page's first render is in that zone (static/zone.js reads it there)."""
+    """`viewer_zone`: the account's zone ("" when it has none: the browser's own), so that a page's first
+    render is in that zone (static/zone.js reads it from the page's head). The user's zone comes loaded
+    with the user (`orgs.access.AccountBackend`): no query of its own."""
     user = getattr(request, "user", None)
-    user_id = user.pk if user is not None and user.is_authenticated else None
-    return {"viewer_zone": SimpleLazyObject(lambda: viewer_zone_of(user_id=user_id) or "")}
+    if user is None or not user.is_authenticated:
+        return {"viewer_zone": ""}
+    try:
+        return {"viewer_zone": user.viewer_zone.zone}
+    except ViewerZone.DoesNotExist:
+        return {"viewer_zone": ""}

@@ -7,10 +7,12 @@ import re
 from typing import Any
 
 import pytest
-from django.test import Client
+from django.test import Client, RequestFactory
 from rest_framework.test import APIClient
 
 from common.errors import InvalidInput
+from orgs.access import AccountBackend
+from orgs.context_processors import viewer_zone as viewer_zone_context
 from orgs.models import ViewerZone
 from orgs.selectors import viewer_zone
 from orgs.services import viewer_zone_set
@@ -90,3 +92,16 @@ def test_every_interface_names_the_accounts_zone_in_its_first_render(tenants: Te
 
     viewer_zone_set(user=user, zone=None)
     assert META.findall(client.get(path).content.decode()) == [""]
+
+
+def test_the_zone_comes_with_the_signed_in_user_in_one_query(
+    tenants: Tenants, django_assert_num_queries: Any
+) -> None:
+    viewer_zone_set(user=tenants.member_a, zone="Asia/Tokyo")
+    request = RequestFactory().get("/")
+    with django_assert_num_queries(1):
+        request.user = AccountBackend().get_user(tenants.member_a.pk)
+        assert viewer_zone_context(request) == {"viewer_zone": "Asia/Tokyo"}
+    with django_assert_num_queries(1):
+        request.user = AccountBackend().get_user(tenants.member_b.pk)
+        assert viewer_zone_context(request) == {"viewer_zone": ""}
