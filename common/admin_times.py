@@ -54,7 +54,7 @@ def _looked_up(lookup: Callable[..., Any]) -> Callable[..., Any]:
 
 def install() -> None:
     """Once, when the apps are ready (`orgs.apps`)."""
-    if getattr(admin_list.display_for_field, "__wrapped__", None) is not None:
+    if hasattr(admin_list.display_for_field, "__wrapped__"):  # type: ignore[attr-defined]
         return
     admin_list.display_for_field = _timed(admin_list.display_for_field)  # type: ignore[attr-defined]
     admin_list.display_for_value = _timed(admin_list.display_for_value)  # type: ignore[attr-defined]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import cast
+
+from django.contrib.auth.models import User
 from django.db.models import QuerySet
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema, inline_serializer
@@ -200,4 +203,5 @@ class ViewerZoneView(FairschedAPIView, APIView):
     def put(self, request: Request) -> Response:
         body = ViewerZoneSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        return Response({"zone": services.viewer_zone_set(user=request.user, zone=body.validated_data["zone"])})
+        user = cast(User, request.user)  # signed in (IsAuthenticated, the default permission)
+        return Response({"zone": services.viewer_zone_set(user=user, zone=body.validated_data["zone"])})

@@ -452,7 +452,9 @@ def viewer_zone_set(*, user: User, zone: str | None) -> str | None:
         ViewerZone.objects.filter(user=user).delete()
         return None
     if zone not in _zone_names():
-        raise InvalidInput(f"zone must be an IANA time zone name such as Europe/Berlin, got {zone[:64]!r}", field="zone")
+        raise InvalidInput(
+            f"zone must be an IANA time zone name such as Europe/Berlin, got {zone[:64]!r}", field="zone"
+        )
     ViewerZone.objects.update_or_create(user=user, defaults={"zone": zone})
     return zone
 

@@ -12,10 +12,10 @@ import pytest
 from axes.models import AccessAttempt, AccessFailureLog, AccessLog
 from django.contrib import admin
 from django.contrib.admin.models import CHANGE, LogEntry
+from django.contrib.admin.utils import flatten_fieldsets
 from django.contrib.auth.models import Group
 from django.contrib.contenttypes.models import ContentType
 from django.db import models
-from django.contrib.admin.utils import flatten_fieldsets
 from django.test import Client, RequestFactory
 from django.urls import reverse
 from django.utils.html import escape

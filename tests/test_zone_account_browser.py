@@ -37,7 +37,8 @@ SUBMITTED_TIME = "dt:text-is('Submitted') + dd time"
 WATCH_FOR_UTC = """
 window.shownInUtc = [];
 const look = () => document.querySelectorAll("time[datetime]").forEach((time) => {
-  if (/UTC$/.test(time.textContent) && getComputedStyle(time).visibility !== "hidden") window.shownInUtc.push(time.textContent);
+  const shown = getComputedStyle(time).visibility !== "hidden";
+  if (shown && /UTC$/.test(time.textContent)) window.shownInUtc.push(time.textContent);
 });
 const frame = () => { look(); if (!window.watched) requestAnimationFrame(frame); };
 requestAnimationFrame(frame);
@@ -113,6 +114,15 @@ def test_the_accounts_zone_is_shown_from_the_first_paint(live_url: str, chromium
         assert page.evaluate("() => window.shownInUtc") == [], path
     page.goto(f"{live_url}/portal/acme/charts/{chart.pk}/")
     assert page.locator(SUBMITTED_TIME).inner_text() == "2026-03-02 00:59:58 CET"
+
+    # The watch sees a flash when there is one: without the rule that hides the times until they are
+    # shown in the zone, the parsed page shows them in UTC first.
+    bare = browser_of(chromium, tenants.member_a, live_url, "Asia/Tokyo").new_page()
+    bare.route("**/static/zone.css", lambda route: route.fulfill(status=200, content_type="text/css", body=""))
+    bare.add_init_script(WATCH_FOR_UTC)
+    bare.goto(f"{live_url}/portal/acme/charts/{chart.pk}/")
+    bare.wait_for_function("() => window.watched === true")
+    assert "2026-03-01 23:59:58 UTC" in bare.evaluate("() => window.shownInUtc")
 
 
 def test_a_bad_zone_is_refused_and_the_page_says_so(live_url: str, chromium: Any, tenants: Tenants) -> None:

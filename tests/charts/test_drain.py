@@ -61,7 +61,7 @@ def test_the_org_page_gives_the_plots_numbers_as_a_table(tenants: Tenants) -> No
     numbers = re.search(r'<details class="drain-numbers" id="drain-numbers">(.*?)</details>', part, re.S)
     assert numbers is not None
     assert "<summary>The plot's numbers, as a table</summary>" in numbers[1]
-    rows = re.findall(r"<tr><th scope=\"row\">(.*?)</th><td>(\d+)</td><td>([\d–]+)</td></tr>", numbers[1])
+    rows = re.findall(r"<tr><th scope=\"row\">(.*?)</th><td>(\d+)</td><td>([\d\u2013]+)</td></tr>", numbers[1])
     assert len(rows) == 5
     assert strip_tags(rows[0][0]).startswith("now, ")
     assert all(re.search(r'<time datetime="[^"]+" data-clock-only>\d\d:\d\d:\d\d UTC</time>', row[0]) for row in rows)

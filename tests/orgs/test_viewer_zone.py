@@ -94,9 +94,7 @@ def test_every_interface_names_the_accounts_zone_in_its_first_render(tenants: Te
     assert META.findall(client.get(path).content.decode()) == [""]
 
 
-def test_the_zone_comes_with_the_signed_in_user_in_one_query(
-    tenants: Tenants, django_assert_num_queries: Any
-) -> None:
+def test_the_zone_comes_with_the_signed_in_user_in_one_query(tenants: Tenants, django_assert_num_queries: Any) -> None:
     viewer_zone_set(user=tenants.member_a, zone="Asia/Tokyo")
     request = RequestFactory().get("/")
     with django_assert_num_queries(1):
