@@ -441,8 +441,14 @@ def membership_remove(*, membership: Membership, actor: Actor) -> None:
 
 
 @cache
-def _zone_names() -> frozenset[str]:
-    return frozenset(available_timezones())
+def zone_names() -> list[str]:
+    """The IANA time zone names, sorted: the zones a user may read times in."""
+    return sorted(available_timezones())
+
+
+@cache
+def _zone_set() -> frozenset[str]:
+    return frozenset(zone_names())
 
 
 def viewer_zone_set(*, user: User, zone: str | None) -> str | None:
@@ -451,7 +457,7 @@ def viewer_zone_set(*, user: User, zone: str | None) -> str | None:
     if not zone:
         ViewerZone.objects.filter(user=user).delete()
         return None
-    if zone not in _zone_names():
+    if zone not in _zone_set():
         raise InvalidInput(
             f"zone must be an IANA time zone name such as Europe/Berlin, got {zone[:64]!r}", field="zone"
         )
