@@ -36,6 +36,17 @@ class Tick:
 
 
 @dataclass(frozen=True)
+class Step:
+    """The plot read at one tick of its time axis: the charts left by the ETAs (the line) and by the
+    early (p10) and the late (p90) finishes (the band's edges), for its table."""
+
+    at: datetime
+    median: int
+    early: int
+    late: int
+
+
+@dataclass(frozen=True)
 class DrainPlot:
     """SVG geometry: `line` the charts left by the ETAs, `band` the area between the charts left by
     the early (p10) and the late (p90) finishes; x is time from `start` to `end`, y charts left."""
@@ -46,6 +57,7 @@ class DrainPlot:
     line: str
     band: str
     ticks: list[Tick]
+    steps: list[Step]
     width: int = WIDTH
     height: int = HEIGHT
     left: int = MARGIN_LEFT
@@ -77,6 +89,7 @@ def drain_plot(*, finishes: Sequence[Finish], now: datetime) -> DrainPlot | None
     2. Three step curves count the charts left: by ETA (the line), by p10 and by p90 finish (the
        band's two edges; the band is the p90 edge forward and the p10 edge back).
     3. Times and counts are scaled to the drawing area; four ticks label the time axis.
+    4. The three curves are read at each tick, for the plot's table (its text alternative).
     """
     if not finishes:
         return None
@@ -99,6 +112,21 @@ def drain_plot(*, finishes: Sequence[Finish], now: datetime) -> DrainPlot | None
         Tick(x=MARGIN_LEFT + plot_width * step / TICKS, at=now + timedelta(seconds=span * step / TICKS))
         for step in range(TICKS + 1)
     ]
+    steps = [
+        Step(
+            at=tick.at,
+            median=sum(f.eta > tick.at for f in finishes) if tick.at > now else total,
+            early=sum(f.low > tick.at for f in finishes) if tick.at > now else total,
+            late=sum(f.high > tick.at for f in finishes) if tick.at > now else total,
+        )
+        for tick in ticks
+    ]
     return DrainPlot(
-        start=now, end=end, total=total, line=" ".join(line), band=" ".join(late + early[::-1]), ticks=ticks
+        start=now,
+        end=end,
+        total=total,
+        line=" ".join(line),
+        band=" ".join(late + early[::-1]),
+        ticks=ticks,
+        steps=steps,
     )

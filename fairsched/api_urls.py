@@ -9,7 +9,7 @@ from charts.serializers import OrgDetailSerializer
 from charts.status_api import chart_status_view
 from feed.api import EventFeedView, WebhookEndpointViewSet
 from knobs.api import SchedulerConfigHistoryView, SchedulerConfigView
-from orgs.api import ApiTokenViewSet, ProviderPauseViewSet, ProviderViewSet
+from orgs.api import ApiTokenViewSet, ProviderPauseViewSet, ProviderViewSet, ViewerZoneView
 from orgs.org_api import OrgViewSet
 from orgs.workflow_api import WorkflowViewSet
 from scheduling.api import PlanPreviewView, RescueView
@@ -45,5 +45,6 @@ urlpatterns = [
     path("scheduler/plan-preview/", PlanPreviewView.as_view(), name="plan-preview"),
     path("scheduler/rescue/", RescueView.as_view(), name="scheduler-rescue"),
     path("events/", EventFeedView.as_view(), name="events"),
+    path("me/zone/", ViewerZoneView.as_view(), name="viewer-zone"),
     *router.urls,
 ]

@@ -129,6 +129,9 @@ MIDDLEWARE = [
 # past it, that pair or that address is locked out for the cool-off, with 429 and Retry-After.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
+    # Django's, loading the user's zone with the user (`orgs.access.AccountBackend`); Django's own stays
+    # listed for the sessions signed in through it before.
+    "orgs.access.AccountBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
 AXES_FAILURE_LIMIT = int(os.environ.get("FAIRSCHED_LOGIN_FAILURES", 5))
@@ -177,6 +180,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "scheduling.context_processors.freshness",
+                "orgs.context_processors.viewer_zone",
             ],
         },
     },

@@ -6,7 +6,6 @@ user who made it, and followed by a replan.
 
 from __future__ import annotations
 
-from datetime import UTC
 from typing import Any
 
 from django.contrib import admin
@@ -20,6 +19,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from common.actors import Actor
+from common.admin_times import admin_time
 from common.admin_utils import (
     EditedFieldsForm,
     ReasonActionForm,
@@ -108,8 +108,7 @@ class OrgChangeInline(admin.TabularInline[OrgChange, Org]):
     @admin.display(description="at")
     def when(self, change: OrgChange) -> str:
         """To the second, as a `<time>` the page's script shows in the viewer's zone (static/zone.js)."""
-        at = change.at.astimezone(UTC)
-        return format_html('<time datetime="{}">{} UTC</time>', at.isoformat(), at.strftime("%Y-%m-%d %H:%M:%S"))
+        return admin_time(change.at)
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import cast
+
+from django.contrib.auth.models import User
 from django.db.models import QuerySet
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema, inline_serializer
@@ -10,6 +13,7 @@ from rest_framework.decorators import action
 from rest_framework.permissions import BasePermission, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from common.api import CursorPagination, FairschedAPIView
 from common.errors import InvalidInput, NotFound
@@ -18,7 +22,14 @@ from common.strict import PageQuerySerializer
 from orgs import services
 from orgs.access import IsStaffScope, actor_of, api_token_grant, api_token_revoke, visible_org_ids
 from orgs.models import ApiToken, Org, Provider, ProviderPause
-from orgs.selectors import org_for_input, provider_get, provider_pauses, providers_visible, user_for_input
+from orgs.selectors import (
+    org_for_input,
+    provider_get,
+    provider_pauses,
+    providers_visible,
+    user_for_input,
+    viewer_zone,
+)
 from orgs.serializers import (
     ApiTokenIssuedSerializer,
     ApiTokenIssueSerializer,
@@ -29,6 +40,7 @@ from orgs.serializers import (
     ProviderResumeResultSerializer,
     ProviderResumeSerializer,
     ProviderSerializer,
+    ViewerZoneSerializer,
 )
 
 
@@ -177,3 +189,19 @@ class ApiTokenViewSet(FairschedAPIView, viewsets.GenericViewSet[ApiToken]):
         """Revoke the token: it stops working at once."""
         api_token_revoke(token_id=int(pk), actor=actor_of(request))
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class ViewerZoneView(FairschedAPIView, APIView):
+    """The zone the signed-in user reads times in on the portal, the dashboard and the admin (the
+    pages' zone picker sets it; every browser of the account shows it). Null: the browser's zone."""
+
+    @extend_schema(responses=ViewerZoneSerializer)
+    def get(self, request: Request) -> Response:
+        return Response({"zone": viewer_zone(user_id=request.user.pk)})
+
+    @extend_schema(request=ViewerZoneSerializer, responses=ViewerZoneSerializer)
+    def put(self, request: Request) -> Response:
+        body = ViewerZoneSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        user = cast(User, request.user)  # signed in (IsAuthenticated, the default permission)
+        return Response({"zone": services.viewer_zone_set(user=user, zone=body.validated_data["zone"])})

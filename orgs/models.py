@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
@@ -216,7 +218,7 @@ class ProviderPause(models.Model):
 
     def __str__(self) -> str:
         scope = self.org.slug if self.org is not None else "everyone"
-        return f"{self.provider} paused for {scope} until {self.until:%Y-%m-%d %H:%M:%S}"
+        return f"{self.provider} paused for {scope} until {self.until.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
 
 
 class OrgChange(models.Model):
@@ -275,3 +277,16 @@ class ApiToken(models.Model):
     def __str__(self) -> str:
         scope = "staff" if self.is_staff or self.org is None else self.org.slug
         return f"{self.prefix}… of {self.user} ({scope})"
+
+
+class ViewerZone(models.Model):
+    """The time zone a user reads times in, on the portal, the dashboard and the admin alike (the zone
+    picker sets it); a user without one reads them in the browser's zone."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="viewer_zone")
+    # An IANA zone name (`zoneinfo.available_timezones`), checked by `viewer_zone_set`.
+    zone = models.CharField(max_length=64)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.user}: {self.zone}"

@@ -17,7 +17,7 @@ from django.db.models import Prefetch, Q, QuerySet
 from common.errors import InvalidInput, NotFound
 from common.rows import instances_where
 from orgs.levers import Override, Target, targets_effective
-from orgs.models import Membership, Org, Provider, ProviderPause, Workflow, WorkflowCost, WorkflowTurnaround
+from orgs.models import Membership, Org, Provider, ProviderPause, ViewerZone, Workflow, WorkflowCost, WorkflowTurnaround
 
 OrgIds = Collection[int] | None
 
@@ -180,3 +180,10 @@ def org_contact(*, org_id: int) -> Contact | None:
         return None
     user = membership.user
     return Contact(name=user.get_full_name() or user.get_username(), email=user.email)
+
+
+def viewer_zone(*, user_id: int | None) -> str | None:
+    """The zone the user chose to read times in (`viewer_zone_set`), None for the browser's own."""
+    if user_id is None:
+        return None
+    return ViewerZone.objects.filter(user_id=user_id).values_list("zone", flat=True).first()

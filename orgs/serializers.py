@@ -30,7 +30,7 @@ from orgs.models import (
     WorkflowCost,
     WorkflowTurnaround,
 )
-from orgs.services import RUN_TIMEOUT, WORKFLOW_FIELDS
+from orgs.services import RUN_TIMEOUT, WORKFLOW_FIELDS, zone_names
 
 
 class OrgSerializer(serializers.ModelSerializer[Org]):
@@ -397,3 +397,14 @@ class ProviderPauseCreateSerializer(StrictSerializer):
 
 class ProviderPauseQuerySerializer(StrictQuerySerializer):
     active = serializers.BooleanField(required=False, default=True, help_text="Only pauses still in force.")
+
+
+class ViewerZoneSerializer(StrictSerializer):
+    """The zone the caller reads times in: an IANA zone name, or null for the browser's own."""
+
+    zone = serializers.ChoiceField(
+        choices=zone_names(),
+        allow_null=True,
+        allow_blank=True,
+        error_messages={"invalid_choice": "zone must be an IANA time zone name such as Europe/Berlin, got {input}"},
+    )

@@ -11,6 +11,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from functools import cache
+from zoneinfo import available_timezones
 
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -30,6 +32,7 @@ from orgs.models import (
     OrgChange,
     Provider,
     ProviderPause,
+    ViewerZone,
     Workflow,
     WorkflowCost,
     WorkflowTurnaround,
@@ -435,6 +438,31 @@ def membership_remove(*, membership: Membership, actor: Actor) -> None:
         current.delete()
         org_change_log(org, actor=actor, field="member", old=f"{current.user} ({current.role})", new=None, reason="")
         changed(kind="org", org_id=org.pk, replan=False)
+
+
+@cache
+def zone_names() -> list[str]:
+    """The IANA time zone names, sorted: the zones a user may read times in."""
+    return sorted(available_timezones())
+
+
+@cache
+def _zone_set() -> frozenset[str]:
+    return frozenset(zone_names())
+
+
+def viewer_zone_set(*, user: User, zone: str | None) -> str | None:
+    """The zone `user` reads times in, on every page and browser of theirs: an IANA zone name
+    ("Europe/Berlin"), or None (or "") for the browser's own. Answers the zone now kept."""
+    if not zone:
+        ViewerZone.objects.filter(user=user).delete()
+        return None
+    if zone not in _zone_set():
+        raise InvalidInput(
+            f"zone must be an IANA time zone name such as Europe/Berlin, got {zone[:64]!r}", field="zone"
+        )
+    ViewerZone.objects.update_or_create(user=user, defaults={"zone": zone})
+    return zone
 
 
 def provider_pause(

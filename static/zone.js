@@ -1,16 +1,18 @@
-// Times in the viewer's zone, with the zone named: the portal and the dashboard render times in UTC
-// (`<time datetime>`, the server's clock); this shows each one in the zone the viewer chose (a setting
-// kept in this browser, `fairsched.zone`), the browser's own zone by default, to the second.
+// Times in the viewer's zone, with the zone named: the portal, the dashboard and the admin render times in
+// UTC (`<time datetime>`, the server's clock); this shows each one in the zone the viewer chose (a setting
+// of the account, kept on the server: the page names it in `<meta name="fairsched-zone">`), the browser's
+// own zone when the account has none, to the second. Loaded in the page's head, before its body: until
+// the times are shown in that zone they are hidden (`zone-pending`, static/zone.css), so no UTC flashes.
 // Durations share one rule here too (`duration`): whole seconds first, so 539.6 s is "9m00s", never "8m60s".
 (function () {
   "use strict";
-  const KEY = "fairsched.zone";
   const browserZone = Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
+  const setting = document.querySelector('meta[name="fairsched-zone"]');
+  let accountZone = (setting && setting.content) || "";
+  document.documentElement.classList.add("zone-pending");
 
   function zone() {
-    let chosen = null;
-    try { chosen = localStorage.getItem(KEY); } catch (error) { chosen = null; }
-    return chosen || browserZone;
+    return accountZone || browserZone;
   }
 
   function parts(at, timeZone) {
@@ -77,10 +79,33 @@
     });
   }
 
-  function choose(value) {
+  // The picker's choice is the account's: kept on the server, so every browser of the user shows it.
+  async function choose(select, value) {
+    const status = document.getElementById("zone-status");
+    const say = (text) => { if (status) status.textContent = text; };
+    let response = null;
     try {
-      if (value) localStorage.setItem(KEY, value); else localStorage.removeItem(KEY);
-    } catch (error) { return; }
+      response = await fetch("/api/v1/me/zone/", {
+        method: "PUT",
+        credentials: "same-origin",
+        headers: { "Content-Type": "application/json", Accept: "application/json", "X-CSRFToken": setting ? setting.dataset.csrf : "" },
+        body: JSON.stringify({ zone: value || null }),
+      });
+    } catch (error) {
+      response = null;
+    }
+    if (!response || !response.ok) {
+      let why = "the server did not answer";
+      if (response) {
+        try { why = ((await response.json()).zone || [why])[0]; } catch (error) { why = "the server refused it"; }
+      }
+      select.value = accountZone;
+      say("The zone was not saved: " + why + ".");
+      return;
+    }
+    accountZone = (await response.json()).zone || "";
+    if (setting) setting.content = accountZone;
+    say(accountZone ? "Saved: times are in " + accountZone + " in every browser of yours." : "Saved: times are in your browser's zone.");
     apply(document);
   }
 
@@ -88,17 +113,16 @@
     const select = document.getElementById("zone-choice");
     if (select) {
       select.querySelector("option[value='']").textContent = "Your browser's (" + browserZone + ")";
-      let chosen = null;
-      try { chosen = localStorage.getItem(KEY); } catch (error) { chosen = null; }
-      if (chosen && !select.querySelector("option[value='" + chosen.replace(/'/g, "") + "']")) {
+      if (accountZone && !select.querySelector("option[value='" + accountZone.replace(/'/g, "") + "']")) {
         const option = document.createElement("option");
-        option.value = option.textContent = chosen;
+        option.value = option.textContent = accountZone;
         select.appendChild(option);
       }
-      select.value = chosen || "";
-      select.addEventListener("change", function () { choose(select.value); });
+      select.value = accountZone;
+      select.addEventListener("change", function () { choose(select, select.value); });
     }
     apply(document);
+    document.documentElement.classList.remove("zone-pending");
   }
 
   window.fairschedZone = { zone: zone, format: format, label: label, duration: duration, apply: apply };

@@ -1003,6 +1003,19 @@
     if (globalEnd) said.push(`all orgs clear ${full(globalEnd)}`);
     if (hidden) said.push(`and ${hidden} more orgs clearing sooner`);
     svg.setAttribute("aria-label", `Projected clear time per org: ${said.length ? said.join("; ") : "no backlog"}.`);
+    timelineTable(rows, globalEnd, hidden);
+  }
+
+  // The plot's numbers as a table (`#plot-timeline-numbers`, a <details> a keyboard opens), one row per
+  // org the plot draws, with the clear time of all orgs and the count of those it leaves out.
+  function timelineTable(rows, globalEnd, hidden) {
+    const body = $("#plot-timeline-rows");
+    if (!body) return;
+    const cell = (at) => (at ? `<time datetime="${new Date(at).toISOString()}">${esc(full(at))}</time>` : "");
+    const lines = rows.map((r) => `<tr><th scope="row">${esc(r.slug)}</th><td>${r.held ? "held" : r.end ? cell(r.end) : "no ETA"}</td><td>${cell(r.after)}</td></tr>`);
+    if (globalEnd) lines.push(`<tr><th scope="row">all orgs</th><td>${cell(globalEnd)}</td><td></td></tr>`);
+    if (hidden) lines.push(`<tr><td colspan="3">and ${hidden} more orgs clearing sooner (see the org table)</td></tr>`);
+    body.innerHTML = lines.length ? lines.join("") : `<tr><td colspan="3">no backlog</td></tr>`;
   }
 
   function linePlot(svg, title, series) {

@@ -3,7 +3,8 @@
 // events costs one request). Reconnects with backoff; no third-party code.
 //
 // The part is swapped without losing what the user is doing: while focus is in one of its fields the
-// swap waits until focus leaves, and what was typed into its fields is carried over to the new part.
+// swap waits until focus leaves, and what was typed into its fields is carried over to the new part, as
+// are the open tables (a `<details id>`, the drain plot's numbers) and the focus on one of them.
 // A part whose plan is older than its `data-stale-after` seconds says so (`.stale`), and its relative
 // times stop ticking (static/portal/times.js reads `data-stale` on #live).
 (function () {
@@ -35,8 +36,18 @@
     live.querySelectorAll("input[id], textarea[id], select[id]").forEach(function (field) {
       if (field.type !== "hidden" && field.value) typed[field.id] = field.value;
     });
+    const opened = [...live.querySelectorAll("details[id][open]")].map(function (details) { return details.id; });
+    const focused = document.activeElement && live.contains(document.activeElement) ? document.activeElement.closest("details[id]") : null;
     live.innerHTML = html;
     if (window.fairschedZone) window.fairschedZone.apply(live);
+    opened.forEach(function (id) {
+      const details = document.getElementById(id);
+      if (details && live.contains(details)) details.open = true;
+    });
+    if (focused) {
+      const again = document.getElementById(focused.id);
+      if (again && live.contains(again)) again.querySelector("summary").focus();
+    }
     Object.keys(typed).forEach(function (id) {
       const field = document.getElementById(id);
       if (field && live.contains(field)) field.value = typed[id];

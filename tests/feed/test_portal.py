@@ -3,6 +3,7 @@ disabled endpoint; a member who is not admin is refused; another org's endpoint 
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -104,3 +105,13 @@ def test_the_org_is_told_of_an_endpoint_disabled_after_failing(tenants: Tenants,
     bob = Client()
     bob.force_login(tenants.member_b)
     assert "was disabled" not in bob.get("/portal/beta/").content.decode()
+
+
+def test_the_webhook_pages_times_are_times_to_the_second(tenants: Tenants, admin_a: Client) -> None:
+    at = datetime(2026, 3, 1, 23, 59, 58, tzinfo=UTC)
+    endpoint_of(tenants.org_a, active=False, failing_since=at, disabled_at=at, disabled_reason="failing")
+    endpoint_of(tenants.org_a, failing_since=at)
+    page = admin_a.get("/portal/acme/webhooks/").content.decode()
+    shown = '<time datetime="2026-03-01T23:59:58+00:00">2026-03-01 23:59:58 UTC</time>'
+    assert f"is disabled since {shown}" in page
+    assert f"failing since {shown}" in page

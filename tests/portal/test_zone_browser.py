@@ -1,6 +1,7 @@
 """Times in the viewer's zone with the zone named, in real headless Chromium against daphne: the portal
 and the dashboard show a Tokyo browser its own clock (to the second, the zone's name beside), a chosen
-zone replaces the browser's and is kept, and durations are split after rounding ("1m00s", never "0m60s"
+zone replaces the browser's and is kept (the account's, in every browser of it:
+tests/test_zone_account_browser.py), and durations are split after rounding ("1m00s", never "0m60s"
 nor "8m60s")."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.browser import Violations
 from tests.conftest import Tenants
@@ -48,11 +50,11 @@ def test_the_portal_shows_the_viewers_zone_and_keeps_a_chosen_one(
     page.screenshot(path="/tmp/f_zone_tokyo.png", full_page=True)
 
     page.select_option("#zone-choice", "Europe/Berlin")
-    assert submitted.inner_text() == "2026-03-02 00:59:58 CET"
+    expect(submitted).to_have_text("2026-03-02 00:59:58 CET")
     page.reload()
     assert page.locator("dt:text-is('Submitted') + dd time").inner_text() == "2026-03-02 00:59:58 CET"
     page.select_option("#zone-choice", "")
-    assert page.locator("dt:text-is('Submitted') + dd time").inner_text() == "2026-03-02 08:59:58 GMT+9"
+    expect(page.locator("dt:text-is('Submitted') + dd time")).to_have_text("2026-03-02 08:59:58 GMT+9")
     assert not violations.seen, violations.seen
 
 
