@@ -46,6 +46,7 @@ from .io import ScenarioError, parse_scenario, plan_to_json
 from .model import (
     Aging,
     Arrival,
+    ChartId,
     History,
     OrgPolicy,
     PastSubmission,
@@ -63,6 +64,7 @@ from .replay import load_compiled_replay
 __all__ = [
     "Aging",
     "Arrival",
+    "ChartId",
     "History",
     "OrgPolicy",
     "PastSubmission",

@@ -24,6 +24,7 @@ from .forecast import (
 )
 from .model import (
     Arrival,
+    ChartId,
     ChartIds,
     ChartOrder,
     History,
@@ -103,7 +104,7 @@ class _PlanQueue:
 
     columns: QueueColumns
     real_count: int
-    real_ids: list[str]
+    real_ids: Sequence[ChartId] | NDArray[np.int64]
     arrivals: list[Arrival]
     expected_spread: NDArray[np.float64]
     foreseen: Forecast | None
@@ -140,7 +141,7 @@ def _queue(scenario: Scenario) -> _PlanQueue:
     """Step 1: the real queue, then the charts the `arrivals` (given, or foreseen from the
     `history`) are expected to add."""
     queue = QueueColumns.of(scenario.queued)
-    real_count, real_ids = len(queue), queue.id
+    real_count, real_ids = len(queue), queue.given("id")
     expected_spread = np.zeros(0)
     arrivals = list(scenario.arrivals)
     foreseen: Forecast | None = None
@@ -152,9 +153,19 @@ def _queue(scenario: Scenario) -> _PlanQueue:
         )  # fmt: skip
         arrivals += foreseen.arrivals
     if arrivals:
-        expected, expected_spread = expected_charts(arrivals, now=scenario.now, queued=real_count)
+        expected, expected_spread = expected_charts(
+            arrivals, now=scenario.now, queued=real_count, first_key=_first_key_after(real_ids, scenario.running)
+        )
         queue = queue.joined(expected)
     return _PlanQueue(queue, real_count, real_ids, arrivals, expected_spread, foreseen)
+
+
+def _first_key_after(ids: Sequence[ChartId] | NDArray[np.int64], running: Sequence[RunningChart]) -> int | None:
+    """An integer key above every chart's when the charts have integer keys, else None."""
+    keys = [chart.id for chart in running]
+    keys += [int(ids.max())] if isinstance(ids, np.ndarray) and len(ids) else ids
+    integers = [key for key in keys if type(key) is int]
+    return max(integers) + 1 if integers and len(integers) == len(keys) else None
 
 
 def _columns(
@@ -382,12 +393,15 @@ class _Layout:
     real: NDArray[np.bool_] | None
     real_place: Indices | None
 
-    def ids(self, queued_id: list[str], queued: Indices, running_id: list[str]) -> ChartIds:
+    def ids(
+        self, queued_id: Sequence[ChartId] | NDArray[np.int64], queued: Indices, running_id: list[ChartId]
+    ) -> ChartIds:
         """The plan's ids, listed on first use: the queued charts' (`queued_id` of each of `queued`,
         the layout's queued charts), then the running ones'."""
 
-        def listed() -> list[str]:
-            ids: list[str] = np.fromiter(iter(queued_id), dtype=object, count=len(queued_id))[queued].tolist()
+        def listed() -> list[ChartId]:
+            given = queued_id if isinstance(queued_id, np.ndarray) else np.array(queued_id, dtype=object)
+            ids: list[ChartId] = given[queued].tolist()
             ids += running_id
             return ids
 
@@ -435,16 +449,20 @@ class _Layout:
         return LazyChartValues(ids, listed)
 
 
+# Why each chart waits (step 5): reason, until and head of line, in the plan's layout.
+_WaitingLists = tuple[list[str | None], list[float | None], list[ChartId | None]]
+
+
 class _LazyWaitingColumns:
     """Step 5's columns, worked out once on first use (`load`): reason, until and head of line."""
 
     __slots__ = ("_columns", "_load")
 
-    def __init__(self, load: Callable[[], tuple[list[str | None], list[float | None], list[str | None]]]) -> None:
-        self._load: Callable[[], tuple[list[str | None], list[float | None], list[str | None]]] | None = load
-        self._columns: tuple[list[str | None], list[float | None], list[str | None]] | None = None
+    def __init__(self, load: Callable[[], _WaitingLists]) -> None:
+        self._load: Callable[[], _WaitingLists] | None = load
+        self._columns: _WaitingLists | None = None
 
-    def columns(self) -> tuple[list[str | None], list[float | None], list[str | None]]:
+    def columns(self) -> _WaitingLists:
         if self._columns is None:
             assert self._load is not None
             with cyclic_gc_paused():  # as in `plan`: millions of small objects, no cycles
@@ -493,9 +511,7 @@ class _WaitingInput:
         )  # fmt: skip
 
 
-def _waiting(
-    given: _WaitingInput, chart_id: list[str], left_out: Indices
-) -> tuple[list[str | None], list[float | None], list[str | None]]:
+def _waiting(given: _WaitingInput, chart_id: Sequence[ChartId] | NDArray[np.int64], left_out: Indices) -> _WaitingLists:
     """Step 5: each chart's reason, until and head of line, laid out as the plan's ids (the real
     charts of the order, then the ones left out, then the running ones).
 
@@ -513,7 +529,7 @@ def _waiting(
     )  # fmt: skip
     code, until, behind_head = waiting.code, waiting.until, waiting.behind_head
     head = int(order[waiting.head]) if waiting.head >= 0 else real_count
-    head_id = chart_id[head] if head < real_count else None  # an expected chart has no id to name
+    head_id = _plain_id(chart_id[head]) if head < real_count else None  # an expected chart has no id to name
     real = order < real_count
     if not real.all():
         code, until, behind_head = code[real], until[real], behind_head[real]
@@ -527,6 +543,11 @@ def _waiting(
         [*times_list(until), *not_planned, *not_running],
         [*head_of_line.tolist(), *not_planned, *not_running],
     )
+
+
+def _plain_id(chart_id: ChartId | np.int64) -> ChartId:
+    """A chart id as a str or an int (an int64 read from an array of keys is made an int)."""
+    return int(chart_id) if isinstance(chart_id, np.integer) else chart_id
 
 
 def _backlog(queue: QueueArrays, running: Sequence[RunningChart], now: float, budget: int) -> float:
