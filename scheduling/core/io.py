@@ -258,8 +258,10 @@ def _queue_by_columns(charts: list[Any], spread: dict[ChartId, float]) -> QueueC
     a number >= 0 below 2**53), else None (and `spread` untouched)."""
     if not _all_of(charts, dict):
         return None
-    columns = {name: list(map(dict.get, charts, repeat(name), repeat(QUEUED_DEFAULTS[name]))) for name in QUEUED_FIELDS}
-    spreads = list(map(dict.get, charts, repeat("spread")))
+    columns: dict[str, list[Any]] = {
+        name: list(map(dict.get, charts, repeat(name), repeat(QUEUED_DEFAULTS[name]))) for name in QUEUED_FIELDS
+    }
+    spreads: list[Any] = list(map(dict.get, charts, repeat("spread")))
     if not (
         all(_plainly_good(columns[name], column) for name, column in QUEUED_COLUMNS.items())
         and _plain_numbers(given := _given(spreads))
