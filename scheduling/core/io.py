@@ -35,9 +35,12 @@ from .model import (
     QueueColumns,
     RunningChart,
     Scenario,
+    record_columns,
+    record_defaults,
 )
 
 MAX_EXACT_INTEGER = 2**53
+RUNNING_COLUMNS, RUNNING_DEFAULTS = record_columns(RunningChart), record_defaults(RunningChart)
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_-]+")
 _MISSING: Any = object()
 
@@ -325,13 +328,14 @@ def _queue_by_chart(charts: list[Any], spread: dict[ChartId, float]) -> QueueCol
     for index, chart in enumerate(charts):
         where, fields = _chart("queued", index, chart)
         for name, column in QUEUED_COLUMNS.items():
-            columns[name].append(_chart_value(fields, name, column, where))
+            columns[name].append(_chart_value(fields, name, column, QUEUED_DEFAULTS[name], where))
         _chart_spread(fields, where, spread)
     return QueueColumns(**columns)
 
 
-def _chart_value(chart: dict[str, Any], name: str, column: Column, where: _ChartPlace) -> Any:
-    """The field `name` of a chart, checked by its column's rule (the id and org by `_chart`)."""
+def _chart_value(chart: dict[str, Any], name: str, column: Column, default: Any, where: _ChartPlace) -> Any:
+    """The field `name` of a chart (else `default`), checked by its column's rule (the id and org
+    by `_chart`)."""
     rule = column.rule
     if rule in ("key", "name"):
         return chart[name]
@@ -342,7 +346,7 @@ def _chart_value(chart: dict[str, Any], name: str, column: Column, where: _Chart
     if rule in ("number", "duration"):
         return _chart_number(chart, name, where, positive=rule == "duration")
     minimum = 1 if rule == "units" else None
-    return _chart_integer(chart, name, where, default=QUEUED_DEFAULTS[name], minimum=minimum)
+    return _chart_integer(chart, name, where, default=default, minimum=minimum)
 
 
 def _running(charts: object, spread: dict[ChartId, float]) -> list[RunningChart]:
@@ -351,17 +355,11 @@ def _running(charts: object, spread: dict[ChartId, float]) -> list[RunningChart]
     running = []
     for index, chart in enumerate(charts):
         where, fields = _chart("running", index, chart)
-        running.append(
-            RunningChart(
-                id=fields["id"],
-                org=fields["org"],
-                started=_chart_number(fields, "started", where),
-                avg=_chart_number(fields, "avg", where, positive=True),
-                cost=_chart_integer(fields, "cost", where, default=1, minimum=1),
-                retry=_chart_flag(fields, "retry", where),
-                due=None if fields.get("due") is None else _chart_number(fields, "due", where),
-            )
-        )
+        values = {
+            name: _chart_value(fields, name, column, RUNNING_DEFAULTS[name], where)
+            for name, column in RUNNING_COLUMNS.items()
+        }
+        running.append(RunningChart(**values))
         _chart_spread(fields, where, spread)
     return running
 
@@ -475,20 +473,9 @@ def _integer_rule(value: object, minimum: int | None) -> str:
 
 
 def _check_unique_ids(queue: QueueColumns, running: list[RunningChart]) -> None:
-    ids = [*queue.id, *(chart.id for chart in running)]
-    if len(set(ids)) == len(ids):
-        return
-    first_place: dict[str, str] = {}
-    for index, chart_id in enumerate(ids):
-        section, position = (
-            ("queued", index)
-            if index < len(queue)
-            else (
-                "running",
-                index - len(queue),
-            )
-        )
-        place = f"{section}[{position}]"
+    places = [*(f"queued[{index}]" for index in range(len(queue))), *(f"running[{i}]" for i in range(len(running)))]
+    first_place: dict[ChartId, str] = {}
+    for place, chart_id in zip(places, [*queue.id, *(chart.id for chart in running)], strict=True):
         if chart_id in first_place:
             raise ScenarioError(f"{place} (id {json.dumps(chart_id)}): duplicate id, also {first_place[chart_id]}")
         first_place[chart_id] = place

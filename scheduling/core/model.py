@@ -87,15 +87,15 @@ class QueuedChart:
 
 @dataclass(frozen=True, slots=True)
 class RunningChart:
-    """A chart in flight since `started`."""
+    """A chart in flight since `started` (its fields' `Column`s as `QueuedChart`'s)."""
 
-    id: ChartId
-    org: str
-    started: float
-    avg: float
-    cost: int = 1
-    retry: bool = False
-    due: float | None = None  # when its turnaround promise falls due (None: no promise)
+    id: Annotated[ChartId, Column("key")]
+    org: Annotated[str, Column("name")]
+    started: Annotated[float, Column("number")]
+    avg: Annotated[float, Column("duration")]
+    cost: Annotated[int, Column("units")] = 1
+    retry: Annotated[bool, Column("flag")] = False
+    due: Annotated[float | None, Column("number", optional=True)] = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,16 +256,26 @@ Value = TypeVar("Value")
 
 
 class ChartValues(Mapping[ChartId, Value], Generic[Value]):
-    """A read-only value per chart id (the values aligned with the ids)."""
+    """A read-only value per chart id (the values aligned with the ids), or worked out by `load`
+    on first use."""
 
-    __slots__ = ("_ids", "_times")
+    __slots__ = ("_ids", "_load", "_times")
 
-    def __init__(self, ids: ChartIds, times: Sequence[Value]) -> None:
+    def __init__(
+        self, ids: ChartIds, times: Sequence[Value] = (), *, load: Callable[[], Sequence[Value]] | None = None
+    ) -> None:
         self._ids = ids
         self._times = times
+        self._load = load
+
+    def column(self) -> Sequence[Value]:
+        """The values alone, in the order of the ids (as `as_dict` and iteration give them)."""
+        if self._load is not None:
+            self._times, self._load = self._load(), None
+        return self._times
 
     def __getitem__(self, chart_id: ChartId) -> Value:
-        return self._times[self._ids.slot()[chart_id]]
+        return self.column()[self._ids.slot()[chart_id]]
 
     def __iter__(self) -> Iterator[ChartId]:
         return iter(self._ids.ids)
@@ -275,35 +285,7 @@ class ChartValues(Mapping[ChartId, Value], Generic[Value]):
 
     def as_dict(self) -> dict[ChartId, Value]:
         """The same values as a plain dict."""
-        return dict(zip(self._ids.ids, self._times, strict=True))
-
-    def column(self) -> Sequence[Value]:
-        """The values alone, in the order of the ids (as `as_dict` and iteration give them)."""
-        return self._times
-
-
-class LazyChartValues(ChartValues[Value]):
-    """A read-only value per chart id, the values worked out by `load` on first use."""
-
-    __slots__ = ("_load",)
-
-    def __init__(self, ids: ChartIds, load: Callable[[], Sequence[Value]]) -> None:
-        super().__init__(ids, ())
-        self._load: Callable[[], Sequence[Value]] | None = load
-
-    def _loaded(self) -> Sequence[Value]:
-        if self._load is not None:
-            self._times, self._load = self._load(), None
-        return self._times
-
-    def __getitem__(self, chart_id: ChartId) -> Value:
-        return self._loaded()[self._ids.slot()[chart_id]]
-
-    def as_dict(self) -> dict[ChartId, Value]:
-        return dict(zip(self._ids.ids, self._loaded(), strict=True))
-
-    def column(self) -> Sequence[Value]:
-        return self._loaded()
+        return dict(zip(self._ids.ids, self.column(), strict=True))
 
 
 @dataclass(frozen=True, slots=True)
@@ -369,13 +351,19 @@ class Plan:
     due_times: bool = field(default=False, compare=False)
 
 
-# Every field of the record and its `Column`, in the record's order.
-QUEUED_COLUMNS: dict[str, Column] = {
-    name: hint.__metadata__[0] for name, hint in get_type_hints(QueuedChart, include_extras=True).items()
-}
+def record_columns(record: type) -> dict[str, Column]:
+    """Every field of a chart record (`QueuedChart`, `RunningChart`) and its `Column`, in order."""
+    return {name: hint.__metadata__[0] for name, hint in get_type_hints(record, include_extras=True).items()}
+
+
+def record_defaults(record: type) -> dict[str, Any]:
+    """Each field's default (`dataclasses.MISSING` for a required one)."""
+    return {record_field.name: record_field.default for record_field in fields(record)}
+
+
+QUEUED_COLUMNS = record_columns(QueuedChart)
 QUEUED_FIELDS = tuple(QUEUED_COLUMNS)
-# Each field's default (`dataclasses.MISSING` for a required one).
-QUEUED_DEFAULTS: dict[str, Any] = {queued_field.name: queued_field.default for queued_field in fields(QueuedChart)}
+QUEUED_DEFAULTS = record_defaults(QueuedChart)
 
 # A column of `QueueColumns` as given: a list, or (but `org`) a numpy array.
 QueueColumn = list[Any] | NDArray[Any]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -27,8 +28,8 @@ from .model import (
     ChartId,
     ChartIds,
     ChartOrder,
+    ChartValues,
     History,
-    LazyChartValues,
     Plan,
     PlanArrays,
     QueueArrays,
@@ -356,10 +357,10 @@ def _real_plan(
         eta_high=eta_high,
         org_clear_low=org_clear_low,
         org_clear_high=org_clear_high,
-        reason=LazyChartValues(chart_ids, lambda: waiting.columns()[0]),
-        waiting_until=LazyChartValues(chart_ids, lambda: waiting.columns()[1]),
-        head_of_line=LazyChartValues(chart_ids, lambda: waiting.columns()[2]),
-        late_chance=LazyChartValues(chart_ids, lambda: times_list(chance_time)),
+        reason=ChartValues(chart_ids, load=lambda: waiting.columns[0]),
+        waiting_until=ChartValues(chart_ids, load=lambda: waiting.columns[1]),
+        head_of_line=ChartValues(chart_ids, load=lambda: waiting.columns[2]),
+        late_chance=ChartValues(chart_ids, load=lambda: times_list(chance_time)),
         arrays=PlanArrays(
             queued=laid_queued,
             start=laid.times(start_time, None, running_started)[0],
@@ -432,7 +433,7 @@ class _Layout:
         ids: ChartIds,
         values: Sequence[float | None] | NDArray[np.float64],
         running: Sequence[float | None],
-    ) -> LazyChartValues[float | None]:
+    ) -> ChartValues[float | None]:
         """A time per chart of the layout, listed on first read: the replay's own values (or the
         floats of an array of the real charts, None for nan), None for a chart left out, a running
         chart's own."""
@@ -446,7 +447,7 @@ class _Layout:
                 times = values if real is None else list(compress(values, real.tolist()))
             return [*times, *([None] * self.left_out), *running]
 
-        return LazyChartValues(ids, listed)
+        return ChartValues(ids, load=listed)
 
 
 # Why each chart waits (step 5): reason, until and head of line, in the plan's layout.
@@ -456,18 +457,13 @@ _WaitingLists = tuple[list[str | None], list[float | None], list[ChartId | None]
 class _LazyWaitingColumns:
     """Step 5's columns, worked out once on first use (`load`): reason, until and head of line."""
 
-    __slots__ = ("_columns", "_load")
-
     def __init__(self, load: Callable[[], _WaitingLists]) -> None:
-        self._load: Callable[[], _WaitingLists] | None = load
-        self._columns: _WaitingLists | None = None
+        self._load = load
 
+    @functools.cached_property
     def columns(self) -> _WaitingLists:
-        if self._columns is None:
-            assert self._load is not None
-            with cyclic_gc_paused():  # as in `plan`: millions of small objects, no cycles
-                self._columns, self._load = self._load(), None
-        return self._columns
+        with cyclic_gc_paused():  # as in `plan`: millions of small objects, no cycles
+            return self._load()
 
 
 @dataclass(frozen=True, slots=True)
