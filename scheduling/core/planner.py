@@ -6,7 +6,7 @@ import functools
 import gc
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import chain, compress
 
 import numpy as np
@@ -468,28 +468,15 @@ class _LazyWaitingColumns:
 
 @dataclass(frozen=True, slots=True)
 class _WaitingInput:
-    """What step 5 reads, kept until it runs: arrays and small lists only, so that a plan held
-    unread keeps no list of the queue's size alive but its own (and the cyclic collector, which
-    walks every list, has little to walk)."""
+    """What step 5 reads, kept until it runs: the replay's columns without their lists of the
+    queue's size (`avg`, `pending`), so that a plan held unread keeps no such list alive but its own
+    (and the cyclic collector, which walks every list, has little to walk); the starts, the count of
+    real charts and each org's weight."""
 
-    now: float
-    budget: int
-    retry_budget: int | None
-    real_count: int
+    columns: _Columns
     start_time: NDArray[np.float64]
-    order: Indices
-    org: Indices
-    units: NDArray[np.int64]
-    caps: list[int | None]
-    later: Indices
-    later_at: NDArray[np.float64]
-    retry: NDArray[np.bool_] | None
-    queued_org: Indices
+    real_count: int
     weights: NDArray[np.int64]
-    running_finish: list[float]
-    running_org: list[int]
-    running_units: list[int]
-    running_retry: list[bool]
 
     @classmethod
     def of(
@@ -497,14 +484,8 @@ class _WaitingInput:
     ) -> _WaitingInput:
         weights = [scenario.orgs.get(name, DEFAULT_POLICY).weight for name in columns.org_names]
         return cls(
-            now=scenario.now, budget=scenario.budget, retry_budget=scenario.retry_budget,
-            real_count=queue.real_count, start_time=start_time, order=columns.order, org=columns.org,
-            units=columns.units, caps=columns.caps, later=columns.later, later_at=columns.later_at,
-            retry=columns.retry, queued_org=columns.chart_org[: queue.real_count],
-            weights=np.array(weights, dtype=np.int64), running_finish=columns.running_finish,
-            running_org=columns.running_org, running_units=columns.running_units,
-            running_retry=[chart.retry for chart in scenario.running],
-        )  # fmt: skip
+            replace(columns, avg=[], pending=[]), start_time, queue.real_count, np.array(weights, dtype=np.int64)
+        )
 
 
 def _waiting(given: _WaitingInput, chart_id: Sequence[ChartId] | NDArray[np.int64], left_out: Indices) -> _WaitingLists:
@@ -516,12 +497,13 @@ def _waiting(given: _WaitingInput, chart_id: Sequence[ChartId] | NDArray[np.int6
     2. A chart left out of the order: `org_held` when its org's weight is 0, else `chart_paused`.
     3. A running chart has none.
     """
-    real_count, order = given.real_count, given.order
+    real_count, columns = given.real_count, given.columns
+    order = columns.order
     waiting = waiting_reasons(
-        now=given.now, budget=given.budget, start=given.start_time, org=given.org, units=given.units,
-        caps=given.caps, later=given.later, later_at=given.later_at, retry=given.retry,
-        retry_budget=given.retry_budget, running_finish=given.running_finish, running_org=given.running_org,
-        running_units=given.running_units, running_retry=given.running_retry,
+        now=columns.now, budget=columns.budget, start=given.start_time, org=columns.org, units=columns.units,
+        caps=columns.caps, later=columns.later, later_at=columns.later_at, retry=columns.retry,
+        retry_budget=columns.retry_budget, running_finish=columns.running_finish, running_org=columns.running_org,
+        running_units=columns.running_units, running_retry=columns.running_retry,
     )  # fmt: skip
     code, until, behind_head = waiting.code, waiting.until, waiting.behind_head
     head = int(order[waiting.head]) if waiting.head >= 0 else real_count
@@ -531,9 +513,9 @@ def _waiting(given: _WaitingInput, chart_id: Sequence[ChartId] | NDArray[np.int6
         code, until, behind_head = code[real], until[real], behind_head[real]
     head_of_line = np.full(len(code), None, dtype=object)
     head_of_line[behind_head] = head_id
-    held = given.weights[given.queued_org[left_out]] == 0
+    held = given.weights[columns.chart_org[left_out]] == 0
     not_planned = [None] * len(left_out)
-    not_running = [None] * len(given.running_finish)
+    not_running = [None] * len(columns.running_finish)
     return (
         [*reason_names(code), *left_out_reasons(held), *not_running],
         [*times_list(until), *not_planned, *not_running],
