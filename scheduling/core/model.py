@@ -6,6 +6,8 @@ values; `scheduling.core.io.parse_scenario` is where untrusted input is checked.
 
 from __future__ import annotations
 
+import functools
+from collections import UserList
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from operator import attrgetter
@@ -175,23 +177,19 @@ class Scenario:
 
 
 class ChartIds:
-    """The ids of a plan's charts, listed on first use (`load`, if given instead of the ids) and
-    indexed on the first lookup by id.
+    """The ids of a plan's charts, listed by `load` on first use and indexed on the first lookup by id.
 
     A plan's values share one list of ids and one index; a caller that only iterates (the plan
     command writing JSON) never pays for the index, and one that reads only counts and columns
-    (the replan, which writes the plan by the snapshot's own ids) never pays for the list: a
-    million strings gathered in the fair order, a cache miss each.
+    (the replan, which writes the plan by the snapshot's own ids) never pays for the list.
     """
 
     __slots__ = ("_ids", "_load", "_slot", "count")
 
-    def __init__(
-        self, ids: Sequence[ChartId] = (), *, load: Callable[[], Sequence[ChartId]] | None = None, count: int = 0
-    ):
-        self._ids = ids
-        self._load = load
-        self.count = count if load is not None else len(ids)
+    def __init__(self, load: Callable[[], Sequence[ChartId]], count: int):
+        self._load: Callable[[], Sequence[ChartId]] | None = load
+        self._ids: Sequence[ChartId] = ()
+        self.count = count
         self._slot: dict[ChartId, int] | None = None
 
     @property
@@ -208,48 +206,24 @@ class ChartIds:
         return self._slot
 
 
-class ChartOrder(Sequence[ChartId]):
+class ChartOrder(UserList[ChartId]):
     """The ids of the charts of a plan's order: the first `count` of its `ChartIds`, which list
-    them first, read from them (and so listed only when first read)."""
-
-    __slots__ = ("_count", "_ids", "_listed")
+    them first, read from them (and so listed only when first read). Equal to a list of them."""
 
     def __init__(self, ids: ChartIds, count: int) -> None:
         self._ids = ids
         self._count = count
-        self._listed: Sequence[ChartId] | None = None
 
-    def _list(self) -> Sequence[ChartId]:
-        if self._listed is None:
-            ids = self._ids.ids
-            self._listed = ids if len(ids) == self._count else ids[: self._count]
-        return self._listed
+    @functools.cached_property
+    def data(self) -> list[ChartId]:  # type: ignore[override]
+        ids = list(self._ids.ids)
+        return ids if len(ids) == self._count else ids[: self._count]
 
     def __len__(self) -> int:
         return self._count
 
-    @overload
-    def __getitem__(self, index: int) -> ChartId: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[ChartId]: ...
-
-    def __getitem__(self, index: int | slice) -> ChartId | Sequence[ChartId]:
-        return self._list()[index]
-
-    def __iter__(self) -> Iterator[ChartId]:
-        return iter(self._list())
-
-    def __eq__(self, other: object) -> bool:
-        """Equal to any sequence of the same ids (a list among them)."""
-        if not isinstance(other, Sequence) or isinstance(other, str):
-            return NotImplemented
-        return len(other) == self._count and list(self._list()) == list(other)
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return repr(list(self._list()))
+    def __getitem__(self, index: Any) -> Any:  # a slice too: a list (not another ChartOrder)
+        return self.data[index]
 
 
 Value = TypeVar("Value")

@@ -406,7 +406,7 @@ class _Layout:
             ids += running_id
             return ids
 
-        return ChartIds(load=listed, count=len(queued) + len(running_id))
+        return ChartIds(listed, len(queued) + len(running_id))
 
     def times(
         self, planned: NDArray[np.float64], values: Sequence[float | None] | None, running: Sequence[float | None]
