@@ -164,7 +164,10 @@ def _queue(scenario: Scenario) -> _PlanQueue:
 def _first_key_after(ids: Sequence[ChartId] | NDArray[np.int64], running: Sequence[RunningChart]) -> int | None:
     """An integer key above every chart's when the charts have integer keys, else None."""
     keys = [chart.id for chart in running]
-    keys += [int(ids.max())] if isinstance(ids, np.ndarray) and len(ids) else ids
+    if isinstance(ids, np.ndarray):
+        keys += [int(ids.max())] if len(ids) else []
+    else:
+        keys += ids
     integers = [key for key in keys if type(key) is int]
     return max(integers) + 1 if integers and len(integers) == len(keys) else None
 

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduling.core import (
+    Arrival,
     OrgPolicy,
     Plan,
     QueueColumns,
@@ -184,6 +185,18 @@ def test_integer_keys_plan_as_the_string_ids_they_sort_as(scenario: Scenario) ->
             assert dict(getattr(result, name)) == {key[i]: v for i, v in dict(getattr(expected, name)).items()}, name
         heads = dict(expected.head_of_line)
         assert dict(result.head_of_line) == {key[i]: None if h is None else key[h] for i, h in heads.items()}
+
+
+def test_the_expected_charts_key_after_integer_keys_even_with_nothing_queued() -> None:
+    """Expected charts take integer keys above every real chart's, also when the queue (an empty
+    id array, as a snapshot of an empty queue gives) has none and only running charts have keys."""
+    running = [RunningChart(id=41, org="a", started=0, avg=10.0), RunningChart(id=7, org="b", started=0, avg=5.0)]
+    empty = QueueColumns(id=np.zeros(0, dtype=np.int64), org=[], created=np.zeros(0), avg=np.zeros(0))
+    arrivals = [Arrival(org="a", rate=1.0, until=20.0, avg=3.0)]
+    for queued in (empty, []):
+        result = plan(Scenario(now=1.0, budget=1, queued=queued, running=running, arrivals=arrivals))
+        assert dict(result.eta) == {41: 10.0, 7: 5.0}
+        assert list(result.order) == []
 
 
 @settings(EXAMPLES, max_examples=15)
