@@ -322,6 +322,9 @@ docstrings):
 # alone wall 3.15 s, CPU 0.39 s (backends 0.80); persist alone wall 4.80 s, CPU 0.21 s (backend 1.20);
 # the whole bench 16.1 s user + 6.8 s system, peak RSS 1.08 GB. Walls at that load are 2-3x a quiet
 # machine's; the CPU figures are the comparison: the persist's own CPU halved, the load's unchanged.
+# Again at 14:58-15:01, load average 2.7 at the start, 7.5-8.6 during: pass 10.19 s best of 18.89 /
+# 13.11 / 10.19; load alone CPU 0.42 s (backends 0.79), persist alone CPU 0.23 s (backend 1.46); peak
+# RSS 1.08 GB. The 5 s target is not shown on this shared machine; no quiet window to measure it in.
 
 from __future__ import annotations
 
