@@ -310,6 +310,21 @@ docstrings):
 #   2.59); load alone 2.01 s wall, persist alone 2.93 s. The session's base 5d639fd, right after on
 #   the same machine: 5.97 s best of 6.76 / 5.97 / 6.69 (load 1.83, plan 1.93, persist 2.21); load
 #   alone 1.81 s, persist alone 2.44 s. Both over the 5 s target; medians 6.91 against 6.69 s.
+#
+# Issue 27, the chart ids as integers (branch `record`, 2026-12-03), `--sizes 1000000`: the core takes
+# the snapshot's id array itself (no 19-digit keys formatted in the load, none read back in the
+# persist's alignment check or for the heads of line). In isolation at 1M those two were 0.09-0.10 s
+# and 0.04-0.07 s of CPU. Main (982c9fd) at 14:03-14:05, load average 1.3-3.1: pass 4.35 s best of
+# 5.07 / 4.35 / 4.62 (load 1.09, core plan 1.42, persist 1.84); load alone wall 1.13 s, CPU 0.38 s
+# (backends 0.70); persist alone wall 2.37 s, CPU 0.39 s (backend 1.27); the whole bench 19.3 s user
+# + 9.8 s system, peak RSS 1.28 GB. The branch at 14:51-14:54, load average 9.0-12.2 (other sessions'
+# suites): pass 7.54 s best of 7.54 / 8.46 / 11.41 (load 1.92, core plan 3.17, persist 2.44); load
+# alone wall 3.15 s, CPU 0.39 s (backends 0.80); persist alone wall 4.80 s, CPU 0.21 s (backend 1.20);
+# the whole bench 16.1 s user + 6.8 s system, peak RSS 1.08 GB. Walls at that load are 2-3x a quiet
+# machine's; the CPU figures are the comparison: the persist's own CPU halved, the load's unchanged.
+# Again at 14:58-15:01, load average 2.7 at the start, 7.5-8.6 during: pass 10.19 s best of 18.89 /
+# 13.11 / 10.19; load alone CPU 0.42 s (backends 0.79), persist alone CPU 0.23 s (backend 1.46); peak
+# RSS 1.08 GB. The 5 s target is not shown on this shared machine; no quiet window to measure it in.
 
 from __future__ import annotations
 

@@ -139,7 +139,7 @@ def replan_scenario(size: int) -> Any:
     django.setup()
     from charts.models import DurationStat
     from scheduling import core
-    from scheduling.snapshot import OrgRow, backlogged_and_ready, chart_key, fair_service, org_key
+    from scheduling.snapshot import OrgRow, backlogged_and_ready, fair_service, org_key
 
     draw = draw_backlog(size)
     logs = [math.log(seconds) for seconds in LEARNED_SECONDS]
@@ -150,7 +150,7 @@ def replan_scenario(size: int) -> Any:
     avg, spread = learned.total_seconds / learned.count, learned.log_sigma or 0.0
     org_ids = [org_key(code + 1) for code in range(len(draw.org_weight))]
     created = [float(math.floor(NOW - ago)) for ago in draw.created_ago]  # whole seconds, as stored
-    ids = [chart_key(index + 1) for index in range(size)]
+    ids = np.arange(1, size + 1, dtype=np.int64)  # the primary keys, as the snapshot passes them
     # The numeric and flag columns as the arrays the snapshot gives (`snapshot._waiting_columns`).
     queued = core.QueueColumns(
         id=ids,

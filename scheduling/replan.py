@@ -23,7 +23,7 @@ from scheduling.core.dispatcher import UNAVAILABLE
 from scheduling.core.model import PlanArrays
 from scheduling.models import ClearTimeSlip, QueueSample
 from scheduling.reasons import waiting_reason
-from scheduling.snapshot import Snapshot, chart_ids, chart_key, load_snapshot, org_key, to_datetime, to_seconds
+from scheduling.snapshot import Snapshot, load_snapshot, org_key, to_datetime, to_seconds
 
 logger = logging.getLogger(__name__)
 
@@ -263,13 +263,13 @@ def _plan_rows(snapshot: Snapshot, plan: core.Plan) -> Iterator[dict[str, copy_b
 def _check_aligned(snapshot: Snapshot) -> None:
     """Refuse a snapshot whose rows are not its scenario's charts: the ids written are the rows', by
     the plan's places in the scenario, so a scenario filtered or reordered after the load would put
-    one chart's plan under another's id. Every chart is checked, id by id (the queue's keys read
-    back as one array, `snapshot.chart_ids`)."""
-    for rows, keys, name in (
-        (snapshot.waiting.id, core.QueueColumns.of(snapshot.scenario.queued).id, "queued"),
+    one chart's plan under another's id. Every chart is checked, id by id (the core keys a chart by
+    its primary key)."""
+    for rows, ids, name in (
+        (snapshot.waiting.id, core.QueueColumns.of(snapshot.scenario.queued).given("id"), "queued"),
         (snapshot.in_flight.id, [chart.id for chart in snapshot.scenario.running], "running"),
     ):
-        if len(rows) != len(keys) or not np.array_equal(rows, chart_ids(keys)):
+        if len(rows) != len(ids) or not np.array_equal(rows, np.asarray(ids)):
             raise ValueError(f"the snapshot's {name} rows are not its scenario's {name} charts, in order")
 
 
@@ -298,15 +298,15 @@ def _reasons(plan: core.Plan, provider_paused: NDArray[np.bool_]) -> Sequence[st
     ]
 
 
-def _chart_id_column(keys: Sequence[str | None]) -> copy_binary.Column:
-    """Chart ids from the core's keys (`snapshot.chart_key`), None as NULL (the usual case: a head
-    of line is named only for the charts the budget would hold now)."""
-    if keys.count(None) == len(keys):
-        return copy_binary.Column("int8", np.zeros(len(keys), dtype=np.int64), np.ones(len(keys), dtype=np.bool_))
-    null = np.array([key is None for key in keys], dtype=np.bool_)
-    present = np.array(keys, dtype=object)
-    present[null] = chart_key(0)
-    return copy_binary.Column("int8", chart_ids(present.tolist()), null)
+def _chart_id_column(ids: Sequence[core.ChartId | None]) -> copy_binary.Column:
+    """Chart ids (the core's keys, the primary keys themselves), None as NULL (the usual case: a
+    head of line is named only for the charts the budget would hold now)."""
+    if ids.count(None) == len(ids):  # (counted in C)
+        return copy_binary.Column("int8", np.zeros(len(ids), dtype=np.int64), np.ones(len(ids), dtype=np.bool_))
+    present = np.array(ids, dtype=object)
+    null = present == None  # noqa: E711 (each element compared)
+    present[null] = 0
+    return copy_binary.Column("int8", present.astype(np.int64), null)
 
 
 def _write_org_clear(snapshot: Snapshot, plan: core.Plan) -> dict[str, datetime | None]:

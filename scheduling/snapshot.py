@@ -243,53 +243,6 @@ def org_key(org_id: int) -> str:
     return str(org_id)
 
 
-# Wide enough for any bigint: the core breaks ties by id as a string, so keys of one width sort as
-# the ids do (a bulk submission shares one created_at; "1000" must not come before "999").
-CHART_KEY_WIDTH = 19
-
-
-def chart_key(chart_id: int) -> str:
-    return f"{chart_id:0{CHART_KEY_WIDTH}d}"
-
-
-# The ASCII digits of each number below 10^4 as one 4-byte word, and of each below 10^3 followed by
-# a space: a key and its separator are 3 + 4 x 4 + 1 = 20 bytes, five words (`chart_keys`).
-_FOUR_DIGITS = np.frombuffer("".join(f"{n:04d}" for n in range(10_000)).encode("ascii"), dtype=np.uint32)
-_THREE_DIGITS_AND_SPACE = np.frombuffer("".join(f"{n:03d} " for n in range(1_000)).encode("ascii"), dtype=np.uint32)
-assert CHART_KEY_WIDTH == 3 + 4 * 4
-
-
-def chart_keys(chart_ids: NDArray[np.int64]) -> list[str]:
-    """`chart_key` of each id of a whole column, at twice its speed: the keys' digits are written
-    into one buffer four at a time, by numpy, and the one string they make is split into the keys
-    (a million str objects made by `str.split` in C). A bigint has at most 19 digits, so the first
-    four-digit group never overflows."""
-    if not len(chart_ids) or chart_ids.min() < 0:  # (a negative id: never, but keyed one at a time)
-        return [chart_key(chart_id) for chart_id in chart_ids.tolist()]
-    words = np.empty((len(chart_ids), 5), dtype=np.uint32)
-    words[:, 4] = _THREE_DIGITS_AND_SPACE[chart_ids % 1_000]
-    rest = chart_ids // 1_000
-    for word in (3, 2, 1):
-        words[:, word] = _FOUR_DIGITS[rest % 10_000]
-        rest //= 10_000
-    words[:, 0] = _FOUR_DIGITS[rest]
-    keys = words.tobytes().decode("ascii").split(" ")
-    keys.pop()  # after the last separator
-    return keys
-
-
-_DIGIT_VALUES = 10 ** np.arange(CHART_KEY_WIDTH - 1, -1, -1, dtype=np.int64)
-
-
-def chart_ids(keys: Sequence[str]) -> NDArray[np.int64]:
-    """The chart ids of whole columns of `chart_key`s: the digits read as one array, not one string
-    at a time (a bigint has at most 19 digits, so every place value fits an int64)."""
-    digits = np.frombuffer("".join(keys).encode("ascii"), dtype=np.uint8) - ord("0")
-    if len(digits) != CHART_KEY_WIDTH * len(keys) or (digits > 9).any():
-        return np.array([int(key) for key in keys], dtype=np.int64)
-    return digits.reshape(-1, CHART_KEY_WIDTH).astype(np.int64) @ _DIGIT_VALUES
-
-
 def load_config() -> SchedulerConfig:
     return SchedulerConfig.load()
 
@@ -748,13 +701,13 @@ def _waiting_columns(waiting: ActiveCharts, costs: Costs, durations: Durations) 
     """The waiting charts as the core's columns (see `load_snapshot`, step 3). Cost, expected duration,
     spread and provider pause are looked up once per (org, workflow) pair; each chart takes its
     pair's through one numpy index. The numeric and flag columns go to the core as the arrays they
-    are (it reads them so; a list of each is made only if someone asks), the ids and orgs as lists
-    of strings, each made from an array at once."""
+    are (it reads them so; a list of each is made only if someone asks), the ids too (the core takes
+    the primary keys as they are: ties break by id, so they sort as the charts were submitted), the
+    orgs as a list of keys made from an array at once."""
     pair_of, pairs = _pair_codes(waiting.org_id, waiting.workflow_id)
     pair_cost = np.array([costs.of(*pair) for pair in pairs], dtype=np.int64)
     pair_duration = np.array([durations.of(*pair) for pair in pairs], dtype=np.float64).reshape(-1, 2)
     pair_org = np.array([org_key(org_id) for org_id, _ in pairs], dtype=object)
-    ids = chart_keys(waiting.id)
     if costs.pauses:
         pause = np.array([costs.pause_until(*pair) for pair in pairs], dtype=np.float64)[pair_of]  # None: NaN
         available = availability(waiting.available_at, pause)
@@ -763,7 +716,7 @@ def _waiting_columns(waiting: ActiveCharts, costs: Costs, durations: Durations) 
     paused = waiting.state == ACTIVE_STATES.index(ChartState.PAUSED)
     spent = attempts_before_retry(ChartState.QUEUED)  # the same for every state in the queue (`is_retry`)
     columns = core.QueueColumns(
-        id=ids,
+        id=waiting.id,
         org=pair_org[pair_of].tolist(),
         created=waiting.created,
         avg=pair_duration[pair_of, 0],
@@ -793,7 +746,7 @@ def _running(
         mean, sigma = durations.of(org_id, workflow_id)
         running.append(
             core.RunningChart(
-                id=chart_key(chart_id),
+                id=chart_id,
                 org=org_key(org_id),
                 started=started if started is not None else to_seconds(now),
                 avg=mean,

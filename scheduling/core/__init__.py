@@ -3,19 +3,14 @@
 It implements `SCHEDULING.md` (the contract) and imports nothing from Django, Celery, Channels,
 Temporal or the project's apps: the live system maps its snapshot to a `Scenario` and calls
 `plan`, and its dispatcher calls `dispatch_walk`. `python -m scheduling.core plan FILE` runs the
-same `plan` on a scenario JSON.
+same `plan` on a scenario JSON. The chart record is declared once, `model.QueuedChart` (each field's
+`Column`: how it is checked and kept as a column); a chart's id is a string in the JSON and the
+live system's integer key in a snapshot. To learn the walk, read `dispatcher.py`, then `replay`.
 
 Extensions go beyond the contract; all are off by default and leave every contract plan as it is.
 
 `OrgPolicy.served` (`orgs.NAME.served` in the JSON, a number >= 0): what the org was already given in
-the rounds under way (charts, or cost units under `deficit`); its k-th chart falls in the round of
-k + served (or S_k + served). The live system keeps each org's service as virtual time in rounds, as
-in start-time fair queueing (see `scheduling.snapshot.fair_service`): each fair-tier start adds
-1/weight (round_robin) or cost/(weight x quantum) (deficit), with the weight of that moment; the round
-under way R is the least virtual time among the orgs that are backlogged and can start now, and
-every other org is raised to R; the core then receives served = (virtual time - R) x the org's
-current unit (weight, or weight x quantum). So a weight change, hold, release, cap, pause or policy
-switch takes effect from the next round, with no rescaled past, no credit and no debt.
+the rounds under way (see `OrgPolicy`), so that a lever takes effect from the next round.
 
 The other: `Scenario.retry_budget`
 (`retry_budget` in the JSON, an integer >= 0 or null). Charts marked `retry` (queued or running)
@@ -46,6 +41,7 @@ from .io import ScenarioError, parse_scenario, plan_to_json
 from .model import (
     Aging,
     Arrival,
+    ChartId,
     History,
     OrgPolicy,
     PastSubmission,
@@ -63,6 +59,7 @@ from .replay import load_compiled_replay
 __all__ = [
     "Aging",
     "Arrival",
+    "ChartId",
     "History",
     "OrgPolicy",
     "PastSubmission",

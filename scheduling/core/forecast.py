@@ -335,10 +335,11 @@ def _newcomers(
 
 
 def expected_charts(
-    arrivals: Sequence[Arrival], *, now: float, queued: int
+    arrivals: Sequence[Arrival], *, now: float, queued: int, first_key: int | None = None
 ) -> tuple[QueueColumns, NDArray[np.float64]]:
-    """The charts `arrivals` foresee, as queued columns (ids "~arrival-N"; the numeric ones arrays),
-    with their spreads.
+    """The charts `arrivals` foresee, as queued columns (the numeric ones arrays), with their
+    spreads. Their ids sort after any real chart's: "~arrival-N", or `first_key` + N after a
+    queue of integer keys.
 
     The k-th chart of an arrival comes at now + after + (k + 1/2) / rate, while that is before
     `until` (with a ramp, when the expected count rate x (t - ramp x (1 - e^(-t / ramp))) reaches
@@ -372,16 +373,12 @@ def expected_charts(
         np.array(avgs, dtype=np.int64) if all(type(avg) is int for avg in avgs) else np.array(avgs, dtype=np.float64)
     )
     columns = QueueColumns(
-        id=[f"~arrival-{index}" for index in range(total)],
+        id=[f"~arrival-{index}" for index in range(total)] if first_key is None else first_key + np.arange(total),
         org=orgs.tolist(),
         created=created,
         avg=np.repeat(avg, counts),
         cost=np.repeat(np.array([arrival.cost for arrival in streams], dtype=np.int64), counts),
-        high_priority=np.zeros(total, dtype=np.bool_),
-        paused=np.zeros(total, dtype=np.bool_),
-        priority=np.zeros(total, dtype=np.int64),
         available_at=created.copy(),
-        retry=np.zeros(total, dtype=np.bool_),
     )
     return columns, np.repeat(np.array([arrival.spread for arrival in streams], dtype=np.float64), counts)
 

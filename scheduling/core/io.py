@@ -19,9 +19,14 @@ import numpy as np
 
 from .model import (
     POLICIES,
+    QUEUED_COLUMNS,
+    QUEUED_DEFAULTS,
+    QUEUED_FIELDS,
     Aging,
     Arrival,
+    ChartId,
     ChartValues,
+    Column,
     History,
     OrgPolicy,
     PastSubmission,
@@ -30,9 +35,12 @@ from .model import (
     QueueColumns,
     RunningChart,
     Scenario,
+    record_columns,
+    record_defaults,
 )
 
 MAX_EXACT_INTEGER = 2**53
+RUNNING_COLUMNS, RUNNING_DEFAULTS = record_columns(RunningChart), record_defaults(RunningChart)
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_-]+")
 _MISSING: Any = object()
 
@@ -64,7 +72,7 @@ def parse_scenario(data: object) -> Scenario:
     quantum = _number(data.get("quantum", 1), "quantum", positive=True)
     aging = data.get("aging")
     orgs = _orgs(data.get("orgs", {}))
-    spread: dict[str, float] = {}  # filled by the charts that give one
+    spread: dict[ChartId, float] = {}  # filled by the charts that give one
     queue = _queue(data.get("queued", []), spread)
     running = _running(data.get("running", []), spread)
     retry_budget = data.get("retry_budget")
@@ -116,7 +124,7 @@ def plan_to_json(plan: Plan) -> dict[str, object]:
     return document
 
 
-def _plain(times: Mapping[str, float | None]) -> dict[str, float | None]:
+def _plain(times: Mapping[ChartId, float | None]) -> dict[ChartId, float | None]:
     return times.as_dict() if isinstance(times, ChartValues) else dict(times)
 
 
@@ -221,7 +229,7 @@ def _history(history: object, now: float) -> History:
     )
 
 
-def _chart_spread(chart: dict[str, Any], where: _ChartPlace, spread: dict[str, float]) -> None:
+def _chart_spread(chart: dict[str, Any], where: _ChartPlace, spread: dict[ChartId, float]) -> None:
     """The extension's `spread` of a chart that gives one (log-sigma of duration, >= 0), into `spread`."""
     value = chart.get("spread")
     if value is None:
@@ -232,7 +240,7 @@ def _chart_spread(chart: dict[str, Any], where: _ChartPlace, spread: dict[str, f
     raise ScenarioError(f"{where}: spread must be a number >= 0, got {_show(value)}")
 
 
-def _queue(charts: object, spread: dict[str, float]) -> QueueColumns:
+def _queue(charts: object, spread: dict[ChartId, float]) -> QueueColumns:
     """The queued charts as columns, each chart checked (see the contract's table); their spreads
     go into `spread`.
 
@@ -248,46 +256,40 @@ def _queue(charts: object, spread: dict[str, float]) -> QueueColumns:
     return _queue_by_chart(charts, spread) if queue is None else queue
 
 
-def _queue_by_columns(charts: list[Any], spread: dict[str, float]) -> QueueColumns | None:
-    """The columns of `charts` when every value is plainly good, else None (and `spread` untouched).
-
-    Plainly good: each chart an object; `id` and `org` strings; `created`, `avg` (> 0) and any
-    `available_at`, `due` and `spread` (>= 0) ints or floats below 2**53 in magnitude; `cost` (>= 1) and
-    `priority` ints within +-2**53; the flags booleans.
-    """
+def _queue_by_columns(charts: list[Any], spread: dict[ChartId, float]) -> QueueColumns | None:
+    """The columns of `charts` when every value is plainly good (`_plainly_good`, and each `spread`
+    a number >= 0 below 2**53), else None (and `spread` untouched)."""
     if not _all_of(charts, dict):
         return None
-
-    def values(field: str, default: object = None) -> list[Any]:
-        return list(map(dict.get, charts, repeat(field), repeat(default)))
-
-    ids, orgs = values("id"), values("org")
-    created, avg = values("created"), values("avg")
-    cost, priority = values("cost", 1), values("priority", 0)
-    high_priority, paused, retry = values("high_priority", False), values("paused", False), values("retry", False)
-    available_at, spreads, due = values("available_at"), values("spread"), values("due")
+    columns: dict[str, list[Any]] = {
+        name: list(map(dict.get, charts, repeat(name), repeat(QUEUED_DEFAULTS[name]))) for name in QUEUED_FIELDS
+    }
+    spreads: list[Any] = list(map(dict.get, charts, repeat("spread")))
     if not (
-        _all_of(ids, str)
-        and _all_of(orgs, str)
-        and _plain_numbers(created)
-        and _plain_numbers(avg, positive=True)
-        and _plain_integers(cost, minimum=1)
-        and _plain_integers(priority, minimum=-MAX_EXACT_INTEGER)
-        and _all_of(high_priority, bool)
-        and _all_of(paused, bool)
-        and _all_of(retry, bool)
-        and _plain_numbers(_given(available_at))
-        and _plain_numbers(_given(due))
+        all(_plainly_good(columns[name], column) for name, column in QUEUED_COLUMNS.items())
         and _plain_numbers(given := _given(spreads))
         and (not given or min(given) >= 0)
     ):
         return None
     if given:
-        spread.update((chart_id, value) for chart_id, value in zip(ids, spreads, strict=True) if value is not None)
-    return QueueColumns(
-        id=ids, org=orgs, created=created, avg=avg, cost=cost, high_priority=high_priority, paused=paused,
-        priority=priority, available_at=available_at, retry=retry, due=due,
-    )  # fmt: skip
+        spread.update(
+            (chart_id, value) for chart_id, value in zip(columns["id"], spreads, strict=True) if value is not None
+        )
+    return QueueColumns(**columns)
+
+
+def _plainly_good(values: list[Any], column: Column) -> bool:
+    """Whether every value plainly keeps its column's rule: keys and names strings, flags booleans;
+    numbers ints or floats below 2**53 in magnitude (durations > 0), integers ints within +-2**53
+    (units >= 1); a value an optional column leaves out (None) aside."""
+    rule, values = column.rule, _given(values) if column.optional else values
+    if rule in ("key", "name"):
+        return _all_of(values, str)
+    if rule == "flag":
+        return _all_of(values, bool)
+    if rule in ("number", "duration"):
+        return _plain_numbers(values, positive=rule == "duration")
+    return _plain_integers(values, minimum=1 if rule == "units" else -MAX_EXACT_INTEGER)
 
 
 def _given(values: list[Any]) -> list[Any]:
@@ -319,51 +321,45 @@ def _plain_integers(values: list[Any], *, minimum: int) -> bool:
     return _all_of(values, int) and (not values or (min(values) >= minimum and max(values) <= MAX_EXACT_INTEGER))
 
 
-def _queue_by_chart(charts: list[Any], spread: dict[str, float]) -> QueueColumns:
+def _queue_by_chart(charts: list[Any], spread: dict[ChartId, float]) -> QueueColumns:
     """The queued charts as columns, checked one by one: the first value that breaks the contract
     raises `ScenarioError` naming its chart and field."""
-    queue = QueueColumns([], [], [], [], [], [], [], [], [], [], [])
-    add_id, add_org = queue.id.append, queue.org.append
-    add_created, add_avg, add_cost = queue.created.append, queue.avg.append, queue.cost.append
-    add_high, add_paused = queue.high_priority.append, queue.paused.append
-    add_priority, add_available_at = queue.priority.append, queue.available_at.append
-    add_retry, add_due = queue.retry.append, queue.due.append
+    columns: dict[str, list[Any]] = {name: [] for name in QUEUED_FIELDS}
     for index, chart in enumerate(charts):
         where, fields = _chart("queued", index, chart)
-        add_id(fields["id"])
-        add_org(fields["org"])
-        add_created(_chart_number(fields, "created", where))
-        add_avg(_chart_number(fields, "avg", where, positive=True))
-        add_cost(_chart_integer(fields, "cost", where, default=1, minimum=1))
-        add_high(_chart_flag(fields, "high_priority", where))
-        add_paused(_chart_flag(fields, "paused", where))
-        add_priority(_chart_integer(fields, "priority", where, default=0))
-        available_at = fields.get("available_at")
-        add_available_at(None if available_at is None else _chart_number(fields, "available_at", where))
-        add_retry(_chart_flag(fields, "retry", where))
-        due = fields.get("due")
-        add_due(None if due is None else _chart_number(fields, "due", where))
+        for name, column in QUEUED_COLUMNS.items():
+            columns[name].append(_chart_value(fields, name, column, QUEUED_DEFAULTS[name], where))
         _chart_spread(fields, where, spread)
-    return queue
+    return QueueColumns(**columns)
 
 
-def _running(charts: object, spread: dict[str, float]) -> list[RunningChart]:
+def _chart_value(chart: dict[str, Any], name: str, column: Column, default: Any, where: _ChartPlace) -> Any:
+    """The field `name` of a chart (else `default`), checked by its column's rule (the id and org
+    by `_chart`)."""
+    rule = column.rule
+    if rule in ("key", "name"):
+        return chart[name]
+    if column.optional and chart.get(name) is None:
+        return None
+    if rule == "flag":
+        return _chart_flag(chart, name, where)
+    if rule in ("number", "duration"):
+        return _chart_number(chart, name, where, positive=rule == "duration")
+    minimum = 1 if rule == "units" else None
+    return _chart_integer(chart, name, where, default=default, minimum=minimum)
+
+
+def _running(charts: object, spread: dict[ChartId, float]) -> list[RunningChart]:
     if not isinstance(charts, list):
         raise ScenarioError(f"running: must be an array, got {_show(charts)}")
     running = []
     for index, chart in enumerate(charts):
         where, fields = _chart("running", index, chart)
-        running.append(
-            RunningChart(
-                id=fields["id"],
-                org=fields["org"],
-                started=_chart_number(fields, "started", where),
-                avg=_chart_number(fields, "avg", where, positive=True),
-                cost=_chart_integer(fields, "cost", where, default=1, minimum=1),
-                retry=_chart_flag(fields, "retry", where),
-                due=None if fields.get("due") is None else _chart_number(fields, "due", where),
-            )
-        )
+        values = {
+            name: _chart_value(fields, name, column, RUNNING_DEFAULTS[name], where)
+            for name, column in RUNNING_COLUMNS.items()
+        }
+        running.append(RunningChart(**values))
         _chart_spread(fields, where, spread)
     return running
 
@@ -477,20 +473,9 @@ def _integer_rule(value: object, minimum: int | None) -> str:
 
 
 def _check_unique_ids(queue: QueueColumns, running: list[RunningChart]) -> None:
-    ids = [*queue.id, *(chart.id for chart in running)]
-    if len(set(ids)) == len(ids):
-        return
-    first_place: dict[str, str] = {}
-    for index, chart_id in enumerate(ids):
-        section, position = (
-            ("queued", index)
-            if index < len(queue)
-            else (
-                "running",
-                index - len(queue),
-            )
-        )
-        place = f"{section}[{position}]"
+    places = [*(f"queued[{index}]" for index in range(len(queue))), *(f"running[{i}]" for i in range(len(running)))]
+    first_place: dict[ChartId, str] = {}
+    for place, chart_id in zip(places, [*queue.id, *(chart.id for chart in running)], strict=True):
         if chart_id in first_place:
             raise ScenarioError(f"{place} (id {json.dumps(chart_id)}): duplicate id, also {first_place[chart_id]}")
         first_place[chart_id] = place

@@ -6,10 +6,12 @@ values; `scheduling.core.io.parse_scenario` is where untrusted input is checked.
 
 from __future__ import annotations
 
+import functools
+from collections import UserList
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from operator import attrgetter
-from typing import Any, Generic, Literal, TypeVar, overload
+from typing import Annotated, Any, Generic, Literal, TypeVar, get_type_hints, overload
 
 import numpy as np
 from numpy.typing import NDArray
@@ -38,34 +40,64 @@ class OrgPolicy:
     served: float = 0.0
 
 
+# A chart's id: a string in the contract's JSON, the live system's integer key in a snapshot (one
+# kind in a scenario). Ties break by id, so either sorts as the charts were submitted.
+ChartId = str | int
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """How a field of the chart record is checked and kept (`QueuedChart`): its `rule` (as
+    `scheduling.core.io` checks it) and whether None stands for no value (NaN in its array).
+
+    "key" and "name" are strings (a key may be an int), kept as lists or (keys) an int64 array;
+    "number" is any finite number and "duration" one > 0, float64 ("duration" int64 when given as
+    ints, so the plan's times stay ints); "integer" and "units" (>= 1) int64; "flag" bool."""
+
+    rule: Literal["key", "name", "number", "duration", "integer", "units", "flag"]
+    optional: bool = False
+
+    @property
+    def dtype(self) -> type[np.generic]:
+        return _DTYPES[self.rule]
+
+
+_DTYPES: dict[str, type[np.generic]] = {
+    "key": np.int64, "name": np.object_, "number": np.float64, "duration": np.float64,
+    "integer": np.int64, "units": np.int64, "flag": np.bool_,
+}  # fmt: skip
+
+
 @dataclass(frozen=True, slots=True)
 class QueuedChart:
-    """A chart waiting to run."""
+    """A chart waiting to run: the one declaration of the queue's record. Each field's `Column`
+    says how `io` checks it and how `QueueColumns` keeps it; its default is that of the JSON."""
 
-    id: str
-    org: str
-    created: float
-    avg: float
-    cost: int = 1
-    high_priority: bool = False
-    paused: bool = False
-    priority: int = 0
-    available_at: float | None = None
-    retry: bool = False
-    due: float | None = None  # when its turnaround promise falls due (None: no promise)
+    id: Annotated[ChartId, Column("key")]
+    org: Annotated[str, Column("name")]
+    created: Annotated[float, Column("number")]
+    avg: Annotated[float, Column("duration")]
+    cost: Annotated[int, Column("units")] = 1
+    high_priority: Annotated[bool, Column("flag")] = False
+    paused: Annotated[bool, Column("flag")] = False
+    priority: Annotated[int, Column("integer")] = 0
+    available_at: Annotated[float | None, Column("number", optional=True)] = None
+    retry: Annotated[bool, Column("flag")] = False
+    # When its turnaround promise falls due (None: no promise).
+    due: Annotated[float | None, Column("number", optional=True)] = None
 
 
 @dataclass(frozen=True, slots=True)
 class RunningChart:
-    """A chart in flight since `started`."""
+    """A chart in flight since `started` (its fields' `Column`s as `QueuedChart`'s)."""
 
-    id: str
-    org: str
-    started: float
-    avg: float
-    cost: int = 1
-    retry: bool = False
-    due: float | None = None  # when its turnaround promise falls due (None: no promise)
+    id: Annotated[ChartId, Column("key")]
+    org: Annotated[str, Column("name")]
+    started: Annotated[float, Column("number")]
+    avg: Annotated[float, Column("duration")]
+    cost: Annotated[int, Column("units")] = 1
+    retry: Annotated[bool, Column("flag")] = False
+    due: Annotated[float | None, Column("number", optional=True)] = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,133 +177,89 @@ class Scenario:
 
 
 class ChartIds:
-    """The ids of a plan's charts, listed on first use (`load`, if given instead of the ids) and
-    indexed on the first lookup by id.
+    """The ids of a plan's charts, listed by `load` on first use and indexed on the first lookup by id.
 
     A plan's values share one list of ids and one index; a caller that only iterates (the plan
     command writing JSON) never pays for the index, and one that reads only counts and columns
-    (the replan, which writes the plan by the snapshot's own ids) never pays for the list: a
-    million strings gathered in the fair order, a cache miss each.
+    (the replan, which writes the plan by the snapshot's own ids) never pays for the list.
     """
 
     __slots__ = ("_ids", "_load", "_slot", "count")
 
-    def __init__(self, ids: Sequence[str] = (), *, load: Callable[[], Sequence[str]] | None = None, count: int = 0):
-        self._ids = ids
-        self._load = load
-        self.count = count if load is not None else len(ids)
-        self._slot: dict[str, int] | None = None
+    def __init__(self, load: Callable[[], Sequence[ChartId]], count: int):
+        self._load: Callable[[], Sequence[ChartId]] | None = load
+        self._ids: Sequence[ChartId] = ()
+        self.count = count
+        self._slot: dict[ChartId, int] | None = None
 
     @property
-    def ids(self) -> Sequence[str]:
+    def ids(self) -> Sequence[ChartId]:
         """The ids, in the plan's layout."""
         if self._load is not None:
             self._ids, self._load = self._load(), None
         return self._ids
 
-    def slot(self) -> dict[str, int]:
+    def slot(self) -> dict[ChartId, int]:
         """Each id's position in `ids`."""
         if self._slot is None:
             self._slot = dict(zip(self.ids, range(self.count), strict=True))
         return self._slot
 
 
-class ChartOrder(Sequence[str]):
+class ChartOrder(UserList[ChartId]):
     """The ids of the charts of a plan's order: the first `count` of its `ChartIds`, which list
-    them first, read from them (and so listed only when first read)."""
-
-    __slots__ = ("_count", "_ids", "_listed")
+    them first, read from them (and so listed only when first read). Equal to a list of them."""
 
     def __init__(self, ids: ChartIds, count: int) -> None:
         self._ids = ids
         self._count = count
-        self._listed: Sequence[str] | None = None
 
-    def _list(self) -> Sequence[str]:
-        if self._listed is None:
-            ids = self._ids.ids
-            self._listed = ids if len(ids) == self._count else ids[: self._count]
-        return self._listed
+    @functools.cached_property
+    def data(self) -> list[ChartId]:  # type: ignore[override]
+        ids = list(self._ids.ids)
+        return ids if len(ids) == self._count else ids[: self._count]
 
     def __len__(self) -> int:
         return self._count
 
-    @overload
-    def __getitem__(self, index: int) -> str: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[str]: ...
-
-    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
-        return self._list()[index]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._list())
-
-    def __eq__(self, other: object) -> bool:
-        """Equal to any sequence of the same ids (a list among them)."""
-        if not isinstance(other, Sequence) or isinstance(other, str):
-            return NotImplemented
-        return len(other) == self._count and list(self._list()) == list(other)
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return repr(list(self._list()))
+    def __getitem__(self, index: Any) -> Any:  # a slice too: a list (not another ChartOrder)
+        return self.data[index]
 
 
 Value = TypeVar("Value")
 
 
-class ChartValues(Mapping[str, Value], Generic[Value]):
-    """A read-only value per chart id (the values aligned with the ids)."""
+class ChartValues(Mapping[ChartId, Value], Generic[Value]):
+    """A read-only value per chart id (the values aligned with the ids), or worked out by `load`
+    on first use."""
 
-    __slots__ = ("_ids", "_times")
+    __slots__ = ("_ids", "_load", "_times")
 
-    def __init__(self, ids: ChartIds, times: Sequence[Value]) -> None:
+    def __init__(
+        self, ids: ChartIds, times: Sequence[Value] = (), *, load: Callable[[], Sequence[Value]] | None = None
+    ) -> None:
         self._ids = ids
         self._times = times
+        self._load = load
 
-    def __getitem__(self, chart_id: str) -> Value:
-        return self._times[self._ids.slot()[chart_id]]
+    def column(self) -> Sequence[Value]:
+        """The values alone, in the order of the ids (as `as_dict` and iteration give them)."""
+        if self._load is not None:
+            self._times, self._load = self._load(), None
+        return self._times
 
-    def __iter__(self) -> Iterator[str]:
+    def __getitem__(self, chart_id: ChartId) -> Value:
+        return self.column()[self._ids.slot()[chart_id]]
+
+    def __iter__(self) -> Iterator[ChartId]:
         return iter(self._ids.ids)
 
     def __len__(self) -> int:
         return self._ids.count
 
-    def as_dict(self) -> dict[str, Value]:
+    def as_dict(self) -> dict[ChartId, Value]:
         """The same values as a plain dict."""
-        return dict(zip(self._ids.ids, self._times, strict=True))
-
-    def column(self) -> Sequence[Value]:
-        """The values alone, in the order of the ids (as `as_dict` and iteration give them)."""
-        return self._times
-
-
-class LazyChartValues(ChartValues[Value]):
-    """A read-only value per chart id, the values worked out by `load` on first use."""
-
-    __slots__ = ("_load",)
-
-    def __init__(self, ids: ChartIds, load: Callable[[], Sequence[Value]]) -> None:
-        super().__init__(ids, ())
-        self._load: Callable[[], Sequence[Value]] | None = load
-
-    def _loaded(self) -> Sequence[Value]:
-        if self._load is not None:
-            self._times, self._load = self._load(), None
-        return self._times
-
-    def __getitem__(self, chart_id: str) -> Value:
-        return self._loaded()[self._ids.slot()[chart_id]]
-
-    def as_dict(self) -> dict[str, Value]:
-        return dict(zip(self._ids.ids, self._loaded(), strict=True))
-
-    def column(self) -> Sequence[Value]:
-        return self._loaded()
+        return dict(zip(self._ids.ids, self.column(), strict=True))
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,86 +306,70 @@ class Plan:
     `arrays`: the same rows as arrays (`PlanArrays`).
     """
 
-    order: Sequence[str]
-    start: Mapping[str, float | None]
-    eta: Mapping[str, float | None]
+    order: Sequence[ChartId]
+    start: Mapping[ChartId, float | None]
+    eta: Mapping[ChartId, float | None]
     org_clear: dict[str, float | None]
     global_clear: float | None
-    eta_low: Mapping[str, float | None]
-    eta_high: Mapping[str, float | None]
+    eta_low: Mapping[ChartId, float | None]
+    eta_high: Mapping[ChartId, float | None]
     org_clear_low: dict[str, float | None]
     org_clear_high: dict[str, float | None]
     reason: ChartValues[str | None]
     waiting_until: ChartValues[float | None]
-    head_of_line: ChartValues[str | None]
-    late_chance: Mapping[str, float | None]
+    head_of_line: ChartValues[ChartId | None]
+    late_chance: Mapping[ChartId, float | None]
     # Not compared: the same values as the fields above, laid out by the scenario's queue order.
     arrays: PlanArrays = field(compare=False)
     # Whether some chart has a due time (a plan's JSON gives `late_chance` only then).
     due_times: bool = field(default=False, compare=False)
 
 
-QUEUED_FIELDS = tuple(queued_field.name for queued_field in fields(QueuedChart))
+def record_columns(record: type) -> dict[str, Column]:
+    """Every field of a chart record (`QueuedChart`, `RunningChart`) and its `Column`, in order."""
+    return {name: hint.__metadata__[0] for name, hint in get_type_hints(record, include_extras=True).items()}
 
-# A column of `QueueColumns` as given: a list, or (but `id` and `org`) a numpy array.
+
+def record_defaults(record: type) -> dict[str, Any]:
+    """Each field's default (`dataclasses.MISSING` for a required one)."""
+    return {record_field.name: record_field.default for record_field in fields(record)}
+
+
+QUEUED_COLUMNS = record_columns(QueuedChart)
+QUEUED_FIELDS = tuple(QUEUED_COLUMNS)
+QUEUED_DEFAULTS = record_defaults(QueuedChart)
+
+# A column of `QueueColumns` as given: a list, or (but `org`) a numpy array.
 QueueColumn = list[Any] | NDArray[Any]
 
 
-@dataclass(frozen=True, slots=True)
-class QueueArrays:
-    """The numeric and flag columns of a queue as numpy arrays, aligned with its charts (see
-    `QueueColumns.arrays`). `avg` is int64 when it was given as ints (so the plan's times can stay
-    ints), else float64; `available_at` is NaN where a chart is available now."""
-
-    created: NDArray[np.float64]
-    avg: NDArray[np.float64] | NDArray[np.int64]
-    cost: NDArray[np.int64]
-    high_priority: NDArray[np.bool_]
-    paused: NDArray[np.bool_]
-    priority: NDArray[np.int64]
-    available_at: NDArray[np.float64]
-    retry: NDArray[np.bool_]
-    due: NDArray[np.float64]
-
-
 class QueueColumns(Sequence[QueuedChart]):
-    """Queued charts stored as one column per field: the same charts as a list of `QueuedChart`.
+    """Queued charts stored as one column per field of `QueuedChart`: the same charts as a list of them.
 
     The planner reads whole columns, so a large queue parsed from JSON or read from the database
     never needs one object per chart; indexing still gives a `QueuedChart`. A column is kept as it
-    is given: a list (parsed JSON, where an int stays an int) or, for the numeric and flag
-    columns, a numpy array (a snapshot reads them so; `available_at` NaN for none). Either way it
-    reads both ways: the field's attribute is a list (made from an array on first read, None for
-    NaN), `arrays` the numpy columns (made once from the lists on first read). A column is not
-    changed once read: `replace` gives a queue with new ones.
+    is given: a list (parsed JSON, where an int stays an int) or, but for `org`, a numpy array (a
+    snapshot reads them so; NaN for None). A column not given holds every chart's default. Either
+    way it reads both ways: the field's attribute is a list (made from an array on first read, None
+    for NaN), `arrays` gives the numpy columns (each made from its list on first read). A column
+    is not changed once read: `replace` gives a queue with new ones.
     """
 
     __slots__ = ("_arrays", "_given", "_lists")
 
-    def __init__(
-        self,
-        id: list[str],
-        org: list[str],
-        created: list[float] | NDArray[Any],
-        avg: list[float] | NDArray[Any],
-        cost: list[int] | NDArray[Any],
-        high_priority: list[bool] | NDArray[Any],
-        paused: list[bool] | NDArray[Any],
-        priority: list[int] | NDArray[Any],
-        available_at: list[float | None] | NDArray[Any],
-        retry: list[bool] | NDArray[Any],
-        due: list[float | None] | NDArray[Any] | None = None,
-    ) -> None:
-        if due is None:  # no chart has a due time
-            due = np.full(len(id), np.nan)
-        self._keep((id, org, created, avg, cost, high_priority, paused, priority, available_at, retry, due))
+    def __init__(self, **columns: QueueColumn) -> None:
+        count = len(columns["id"])
+        self._keep(
+            columns[name] if name in columns else _filled(QUEUED_DEFAULTS[name], column, count)
+            for name, column in QUEUED_COLUMNS.items()
+        )
 
     def _keep(self, columns: Iterable[QueueColumn]) -> None:
         self._given: dict[str, QueueColumn] = dict(zip(QUEUED_FIELDS, columns, strict=True))
         self._lists: dict[str, list[Any]] = {
             name: column for name, column in self._given.items() if isinstance(column, list)
         }
-        self._arrays: QueueArrays | None = None
+        self._arrays: dict[str, NDArray[Any]] = {}
 
     @classmethod
     def _of_given(cls, columns: Iterable[QueueColumn]) -> QueueColumns:
@@ -411,7 +383,7 @@ class QueueColumns(Sequence[QueuedChart]):
         """The columns of `charts` (returned as they are when they are columns already)."""
         if isinstance(charts, QueueColumns):
             return charts
-        return cls(*(list(map(attrgetter(name), charts)) for name in QUEUED_FIELDS))
+        return cls(**{name: list(map(attrgetter(name), charts)) for name in QUEUED_FIELDS})
 
     def given(self, name: str) -> QueueColumn:
         """The column `name` as it was given: a list or an array."""
@@ -424,32 +396,22 @@ class QueueColumns(Sequence[QueuedChart]):
     def joined(self, more: QueueColumns) -> QueueColumns:
         """These charts followed by those of `more`: each column a list where this queue's was
         given as a list (its values as given: an int stays an int), else an array."""
-        more_arrays = more.arrays
         return QueueColumns._of_given(
-            given + more._list(name) if isinstance(given, list) else np.concatenate((given, getattr(more_arrays, name)))
+            given + more._list(name) if isinstance(given, list) else np.concatenate((given, more.array(name)))
             for name, given in self._given.items()
         )
 
     @property
     def arrays(self) -> QueueArrays:
-        """The numeric and flag columns as numpy arrays, each made once."""
-        if self._arrays is None:
-            given = self._given
-            avg = given["avg"]
-            if isinstance(avg, list):
-                avg = np.array(avg, dtype=np.int64 if all(type(value) is int for value in avg) else np.float64)
-            self._arrays = QueueArrays(
-                created=_array(given["created"], np.float64),
-                avg=avg,
-                cost=_array(given["cost"], np.int64),
-                high_priority=_array(given["high_priority"], np.bool_),
-                paused=_array(given["paused"], np.bool_),
-                priority=_array(given["priority"], np.int64),
-                available_at=_times_array(given["available_at"]),
-                retry=_array(given["retry"], np.bool_),
-                due=_times_array(given["due"]),
-            )
-        return self._arrays
+        """The columns as numpy arrays, each made on first read."""
+        return QueueArrays(self)
+
+    def array(self, name: str) -> NDArray[Any]:
+        """The column `name` as a numpy array of its `Column`'s type, made once."""
+        column = self._arrays.get(name)
+        if column is None:
+            column = self._arrays[name] = _array(self._given[name], QUEUED_COLUMNS[name])
+        return column
 
     def _list(self, name: str) -> list[Any]:
         """The column `name` as a list, made from its array on first read."""
@@ -457,55 +419,17 @@ class QueueColumns(Sequence[QueuedChart]):
         if column is None:
             given = self._given[name]
             assert not isinstance(given, list)
-            column = self._lists[name] = times_list(given) if name in ("available_at", "due") else given.tolist()
+            column = self._lists[name] = times_list(given) if QUEUED_COLUMNS[name].optional else given.tolist()
         return column
 
-    @property
-    def id(self) -> list[str]:
-        return self._lists["id"]
-
-    @property
-    def org(self) -> list[str]:
-        return self._lists["org"]
-
-    @property
-    def created(self) -> list[float]:
-        return self._list("created")
-
-    @property
-    def avg(self) -> list[float]:
-        return self._list("avg")
-
-    @property
-    def cost(self) -> list[int]:
-        return self._list("cost")
-
-    @property
-    def high_priority(self) -> list[bool]:
-        return self._list("high_priority")
-
-    @property
-    def paused(self) -> list[bool]:
-        return self._list("paused")
-
-    @property
-    def priority(self) -> list[int]:
-        return self._list("priority")
-
-    @property
-    def available_at(self) -> list[float | None]:
-        return self._list("available_at")
-
-    @property
-    def retry(self) -> list[bool]:
-        return self._list("retry")
-
-    @property
-    def due(self) -> list[float | None]:
-        return self._list("due")
+    def __getattr__(self, name: str) -> list[Any]:
+        """A column as a list (`queue.cost`, ...)."""
+        if name not in QUEUED_COLUMNS:
+            raise AttributeError(name)
+        return self._list(name)
 
     def __len__(self) -> int:
-        return len(self._lists["id"])
+        return len(self._given["id"])
 
     @overload
     def __getitem__(self, index: int) -> QueuedChart: ...
@@ -530,20 +454,39 @@ class QueueColumns(Sequence[QueuedChart]):
         return f"QueueColumns({', '.join(f'{name}={self._list(name)!r}' for name in QUEUED_FIELDS)})"
 
 
-def _array(column: QueueColumn, dtype: type[np.generic]) -> NDArray[Any]:
-    """A column as an array of `dtype` (the array itself when it has that type)."""
-    if isinstance(column, list):
-        return np.fromiter(column, dtype=dtype, count=len(column))
-    return column.astype(dtype, copy=False)
+class QueueArrays:
+    """A queue's columns as numpy arrays (`queue.arrays.cost`, ...; see `QueueColumns.array`)."""
+
+    __slots__ = ("_queue",)
+
+    def __init__(self, queue: QueueColumns) -> None:
+        self._queue = queue
+
+    def __getattr__(self, name: str) -> NDArray[Any]:
+        if name not in QUEUED_COLUMNS:
+            raise AttributeError(name)
+        return self._queue.array(name)
 
 
-def _times_array(column: QueueColumn) -> NDArray[np.float64]:
-    """Times as floats, NaN for None."""
-    if isinstance(column, list):
-        if column.count(None) == len(column):  # (the usual queue: counted in C)
-            return np.full(len(column), np.nan)
-        return np.array(column, dtype=np.float64)
-    return column.astype(np.float64, copy=False)
+def _filled(default: Any, column: Column, count: int) -> QueueColumn:
+    """A column of `count` charts that all hold `default` (NaN for None)."""
+    return np.full(count, np.nan if default is None else default, dtype=column.dtype)
+
+
+def _array(given: QueueColumn, column: Column) -> NDArray[Any]:
+    """A column as an array of its `Column`'s type (the array itself when it has that type):
+    NaN for None; a "duration" given as ints only stays int64; "key" strings stay strings."""
+    if not isinstance(given, list):
+        return given if column.rule == "key" else given.astype(column.dtype, copy=False)
+    if column.optional:
+        if given.count(None) == len(given):  # (the usual queue: counted in C)
+            return np.full(len(given), np.nan)
+        return np.array(given, dtype=np.float64)
+    if column.rule == "duration" and all(type(value) is int for value in given):
+        return np.array(given, dtype=np.int64)
+    if column.rule in ("key", "name") and not all(type(value) is int for value in given):
+        return np.array(given, dtype=np.object_)
+    return np.fromiter(given, dtype=column.dtype, count=len(given))
 
 
 def times_list(column: QueueColumn) -> list[float | None]:

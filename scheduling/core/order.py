@@ -1,7 +1,8 @@
 """The fair order of the contract: which eligible chart comes before which.
 
-The sorts run on numpy arrays of the numeric keys; the final tie-break, the chart id, is a string,
-so charts whose numeric keys tie are put in id order afterwards (in practice a few short runs).
+The sorts run on numpy arrays of the numeric keys; the final tie-break, the chart id (a string, or
+the live system's integer key), puts charts whose numeric keys tie in id order afterwards (in
+practice a few short runs).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from .model import Aging, OrgPolicy, Policy, QueueColumns, QueuedChart, Scenario
+from .model import Aging, ChartId, OrgPolicy, Policy, QueueColumns, QueuedChart, Scenario
 
 DEFAULT_POLICY = OrgPolicy()
 
@@ -63,8 +64,9 @@ def fair_order_indices(
     eligible = ~arrays.paused & (weights[org_of] > 0)
     priority = effective_priority(arrays.priority, scenario.now, scenario.aging, created)
 
-    high_tier = _sort_by_keys_then_id(np.flatnonzero(eligible & high), [created], queue.id)
-    by_priority = _sort_by_keys_then_id(np.flatnonzero(eligible & ~high), [-priority, created], queue.id)
+    ids = queue.given("id")
+    high_tier = _sort_by_keys_then_id(np.flatnonzero(eligible & high), [created], ids)
+    by_priority = _sort_by_keys_then_id(np.flatnonzero(eligible & ~high), [-priority, created], ids)
     if scenario.due_first and not np.isnan(arrays.due).all():
         high_tier = _due_first(high_tier, arrays.due, [org_of])
         by_priority = _due_first(by_priority, arrays.due, [org_of, priority])
@@ -155,7 +157,9 @@ def _rounds(
     return round_key
 
 
-def _sort_by_keys_then_id(charts: Indices, keys: Sequence[NDArray[np.generic]], ids: Sequence[str]) -> Indices:
+def _sort_by_keys_then_id(
+    charts: Indices, keys: Sequence[NDArray[np.generic]], ids: Sequence[ChartId] | NDArray[np.int64]
+) -> Indices:
     """`charts` sorted by `keys` (most significant first), then by id.
 
     1. Sort stably by the least significant key, then by each more significant one: charts whose
@@ -197,13 +201,16 @@ def _sort_by_keys_then_id(charts: Indices, keys: Sequence[NDArray[np.generic]], 
     return np.array(in_order, dtype=np.intp)
 
 
-def _ascending_stretches(ids: Sequence[str]) -> Indices:
+def _ascending_stretches(ids: Sequence[ChartId] | NDArray[np.int64]) -> Indices:
     """The number of each chart's stretch of the queue: a new stretch begins wherever an id is not
     greater than the one before it, so within a stretch queue order is id order. (One C pass of
-    string comparisons.)"""
+    comparisons.)"""
     if len(ids) < 2:
         return np.zeros(len(ids), dtype=np.intp)
-    ascends = np.fromiter(map(operator.lt, ids, islice(ids, 1, None)), dtype=np.bool_, count=len(ids) - 1)
+    if isinstance(ids, np.ndarray):
+        ascends = ids[1:] > ids[:-1]
+    else:
+        ascends = np.fromiter(map(operator.lt, ids, islice(ids, 1, None)), dtype=np.bool_, count=len(ids) - 1)
     return np.concatenate(([0], np.cumsum(~ascends))).astype(np.intp)
 
 

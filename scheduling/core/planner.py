@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import chain, compress
 
 import numpy as np
@@ -24,10 +25,11 @@ from .forecast import (
 )
 from .model import (
     Arrival,
+    ChartId,
     ChartIds,
     ChartOrder,
+    ChartValues,
     History,
-    LazyChartValues,
     Plan,
     PlanArrays,
     QueueArrays,
@@ -103,7 +105,7 @@ class _PlanQueue:
 
     columns: QueueColumns
     real_count: int
-    real_ids: list[str]
+    real_ids: Sequence[ChartId] | NDArray[np.int64]
     arrivals: list[Arrival]
     expected_spread: NDArray[np.float64]
     foreseen: Forecast | None
@@ -140,7 +142,7 @@ def _queue(scenario: Scenario) -> _PlanQueue:
     """Step 1: the real queue, then the charts the `arrivals` (given, or foreseen from the
     `history`) are expected to add."""
     queue = QueueColumns.of(scenario.queued)
-    real_count, real_ids = len(queue), queue.id
+    real_count, real_ids = len(queue), queue.given("id")
     expected_spread = np.zeros(0)
     arrivals = list(scenario.arrivals)
     foreseen: Forecast | None = None
@@ -152,9 +154,22 @@ def _queue(scenario: Scenario) -> _PlanQueue:
         )  # fmt: skip
         arrivals += foreseen.arrivals
     if arrivals:
-        expected, expected_spread = expected_charts(arrivals, now=scenario.now, queued=real_count)
+        expected, expected_spread = expected_charts(
+            arrivals, now=scenario.now, queued=real_count, first_key=_first_key_after(real_ids, scenario.running)
+        )
         queue = queue.joined(expected)
     return _PlanQueue(queue, real_count, real_ids, arrivals, expected_spread, foreseen)
+
+
+def _first_key_after(ids: Sequence[ChartId] | NDArray[np.int64], running: Sequence[RunningChart]) -> int | None:
+    """An integer key above every chart's when the charts have integer keys, else None."""
+    keys = [chart.id for chart in running]
+    if isinstance(ids, np.ndarray):
+        keys += [int(ids.max())] if len(ids) else []
+    else:
+        keys += ids
+    integers = [key for key in keys if type(key) is int]
+    return max(integers) + 1 if integers and len(integers) == len(keys) else None
 
 
 def _columns(
@@ -345,10 +360,10 @@ def _real_plan(
         eta_high=eta_high,
         org_clear_low=org_clear_low,
         org_clear_high=org_clear_high,
-        reason=LazyChartValues(chart_ids, lambda: waiting.columns()[0]),
-        waiting_until=LazyChartValues(chart_ids, lambda: waiting.columns()[1]),
-        head_of_line=LazyChartValues(chart_ids, lambda: waiting.columns()[2]),
-        late_chance=LazyChartValues(chart_ids, lambda: times_list(chance_time)),
+        reason=ChartValues(chart_ids, load=lambda: waiting.columns[0]),
+        waiting_until=ChartValues(chart_ids, load=lambda: waiting.columns[1]),
+        head_of_line=ChartValues(chart_ids, load=lambda: waiting.columns[2]),
+        late_chance=ChartValues(chart_ids, load=lambda: times_list(chance_time)),
         arrays=PlanArrays(
             queued=laid_queued,
             start=laid.times(start_time, None, running_started)[0],
@@ -382,16 +397,19 @@ class _Layout:
     real: NDArray[np.bool_] | None
     real_place: Indices | None
 
-    def ids(self, queued_id: list[str], queued: Indices, running_id: list[str]) -> ChartIds:
+    def ids(
+        self, queued_id: Sequence[ChartId] | NDArray[np.int64], queued: Indices, running_id: list[ChartId]
+    ) -> ChartIds:
         """The plan's ids, listed on first use: the queued charts' (`queued_id` of each of `queued`,
         the layout's queued charts), then the running ones'."""
 
-        def listed() -> list[str]:
-            ids: list[str] = np.fromiter(iter(queued_id), dtype=object, count=len(queued_id))[queued].tolist()
+        def listed() -> list[ChartId]:
+            given = queued_id if isinstance(queued_id, np.ndarray) else np.array(queued_id, dtype=object)
+            ids: list[ChartId] = given[queued].tolist()
             ids += running_id
             return ids
 
-        return ChartIds(load=listed, count=len(queued) + len(running_id))
+        return ChartIds(listed, len(queued) + len(running_id))
 
     def times(
         self, planned: NDArray[np.float64], values: Sequence[float | None] | None, running: Sequence[float | None]
@@ -418,7 +436,7 @@ class _Layout:
         ids: ChartIds,
         values: Sequence[float | None] | NDArray[np.float64],
         running: Sequence[float | None],
-    ) -> LazyChartValues[float | None]:
+    ) -> ChartValues[float | None]:
         """A time per chart of the layout, listed on first read: the replay's own values (or the
         floats of an array of the real charts, None for nan), None for a chart left out, a running
         chart's own."""
@@ -432,50 +450,36 @@ class _Layout:
                 times = values if real is None else list(compress(values, real.tolist()))
             return [*times, *([None] * self.left_out), *running]
 
-        return LazyChartValues(ids, listed)
+        return ChartValues(ids, load=listed)
+
+
+# Why each chart waits (step 5): reason, until and head of line, in the plan's layout.
+_WaitingLists = tuple[list[str | None], list[float | None], list[ChartId | None]]
 
 
 class _LazyWaitingColumns:
     """Step 5's columns, worked out once on first use (`load`): reason, until and head of line."""
 
-    __slots__ = ("_columns", "_load")
+    def __init__(self, load: Callable[[], _WaitingLists]) -> None:
+        self._load = load
 
-    def __init__(self, load: Callable[[], tuple[list[str | None], list[float | None], list[str | None]]]) -> None:
-        self._load: Callable[[], tuple[list[str | None], list[float | None], list[str | None]]] | None = load
-        self._columns: tuple[list[str | None], list[float | None], list[str | None]] | None = None
-
-    def columns(self) -> tuple[list[str | None], list[float | None], list[str | None]]:
-        if self._columns is None:
-            assert self._load is not None
-            with cyclic_gc_paused():  # as in `plan`: millions of small objects, no cycles
-                self._columns, self._load = self._load(), None
-        return self._columns
+    @functools.cached_property
+    def columns(self) -> _WaitingLists:
+        with cyclic_gc_paused():  # as in `plan`: millions of small objects, no cycles
+            return self._load()
 
 
 @dataclass(frozen=True, slots=True)
 class _WaitingInput:
-    """What step 5 reads, kept until it runs: arrays and small lists only, so that a plan held
-    unread keeps no list of the queue's size alive but its own (and the cyclic collector, which
-    walks every list, has little to walk)."""
+    """What step 5 reads, kept until it runs: the replay's columns without their lists of the
+    queue's size (`avg`, `pending`), so that a plan held unread keeps no such list alive but its own
+    (and the cyclic collector, which walks every list, has little to walk); the starts, the count of
+    real charts and each org's weight."""
 
-    now: float
-    budget: int
-    retry_budget: int | None
-    real_count: int
+    columns: _Columns
     start_time: NDArray[np.float64]
-    order: Indices
-    org: Indices
-    units: NDArray[np.int64]
-    caps: list[int | None]
-    later: Indices
-    later_at: NDArray[np.float64]
-    retry: NDArray[np.bool_] | None
-    queued_org: Indices
+    real_count: int
     weights: NDArray[np.int64]
-    running_finish: list[float]
-    running_org: list[int]
-    running_units: list[int]
-    running_retry: list[bool]
 
     @classmethod
     def of(
@@ -483,19 +487,11 @@ class _WaitingInput:
     ) -> _WaitingInput:
         weights = [scenario.orgs.get(name, DEFAULT_POLICY).weight for name in columns.org_names]
         return cls(
-            now=scenario.now, budget=scenario.budget, retry_budget=scenario.retry_budget,
-            real_count=queue.real_count, start_time=start_time, order=columns.order, org=columns.org,
-            units=columns.units, caps=columns.caps, later=columns.later, later_at=columns.later_at,
-            retry=columns.retry, queued_org=columns.chart_org[: queue.real_count],
-            weights=np.array(weights, dtype=np.int64), running_finish=columns.running_finish,
-            running_org=columns.running_org, running_units=columns.running_units,
-            running_retry=[chart.retry for chart in scenario.running],
-        )  # fmt: skip
+            replace(columns, avg=[], pending=[]), start_time, queue.real_count, np.array(weights, dtype=np.int64)
+        )
 
 
-def _waiting(
-    given: _WaitingInput, chart_id: list[str], left_out: Indices
-) -> tuple[list[str | None], list[float | None], list[str | None]]:
+def _waiting(given: _WaitingInput, chart_id: Sequence[ChartId] | NDArray[np.int64], left_out: Indices) -> _WaitingLists:
     """Step 5: each chart's reason, until and head of line, laid out as the plan's ids (the real
     charts of the order, then the ones left out, then the running ones).
 
@@ -504,29 +500,35 @@ def _waiting(
     2. A chart left out of the order: `org_held` when its org's weight is 0, else `chart_paused`.
     3. A running chart has none.
     """
-    real_count, order = given.real_count, given.order
+    real_count, columns = given.real_count, given.columns
+    order = columns.order
     waiting = waiting_reasons(
-        now=given.now, budget=given.budget, start=given.start_time, org=given.org, units=given.units,
-        caps=given.caps, later=given.later, later_at=given.later_at, retry=given.retry,
-        retry_budget=given.retry_budget, running_finish=given.running_finish, running_org=given.running_org,
-        running_units=given.running_units, running_retry=given.running_retry,
+        now=columns.now, budget=columns.budget, start=given.start_time, org=columns.org, units=columns.units,
+        caps=columns.caps, later=columns.later, later_at=columns.later_at, retry=columns.retry,
+        retry_budget=columns.retry_budget, running_finish=columns.running_finish, running_org=columns.running_org,
+        running_units=columns.running_units, running_retry=columns.running_retry,
     )  # fmt: skip
     code, until, behind_head = waiting.code, waiting.until, waiting.behind_head
     head = int(order[waiting.head]) if waiting.head >= 0 else real_count
-    head_id = chart_id[head] if head < real_count else None  # an expected chart has no id to name
+    head_id = _plain_id(chart_id[head]) if head < real_count else None  # an expected chart has no id to name
     real = order < real_count
     if not real.all():
         code, until, behind_head = code[real], until[real], behind_head[real]
     head_of_line = np.full(len(code), None, dtype=object)
     head_of_line[behind_head] = head_id
-    held = given.weights[given.queued_org[left_out]] == 0
+    held = given.weights[columns.chart_org[left_out]] == 0
     not_planned = [None] * len(left_out)
-    not_running = [None] * len(given.running_finish)
+    not_running = [None] * len(columns.running_finish)
     return (
         [*reason_names(code), *left_out_reasons(held), *not_running],
         [*times_list(until), *not_planned, *not_running],
         [*head_of_line.tolist(), *not_planned, *not_running],
     )
+
+
+def _plain_id(chart_id: ChartId | np.int64) -> ChartId:
+    """A chart id as a str or an int (an int64 read from an array of keys is made an int)."""
+    return int(chart_id) if isinstance(chart_id, np.integer) else chart_id
 
 
 def _backlog(queue: QueueArrays, running: Sequence[RunningChart], now: float, budget: int) -> float:

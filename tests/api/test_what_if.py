@@ -297,7 +297,6 @@ def test_the_moves_are_those_of_each_chart(
 ) -> None:
     """The preview's moves, counted on whole arrays, are those read chart by chart from both plans
     (a running chart included)."""
-    from scheduling.snapshot import chart_key
     from scheduling.what_if import _moves, what_if_after, what_if_base
 
     ChartFactory(org=tenants.org_b, workflow=tenants.workflow, state=ChartState.RUNNING, started_at=timezone.now())
@@ -310,7 +309,7 @@ def test_the_moves_are_those_of_each_chart(
     result = _moves(base, after)
 
     slug_of = {str(org.pk): org.slug for org in Org.objects.all()}
-    org_of = {chart_key(pk): slug_of[str(org)] for pk, org in Chart.objects.values_list("pk", "org_id")}
+    org_of = {pk: slug_of[str(org)] for pk, org in Chart.objects.values_list("pk", "org_id")}
     moves, per_org = reference_moves(base.before, after.after, org_of)
     assert result["charts_moved"] == len(moves) > 0
     assert [move["id"] for move in result["charts"]] == [int(chart_id) for _, chart_id in moves[:25]]

@@ -13,7 +13,7 @@ from knobs.models import ConfigChange, SchedulerConfig
 from orgs.models import OrgChange, ProviderPause, WorkflowCost
 from scheduling import selectors
 from scheduling.models import QueueSample
-from scheduling.snapshot import chart_key, load_snapshot
+from scheduling.snapshot import load_snapshot
 from tests.conftest import Tenants
 from tests.dashboard.conftest import plan_queue
 from tests.factories import ChartFactory, OrgFactory, ProviderFactory, WorkflowFactory
@@ -150,7 +150,7 @@ def test_in_flight_expects_what_the_planner_expects(
 
     (row,) = selectors.in_flight()["rows"]
     (running,) = load_snapshot().scenario.running
-    assert running.id == chart_key(chart.pk)
+    assert running.id == chart.pk
     assert row["expected"] == pytest.approx(running.avg)
     assert row["expected"] == pytest.approx(75.0 if expected is None else expected)
 

@@ -17,7 +17,7 @@ from orgs.models import Org
 from scheduling import core
 from scheduling.reconcile import duration_record
 from scheduling.replan import plan_refresh
-from scheduling.snapshot import chart_key, load_snapshot
+from scheduling.snapshot import load_snapshot
 from tests.factories import OrgFactory, WorkflowFactory
 
 pytestmark = pytest.mark.django_db
@@ -67,7 +67,7 @@ def test_the_snapshot_reads_due_times_and_the_due_first_switch(backlog: Org) -> 
     scenario = load_snapshot(now=now).scenario
     queue = core.QueueColumns.of(scenario.queued)
     due = {key: value for key, value in zip(queue.id, queue.due, strict=True) if value is not None}
-    assert due == {chart_key(Chart.objects.get(external_id="acme2").pk): now.timestamp()}
+    assert due == {Chart.objects.get(external_id="acme2").pk: now.timestamp()}
     assert scenario.due_first
 
 

@@ -26,9 +26,6 @@ from scheduling.snapshot import (
     Epoch,
     InFlightRun,
     backlogged_and_ready,
-    chart_ids,
-    chart_key,
-    chart_keys,
     load_costs,
     load_dispatch_view,
     load_snapshot,
@@ -152,15 +149,21 @@ def test_the_replan_and_the_dispatch_pass_mean_one_thing_by_a_retry(tenants: Ten
     in_flight = sorted(run.retry for run in load_dispatch_view().in_flight)
     for (state, attempt), chart in charts.items():
         planned = running_retry if state == ChartState.RUNNING else queued_retry
-        assert planned[chart_key(chart.pk)] is is_retry(state=state, attempt=attempt), (state, attempt)
+        assert planned[chart.pk] is is_retry(state=state, attempt=attempt), (state, attempt)
     assert in_flight == [False, True]
 
 
-def test_chart_ids_read_back_every_chart_key() -> None:
-    ids = [0, 1, 998, 999, 1000, 2**63 - 1]
-    assert chart_ids([chart_key(chart_id) for chart_id in ids]).tolist() == ids
-    assert chart_ids(["12", "7"]).tolist() == [12, 7]  # keys of another width: one at a time
-    assert chart_ids([]).tolist() == []
+def test_the_core_keys_each_chart_by_its_primary_key(tenants: Tenants) -> None:
+    """The chart ids cross into the core as the integers they are: the queue's id column is the
+    waiting rows' own array, the running charts' ids their primary keys."""
+    for state in (ChartState.QUEUED, ChartState.QUEUED, ChartState.RETRY_WAIT, ChartState.RUNNING):
+        ChartFactory(org=tenants.org_a, workflow=tenants.workflow, state=state, attempt=int(state != "queued"))
+    snapshot = load_snapshot()
+    ids = core.QueueColumns.of(snapshot.scenario.queued).given("id")
+    assert ids is snapshot.waiting.id
+    assert set(ids.tolist()) == set(Chart.objects.filter(state__in=WAITING_STATES).values_list("pk", flat=True))
+    assert [chart.id for chart in snapshot.scenario.running] == snapshot.in_flight.id.tolist()
+    assert all(type(chart.id) is int for chart in snapshot.scenario.running)
 
 
 def test_pairs_are_numbered_alike_whether_or_not_their_ids_fit_one_integer() -> None:
@@ -175,13 +178,6 @@ def test_pairs_are_numbered_alike_whether_or_not_their_ids_fit_one_integer() -> 
     assert [sparse[code] for code in sparse_of] == [(3_000, 7), (1, 7), (3_000, 7), (1, 8)]
     assert small_of.tolist() == sparse_of.tolist() == [2, 0, 2, 1]  # numbered in the pairs' order either way
     assert _pair_codes([], [])[1] == []
-
-
-@given(st.lists(st.integers(0, 2**63 - 1), max_size=50))
-@example([0, 1, 999, 1_000, 9_999, 10_000, 10**18, 2**63 - 1])
-@example([-5, 3])  # never an id, but keyed as `chart_key` keys it
-def test_chart_keys_are_the_chart_key_of_each_id(ids: list[int]) -> None:
-    assert chart_keys(np.array(ids, dtype=np.int64)) == [chart_key(chart_id) for chart_id in ids]
 
 
 @given(
@@ -207,7 +203,7 @@ def test_backlogged_and_ready_are_the_orgs_a_chart_by_chart_reading_finds(
     }  # fmt: skip
     running = [core.RunningChart(f"r{index}", orgs[org], 0.0, 60.0, 1) for index, org in enumerate(running_orgs)]
     queued = [
-        core.QueuedChart(chart_key(index), orgs[org], 0.0, 60.0, 1, high, paused, 0, available_at, False)
+        core.QueuedChart(index, orgs[org], 0.0, 60.0, 1, high, paused, 0, available_at, False)
         for index, (org, paused, high, available_at) in enumerate(charts)
     ]
     in_flight = [chart.org for chart in running]
@@ -244,7 +240,7 @@ def _read_row_by_row(
     spread: dict[str, float] = {}
     held: set[str] = set()
     for chart in Chart.objects.filter(state__in=ACTIVE_STATES):
-        key, org = chart_key(chart.pk), org_key(chart.org_id)
+        key, org = chart.pk, org_key(chart.org_id)
         mean, sigma = durations.of(chart.org_id, chart.workflow_id)
         if sigma:
             spread[key] = sigma

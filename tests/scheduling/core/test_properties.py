@@ -6,10 +6,12 @@ import random
 from collections import Counter, defaultdict
 from dataclasses import replace
 
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduling.core import (
+    Arrival,
     OrgPolicy,
     Plan,
     QueueColumns,
@@ -25,7 +27,7 @@ from scheduling.core import (
 from scheduling.core.model import Policy
 
 from . import reference
-from .support import scenario_json, scenarios
+from .support import scenario_json, scenarios, with_dues
 
 # Plenty of small examples; no example database, so that running the tests writes no files.
 EXAMPLES = settings(max_examples=150, deadline=None, database=None)
@@ -157,6 +159,44 @@ def test_dataclasses_columns_and_json_give_one_plan(scenario: Scenario) -> None:
     from_json = parse_scenario(scenario_json(scenario))
     assert plan_dict(plan(scenario)) == plan_dict(plan(from_columns)) == plan_dict(plan(from_json))
     assert list(from_columns.queued) == list(scenario.queued)
+
+
+@EXAMPLES
+@given(scenarios().flatmap(with_dues))
+def test_integer_keys_plan_as_the_string_ids_they_sort_as(scenario: Scenario) -> None:
+    """The live system keys its charts by integer primary keys: a scenario whose ids are integers
+    (a list, or the int64 array a snapshot passes) plans as the same scenario with string ids of
+    the same order, reasons and heads of line included, under the integers."""
+    ids = sorted([*(chart.id for chart in scenario.queued), *(chart.id for chart in scenario.running)])
+    key = {chart_id: 10 * index + 7 for index, chart_id in enumerate(ids)}
+    keyed = replace(
+        scenario,
+        queued=[replace(chart, id=key[chart.id]) for chart in scenario.queued],
+        running=[replace(chart, id=key[chart.id]) for chart in scenario.running],
+    )
+    columns = QueueColumns.of(keyed.queued)
+    as_array = replace(keyed, queued=columns.replace(id=np.array(columns.id, dtype=np.int64)))
+    expected = plan(scenario)
+    for integer_keyed in (keyed, as_array):
+        result = plan(integer_keyed)
+        assert list(result.order) == [key[chart_id] for chart_id in expected.order]
+        assert all(type(chart_id) is int for chart_id in result.order)
+        for name in ("start", "eta", "eta_low", "eta_high", "reason", "waiting_until", "late_chance"):
+            assert dict(getattr(result, name)) == {key[i]: v for i, v in dict(getattr(expected, name)).items()}, name
+        heads = dict(expected.head_of_line)
+        assert dict(result.head_of_line) == {key[i]: None if h is None else key[h] for i, h in heads.items()}
+
+
+def test_the_expected_charts_key_after_integer_keys_even_with_nothing_queued() -> None:
+    """Expected charts take integer keys above every real chart's, also when the queue (an empty
+    id array, as a snapshot of an empty queue gives) has none and only running charts have keys."""
+    running = [RunningChart(id=41, org="a", started=0, avg=10.0), RunningChart(id=7, org="b", started=0, avg=5.0)]
+    empty = QueueColumns(id=np.zeros(0, dtype=np.int64), org=[], created=np.zeros(0), avg=np.zeros(0))
+    arrivals = [Arrival(org="a", rate=1.0, until=20.0, avg=3.0)]
+    for queued in (empty, []):
+        result = plan(Scenario(now=1.0, budget=1, queued=queued, running=running, arrivals=arrivals))
+        assert dict(result.eta) == {41: 10.0, 7: 5.0}
+        assert list(result.order) == []
 
 
 @settings(EXAMPLES, max_examples=15)
