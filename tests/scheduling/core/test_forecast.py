@@ -69,7 +69,7 @@ def test_a_queued_spread_keeps_the_starts_and_puts_each_eta_at_its_median_durati
         if chart_id in median:
             assert eta == pytest.approx(start + median[chart_id], rel=1e-12)
     # The clear-time of an org is its median last finish: never before its latest ETA, in its band.
-    org_of = {chart.id: chart.org for chart in [*scenario.queued, *scenario.running]}
+    org_of = {chart.id: chart.org for chart in scenario.queued} | {chart.id: chart.org for chart in scenario.running}
     for org, clear in banded.org_clear.items():
         latest = max((eta for c, eta in banded.eta.items() if eta is not None and org_of[c] == org), default=None)
         low, high = banded.org_clear_low[org], banded.org_clear_high[org]
