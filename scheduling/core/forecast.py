@@ -625,13 +625,11 @@ def median_last_finish(
     to finish is later than the latest of their ETAs (one of them runs long): on the open-arrival
     simulator the latest ETA was 11-20% early on the org clear-times, the floor's included.
     1. Each chart's median finish, start + avg x e^(-spread^2 / 2) (a run that has lasted e: its
-       median given D > e, as `remaining_time` conditions its ETA), or its `eta`; the org's latest
-       (and now) is a lower bound L of its median last finish, since the last finish comes after
-       each.
+       median given D > e, as `remaining_time` conditions its ETA); the org's latest (and now) is
+       a lower bound L of its median last finish, since the last finish comes after each.
     2. A chart almost surely finished by L (its CERTAIN_Z quantile at or before L, given D > e for
        a run) leaves the probability that all have finished as it is: only the others count. An
-       org with one chart that counts clears at L: that chart's median finish (or, if another
-       finishes later for sure, L itself).
+       org with one chart that counts clears at L, taken as its latest `eta` where given.
     3. Bisection between L and the latest CERTAIN_Z quantile of those charts for the x at which the
        sum of their log P(finish <= x) is log 1/2; for a run that has lasted e, P(D <= x - start |
        D > e) = 1 - Q(z_x) / Q(z_e), the normal tails Q taken in logs (`_log_normal_tail`) so that
@@ -656,11 +654,12 @@ def median_last_finish(
     for index in np.flatnonzero(given):
         median_z[index] = _tail_quantile(float(z_lasted[index]), float(log_tail[index]), 0.5)
         certain_z[index] = _tail_quantile(float(z_lasted[index]), float(log_tail[index]), _CERTAIN)
-    median_finish = (
-        begun + np.exp(log_median + sigma * median_z) if eta is None else np.asarray(eta, dtype=np.float64)[planned]
-    )
     latest = np.full(org_count, float(now))
-    np.maximum.at(latest, codes, median_finish)
+    np.maximum.at(latest, codes, begun + np.exp(log_median + sigma * median_z))
+    latest_eta = latest
+    if eta is not None:
+        latest_eta = np.full(org_count, float(now))
+        np.maximum.at(latest_eta, codes, np.asarray(eta, dtype=np.float64)[planned])
     certain = begun + np.exp(log_median + certain_z * sigma)
     counts = (sigma > 0) & (certain > latest[codes])
     result = np.full(org_count, math.nan)
@@ -686,7 +685,7 @@ def median_last_finish(
         low = np.where(below, middle, low)
         high = np.where(below, high, middle)
     orgs, counted = np.unique(codes, return_counts=True)
-    result[orgs] = np.where(counted == 1, latest[orgs], (low[orgs] + high[orgs]) / 2)
+    result[orgs] = np.where(counted == 1, latest_eta[orgs], (low[orgs] + high[orgs]) / 2)
     return result
 
 
