@@ -3,7 +3,7 @@
 The replan stores each in-flight chart's expected duration with its plan (`ChartPlan.expected_duration`,
 the `avg` its ETA was computed from); whether the run is past it is read against the clock of the
 reader, so a chart crosses it when it does, not at the next replan. Its ETA and band are the plan's:
-for a run with a known spread, its expected time left given how long it has run (never before the
+for a run with a known spread, its median time left given how long it has run (never before the
 plan's now, `scheduling.core.forecast.remaining_time`).
 """
 

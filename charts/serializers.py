@@ -66,7 +66,7 @@ class ChartSerializer(OutputFieldsOnce, serializers.ModelSerializer[Chart]):
     )
     overdue = serializers.SerializerMethodField(
         help_text="True when the chart is running and has run longer than expected_duration (running longer"
-        " than usual): its eta and band are then its expected time left given how long it has run, never"
+        " than usual): its eta and band are then its median time left given how long it has run, never"
         " before the replan that made them. False otherwise."
     )
     # The turnaround promise (`charts.promise`).

@@ -1,6 +1,6 @@
 """What the plan cannot see in the queue: the charts still to come, and the spread of durations.
 
-Three extensions of the contract's ETAs, all off by default (a scenario without them plans exactly
+Extensions of the contract's ETAs, all off by default (a scenario without them plans exactly
 as the contract says):
 
 - **History** (`Scenario.history`): the submissions of the recent past, from which `forecast`
@@ -17,14 +17,24 @@ as the contract says):
   ordinary fair order and replay place them: behind the org's own backlog, or, for an idle org, in
   the round under way when they arrive, as the live loop would. They shape the ETAs of the real
   charts and are left out of the plan.
+- **Medians** (`running_finish`, `median_durations`). Where a chart's spread is known, its ETA is
+  the median of its finish, where half of its runs are over, the middle of its band and of its
+  late-chance law: a running chart's is now plus its median time left given how long it has run,
+  and the replay frees its lanes then; a queued chart's is its start plus its median duration.
+  Durations are skewed right, and the next lane to free is the earliest of several random
+  finishes, earlier than the earliest of their means: a replay of the running charts at their
+  means promises the next starts late. The queued charts still free their lanes at start + mean
+  in the replay: a later start is a sum of many durations, whose median is near the sum of their
+  means, and a sum of medians would promise deep charts early. With no spread the plan is the
+  contract's.
 - **ETA bands** (`eta_bands`). Each chart's p10-p90 finish from the spread of durations (`spread`:
   the standard deviation of log(duration), lognormal) and of arrivals:
   1. Its start is the sum of the work started before it spread over the budget's lanes, so its
      variance is the sum of those charts' work variances over budget^2: units^2 * avg^2 *
      (e^spread^2 - 1) for a real chart, units^2 * avg^2 * e^spread^2 for an expected arrival (a
      Poisson count of arrivals adds the square of the mean as well). Running charts count first.
-  2. Its own duration is lognormal with mean `avg`: its p10 and p90 (a p90 below the mean, past
-     spread ~2.56, adds nothing above the ETA: a band always holds its ETA).
+  2. Its own duration is lognormal with mean `avg`, median avg x e^(-spread^2 / 2)
+     (`median_durations`; the ETA is start + median): its p10 and p90 around that median.
   3. The two spreads are independent: the band's half-widths add in quadrature on each side, with
      the normal z of p90 for the start.
   4. From history, what the rates cannot say: the rates' own doubt (RATE_DOUBT / evidence, relative
@@ -449,8 +459,9 @@ def eta_bands(
 ) -> BandEdges:
     """The p10-p90 finish of each chart of a replay (see the module doc), nan where it has no start.
 
-    `starts` (None or nan: no start), `avg`, `units`, `spread` and `expected` describe the replayed
-    charts (expected: an expected arrival), as sequences or arrays; the running charts only add
+    `starts` (None or nan: no start), `avg` (the mean durations), `units`, `spread` and `expected`
+    describe the replayed charts (expected: an expected arrival), as sequences or arrays, each
+    chart's ETA its start + its median duration (`median_durations`); the running charts only add
     their work's variance before every start. `arrivals` widen the start's spread by 1 / (1 - rho),
     rho the share of the budget they take while they last: a later start lets more arrivals in
     before it.
@@ -464,7 +475,8 @@ def eta_bands(
     by_start = planned[np.argsort(start[planned], kind="stable")]
     start = start[by_start]
     mean = np.asarray(avg, dtype=np.float64)[by_start]
-    sigma2 = np.square(np.asarray(spread, dtype=np.float64)[by_start])
+    sigma = np.asarray(spread, dtype=np.float64)[by_start]
+    sigma2 = np.square(sigma)
     is_expected = np.asarray(expected, dtype=bool)[by_start]
     work = np.square(np.asarray(units, dtype=np.float64)[by_start] * mean)
     variance = work * np.where(is_expected, np.exp(sigma2), np.expm1(sigma2))
@@ -501,13 +513,12 @@ def eta_bands(
         # Fewer arrivals than expected: at most none at all (the module doc, step 5).
         none_came = Z90 * np.sqrt(real_before + running_variance) / budget + expected_before / budget
         early_spread = np.minimum(early_spread, none_came)
-    # Own duration: lognormal with mean avg, so median avg * e^(-sigma^2 / 2). Past sigma ~2.56 its
-    # p90 is below its mean, the ETA: it adds nothing to the band above the ETA.
-    sigma = np.sqrt(sigma2)
-    median = mean * np.exp(-sigma2 / 2)
-    below = mean - median * np.exp(-Z90 * sigma)
-    above = np.maximum(median * np.exp(Z90 * sigma) - mean, 0.0)
-    eta = start + mean
+    # Own duration: lognormal with mean avg, so median avg * e^(-sigma^2 / 2) (`median_durations`):
+    # the ETA is start + median, the band its p10 and p90 around it.
+    median = median_durations(mean, sigma)
+    below = median * -np.expm1(-Z90 * sigma)
+    above = median * np.expm1(Z90 * sigma)
+    eta = start + median
     low[by_start] = np.maximum(eta - np.hypot(early_spread, below), now)
     high[by_start] = eta + np.hypot(late_spread, above)
     return BandEdges(low, high)
@@ -597,13 +608,15 @@ def median_last_finish(
     spread: Sequence[float] | NDArray[np.float64],
     org_count: int,
     lasted: Sequence[float] | NDArray[np.float64] | None = None,
+    eta: Sequence[float | None] | NDArray[np.float64] | None = None,
 ) -> NDArray[np.float64]:
     """Each org's median last finish: the time by which all its charts (`org`: each chart's org
     code) have finished with probability 1/2, their starts as given and their durations independent
     lognormals of mean `avg` and log-sd `spread` (a chart without a start does not count), each
     given that it has already run `lasted` seconds (a running chart; 0 or less, or no `lasted`: not
     begun); nan for an org none of whose charts has a spread. (`start` may be an array, nan for no
-    start.)
+    start.) `eta`: each chart's own median finish as the plan has it (its ETA; none: worked out
+    here), so that an org with one chart that counts clears at that chart's ETA to the bit.
 
     The latest ETA is the last finish if every chart takes its mean; but the last of several charts
     to finish is later than the latest of their ETAs (one of them runs long): on the open-arrival
@@ -612,7 +625,8 @@ def median_last_finish(
        median given D > e, as `remaining_time` conditions its ETA); the org's latest (and now) is
        a lower bound L of its median last finish, since the last finish comes after each.
     2. A chart almost surely finished by L (its CERTAIN_Z quantile at or before L, given D > e for
-       a run) leaves the probability that all have finished as it is: only the others count.
+       a run) leaves the probability that all have finished as it is: only the others count. An
+       org with one chart that counts clears at L, taken as its latest `eta` where given.
     3. Bisection between L and the latest CERTAIN_Z quantile of those charts for the x at which the
        sum of their log P(finish <= x) is log 1/2; for a run that has lasted e, P(D <= x - start |
        D > e) = 1 - Q(z_x) / Q(z_e), the normal tails Q taken in logs (`_log_normal_tail`) so that
@@ -639,6 +653,10 @@ def median_last_finish(
         certain_z[index] = _tail_quantile(float(z_lasted[index]), float(log_tail[index]), _CERTAIN)
     latest = np.full(org_count, float(now))
     np.maximum.at(latest, codes, begun + np.exp(log_median + sigma * median_z))
+    latest_eta = latest
+    if eta is not None:
+        latest_eta = np.full(org_count, float(now))
+        np.maximum.at(latest_eta, codes, np.asarray(eta, dtype=np.float64)[planned])
     certain = begun + np.exp(log_median + certain_z * sigma)
     counts = (sigma > 0) & (certain > latest[codes])
     result = np.full(org_count, math.nan)
@@ -663,8 +681,8 @@ def median_last_finish(
         below = finished < math.log(0.5)
         low = np.where(below, middle, low)
         high = np.where(below, high, middle)
-    orgs = np.unique(codes)
-    result[orgs] = (low[orgs] + high[orgs]) / 2
+    orgs, counted = np.unique(codes, return_counts=True)
+    result[orgs] = np.where(counted == 1, latest_eta[orgs], (low[orgs] + high[orgs]) / 2)
     return result
 
 
@@ -714,55 +732,55 @@ def _normal_cdf(z: NDArray[np.float64]) -> NDArray[np.float64]:
 
 @dataclass(frozen=True, slots=True)
 class Remaining:
-    """What is left of a run that has lasted a while: the mean, p10 and p90 of D - e given D > e."""
+    """What is left of a run that has lasted a while: the mean, median, p10 and p90 of D - e given
+    D > e."""
 
     mean: float
+    median: float
     low: float
     high: float
 
 
 def remaining_time(*, elapsed: float, avg: float, sigma: float) -> Remaining:
     """The time left to a run that has lasted `elapsed` (e) seconds, its duration D lognormal with
-    mean `avg` and log-sigma `sigma` (> 0): the mean, p10 and p90 of D - e given D > e, all > 0,
-    with low <= mean <= high.
+    mean `avg` and log-sigma `sigma` (> 0): the mean, median, p10 and p90 of D - e given D > e, all
+    > 0 for a run begun, with low <= median <= high.
 
     1. mu = ln(avg) - sigma^2 / 2 and z = (ln e - mu) / sigma, where e has reached in D's law; a run
        not yet begun (e <= 0) has its whole duration (and -e) still to go.
     2. The mean: E[D | D > e] = avg * Phi(sigma - z) / (1 - Phi(z)), each tail by erfc so that it
        keeps its precision far past the median.
-    3. The quantiles: the p-quantile of D given D > e is exp(mu - sigma * Phi^-1((1 - p) * tail)),
-       tail = 1 - Phi(z) (the inverse taken on the small side, exact down to tails of 1e-300).
+    3. The quantiles (p = 0.1, 0.5, 0.9): the p-quantile of D given D > e is exp(mu - sigma *
+       Phi^-1((1 - p) * tail)), tail = 1 - Phi(z) (the inverse taken on the small side, exact down
+       to tails of 1e-300).
     4. Where the tail underflows (z past ~37) or rounding leaves the results out of order, (log D -
        ln e) / sigma given D > e is exponential with rate z (the normal's tail): mean
        e * sigma / (z - sigma), quantiles e * (e^(sigma * y_p) - 1) with y_p = -ln(1 - p) / z.
-    5. A wide law (sigma past ~2.56 for a run not yet begun) has its mean above its p90: the band is
-       raised to hold the mean (`_holding`), so that an ETA is never outside its own band.
+    5. The band is the p10-p90 of that law and holds the median, the plan's ETA (`running_finish`);
+       a wide law (sigma past ~2.56 for a run not yet begun) has its mean above its p90.
     """
     mu = math.log(avg) - sigma * sigma / 2
     if elapsed <= 0:
         median = math.exp(mu)
-        return _holding(
-            avg - elapsed, median * math.exp(-Z90 * sigma) - elapsed, median * math.exp(Z90 * sigma) - elapsed
-        )
+        return Remaining(
+            avg - elapsed, median - elapsed, median * math.exp(-Z90 * sigma) - elapsed,
+            median * math.exp(Z90 * sigma) - elapsed,
+        )  # fmt: skip
     z = (math.log(elapsed) - mu) / sigma
     tail = math.erfc(z / math.sqrt(2)) / 2
     if tail > 1e-300:
         mean = avg * math.erfc((z - sigma) / math.sqrt(2)) / 2 / tail - elapsed
         low = math.exp(mu - sigma * _STANDARD.inv_cdf(0.9 * tail)) - elapsed
+        median = math.exp(mu - sigma * _STANDARD.inv_cdf(0.5 * tail)) - elapsed
         high = math.exp(mu - sigma * _STANDARD.inv_cdf(0.1 * tail)) - elapsed
-        if 0 < low < high and mean > 0 and math.isfinite(mean):
-            return _holding(mean, low, high)
+        if 0 < low < median < high and mean > 0 and math.isfinite(mean):
+            return Remaining(mean, median, low, high)
     z = max(z, 2 * sigma)  # past ~37 here, far beyond any learned sigma
 
     def left(p: float) -> float:
         return elapsed * math.expm1(-sigma * math.log1p(-p) / z)
 
-    return _holding(elapsed * sigma / (z - sigma), left(0.1), left(0.9))
-
-
-def _holding(mean: float, low: float, high: float) -> Remaining:
-    """The remaining time with its band widened, if need be, to hold its mean."""
-    return Remaining(mean, min(low, mean), max(high, mean))
+    return Remaining(elapsed * sigma / (z - sigma), left(0.5), left(0.1), left(0.9))
 
 
 _STANDARD = NormalDist()
@@ -770,7 +788,8 @@ _STANDARD = NormalDist()
 
 def running_band(*, now: float, started: Sequence[float], avg: Sequence[float], spread: Sequence[float]) -> Bands:
     """p10-p90 finish of running charts: now plus the p10 and p90 of the time left to each run
-    given how long it has lasted (`remaining_time`); the ETA itself without a spread."""
+    given how long it has lasted (`remaining_time`), around its median (`running_finish`); the ETA
+    itself without a spread."""
     low, high = [], []
     for chart_started, mean, sigma in zip(started, avg, spread, strict=True):
         if sigma > 0:
@@ -786,10 +805,18 @@ def running_band(*, now: float, started: Sequence[float], avg: Sequence[float], 
 
 def running_finish(*, now: float, started: float, avg: float, sigma: float) -> float:
     """When a running chart is expected to finish: max(now, started + avg) without a spread (the
-    contract's rule), else now plus its expected time left given how long it has lasted."""
+    contract's rule), else now plus its median time left given how long it has lasted (half of
+    such runs have finished by then)."""
     if sigma > 0:
-        return now + remaining_time(elapsed=now - started, avg=avg, sigma=sigma).mean
+        return now + remaining_time(elapsed=now - started, avg=avg, sigma=sigma).median
     return max(now, started + avg)
+
+
+def median_durations(avg: NDArray[np.float64], spread: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Each chart's median duration, avg x e^(-spread^2 / 2) (a lognormal of mean `avg`, half of
+    whose runs are over by then), `avg` itself where it has no spread: its ETA is its start plus
+    that."""
+    return np.where(spread > 0, avg * np.exp(-np.square(spread) / 2), avg)
 
 
 def spreads(spread: Sequence[float] | NDArray[np.float64], count: int) -> NDArray[np.float64]:

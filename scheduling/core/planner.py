@@ -18,6 +18,7 @@ from .forecast import (
     expected_charts,
     forecast,
     late_chance,
+    median_durations,
     median_last_finish,
     running_band,
     running_finish,
@@ -73,10 +74,11 @@ def _plan(scenario: Scenario) -> Plan:
     1. The queue, with the charts the scenario's `arrivals` foresee after the real ones (`_queue`).
     2. The fair order of the eligible queued charts (`fair_order_indices`).
     3. Their columns in that order; each chart occupies c = min(cost, budget) units. Running
-       charts finish at max(now, started + avg), or with a spread at now plus their expected time
+       charts finish at max(now, started + avg), or with a spread at now plus their median time
        left given how long they have run (`forecast.running_finish`), for every replay (`_columns`).
     4. Starts and ETAs (start + avg), by the replay that applies (`replay.replay`: the reference
-       walk, the lane simulation or the compiled one, the same starts and ETAs).
+       walk, the lane simulation or the compiled one, the same starts and ETAs); with a spread
+       known, each chart's ETA is its start plus its median duration (`_median_etas`).
     5. Why each chart waits, from the walk at `now` (`_waiting`): worked out on first use, so a
        caller that never asks (the plan command) never pays for it.
     6. The bands (`forecast.eta_bands`) when a spread or an arrival is known (`_bands`).
@@ -95,19 +97,21 @@ def _plan(scenario: Scenario) -> Plan:
     columns = _columns(scenario, queue.columns, order, org_of, org_names)
     starts, etas = replay(columns)
     start_time = np.array(starts, dtype=np.float64)  # None (never starts) becomes nan
+    etas = _median_etas(queue, columns, start_time, etas)
     bands = _bands(scenario, queue, columns, start_time)
     return _real_plan(scenario, queue, columns, starts, etas, start_time, bands)
 
 
 @dataclass(frozen=True, slots=True)
 class _PlanQueue:
-    """Step 1: the queued charts, the real ones (`real_count`, ids `real_ids`) first, then the expected ones."""
+    """Step 1: the queued charts, the real ones (`real_count`, ids `real_ids`) first, then the expected
+    ones, and the `spread` of each (0: none known)."""
 
     columns: QueueColumns
     real_count: int
     real_ids: Sequence[ChartId] | NDArray[np.int64]
     arrivals: list[Arrival]
-    expected_spread: NDArray[np.float64]
+    spread: NDArray[np.float64]
     foreseen: Forecast | None
 
 
@@ -143,7 +147,7 @@ def _queue(scenario: Scenario) -> _PlanQueue:
     `history`) are expected to add."""
     queue = QueueColumns.of(scenario.queued)
     real_count, real_ids = len(queue), queue.given("id")
-    expected_spread = np.zeros(0)
+    spread = spreads(scenario.spread, real_count)
     arrivals = list(scenario.arrivals)
     foreseen: Forecast | None = None
     if scenario.history is not None:
@@ -158,7 +162,8 @@ def _queue(scenario: Scenario) -> _PlanQueue:
             arrivals, now=scenario.now, queued=real_count, first_key=_first_key_after(real_ids, scenario.running)
         )
         queue = queue.joined(expected)
-    return _PlanQueue(queue, real_count, real_ids, arrivals, expected_spread, foreseen)
+        spread = np.concatenate((spread, expected_spread))
+    return _PlanQueue(queue, real_count, real_ids, arrivals, spread, foreseen)
 
 
 def _first_key_after(ids: Sequence[ChartId] | NDArray[np.int64], running: Sequence[RunningChart]) -> int | None:
@@ -240,15 +245,26 @@ def _later_charts(
     return later, later_at, list(zip(ready_at, later.tolist(), strict=True))
 
 
+def _median_etas(
+    queue: _PlanQueue, columns: _Columns, start_time: NDArray[np.float64], etas: Sequence[float | None]
+) -> Sequence[float | None]:
+    """Step 4's ETAs where a spread is known: each chart's start plus its median duration
+    (`forecast.median_durations`), half of its runs over by then; the replay's own (start + avg)
+    where none is. The starts stay the replay's: a start is a sum of the durations before it,
+    whose median is near the sum of their means, not of their medians, while the running
+    charts' median times left set the first starts (`forecast.running_finish`)."""
+    spread = queue.spread[columns.order]
+    if not spread.any():
+        return etas
+    return times_list(start_time + median_durations(columns.avg_time, spread))
+
+
 def _bands(scenario: Scenario, queue: _PlanQueue, columns: _Columns, start_time: NDArray[np.float64]) -> _Bands | None:
     """Step 6: the p10-p90 bands when a spread or an arrival is known (None: the ETAs themselves)."""
     if not (len(scenario.spread) or scenario.running_spread or queue.arrivals or queue.foreseen is not None):
         return None
     real_count, running = queue.real_count, scenario.running
-    queued_spread = spreads(scenario.spread, real_count)
-    if len(queue.expected_spread):
-        queued_spread = np.concatenate((queued_spread, queue.expected_spread))
-    spread = queued_spread[columns.order]
+    spread = queue.spread[columns.order]
     running_avg = [chart.avg for chart in running]
     running_spread = spreads(scenario.running_spread, len(running))
     bands = eta_bands(
@@ -315,6 +331,7 @@ def _real_plan(
     running_org = chart_org[queued_count:]
     layout_org = np.concatenate((org, chart_org[:real_count][left_out_charts], running_org))
 
+    order_eta = eta_time
     eta_time, eta_value = laid.times(eta_time, etas, columns.running_finish)
     org_clear = org_clear_low = org_clear_high = _org_clear(org_names, layout_org, eta_time, eta_value)
     eta = eta_low = eta_high = laid.column(chart_ids, etas, columns.running_finish)
@@ -331,6 +348,7 @@ def _real_plan(
             avg=np.concatenate((avg, np.array([chart.avg for chart in running], dtype=np.float64))),
             spread=np.concatenate((bands.spread, bands.running_spread)), org_count=len(org_names),
             lasted=np.concatenate((np.zeros(len(start_time)), scenario.now - np.array(running_started, dtype=float))),
+            eta=np.concatenate((order_eta, np.array(columns.running_finish, dtype=np.float64))),
         )  # fmt: skip
         org_clear = _median_clear(org_names, last, org_clear)
         org_clear_high = {name: _later(high, org_clear[name]) for name, high in org_clear_high.items()}

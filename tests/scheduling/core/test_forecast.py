@@ -41,26 +41,38 @@ def test_without_spread_or_arrivals_the_band_is_the_eta(scenario: Scenario) -> N
 
 @given(scenarios())
 @settings(max_examples=150, deadline=None)
-def test_a_queued_spread_never_moves_the_point_plan_and_the_band_holds_it(scenario: Scenario) -> None:
+def test_a_queued_spread_keeps_the_starts_and_puts_each_eta_at_its_median_duration(scenario: Scenario) -> None:
+    # The replay still frees a queued chart's lanes at start + avg (the order and every start are
+    # the plain plan's); its ETA is start + its median, avg x e^(-sigma^2 / 2), inside its band.
     queued_spread = [0.2 + 0.1 * (index % 4) for index in range(len(scenario.queued))]
     running_spread = [0.0] * len(scenario.running)
     banded = plan(Scenario(**{**_fields(scenario), "spread": queued_spread, "running_spread": running_spread}))
     plain = plan(scenario)
     assert banded.order == plain.order
-    assert dict(banded.eta) == dict(plain.eta)
-    for chart_id, eta in plain.eta.items():
-        low, high = banded.eta_low[chart_id], banded.eta_high[chart_id]
+    assert dict(banded.start) == dict(plain.start)
+    median = {
+        chart.id: chart.avg * math.exp(-(sigma**2) / 2)
+        for chart, sigma in zip(scenario.queued, queued_spread, strict=True)
+    }
+    for chart in scenario.running:
+        assert banded.eta[chart.id] == plain.eta[chart.id]
+    for chart_id, eta in banded.eta.items():
+        low, high, start = banded.eta_low[chart_id], banded.eta_high[chart_id], banded.start[chart_id]
         if eta is None:
-            assert low is None
-            assert high is None
-        else:
-            assert low is not None
-            assert high is not None
-            assert scenario.now <= low <= high
-            assert (low <= eta + 1e-9 and high >= eta - 1e-9) or eta <= scenario.now
+            assert low is high is start is None
+            continue
+        assert low is not None
+        assert high is not None
+        assert start is not None
+        assert scenario.now <= low <= high
+        assert low <= eta <= high or eta <= scenario.now
+        if chart_id in median:
+            assert eta == pytest.approx(start + median[chart_id], rel=1e-12)
     # The clear-time of an org is its median last finish: never before its latest ETA, in its band.
-    for org, latest in plain.org_clear.items():
-        clear, low, high = banded.org_clear[org], banded.org_clear_low[org], banded.org_clear_high[org]
+    org_of = {chart.id: chart.org for chart in scenario.queued} | {chart.id: chart.org for chart in scenario.running}
+    for org, clear in banded.org_clear.items():
+        latest = max((eta for c, eta in banded.eta.items() if eta is not None and org_of[c] == org), default=None)
+        low, high = banded.org_clear_low[org], banded.org_clear_high[org]
         if latest is None:
             assert clear is low is high is None
         else:
@@ -223,7 +235,7 @@ def test_a_running_chart_band_is_its_time_left_quantiles_from_now() -> None:
     result = plan(Scenario(now=2, budget=1, running=running, running_spread=[0.5]))
     low, high = result.eta_low["r"], result.eta_high["r"]
     remaining = remaining_time(elapsed=2, avg=10.0, sigma=0.5)
-    assert (low, result.eta["r"], high) == (2 + remaining.low, 2 + remaining.mean, 2 + remaining.high)
+    assert (low, result.eta["r"], high) == (2 + remaining.low, 2 + remaining.median, 2 + remaining.high)
     assert result.org_clear_low["a"] == low
     assert result.org_clear_high["a"] == high
 
@@ -344,6 +356,39 @@ def test_the_chart_behind_an_overdue_one_starts_at_its_expected_finish() -> None
     assert result.eta["q"] == result.eta["r"] + 5.0
 
 
+@pytest.mark.parametrize(("elapsed", "sigma"), [(0.0, 0.5), (5.0, 0.8), (30.0, 0.3)])
+def test_a_running_chart_is_expected_when_half_its_runs_have_finished(elapsed: float, sigma: float) -> None:
+    # Its ETA is its median finish given how long it has run (not its mean, later on a skewed law),
+    # and the chart behind it starts then.
+    now = 100.0
+    running = [RunningChart("r", "a", started=now - elapsed, avg=10.0)]
+    queued = [QueuedChart("q", "a", created=0, avg=5.0)]
+    result = plan(Scenario(now=now, budget=1, running=running, queued=queued, running_spread=[sigma]))
+    eta = result.eta["r"]
+    assert eta is not None
+    rng = random.Random(17)
+    finishes = [now + _left_given_lasted(rng, elapsed=max(elapsed, 1e-9), avg=10.0, sigma=sigma) for _ in range(20_000)]
+    assert 0.48 <= sum(finish <= eta for finish in finishes) / len(finishes) <= 0.52
+    assert result.start["q"] == eta
+
+
+def test_a_lone_chart_due_at_its_eta_is_late_half_the_time() -> None:
+    # The late-chance law has its median at the ETA: with the ETA at the median of the chart's own
+    # duration, a chart due then misses half the time, as the law says (at start + avg it missed 40%
+    # of the time at sigma 0.5 while the law said 1/2).
+    sigma = 0.5
+    probe = plan(Scenario(now=0, budget=1, queued=[QueuedChart("q", "a", created=0, avg=10.0)], spread=[sigma]))
+    eta = probe.eta["q"]
+    assert eta is not None
+    result = plan(
+        Scenario(now=0, budget=1, queued=[QueuedChart("q", "a", created=0, avg=10.0, due=eta)], spread=[sigma])
+    )
+    assert result.late_chance["q"] == 0.5
+    rng = random.Random(23)
+    durations = [10.0 * math.exp(rng.gauss(-sigma * sigma / 2, sigma)) for _ in range(20_000)]
+    assert 0.48 <= sum(duration > eta for duration in durations) / len(durations) <= 0.52
+
+
 def test_a_running_chart_without_a_spread_keeps_the_contract_rule() -> None:
     running = [RunningChart("r", "a", started=0, avg=10.0), RunningChart("s", "a", started=95, avg=10.0)]
     result = plan(Scenario(now=100, budget=2, running=running, running_spread=[0.0, 0.0]))
@@ -359,7 +404,8 @@ def test_a_running_chart_without_a_spread_keeps_the_contract_rule() -> None:
 def test_the_remaining_time_of_a_started_run_is_positive_and_banded(elapsed: float, avg: float, sigma: float) -> None:
     remaining = remaining_time(elapsed=elapsed, avg=avg, sigma=sigma)
     assert 0 < remaining.low < remaining.mean < remaining.high
-    assert all(math.isfinite(value) for value in (remaining.low, remaining.mean, remaining.high))
+    assert 0 < remaining.low < remaining.median < remaining.high
+    assert all(math.isfinite(value) for value in (remaining.low, remaining.median, remaining.mean, remaining.high))
 
 
 @settings(max_examples=100, deadline=None)
@@ -385,6 +431,7 @@ def test_the_remaining_time_matches_a_monte_carlo_estimate(elapsed: float, sigma
     left = sorted(d - elapsed for d in (rng.lognormvariate(mu, sigma) for _ in range(400_000)) if d > elapsed)
     remaining = remaining_time(elapsed=elapsed, avg=10.0, sigma=sigma)
     assert remaining.mean == pytest.approx(sum(left) / len(left), rel=0.03)
+    assert remaining.median == pytest.approx(left[len(left) // 2], rel=0.03)
     assert remaining.low == pytest.approx(left[len(left) // 10], rel=0.05)
     assert remaining.high == pytest.approx(left[len(left) * 9 // 10], rel=0.05)
 
@@ -392,6 +439,7 @@ def test_the_remaining_time_matches_a_monte_carlo_estimate(elapsed: float, sigma
 def test_far_in_the_tail_the_remaining_time_is_still_positive() -> None:
     remaining = remaining_time(elapsed=1e9, avg=1.0, sigma=0.1)
     assert 0 < remaining.low < remaining.mean < remaining.high
+    assert remaining.low < remaining.median < remaining.high
 
 
 def _left_given_lasted(rng: random.Random, *, elapsed: float, avg: float, sigma: float) -> float:
@@ -468,10 +516,10 @@ def test_every_band_holds_its_eta_at_any_spread(scenario: Scenario, drawn: list[
     avg=st.floats(min_value=0.1, max_value=1e5),
     sigma=st.floats(min_value=0.01, max_value=5.0),
 )
-def test_the_remaining_time_holds_its_mean_at_any_spread(elapsed: float, avg: float, sigma: float) -> None:
+def test_the_remaining_time_band_holds_its_median_at_any_spread(elapsed: float, avg: float, sigma: float) -> None:
     remaining = remaining_time(elapsed=elapsed, avg=avg, sigma=sigma)
-    assert remaining.low <= remaining.mean <= remaining.high
-    assert all(math.isfinite(value) for value in (remaining.low, remaining.mean, remaining.high))
+    assert remaining.low <= remaining.median <= remaining.high
+    assert all(math.isfinite(value) for value in (remaining.low, remaining.median, remaining.mean, remaining.high))
     if elapsed > 0:
         assert remaining.low > 0
 
@@ -479,10 +527,10 @@ def test_the_remaining_time_holds_its_mean_at_any_spread(elapsed: float, avg: fl
 @pytest.mark.parametrize(("elapsed", "sigma"), [(0.01, 3.0), (1.0, 4.0), (5.0, 2.8)])
 def test_at_a_large_spread_the_remaining_time_is_the_conditional_mean(elapsed: float, sigma: float) -> None:
     # E[D | D > e] = avg x Q(z - sigma) / Q(z): a short run of a wide pair still has most of its
-    # (mean) duration to go, above its p90 of time left.
+    # (mean) duration to go, above its p90 of time left; the band holds the median, the ETA.
     mu = math.log(100.0) - sigma * sigma / 2
     z = (math.log(elapsed) - mu) / sigma
     expected = 100.0 * math.erfc((z - sigma) / math.sqrt(2)) / math.erfc(z / math.sqrt(2)) - elapsed
     remaining = remaining_time(elapsed=elapsed, avg=100.0, sigma=sigma)
     assert remaining.mean == pytest.approx(expected, rel=1e-9)
-    assert remaining.low <= remaining.mean <= remaining.high
+    assert remaining.low <= remaining.median <= remaining.high

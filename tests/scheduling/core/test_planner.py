@@ -123,10 +123,10 @@ def bands_one_by_one(
             none_came = Z90 * math.sqrt(real_before + running_variance) / budget + expected_work_before / budget
             early = min(early, none_came)
         sigma, mean = spread[chart], avg[chart]
-        median = mean * math.exp(-(sigma**2) / 2)
-        below, above = mean - median * math.exp(-Z90 * sigma), median * math.exp(Z90 * sigma) - mean
-        lows.append(max(start + mean - math.hypot(early, below), now))
-        highs.append(start + mean + math.hypot(late, above))
+        median = mean * math.exp(-(sigma**2) / 2)  # the ETA is start + median
+        below, above = median - median * math.exp(-Z90 * sigma), median * math.exp(Z90 * sigma) - median
+        lows.append(max(start + median - math.hypot(early, below), now))
+        highs.append(start + median + math.hypot(late, above))
     return lows, highs
 
 
