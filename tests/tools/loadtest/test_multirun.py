@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.tools.loadtest.logs import BackgroundRuns, RunSpec
+from tests.tools.loadtest.logs import LoadRuns, RunSpec
 from tools.loadtest.multirun import summary
 
 pytestmark = [pytest.mark.slow, pytest.mark.temporal]
@@ -23,8 +23,8 @@ LOAD_RUN = RunSpec(
 
 
 @pytest.mark.timeout(RUN_TIMEOUT_SECONDS + 90)
-def test_two_of_everything_survive_leader_kills(load_runs: BackgroundRuns) -> None:
-    """The run started in the background (see the conftest)."""
+def test_two_of_everything_survive_leader_kills(load_runs: LoadRuns) -> None:
+    """The run started in the background (see tests/load_runs.py)."""
     log = load_runs.log(LOAD_RUN)
 
     lines, passed = summary(log)

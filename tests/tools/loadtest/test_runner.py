@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.tools.loadtest.logs import BackgroundRuns, RunSpec
+from tests.tools.loadtest.logs import LoadRuns, RunSpec
 from tools.loadtest import metrics
 
 pytestmark = [pytest.mark.slow, pytest.mark.temporal]
@@ -21,8 +21,8 @@ LOAD_RUN = RunSpec(("--seconds", str(SECONDS), "--faults", "kill_worker,redis"),
 
 
 @pytest.fixture(scope="module")
-def event_log(load_runs: BackgroundRuns) -> dict[str, Any]:
-    """The shortened load run, one for the module (started in the background: see the conftest)."""
+def event_log(load_runs: LoadRuns) -> dict[str, Any]:
+    """The shortened load run, one for the module (started in the background: see tests/load_runs.py)."""
     return load_runs.log(LOAD_RUN)
 
 
