@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.temporal]
 
 SECONDS = 30
 API_REQUESTS = 8  # per client, of 50: enough to see both setups serve, short enough for make test
-RUN_TIMEOUT_SECONDS = 300
+RUN_TIMEOUT_SECONDS = 480  # beside the rest of the suite (tests/load_runs.py): room for a busy machine
 LOAD_RUN = RunSpec(
     ("--seconds", str(SECONDS), "--faults", "", "--celery-workers", "2", "--temporal-workers", "2", "--web", "2",
      "--leader-kills", "2", "--api-requests", str(API_REQUESTS)),
