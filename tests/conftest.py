@@ -21,6 +21,7 @@ pytest_plugins = [
     "tests.file_order",  # before tests.browser, which imports it
     "tests.browser",
     "tests.db_flush",
+    "tests.load_runs",
     "pytester",
 ]
 

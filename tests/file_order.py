@@ -9,6 +9,9 @@ rule: what is left at the end is short files, which the two workers share.
   `tests/file_seconds.json` (`--file-seconds PATH` reads another table); `pytest --store-file-seconds`
   writes them afresh from the run (on xdist too: the controller sums its workers' reports).
 - A file not in the table (a new one) counts `UNKNOWN_SECONDS_PER_TEST` a test.
+- A file that reads a load run the controller runs in the background (its module declares
+  `LOAD_RUN`, see tests/load_runs.py) comes last whatever its seconds: its seconds are mostly the
+  wait for its run, which has had the rest of the suite's time to end.
 - The order changes nothing else: a file's tests keep their order, the ones that use Chromium last
   (see tests/browser.py), and files of equal weight keep collection order. A run in one process
   keeps the plain collection order (the order changes only what runs beside what).
@@ -46,6 +49,11 @@ def uses_chromium(item: pytest.Item) -> bool:
     return "chromium" in getattr(item, "fixturenames", ())
 
 
+def waits_on_a_load_run(item: pytest.Item) -> bool:
+    """The test's module reads a background load run (tests/load_runs.py)."""
+    return getattr(getattr(item, "module", None), "LOAD_RUN", None) is not None
+
+
 def file_of(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
 
@@ -59,8 +67,9 @@ def file_seconds(table_path: Path) -> dict[str, float]:
 
 
 def longest_files_first(items: list[pytest.Item], seconds: dict[str, float]) -> list[pytest.Item]:
-    """`items` with the files in decreasing weight (recorded seconds, else a guess from the count),
-    each file's tests together in their order but the Chromium ones last; ties keep collection order."""
+    """`items` with the files in decreasing weight (recorded seconds, else a guess from the count) but
+    those that wait on a load run last, each file's tests together in their order but the Chromium
+    ones last; ties keep collection order."""
     counts: dict[str, int] = defaultdict(int)
     first: dict[str, int] = {}
     for index, item in enumerate(items):
@@ -75,6 +84,7 @@ def longest_files_first(items: list[pytest.Item], seconds: dict[str, float]) -> 
     return sorted(
         items,
         key=lambda item: (
+            waits_on_a_load_run(item),
             -weight(file_of(item.nodeid)),
             first[file_of(item.nodeid)],
             uses_chromium(item),

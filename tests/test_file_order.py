@@ -1,5 +1,6 @@
-"""tests/file_order.py: on an xdist worker the files come longest first, each file's tests together,
-its Chromium tests last; `--store-file-seconds` records what each file took."""
+"""tests/file_order.py: on an xdist worker the files come longest first (those that wait on a load
+run last), each file's tests together, its Chromium tests last; `--store-file-seconds` records what
+each file took."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
@@ -21,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 class FakeItem:
     nodeid: str
     fixturenames: tuple[str, ...] = ()
+    module: object = None
 
 
 def order(items: list[FakeItem], seconds: dict[str, float]) -> list[str]:
@@ -48,6 +51,21 @@ def test_a_file_not_in_the_table_is_weighed_by_its_count_and_ties_keep_collectio
     # new.py: 10 tests at 0.5 s, heavier than old.py's 2 s; tie.py's 2 s comes after old.py's.
     assert order(items, {"old.py": 2.0, "tie.py": 2.0})[:2] == ["new.py::t0", "new.py::t1"]
     assert order(items, {"old.py": 2.0, "tie.py": 2.0})[-2:] == ["old.py::one", "tie.py::one"]
+
+
+def test_the_files_that_wait_on_a_load_run_come_last_whatever_their_seconds() -> None:
+    loads = SimpleNamespace(LOAD_RUN=object())
+    items = [
+        FakeItem("runner.py::one", module=loads),
+        FakeItem("runner.py::two", module=loads),
+        FakeItem("multirun.py::one", module=loads),
+        FakeItem("short.py::one", module=SimpleNamespace()),
+        FakeItem("long.py::one"),
+    ]
+
+    assert order(items, {"runner.py": 250.0, "multirun.py": 300.0, "short.py": 1.0, "long.py": 9.0}) == [
+        "long.py::one", "short.py::one", "multirun.py::one", "runner.py::one", "runner.py::two",
+    ]  # fmt: skip
 
 
 def test_the_seconds_of_each_file_are_stored_and_the_workers_get_them_in_that_order(

@@ -39,6 +39,17 @@ EXAMPLES_PER_OPERATION = int(os.environ.get("FAIRSCHED_SCHEMA_EXAMPLES", "10"))
 DERANDOMIZE = os.environ.get("FAIRSCHED_SCHEMA_SEED") != "random"
 
 
+@pytest.fixture(scope="module")
+def schema(django_db_setup: None, django_db_blocker: Any) -> dict[str, Any]:
+    """The schema as served, generated once for the module's readers: it follows from the code
+    (views, serializers, settings), not from the rows, and a reader only reads it."""
+    with django_db_blocker.unblock():
+        response = APIClient().get("/api/schema/?format=json")
+    assert response.status_code == 200
+    served: dict[str, Any] = response.json()
+    return served
+
+
 @pytest.fixture
 def wsgi_app() -> Iterator[Any]:
     """The real WSGI application, keeping the test's database connection open between requests
@@ -66,8 +77,7 @@ def test_schema_is_served(tenants: Tenants) -> None:
     assert {"delete"} <= paths["/api/v1/tokens/{id}/"].keys()
 
 
-def test_every_operation_documents_its_errors(tenants: Tenants) -> None:
-    schema = APIClient().get("/api/schema/?format=json").json()
+def test_every_operation_documents_its_errors(schema: dict[str, Any]) -> None:
     operations = [
         (path, method, operation)
         for path, methods in schema["paths"].items()
@@ -252,8 +262,9 @@ def _real_errors(tenants: Tenants, settings: Any) -> dict[str, Any]:
     return real
 
 
-def test_each_error_status_has_its_own_schema_and_a_true_example(tenants: Tenants, settings: Any) -> None:
-    schema = APIClient().get("/api/schema/?format=json").json()
+def test_each_error_status_has_its_own_schema_and_a_true_example(
+    schema: dict[str, Any], tenants: Tenants, settings: Any
+) -> None:
     components = schema["components"]["schemas"]
     real = _real_errors(tenants, settings)
 
@@ -280,8 +291,7 @@ JARGON = re.compile(
 )
 
 
-def test_descriptions_are_for_users(tenants: Tenants) -> None:
-    schema = APIClient().get("/api/schema/?format=json").json()
+def test_descriptions_are_for_users(schema: dict[str, Any]) -> None:
     found: list[str] = []
 
     def walk(node: Any, where: str) -> None:
@@ -298,8 +308,7 @@ def test_descriptions_are_for_users(tenants: Tenants) -> None:
     assert found == []
 
 
-def test_examples_look_like_real_data_and_payload_is_an_object(tenants: Tenants) -> None:
-    schema = APIClient().get("/api/schema/?format=json").json()
+def test_examples_look_like_real_data_and_payload_is_an_object(schema: dict[str, Any]) -> None:
     components = schema["components"]["schemas"]
 
     for name in ("ChartSubmitRequest", "BulkItemRequest", "ChartDetail"):
@@ -318,9 +327,8 @@ def test_examples_look_like_real_data_and_payload_is_an_object(tenants: Tenants)
     assert {parameter["schema"].get("example") for parameter in slugs} == {"acme"}
 
 
-def test_the_schema_states_the_rules_the_server_judges_by(tenants: Tenants) -> None:
+def test_the_schema_states_the_rules_the_server_judges_by(schema: dict[str, Any]) -> None:
     """What Schemathesis's positive and negative data found the schema silent about."""
-    schema = APIClient().get("/api/schema/?format=json").json()
     components = schema["components"]["schemas"]
     parameters = {p["name"]: p["schema"] for p in schema["paths"]["/api/v1/charts/"]["get"]["parameters"]}
 
@@ -339,10 +347,9 @@ def test_the_schema_states_the_rules_the_server_judges_by(tenants: Tenants) -> N
     assert [branch["required"] for branch in components["ApiTokenIssueRequest"]["oneOf"]] == [["org"], ["staff"]]
 
 
-def test_a_cost_removal_documents_its_reason(tenants: Tenants) -> None:
+def test_a_cost_removal_documents_its_reason(schema: dict[str, Any]) -> None:
     """drf-spectacular leaves a DELETE's body out: the reason is a documented query parameter, and the
     description says the body takes it too."""
-    schema = APIClient().get("/api/schema/?format=json").json()
     operation = schema["paths"]["/api/v1/orgs/{slug}/costs/{workflow}/"]["delete"]
 
     reason = next(parameter for parameter in operation["parameters"] if parameter["name"] == "reason")

@@ -1,19 +1,20 @@
 """Event logs (the runner's `events.json`) for the tests: small synthetic ones, for the figures and
 the report, and real ones from shortened runs of the runner, run in the background (see the
-folder's conftest)."""
+plugin tests/load_runs.py)."""
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from fairsched.devservices import REPO_ROOT
 from tests.processes import end, start
@@ -27,10 +28,48 @@ class RunSpec:
     args: tuple[str, ...]
     timeout: float
 
+    def as_json(self) -> list[Any]:
+        return [list(self.args), float(self.timeout)]
+
+    @classmethod
+    def from_json(cls, value: list[Any]) -> RunSpec:
+        args, timeout = value
+        return cls(tuple(args), float(timeout))
+
+
+class LoadRuns(Protocol):
+    """Where a test reads a load run's event log: `BackgroundRuns` or `RunsElsewhere`."""
+
+    def log(self, spec: RunSpec) -> dict[str, Any]: ...
+
+
+# A run's folder holds its output (`stderr.log`, `events.json`) and, once it has ended, its result.
+RESULT = "result.json"
+
+
+def run_folder(root: Path, spec: RunSpec) -> Path:
+    """The folder of `spec`'s run under `root`: the same in every process of the session, so that an
+    xdist worker finds the run the controller started for it."""
+    digest = hashlib.sha256(json.dumps(spec.as_json()).encode()).hexdigest()[:12]
+    return root / f"loadrun-{digest}"
+
+
+def ended_log(folder: Path, spec: RunSpec) -> dict[str, Any]:
+    """The event log of the run in `folder`, which has ended; fails with the runner's last output if
+    it failed, took too long or never started."""
+    result = json.loads((folder / RESULT).read_text())
+    assert not result["cancelled"], "the load run was cancelled"
+    stderr = (folder / "stderr.log").read_text(errors="replace")[-4000:]
+    assert not result["timed_out"], f"the load run took over {spec.timeout:.0f} s:\n{stderr}"
+    assert result["returncode"] == 0, stderr
+    log: dict[str, Any] = json.loads((folder / "events.json").read_text())
+    return log
+
 
 class BackgroundRun:
     """One runner process, its output and event log in `folder`: `start()` it, `finish()` waits for
-    it to end (stopping it on a timeout), `log()` waits for that and returns the event log."""
+    it to end (stopping it on a timeout) and writes its result, `log()` waits for that and returns
+    the event log."""
 
     def __init__(self, spec: RunSpec, folder: Path) -> None:
         self.spec = spec
@@ -59,10 +98,18 @@ class BackgroundRun:
             self.stop()
         finally:
             end(self._process, grace=0)  # what is left of its group once it has exited
-            self._ended.set()
+            self._write_result(returncode=self._process.returncode)
 
     def cancel(self) -> None:
         """End a run that never started (its `log()` fails)."""
+        self._write_result(returncode=None)
+
+    def _write_result(self, *, returncode: int | None) -> None:
+        """The result, written whole (renamed into place) so that another process never reads half of it."""
+        result = {"returncode": returncode, "timed_out": self._timed_out, "cancelled": self._process is None}
+        partial = self.folder / f"{RESULT}.partial"
+        partial.write_text(json.dumps(result))
+        partial.replace(self.folder / RESULT)
         self._ended.set()
 
     def stop(self) -> None:
@@ -78,19 +125,15 @@ class BackgroundRun:
     def log(self) -> dict[str, Any]:
         """The event log, once the run has ended; fails with the runner's last output if it failed."""
         self._ended.wait()
-        assert self._process is not None, "the load run was cancelled"
-        stderr = (self.folder / "stderr.log").read_text(errors="replace")[-4000:]
-        assert not self._timed_out, f"the load run took over {self.spec.timeout:.0f} s:\n{stderr}"
-        assert self._process.returncode == 0, stderr
-        log: dict[str, Any] = json.loads(self.out.read_text())
-        return log
+        return ended_log(self.folder, self.spec)
 
 
 class BackgroundRuns:
     """The load runs a session needs, run one after another in a daemon thread from the moment they
     are queued, so that they run while the rest of the suite does (a run mostly waits: for its
     services, for beat's passes, for the demo workflows' sleeps). One at a time, so that two runs
-    never compete for the machine; in the order queued, the order their tests come in."""
+    never compete for the machine; in the order queued, the order their tests come in. Each run's
+    folder is `run_folder(root, spec)`."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -104,7 +147,9 @@ class BackgroundRuns:
         """The run of `spec`, queued now unless it already was."""
         with self._lock:
             if spec not in self.runs:
-                run = BackgroundRun(spec, Path(tempfile.mkdtemp(prefix="loadrun-", dir=self.root)))
+                folder = run_folder(self.root, spec)
+                folder.mkdir(parents=True)
+                run = BackgroundRun(spec, folder)
                 self.runs[spec] = run
                 self._queue.append(run)
                 if self._thread is None:
@@ -139,6 +184,24 @@ class BackgroundRuns:
             run.stop()
         if thread is not None:
             thread.join(90)
+
+
+class RunsElsewhere:
+    """The load runs of an xdist session, run by the controller (`BackgroundRuns` under `root`): an
+    xdist worker reads a run's log from its folder once the run has ended there."""
+
+    POLL_SECONDS = 0.5
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def log(self, spec: RunSpec) -> dict[str, Any]:
+        """The event log of `spec`'s run, once it has ended (the test's timeout bounds the wait)."""
+        folder = run_folder(self.root, spec)
+        assert folder.is_dir(), f"the controller did not queue the load run {spec}"
+        while not (folder / RESULT).exists():
+            time.sleep(self.POLL_SECONDS)
+        return ended_log(folder, spec)
 
 
 def chart(

@@ -9,24 +9,26 @@ from typing import Any
 
 import pytest
 
-from tests.tools.loadtest.logs import BackgroundRuns, RunSpec
+from tests.tools.loadtest.logs import LoadRuns, RunSpec
 from tools.loadtest import metrics
 
 pytestmark = [pytest.mark.slow, pytest.mark.temporal]
 
 SECONDS = 40
 RECOVERY_LIMIT_SECONDS = 30.0
-RUN_TIMEOUT_SECONDS = 240
+# The run goes on beside the rest of the suite (tests/load_runs.py): room for a machine that both
+# workers and the other run keep busy (at 240 s one was stopped in its last step under such a load).
+RUN_TIMEOUT_SECONDS = 480
 LOAD_RUN = RunSpec(("--seconds", str(SECONDS), "--faults", "kill_worker,redis"), timeout=RUN_TIMEOUT_SECONDS)
 
 
 @pytest.fixture(scope="module")
-def event_log(load_runs: BackgroundRuns) -> dict[str, Any]:
-    """The shortened load run, one for the module (started in the background: see the conftest)."""
+def event_log(load_runs: LoadRuns) -> dict[str, Any]:
+    """The shortened load run, one for the module (started in the background: see tests/load_runs.py)."""
     return load_runs.log(LOAD_RUN)
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(RUN_TIMEOUT_SECONDS + 60)
 def test_nothing_is_lost_or_run_twice_and_temporal_agrees(event_log: dict[str, Any]) -> None:
     integrity = metrics.integrity_figures(event_log)
     assert integrity.charts == integrity.planned
