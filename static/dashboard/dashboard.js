@@ -142,11 +142,9 @@
     return /^-?\d+(\.\d+)?$/.test(t) ? Number(t) : t;
   }
 
-  // A datetime-local input's value (local time) as ISO 8601 in UTC; anything else as typed.
-  function instant(text) {
-    const local = new Date(text);
-    return text && !isNaN(local) ? local.toISOString() : text;
-  }
+  // A datetime-local input's value, the wall clock in the viewer's zone (the account's, else the
+  // browser's), as ISO 8601 in UTC; anything else as typed.
+  const instant = (text) => window.fairschedZone.instant(text);
 
   // --- refreshing -----------------------------------------------------------------------------
   const pending = new Set();
@@ -512,12 +510,8 @@
     return { rowSwapped, org: () => slug };
   })();
 
-  // A provider pause is usually for a few minutes: offer a quarter of an hour from now, in local time.
-  (function () {
-    const soon = new Date(Date.now() + 15 * 60000);
-    soon.setSeconds(0, 0);
-    $("#form-provider [name=until]").value = new Date(soon - soon.getTimezoneOffset() * 60000).toISOString().slice(0, 16);
-  })();
+  // A provider pause is usually for a few minutes: offer a quarter of an hour from now, in the viewer's zone.
+  $("#form-provider [name=until]").value = window.fairschedZone.wall(Date.now() + 15 * 60000);
 
   // Chart levers (queue, in flight, outside the plan): the row names the chart, the button the lever.
   const CHART_LEVERS = { priority: "prioritize", top: "move-to-top", pause: "pause", resume: "resume", cancel: "cancel" };
@@ -878,6 +872,7 @@
     function showFields() {
       const used = FIELDS[form.kind.value];
       for (const name of ["org", "workflow", "provider", "chart", "until", "value"]) form[name].hidden = !used.includes(name);
+      $("#whatif-until-zone").hidden = form.until.hidden;
       form.org.options[0].disabled = !used.includes("provider");
       if (form.org.options[0].disabled && form.org.selectedIndex === 0 && form.org.options.length > 1) form.org.selectedIndex = 1;
     }
