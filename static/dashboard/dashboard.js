@@ -1018,6 +1018,7 @@
     const W = widthOf(svg), H = 164, left = 40, right = 8, top = 22, bottom = 18;
     const samples = state.samples || [];
     const parts = [];
+    plotTable($(`#${svg.id}-numbers tbody`), series, samples);
     if (samples.length < 2) {
       svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
       svg.setAttribute("height", H);
@@ -1045,6 +1046,28 @@
     const last = samples[samples.length - 1];
     const said = series.map((s) => `${s.name} ${s.get(last).toLocaleString()} now (lowest ${Math.min(...samples.map(s.get)).toLocaleString()}, highest ${Math.max(...samples.map(s.get)).toLocaleString()})`);
     svg.setAttribute("aria-label", `${title}, ${clock(samples[0].at)} to ${clock(last.at)}: ${said.join("; ")}.`);
+  }
+
+  // A line plot's numbers as a table (its <details>, a keyboard opens; only the body is redrawn, so an
+  // open one stays open), newest first: at most PLOT_TABLE_ROWS samples, evenly spread over the plot's
+  // span, the newest and the oldest always among them; its last row says how many it shows of how many.
+  const PLOT_TABLE_ROWS = 12;
+  function plotTable(body, series, samples) {
+    if (!body) return;
+    const columns = series.length + 1;
+    if (samples.length < 2) {
+      body.innerHTML = `<tr><td colspan="${columns}">waiting for replans…</td></tr>`;
+      return;
+    }
+    const step = Math.max(1, (samples.length - 1) / (PLOT_TABLE_ROWS - 1));
+    const picked = [];
+    for (let i = samples.length - 1; i > 0; i -= step) picked.push(samples[Math.round(i)]);
+    picked.push(samples[0]);
+    const shown = [...new Set(picked)];
+    const lines = shown.map((sample) => `<tr><th scope="row"><time datetime="${esc(sample.at)}" data-clock-only>${esc(clock(sample.at))}</time></th>`
+      + series.map((s) => `<td>${s.get(sample).toLocaleString()}</td>`).join("") + "</tr>");
+    if (shown.length < samples.length) lines.push(`<tr><td colspan="${columns}">${shown.length} of the plot's ${samples.length} samples, evenly spread</td></tr>`);
+    body.innerHTML = lines.join("");
   }
 
   const drawDepth = () => linePlot($("#plot-depth"), "Queued and running charts over time", [
