@@ -39,7 +39,15 @@ def admin_time(at: datetime) -> SafeString:
 
 
 class ZonedSplitDateTime(widgets.AdminSplitDateTime):
-    """Django's admin date and time inputs, the zone they are read in named after the time's."""
+    """Django's admin date and time inputs, the zone they are read in named after the time's; each input
+    has its name for assistive technology (Django labels neither: the field's label names no input)."""
+
+    def get_context(self, name: str, value: Any, attrs: dict[str, Any] | None) -> dict[str, Any]:
+        context = super().get_context(name, value, attrs)
+        zone = timezone.get_current_timezone_name()
+        for subwidget, said in zip(context["widget"]["subwidgets"], ("Date", f"Time, {zone}"), strict=True):
+            subwidget["attrs"].setdefault("aria-label", said)
+        return context
 
     def render(self, *args: Any, **kwargs: Any) -> SafeString:
         html = super().render(*args, **kwargs)
