@@ -92,7 +92,9 @@ def install() -> None:
     helpers.lookup_field = _looked_up(helpers.lookup_field)  # type: ignore[attr-defined]
     # The defaults every model admin copies when it is made: the inlines' later, the registered ones' before.
     zoned = {"form_class": forms.SplitDateTimeField, "widget": ZonedSplitDateTime}
-    options.FORMFIELD_FOR_DBFIELD_DEFAULTS[models.DateTimeField] = zoned
+    defaults: dict[Any, Any] = options.FORMFIELD_FOR_DBFIELD_DEFAULTS
+    defaults[models.DateTimeField] = zoned
     for model_admin in admin.site._registry.values():
-        if model_admin.formfield_overrides.get(models.DateTimeField, {}).get("widget") is widgets.AdminSplitDateTime:
-            model_admin.formfield_overrides[models.DateTimeField] = dict(zoned)
+        overrides: dict[Any, Any] = model_admin.formfield_overrides  # type: ignore[assignment]
+        if overrides.get(models.DateTimeField, {}).get("widget") is widgets.AdminSplitDateTime:
+            overrides[models.DateTimeField] = dict(zoned)
