@@ -11,7 +11,7 @@ from django.forms import ModelForm
 from django.http import HttpRequest
 
 from charts import services
-from charts.models import Chart, ChartEvent, ChartState, DurationStat
+from charts.models import WAITING_STATES, Chart, ChartEvent, ChartState, DurationStat
 from common.actors import Actor
 from common.admin_utils import ReasonActionForm, ServiceModelAdmin, action_reason, apply_each
 from orgs.admin import OrgAdmin
@@ -30,6 +30,14 @@ class ChartEventInline(admin.TabularInline[ChartEvent, Chart]):
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+def planned(chart: Chart, value: Any) -> Any:
+    """A plan's figure of the chart; a waiting chart the plan has not placed yet is "not planned" (one
+    that no longer waits has none: the admin's empty value)."""
+    if value is None and chart.state in WAITING_STATES:
+        return "not planned"
+    return value
 
 
 class ChartForm(ModelForm[Chart]):
@@ -62,24 +70,24 @@ class ChartAdmin(ServiceModelAdmin[Chart]):
         return ["position", "created_at", "id"]
 
     @admin.display(ordering="position")
-    def position(self, chart: Any) -> int | None:
-        return chart.position
+    def position(self, chart: Any) -> int | str | None:
+        return planned(chart, chart.position)
 
     @admin.display(ordering="predicted_start")
     def predicted_start(self, chart: Any) -> Any:
-        return chart.predicted_start
+        return planned(chart, chart.predicted_start)
 
     @admin.display(ordering="eta", description="ETA")
     def eta(self, chart: Any) -> Any:
-        return chart.eta
+        return planned(chart, chart.eta)
 
     @admin.display(description="ETA p10")
     def eta_low(self, chart: Any) -> Any:
-        return chart.eta_low
+        return planned(chart, chart.eta_low)
 
     @admin.display(description="ETA p90")
     def eta_high(self, chart: Any) -> Any:
-        return chart.eta_high
+        return planned(chart, chart.eta_high)
 
     def get_form(self, request: HttpRequest, obj: Chart | None = None, change: bool = False, **kwargs: Any) -> Any:
         if obj is None:

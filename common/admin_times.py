@@ -7,6 +7,10 @@ inline (`helpers.AdminReadonlyField`, through `display_for_field` or, for a disp
 value itself). `install` puts `admin_time` in each of them, for every registered model, Django's own
 (users and groups) included; static/zone.js then shows each one in the viewer's zone, to the second,
 the zone named. A page without the script still reads the UTC time with its zone.
+
+A datetime the admin lets one edit is shown and parsed in the request's current zone (the account's,
+`orgs.middleware.AdminZoneMiddleware`), named beside the widget (`ZonedSplitDateTime`). A read-only
+field whose display method has no value shows the admin's empty value, never "None".
 """
 
 from __future__ import annotations
@@ -16,10 +20,14 @@ from datetime import UTC, datetime
 from functools import wraps
 from typing import Any
 
-from django.contrib.admin import helpers
+from django import forms
+from django.contrib import admin
+from django.contrib.admin import helpers, options, widgets
 from django.contrib.admin.templatetags import admin_list
+from django.db import models
+from django.utils import timezone
 from django.utils.html import format_html
-from django.utils.safestring import SafeString
+from django.utils.safestring import SafeString, mark_safe
 
 
 def admin_time(at: datetime) -> SafeString:
@@ -28,6 +36,24 @@ def admin_time(at: datetime) -> SafeString:
     return format_html(
         '<time datetime="{}">{} UTC</time>', utc.isoformat(timespec="seconds"), utc.strftime("%Y-%m-%d %H:%M:%S")
     )
+
+
+class ZonedSplitDateTime(widgets.AdminSplitDateTime):
+    """Django's admin date and time inputs, the zone they are read in named after the time's; each input
+    has its name for assistive technology (Django labels neither: the field's label names no input)."""
+
+    def get_context(self, name: str, value: Any, attrs: dict[str, Any] | None) -> dict[str, Any]:
+        context = super().get_context(name, value, attrs)
+        zone = timezone.get_current_timezone_name()
+        for subwidget, said in zip(context["widget"]["subwidgets"], ("Date", f"Time, {zone}"), strict=True):
+            subwidget["attrs"].setdefault("aria-label", said)
+        return context
+
+    def render(self, *args: Any, **kwargs: Any) -> SafeString:
+        html = super().render(*args, **kwargs)
+        zone = format_html(' <span class="zone-named">{}</span>', timezone.get_current_timezone_name())
+        head, closing, tail = html.rpartition("</p>")
+        return mark_safe(head + zone + closing + tail) if closing else mark_safe(html + zone)  # noqa: S308
 
 
 def _timed(display: Callable[..., Any]) -> Callable[..., Any]:
@@ -41,13 +67,17 @@ def _timed(display: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _looked_up(lookup: Callable[..., Any]) -> Callable[..., Any]:
-    """`lookup_field` (Django's) for a read-only field: a display method's datetime as `admin_time`
-    (the change page prints a method's value as it is, `str(datetime)`)."""
+    """`lookup_field` (Django's) for a read-only field: a display method's datetime as `admin_time` and
+    its None as the admin's empty value (the change page prints a method's value as it is, `str()`)."""
 
     @wraps(lookup)
-    def found(*args: Any, **kwargs: Any) -> Any:
-        field, attr, value = lookup(*args, **kwargs)
-        return field, attr, admin_time(value) if field is None and isinstance(value, datetime) else value
+    def found(name: Any, obj: Any, model_admin: Any = None) -> Any:
+        field, attr, value = lookup(name, obj, model_admin)
+        if field is None and isinstance(value, datetime):
+            value = admin_time(value)
+        elif field is None and value is None and model_admin is not None:
+            value = model_admin.get_empty_value_display()
+        return field, attr, value
 
     return found
 
@@ -60,3 +90,11 @@ def install() -> None:
     admin_list.display_for_value = _timed(admin_list.display_for_value)  # type: ignore[attr-defined]
     helpers.display_for_field = _timed(helpers.display_for_field)  # type: ignore[attr-defined]
     helpers.lookup_field = _looked_up(helpers.lookup_field)  # type: ignore[attr-defined]
+    # The defaults every model admin copies when it is made: the inlines' later, the registered ones' before.
+    zoned = {"form_class": forms.SplitDateTimeField, "widget": ZonedSplitDateTime}
+    defaults: dict[Any, Any] = options.FORMFIELD_FOR_DBFIELD_DEFAULTS
+    defaults[models.DateTimeField] = zoned
+    for model_admin in admin.site._registry.values():
+        overrides: dict[Any, Any] = model_admin.formfield_overrides  # type: ignore[assignment]
+        if overrides.get(models.DateTimeField, {}).get("widget") is widgets.AdminSplitDateTime:
+            overrides[models.DateTimeField] = dict(zoned)

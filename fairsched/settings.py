@@ -117,6 +117,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # The admin's forms in the signed-in account's zone (after the user is known).
+    "orgs.middleware.AdminZoneMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "fairsched.middleware.PolicyOnceCSPMiddleware",

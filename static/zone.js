@@ -34,6 +34,31 @@
     return settings.zoneName ? text + " " + p.timeZoneName : text;
   }
 
+  // A datetime-local input's value for `at`, the wall clock in the viewer's zone: "2026-12-03T07:16".
+  function wall(at) {
+    const p = parts(at, zone());
+    return p.year + "-" + p.month + "-" + p.day + "T" + p.hour + ":" + p.minute;
+  }
+
+  // A datetime-local input's value ("2026-12-03T07:16", seconds optional) read as the wall clock in the
+  // viewer's zone, as ISO 8601 in UTC; anything else comes back as typed (the API names the field):
+  // 1. the wall clock taken as if it were UTC; 2. less the zone's offset at that moment; 3. less the
+  // offset at the result instead, when the two differ (the wall clock is near a change of the offset).
+  function instant(text) {
+    const match = /^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d)(?::(\d\d))?$/.exec(String(text).trim());
+    if (!match) return text;
+    const [, y, mo, d, h, mi, sec] = match.map(Number);
+    const asUtc = Date.UTC(y, mo - 1, d, h, mi, sec || 0);
+    const offset = (at) => {
+      const p = parts(at, zone());
+      return Date.UTC(+p.year, +p.month - 1, +p.day, +p.hour % 24, +p.minute, +p.second) - Math.floor(at / 1000) * 1000;
+    };
+    let at = asUtc - offset(asUtc);
+    const again = asUtc - offset(at);
+    if (again !== at) at = again;
+    return new Date(at).toISOString();
+  }
+
   // "Europe/Berlin (CET)".
   function label() {
     return zone() + " (" + parts(Date.now(), zone()).timeZoneName + ")";
@@ -76,6 +101,10 @@
     });
     (root || document).querySelectorAll("[data-zone-name]").forEach(function (element) {
       element.textContent = "Times are in " + label() + ".";
+    });
+    // Beside a time one types (a datetime-local input): the zone it is read in.
+    (root || document).querySelectorAll("[data-zone-label]").forEach(function (element) {
+      element.textContent = label();
     });
   }
 
@@ -125,7 +154,9 @@
     document.documentElement.classList.remove("zone-pending");
   }
 
-  window.fairschedZone = { zone: zone, format: format, label: label, duration: duration, apply: apply };
+  window.fairschedZone = {
+    zone: zone, format: format, label: label, duration: duration, apply: apply, wall: wall, instant: instant,
+  };
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", setUp);
   else setUp();
 })();

@@ -142,11 +142,9 @@
     return /^-?\d+(\.\d+)?$/.test(t) ? Number(t) : t;
   }
 
-  // A datetime-local input's value (local time) as ISO 8601 in UTC; anything else as typed.
-  function instant(text) {
-    const local = new Date(text);
-    return text && !isNaN(local) ? local.toISOString() : text;
-  }
+  // A datetime-local input's value, the wall clock in the viewer's zone (the account's, else the
+  // browser's), as ISO 8601 in UTC; anything else as typed.
+  const instant = (text) => window.fairschedZone.instant(text);
 
   // --- refreshing -----------------------------------------------------------------------------
   const pending = new Set();
@@ -512,12 +510,8 @@
     return { rowSwapped, org: () => slug };
   })();
 
-  // A provider pause is usually for a few minutes: offer a quarter of an hour from now, in local time.
-  (function () {
-    const soon = new Date(Date.now() + 15 * 60000);
-    soon.setSeconds(0, 0);
-    $("#form-provider [name=until]").value = new Date(soon - soon.getTimezoneOffset() * 60000).toISOString().slice(0, 16);
-  })();
+  // A provider pause is usually for a few minutes: offer a quarter of an hour from now, in the viewer's zone.
+  $("#form-provider [name=until]").value = window.fairschedZone.wall(Date.now() + 15 * 60000);
 
   // Chart levers (queue, in flight, outside the plan): the row names the chart, the button the lever.
   const CHART_LEVERS = { priority: "prioritize", top: "move-to-top", pause: "pause", resume: "resume", cancel: "cancel" };
@@ -878,6 +872,7 @@
     function showFields() {
       const used = FIELDS[form.kind.value];
       for (const name of ["org", "workflow", "provider", "chart", "until", "value"]) form[name].hidden = !used.includes(name);
+      $("#whatif-until-zone").hidden = form.until.hidden;
       form.org.options[0].disabled = !used.includes("provider");
       if (form.org.options[0].disabled && form.org.selectedIndex === 0 && form.org.options.length > 1) form.org.selectedIndex = 1;
     }
@@ -1023,6 +1018,7 @@
     const W = widthOf(svg), H = 164, left = 40, right = 8, top = 22, bottom = 18;
     const samples = state.samples || [];
     const parts = [];
+    plotTable($(`#${svg.id}-numbers tbody`), series, samples);
     if (samples.length < 2) {
       svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
       svg.setAttribute("height", H);
@@ -1050,6 +1046,28 @@
     const last = samples[samples.length - 1];
     const said = series.map((s) => `${s.name} ${s.get(last).toLocaleString()} now (lowest ${Math.min(...samples.map(s.get)).toLocaleString()}, highest ${Math.max(...samples.map(s.get)).toLocaleString()})`);
     svg.setAttribute("aria-label", `${title}, ${clock(samples[0].at)} to ${clock(last.at)}: ${said.join("; ")}.`);
+  }
+
+  // A line plot's numbers as a table (its <details>, a keyboard opens; only the body is redrawn, so an
+  // open one stays open), newest first: at most PLOT_TABLE_ROWS samples, evenly spread over the plot's
+  // span, the newest and the oldest always among them; its last row says how many it shows of how many.
+  const PLOT_TABLE_ROWS = 12;
+  function plotTable(body, series, samples) {
+    if (!body) return;
+    const columns = series.length + 1;
+    if (samples.length < 2) {
+      body.innerHTML = `<tr><td colspan="${columns}">waiting for replans…</td></tr>`;
+      return;
+    }
+    const step = Math.max(1, (samples.length - 1) / (PLOT_TABLE_ROWS - 1));
+    const picked = [];
+    for (let i = samples.length - 1; i > 0; i -= step) picked.push(samples[Math.round(i)]);
+    picked.push(samples[0]);
+    const shown = [...new Set(picked)];
+    const lines = shown.map((sample) => `<tr><th scope="row"><time datetime="${esc(sample.at)}" data-clock-only>${esc(clock(sample.at))}</time></th>`
+      + series.map((s) => `<td>${s.get(sample).toLocaleString()}</td>`).join("") + "</tr>");
+    if (shown.length < samples.length) lines.push(`<tr><td colspan="${columns}">${shown.length} of the plot's ${samples.length} samples, evenly spread</td></tr>`);
+    body.innerHTML = lines.join("");
   }
 
   const drawDepth = () => linePlot($("#plot-depth"), "Queued and running charts over time", [
