@@ -345,11 +345,24 @@
     setTimeout(() => row.classList.remove("ok-flash"), 1000);
   }
 
-  document.addEventListener("submit", async (e) => {
+  // The edits of one row go one at a time: an edit sent while the one before is on its way waits for
+  // its answer, so that it sends the version that one made (the operator's own quick edits never
+  // refuse each other as "changed meanwhile").
+  const editsOf = new Map();
+  document.addEventListener("submit", (e) => {
     const form = e.target.closest("form[data-api]");
     if (!form) return;
     e.preventDefault();
-    const { method, url, body } = formCall(form);
+    const call = formCall(form);
+    const sent = new Map([...form.querySelectorAll("[name]")].map((input) => [input.name, input.value]));
+    const key = form.dataset.api;
+    const edit = (editsOf.get(key) || Promise.resolve()).then(() => submit(form, call, sent));
+    const last = edit.catch(() => {});
+    editsOf.set(key, last);
+    last.then(() => { if (editsOf.get(key) === last) editsOf.delete(key); });
+  });
+
+  async function submit(form, { method, url, body }, sent) {
     // An edit of a row sends the version its form shows; the version it makes is then every such
     // form's of the same call (the editor's weight, cap and queue limit; the scheduler's three forms).
     const siblings = () => document.querySelectorAll(`form[data-etag][data-api="${CSS.escape(form.dataset.api)}"]`);
@@ -365,8 +378,7 @@
     const first = form.querySelector("[name]");
     const again = `form[data-api="${CSS.escape(form.dataset.api)}"]` + (first ? `:has([name="${CSS.escape(first.name)}"])` : "");
     const current = () => (form.isConnected ? form : document.querySelector(again) || form);
-    // What this call sends: a control typed into again while it is on its way is still the operator's.
-    const sent = new Map([...form.querySelectorAll("[name]")].map((input) => [input.name, input.value]));
+    // `sent`: what this call sends; a control typed into again while it is on its way is still the operator's.
     const answer = await api(method, url, body, () => errSlot(current()), options);
     if (answer) {
       current().querySelectorAll("[data-dirty]").forEach((input) => {
@@ -375,7 +387,7 @@
       if (body && body.reason) reasonUsed(form.dataset.reasonFrom);
       flash(current());
     }
-  });
+  }
 
   // The ETag of a row the API reads (its GET), or `fallback` when it cannot be read.
   async function etagOf(url, fallback) {
