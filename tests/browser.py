@@ -9,6 +9,7 @@
   collection order among themselves; on an xdist worker, last within their file: tests/file_order.py),
   and it is stopped as soon as the next test does not use it.
 - `Violations`: every Content-Security-Policy complaint a page reports.
+- `open_dashboard`: the live dashboard signed in as a user, its complaints watched.
 - `submit_elsewhere`: submit a chart from another thread, since the test's thread runs Playwright's
   event loop, where the after-commit broadcast (async_to_sync) cannot run.
 """
@@ -24,7 +25,7 @@ from django.db import connections
 
 from charts.services import chart_submit
 from common.actors import Actor
-from tests.dashboard.live import daphne, launch_chromium
+from tests.dashboard.live import daphne, launch_chromium, session_cookie
 from tests.database import database_url
 from tests.file_order import uses_chromium
 
@@ -116,6 +117,18 @@ class Violations:
     def _console(self, message: Any) -> None:
         if "Content Security Policy" in message.text or "Content-Security-Policy" in message.text:
             self.seen.append(message.text)
+
+
+def open_dashboard(chromium: Any, base_url: str, user: Any) -> tuple[Any, Any, Violations]:
+    """(context, page, violations): the dashboard signed in as `user` in a window wide enough for both
+    columns, once its socket is live."""
+    context = chromium.new_context(viewport={"width": 1500, "height": 1000})
+    context.add_cookies([session_cookie(user, base_url)])
+    page = context.new_page()
+    violations = Violations(page)
+    page.goto(base_url + "/dashboard/")
+    page.wait_for_selector("body[data-live=live]", timeout=10_000)
+    return context, page, violations
 
 
 def submit_elsewhere(tenants: Tenants, external_id: str) -> None:

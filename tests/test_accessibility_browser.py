@@ -21,7 +21,7 @@ from tests.axe import wcag_violations
 from tests.conftest import Tenants
 from tests.dashboard.conftest import plan_queue
 from tests.dashboard.live import CHROMIUM, session_cookie
-from tests.factories import ChartFactory
+from tests.factories import ChartFactory, ProviderFactory
 
 pytestmark = [
     pytest.mark.browser,
@@ -77,10 +77,23 @@ def test_the_dashboard_passes_wcag_21_aa(live_url: str, chromium: Any, tenants: 
 
 def test_the_admins_own_templates_pass_wcag_21_aa(live_url: str, chromium: Any, tenants: Tenants) -> None:
     org_hold(org=tenants.org_a, actor=OPS, reason="invoice overdue")
+    ProviderFactory(slug="llm")
     page = _page(chromium, live_url, tenants.staff)
     for path in ("/admin/orgs/org/", f"/admin/orgs/org/{tenants.org_a.pk}/change/"):
         page.goto(live_url + path)
         assert wcag_violations(page) == [], path
+    # The pages with autocompletes (Django's select2), their inline rows added and a pick opened.
+    for path in ("/admin/orgs/providerpause/add/", f"/admin/orgs/org/{tenants.org_a.pk}/change/"):
+        page.goto(live_url + path)
+        for add in page.locator(".add-row a:visible").all():
+            add.click()
+        assert page.locator(".select2-selection").count() > 0, path
+        assert wcag_violations(page) == [], path
+        page.locator(".select2-selection").first.click()
+        page.wait_for_selector(".select2-search__field")
+        page.wait_for_selector(".select2-results__option[role=option]")  # the picks, once searched
+        seen = wcag_violations(page)
+        assert seen == [], "\n".join([path + " (a pick open)", *seen])
     page.screenshot(path="/tmp/f_axe_admin.png", full_page=True)
 
 

@@ -14,9 +14,9 @@ from django.utils import timezone
 
 from charts.models import ChartPlan, ChartState
 from common import events
-from tests.browser import Violations
+from tests.browser import open_dashboard
 from tests.conftest import Tenants
-from tests.dashboard.live import CHROMIUM, session_cookie
+from tests.dashboard.live import CHROMIUM
 from tests.factories import ChartFactory
 
 pytestmark = [
@@ -46,12 +46,7 @@ def test_the_panel_lists_them_by_due_time_and_follows_the_plan(live_url: str, ch
     chart(tenants.org_b, "b-late", state=ChartState.RUNNING, due_at=now - HOUR, late_chance=1.0, position=1)
     soon = chart(tenants.org_b, "b-soon", due_at=now + HOUR, eta=now + HOUR / 2, late_chance=0.1, position=2)
 
-    context = chromium.new_context(viewport={"width": 1500, "height": 1000})
-    context.add_cookies([session_cookie(tenants.staff, live_url)])
-    page = context.new_page()
-    violations = Violations(page)
-    page.goto(live_url + "/dashboard/")
-    page.wait_for_selector("body[data-live=live]", timeout=10_000)
+    context, page, violations = open_dashboard(chromium, live_url, tenants.staff)
 
     rows = page.locator("#at-risk-rows tr")
     assert rows.count() == 2

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from charts.models import Chart
-from tests.browser import Violations
+from tests.browser import open_dashboard
 from tests.conftest import Tenants
 from tests.dashboard.conftest import plan_queue
-from tests.dashboard.live import CHROMIUM, session_cookie
+from tests.dashboard.live import CHROMIUM
 
 pytestmark = [
     pytest.mark.browser,
@@ -33,12 +33,7 @@ def test_the_lever_s_answer_shows_under_the_pointer_when_a_hint_s_refetch_overta
 
     plan_queue([tenants.org_a, tenants.org_b], tenants.workflow, 30)
     plan_refresh()
-    context = chromium.new_context(viewport={"width": 1500, "height": 1000})
-    context.add_cookies([session_cookie(tenants.staff, live_url)])
-    page = context.new_page()
-    violations = Violations(page)
-    page.goto(live_url + "/dashboard/")
-    page.wait_for_selector("body[data-live=live]", timeout=10_000)
+    context, page, violations = open_dashboard(chromium, live_url, tenants.staff)
     first = page.locator("#queue-rows .vt-row[data-chart]").first
     chart_id = int(first.get_attribute("data-chart") or 0)
 

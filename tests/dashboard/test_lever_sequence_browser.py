@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from orgs.models import Org
-from tests.browser import Violations
+from tests.browser import open_dashboard
 from tests.conftest import Tenants
 from tests.dashboard.conftest import plan_queue
-from tests.dashboard.live import CHROMIUM, session_cookie
+from tests.dashboard.live import CHROMIUM
 
 pytestmark = [
     pytest.mark.browser,
@@ -29,12 +29,7 @@ def test_a_second_edit_sent_while_the_first_is_answered_lands_too(
     live_url: str, chromium: Any, tenants: Tenants
 ) -> None:
     plan_queue([tenants.org_a, tenants.org_b], tenants.workflow, 4)
-    context = chromium.new_context(viewport={"width": 1500, "height": 1000})
-    context.add_cookies([session_cookie(tenants.staff, live_url)])
-    page = context.new_page()
-    violations = Violations(page)
-    page.goto(live_url + "/dashboard/")
-    page.wait_for_selector("body[data-live=live]", timeout=10_000)
+    context, page, violations = open_dashboard(chromium, live_url, tenants.staff)
     page.click('tr[data-org="beta"] [data-edit]')
     editor = "#org-editor"
 

@@ -15,9 +15,9 @@ from common.actors import Actor
 from orgs.models import Org, OrgChange
 from orgs.services import org_weight_set
 from tests.api.test_rescue import queue_of
-from tests.browser import Violations
+from tests.browser import open_dashboard
 from tests.conftest import Tenants
-from tests.dashboard.live import CHROMIUM, session_cookie
+from tests.dashboard.live import CHROMIUM
 
 pytestmark = [
     pytest.mark.browser,
@@ -29,12 +29,7 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 def test_rescue_preview_then_apply_changes_the_weight(live_url: str, chromium: Any, tenants: Tenants) -> None:
     queue_of(tenants, acme_due=[5.5, 5.5, 5.5, 5.5], beta=4, rescue_max_weight=10)  # cleared at weight 4
-    context = chromium.new_context(viewport={"width": 1500, "height": 1000})
-    context.add_cookies([session_cookie(tenants.staff, live_url)])
-    page = context.new_page()
-    violations = Violations(page)
-    page.goto(live_url + "/dashboard/")
-    page.wait_for_selector("body[data-live=live]", timeout=10_000)
+    context, page, violations = open_dashboard(chromium, live_url, tenants.staff)
 
     page.select_option("#form-rescue [name=org]", "acme")
     page.click("#rescue-preview")
@@ -68,12 +63,7 @@ def test_a_weight_changed_since_the_preview_is_refused_with_what_it_is_now(
     live_url: str, chromium: Any, tenants: Tenants
 ) -> None:
     queue_of(tenants, acme_due=[5.5, 5.5, 5.5, 5.5], beta=4, rescue_max_weight=10)
-    context = chromium.new_context(viewport={"width": 1500, "height": 1000})
-    context.add_cookies([session_cookie(tenants.staff, live_url)])
-    page = context.new_page()
-    violations = Violations(page)
-    page.goto(live_url + "/dashboard/")
-    page.wait_for_selector("body[data-live=live]", timeout=10_000)
+    context, page, violations = open_dashboard(chromium, live_url, tenants.staff)
     page.select_option("#form-rescue [name=org]", "acme")
     page.click("#rescue-preview")
     page.wait_for_selector("#rescue-result:not([hidden])", timeout=10_000)

@@ -17,9 +17,9 @@ from charts.services import ChartRequest, chart_submit_bulk
 from common.actors import Actor
 from scheduling import selectors
 from scheduling.models import QueueSample
-from tests.browser import Violations
+from tests.browser import open_dashboard
 from tests.conftest import Tenants
-from tests.dashboard.live import CHROMIUM, session_cookie
+from tests.dashboard.live import CHROMIUM
 
 pytestmark = [
     pytest.mark.browser,
@@ -55,12 +55,7 @@ def test_the_events_panel_and_the_plots_say_their_numbers(live_url: str, chromiu
         )
     tenants.org_a.clear_at = now + timedelta(minutes=30)
     tenants.org_a.save()
-    context = chromium.new_context(viewport={"width": 1500, "height": 1000})
-    context.add_cookies([session_cookie(tenants.staff, live_url)])
-    page = context.new_page()
-    violations = Violations(page)
-    page.goto(live_url + "/dashboard/")
-    page.wait_for_selector("body[data-live=live]", timeout=10_000)
+    context, page, violations = open_dashboard(chromium, live_url, tenants.staff)
 
     page.wait_for_selector("#events li[data-count='100']", timeout=10_000)
     lines = page.locator("#events li.k-chart")
