@@ -369,7 +369,7 @@ def simulate(
             for started in dispatch_walk(
                 fair_order(scenario), now=instant, budget=budget, running=in_flight, orgs=orgs
             ):
-                chart = waiting.pop(started.id)
+                chart = waiting.pop(str(started.id))
                 running[chart.id] = instant
                 schedule.start[chart.id] = instant
                 schedule.finish[chart.id] = instant + chart.duration
@@ -676,7 +676,7 @@ def queue_depth(context: Context) -> Prediction:
     span = min(ARRIVAL_WINDOW, now - min(recent)) if recent else 0.0
     drain = len(recent) / span if span > 0 and len(recent) > 1 else budget / _mean_run(context)
     scenario = _scenario(context)
-    eta = {chart.id: now + ahead / drain + chart.avg for ahead, chart in enumerate(fair_order(scenario))}
+    eta = {str(chart.id): now + ahead / drain + chart.avg for ahead, chart in enumerate(fair_order(scenario))}
     org_clear: dict[str, float] = {}
     for chart in moment.waiting:
         org_clear[chart.org] = max(org_clear.get(chart.org, now), eta[chart.id])
