@@ -210,6 +210,9 @@
     target.__typed = [...target.querySelectorAll("[data-dirty]")].map((input) => [controlKey(input), input.value]);
     const focused = document.activeElement;
     target.__focused = focused && focused.name && target.contains(focused) ? controlKey(focused) : null;
+    // ... and its selection: what the operator types next replaces it, as it would have.
+    target.__selection = target.__focused && typeof focused.selectionStart === "number"
+      ? [focused.selectionStart, focused.selectionEnd, focused.selectionDirection] : null;
     target.__errors = [...target.querySelectorAll("[data-err]")].map((slot) => slot.textContent);
     // A form typed into keeps the ETag of the version its operator saw (the new one is someone else's).
     target.__etags = [...target.querySelectorAll("form[data-etag]")].filter((form) => form.querySelector("[data-dirty]"))
@@ -225,7 +228,7 @@
     // A row swapped whole (outerHTML) is a new element with the old one's id.
     const target = swapped.isConnected ? swapped : document.getElementById(swapped.id);
     if (!target) return;
-    for (const key of ["__typed", "__focused", "__errors", "__etags"]) target[key] = swapped[key];
+    for (const key of ["__typed", "__focused", "__selection", "__errors", "__etags"]) target[key] = swapped[key];
     const etags = new Map(target.__etags || []);
     delete target.__etags;
     target.querySelectorAll("form[data-etag]").forEach((form) => {
@@ -234,18 +237,22 @@
     });
     const typed = new Map(target.__typed || []);
     const focused = target.__focused;
+    const selection = target.__selection;
     // A refusal stays shown where it was (the slots of a region are the same ones after a swap).
     const errors = target.__errors || [];
     const slots = target.querySelectorAll("[data-err]");
     if (slots.length === errors.length) slots.forEach((slot, i) => { slot.textContent = errors[i]; });
     delete target.__typed;
     delete target.__focused;
+    delete target.__selection;
     delete target.__errors;
     if (typed.size || focused) {
       target.querySelectorAll("input[name], select[name]").forEach((input) => {
         const key = controlKey(input);
         if (typed.has(key)) { input.value = typed.get(key); input.dataset.dirty = "1"; }
-        if (key === focused) input.focus();
+        if (key !== focused) return;
+        input.focus();
+        if (selection && typeof input.selectionStart === "number") input.setSelectionRange(...selection);
       });
     }
     ticks(target);

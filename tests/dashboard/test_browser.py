@@ -160,7 +160,14 @@ def test_what_is_typed_while_a_lever_call_is_on_its_way_is_not_taken_for_sent(
     the swap the call's own hint brought put the server's value over the one being typed)."""
     page, violations = _lever_page(chromium, live_url, tenants.staff)
     held: list[Any] = []
-    page.route("**/api/v1/scheduler/config/", lambda route: held.append(route))
+
+    def hold_the_first_edit(route: Any) -> None:  # anything else (a read of the row's ETag) goes on
+        if route.request.method == "PATCH" and not held:
+            held.append(route)
+        else:
+            route.continue_()
+
+    page.route("**/api/v1/scheduler/config/", hold_the_first_edit)
     _set(page, "#form-budget", {"budget": "9"})
     deadline = time.monotonic() + 5
     while not held:
@@ -168,8 +175,13 @@ def test_what_is_typed_while_a_lever_call_is_on_its_way_is_not_taken_for_sent(
         page.wait_for_timeout(50)
     page.fill("#form-budget [name=budget]", "12")  # typed again while the first call is on its way
     with page.expect_response(lambda response: "/dashboard/partials/" in response.url, timeout=5000):
-        held[0].continue_()
-        page.wait_for_selector("#form-budget.ok-flash", timeout=5000)
+        with page.expect_response(lambda response: response.request.method == "PATCH", timeout=5000) as edit:
+            held[0].continue_()
+        assert edit.value.status == 200, edit.value.text()
+        page.wait_for_function(
+            "() => !document.querySelector('#form-budget [name=budget]').dataset.dirty"
+            " || document.querySelector('#form-budget').classList.contains('ok-flash')"
+        )
         page.click("#summary")  # focus leaves: the region the hint moved is swapped now
     page.wait_for_timeout(100)
     assert SchedulerConfig.load().budget == 9

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from common import events
 from orgs.models import Org
 from tests.browser import open_dashboard
 from tests.conftest import Tenants
@@ -69,5 +70,21 @@ def test_a_second_edit_sent_while_the_first_is_answered_lands_too(
     assert len(patches) == 2, patches
     assert patches[0] != patches[1], patches  # the second sent the version the first made
     assert page.locator(f"{editor} form:has([name=max_concurrency]) [data-err]").inner_text() == ""
+    assert not violations.seen, violations.seen
+    context.close()
+
+
+def test_a_swap_keeps_the_selection_of_the_control_in_focus(live_url: str, chromium: Any, tenants: Tenants) -> None:
+    """A region swapped while the operator has selected a control's text (focus in it, nothing typed
+    yet) gives the new control the focus and the same selection: what they type then replaces it
+    (the caret went to the start: "9" typed over a selected "10" made "910")."""
+    context, page, violations = open_dashboard(chromium, live_url, tenants.staff)
+    budget = "#form-budget [name=budget]"
+    page.focus(budget)
+    page.evaluate(f"() => {{ const i = document.querySelector('{budget}'); i.select(); i.dataset.old = '1'; }}")
+    events.broadcast(events.STAFF_GROUP, {"kind": "config"})
+    page.wait_for_function(f"() => !document.querySelector('{budget}').dataset.old", timeout=10_000)
+    page.keyboard.type("9")
+    assert page.input_value(budget) == "9"
     assert not violations.seen, violations.seen
     context.close()
