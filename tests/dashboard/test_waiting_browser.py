@@ -51,3 +51,32 @@ def test_each_queue_row_shows_its_reason_and_the_tooltip_its_detail(
     assert f"waits behind chart {charts[1].pk} at the head of the line" in titles[2]  # type: ignore[operator]
     assert titles[3].startswith("Retrying after a failure · retry_wait: retry backoff after attempt 1")  # type: ignore[union-attr]
     context.close()
+
+
+@pytest.mark.parametrize("width", [1200, 1280, 1500, 1920])
+def test_a_queue_row_shows_its_eta_band_and_levers_whole_at_an_operators_width(
+    live_url: str, chromium: Any, tenants: Tenants, width: int
+) -> None:
+    """On `make run` at 1500 px the ETA column cut every band to "in 10s (in …": the likely range was
+    readable only in the tooltip; at 1280 px the row was wider than its panel, the levers cut off."""
+    charts = plan_queue([tenants.org_a], tenants.workflow, 2)
+    now = timezone.now()
+    ChartPlan.objects.filter(chart=charts[0]).update(
+        eta=now + timedelta(minutes=1, seconds=3),
+        eta_low=now + timedelta(seconds=44),
+        eta_high=now + timedelta(minutes=12, seconds=33),
+    )
+
+    context = chromium.new_context(viewport={"width": width, "height": 1000})
+    context.add_cookies([session_cookie(tenants.staff, live_url)])
+    page = context.new_page()
+    page.goto(live_url + "/dashboard/")
+    cell = f'#queue-rows .vt-row[data-chart="{charts[0].pk}"] > span:nth-child(8)'
+    page.wait_for_selector(f"{cell} .band", timeout=10_000)
+
+    assert page.locator(cell).inner_text().startswith("in 1m0"), page.locator(cell).inner_text()
+    cut = page.eval_on_selector(cell, "cell => cell.scrollWidth - cell.clientWidth")
+    assert cut <= 0, f"the ETA cell is cut by {cut} px: {page.locator(cell).inner_text()!r}"
+    wider = page.eval_on_selector("#queue-scroll", "scroller => scroller.scrollWidth - scroller.clientWidth")
+    assert wider <= 0, f"the queue's rows are {wider} px wider than their panel"
+    context.close()
