@@ -171,6 +171,25 @@ def test_the_admins_and_the_dashboards_pickers_set_the_same_zone(
     admin.screenshot(path="/tmp/f_zone_admin_chart.png", full_page=True)
 
 
+def test_the_admins_note_under_a_datetime_input_names_the_accounts_zone_not_the_server(
+    live_url: str, chromium: Any, tenants: Tenants
+) -> None:
+    """Django's widgets say "Note: You are 10.5 hours behind server time." where the browser's zone is
+    not the one the form reads in; on `make run` that zone is the account's (named beside the input),
+    not the server's, so the note now says which zone it is and how far this browser is from it."""
+    viewer_zone_set(user=tenants.staff, zone="Asia/Kolkata")
+    page = browser_of(chromium, tenants.staff, live_url, "America/New_York").new_page()
+    violations = Violations(page)
+    page.goto(f"{live_url}/admin/orgs/providerpause/add/")
+
+    note = page.locator(".field-until .timezonewarning")
+    expect(note).to_have_text(
+        "Note: the times here are in Asia/Kolkata, your account's zone: 10.5 hours ahead of this browser."
+    )
+    assert "server" not in page.locator("#content").inner_text()
+    assert not violations.seen, violations.seen
+
+
 def test_the_drain_plots_numbers_are_a_table_a_keyboard_opens(live_url: str, chromium: Any, tenants: Tenants) -> None:
     now = timezone.now()
     for minutes in (3, 6, 12):
