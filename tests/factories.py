@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from datetime import timedelta
 from typing import Any
 
 import factory
 from django.contrib.auth import get_user_model
+from django.utils import timezone
 
 from charts.models import PLAN_FIELDS, Chart, ChartPlan
 from orgs.models import Membership, Org, Provider, Workflow
@@ -79,3 +82,30 @@ class ChartFactory(factory.django.DjangoModelFactory):
             for name, value in plan.items():
                 setattr(chart, name, value)
         return chart
+
+
+def charts_with_bands(
+    org: Org,
+    workflow: Workflow | None = None,
+    *,
+    minutes: Sequence[int] = (3, 6, 12),
+    early: int = 1,
+    late: int = 3,
+    each: Callable[[int], dict[str, Any]] = lambda minutes: {},
+) -> list[Chart]:
+    """A chart of `org` for each of `minutes`, its ETA that many minutes from now and its band from
+    `early` minutes before to `late` after (what the drain plot and the banded ETAs of the pages read);
+    `each(minutes)` gives a chart's other fields."""
+    now = timezone.now()
+    given = {} if workflow is None else {"workflow": workflow}
+    return [
+        ChartFactory(
+            org=org,
+            eta=now + timedelta(minutes=at),
+            eta_low=now + timedelta(minutes=at - early),
+            eta_high=now + timedelta(minutes=at + late),
+            **given,
+            **each(at),
+        )
+        for at in minutes
+    ]

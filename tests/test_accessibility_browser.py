@@ -21,7 +21,7 @@ from tests.axe import wcag_violations
 from tests.conftest import Tenants
 from tests.dashboard.conftest import plan_queue
 from tests.dashboard.live import CHROMIUM, session_cookie
-from tests.factories import ChartFactory, ProviderFactory
+from tests.factories import ProviderFactory, charts_with_bands
 
 pytestmark = [
     pytest.mark.browser,
@@ -35,18 +35,15 @@ OPS = Actor("staff:ops", staff=True)
 
 def _charts(tenants: Tenants) -> Any:
     now = timezone.now()
-    for minutes in (3, 6, 12):
-        chart = ChartFactory(
-            org=tenants.org_a,
-            workflow=tenants.workflow,
-            eta=now + timedelta(minutes=minutes),
-            eta_low=now + timedelta(minutes=minutes - 1),
-            eta_high=now + timedelta(minutes=minutes + 3),
-            # On track, at risk, and late (the portal's words and the dashboard's panel are checked too).
-            due_at=now + timedelta(minutes=30 if minutes < 12 else -5),
-            late_chance=0.9 if minutes == 6 else 0.1,
-        )
-    return chart
+    # On track, at risk, and late (the portal's words and the dashboard's panel are checked too).
+    return charts_with_bands(
+        tenants.org_a,
+        tenants.workflow,
+        each=lambda minutes: {
+            "due_at": now + timedelta(minutes=30 if minutes < 12 else -5),
+            "late_chance": 0.9 if minutes == 6 else 0.1,
+        },
+    )[-1]
 
 
 def _page(chromium: Any, live_url: str, user: Any) -> Any:

@@ -21,7 +21,7 @@ from tests.axe import wcag_violations
 from tests.browser import Violations
 from tests.conftest import Tenants
 from tests.dashboard.live import CHROMIUM, session_cookie
-from tests.factories import ChartFactory
+from tests.factories import ChartFactory, charts_with_bands
 
 pytestmark = [
     pytest.mark.browser,
@@ -191,15 +191,7 @@ def test_the_admins_note_under_a_datetime_input_names_the_accounts_zone_not_the_
 
 
 def test_the_drain_plots_numbers_are_a_table_a_keyboard_opens(live_url: str, chromium: Any, tenants: Tenants) -> None:
-    now = timezone.now()
-    for minutes in (3, 6, 12):
-        ChartFactory(
-            org=tenants.org_a,
-            workflow=tenants.workflow,
-            eta=now + timedelta(minutes=minutes),
-            eta_low=now + timedelta(minutes=minutes - 1),
-            eta_high=now + timedelta(minutes=minutes + 3),
-        )
+    charts_with_bands(tenants.org_a, tenants.workflow)
     viewer_zone_set(user=tenants.member_a, zone="Asia/Tokyo")
     page = browser_of(chromium, tenants.member_a, live_url, "America/New_York").new_page()
     violations = Violations(page)

@@ -7,12 +7,11 @@ import re
 from datetime import UTC, datetime, timedelta
 
 from django.test import Client
-from django.utils import timezone
 from django.utils.html import strip_tags
 
 from charts.drain import Finish, drain_plot
 from tests.conftest import Tenants
-from tests.factories import ChartFactory
+from tests.factories import charts_with_bands
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -46,14 +45,7 @@ def test_a_finish_already_past_is_counted_now_as_the_plot_starts() -> None:
 
 
 def test_the_org_page_gives_the_plots_numbers_as_a_table(tenants: Tenants) -> None:
-    now = timezone.now()
-    for minutes in (10, 20):
-        ChartFactory(
-            org=tenants.org_a,
-            eta=now + timedelta(minutes=minutes),
-            eta_low=now + timedelta(minutes=minutes - 5),
-            eta_high=now + timedelta(minutes=minutes + 20),
-        )
+    charts_with_bands(tenants.org_a, minutes=(10, 20), early=5, late=20)
     client = Client()
     client.force_login(tenants.member_a)
     part = client.get("/portal/acme/table/").content.decode()

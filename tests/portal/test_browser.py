@@ -18,7 +18,7 @@ from orgs.models import Membership
 from tests.browser import Violations, submit_elsewhere
 from tests.conftest import Tenants
 from tests.dashboard.live import CHROMIUM, session_cookie
-from tests.factories import ChartFactory, MembershipFactory, UserFactory
+from tests.factories import ChartFactory, MembershipFactory, UserFactory, charts_with_bands
 
 pytestmark = [
     pytest.mark.browser,
@@ -117,15 +117,7 @@ def test_a_member_acts_from_the_portal(live_url: str, chromium: Any, tenants: Te
 
 
 def test_the_drain_plot_and_history_render_under_the_policy(live_url: str, chromium: Any, tenants: Tenants) -> None:
-    now = timezone.now()
-    for minutes in (3, 6, 12):
-        ChartFactory(
-            org=tenants.org_a,
-            workflow=tenants.workflow,
-            eta=now + timedelta(minutes=minutes),
-            eta_low=now + timedelta(minutes=minutes - 1),
-            eta_high=now + timedelta(minutes=minutes + 3),
-        )
+    charts_with_bands(tenants.org_a, tenants.workflow)
     context = chromium.new_context()
     context.add_cookies([session_cookie(tenants.member_a, live_url)])
     page = context.new_page()

@@ -21,7 +21,7 @@ from charts.models import ChartEvent, ChartState
 from charts.templatetags.portal_time import band, relative
 from knobs.models import SchedulerConfig
 from tests.conftest import Tenants
-from tests.factories import ChartFactory, UserFactory
+from tests.factories import ChartFactory, UserFactory, charts_with_bands
 
 Browser = Callable[[Any], Client]
 NOW = datetime(2026, 11, 30, 13, 50, tzinfo=UTC)
@@ -156,14 +156,7 @@ def test_held_org_chart_page_says_so(tenants: Tenants, browser: Browser) -> None
 
 def test_org_page_plots_the_backlog_drain(tenants: Tenants, browser: Browser) -> None:
     now = timezone.now()
-    for minutes in (5, 10, 20):
-        ChartFactory(
-            org=tenants.org_a,
-            workflow=tenants.workflow,
-            eta=now + timedelta(minutes=minutes),
-            eta_low=now + timedelta(minutes=minutes - 2),
-            eta_high=now + timedelta(minutes=minutes + 5),
-        )
+    charts_with_bands(tenants.org_a, tenants.workflow, minutes=(5, 10, 20), early=2, late=5)
     ChartFactory(org=tenants.org_b, workflow=tenants.workflow, eta=now + timedelta(hours=9))
     client = browser(tenants.member_a)
 
