@@ -39,6 +39,14 @@
   if (!$) return;
   $(() => name(document));
   document.addEventListener("formset:added", (e) => setTimeout(() => name(e.target), 0));
+  // While select2 searches or finds nothing it says so in an item of its list with role=alert, which a
+  // listbox may not hold: the item becomes an option no one can pick, still announced (aria-live).
+  new MutationObserver(() => {
+    document.querySelectorAll("[role=listbox] > .select2-results__message[role=alert]").forEach((item) => {
+      item.setAttribute("role", "option");
+      item.setAttribute("aria-disabled", "true");
+    });
+  }).observe(document.body, { childList: true, subtree: true });
   {
     // Open, the combobox names the list it controls (ARIA 1.2; select2 gives aria-owns only).
     const box = (select) => select.nextElementSibling && select.nextElementSibling.querySelector(".select2-selection");
