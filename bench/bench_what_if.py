@@ -45,6 +45,8 @@ at load ~4 the wall's min is under the 0.5 s target and its median just over it;
 
 from __future__ import annotations
 
+import os
+import pickle
 import statistics
 import sys
 import time
@@ -56,7 +58,7 @@ from backlog import run_at_sizes, seed_backlog, use_database
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-BENCH_DB = "fairsched_bench_what_if"
+BENCH_DB = os.environ.get("BENCH_WHAT_IF_DB", "fairsched_bench_what_if")
 use_database(BENCH_DB)
 
 
@@ -80,13 +82,49 @@ def change_sets() -> dict[str, dict[str, Any]]:
     }
 
 
+def hand_over_cost(size: int) -> None:
+    """What handing the base over adds to a replan (after its commit), and what taking it costs a
+    web process: the payload's size, `base_hand_over` (pickle and SET) and `_handed_base` (GET and
+    unpickle), wall and CPU s, min of three."""
+    from dataclasses import replace
+
+    from scheduling import core
+    from scheduling.snapshot import load_snapshot
+    from scheduling.what_if import BasePlan, _handed_base, _HandedBase, base_hand_over, plan_version
+
+    version = plan_version()
+    assert version is not None
+    snapshot = load_snapshot()
+    plan = core.plan(snapshot.scenario)
+    queue = core.QueueColumns.of(snapshot.scenario.queued).replace()
+    handed = _HandedBase(replace(snapshot, scenario=replace(snapshot.scenario, queued=queue)), BasePlan.of(plan))
+    size_mb = len(pickle.dumps(handed, pickle.HIGHEST_PROTOCOL)) / 1e6
+    for name, action in (
+        ("hand over (pickle, SET)", lambda: base_hand_over(version=version, snapshot=snapshot, plan=plan)),
+        ("take (GET, unpickle)", lambda: _handed_base(version)),
+    ):
+        walls, cpus = [], []
+        for _ in range(3):
+            started, cpu_started = time.perf_counter(), time.process_time()
+            action()
+            walls.append(time.perf_counter() - started)
+            cpus.append(time.process_time() - cpu_started)
+        figures = f"wall {min(walls):.2f} s min, CPU {min(cpus):.2f}"
+        print(f"{size:>8,} queued, base of {size_mb:5.1f} MB, {name:<23}: {figures}")
+
+
 def measure(size: int) -> None:
+    from django.conf import settings
+
     from scheduling.replan import plan_refresh
     from scheduling.what_if import plan_preview
 
     seed_backlog(size)
     plan_refresh()
     plan_preview(changes={})
+    hand_over_cost(size)
+    handed = size <= settings.FAIRSCHED_WHAT_IF_HANDOVER_MAX_CHARTS
+    print(f"{size:>8,} queued: the replan {'hands' if handed else 'does not hand'} its base over")
     for name, changes in change_sets().items():
         for kind in ("first", "again"):
             walls, cpus = [], []

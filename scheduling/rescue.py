@@ -55,7 +55,6 @@ from knobs.models import SchedulerConfig
 from knobs.services import scheduler_config_set
 from orgs.models import Org
 from orgs.services import org_weight_set
-from scheduling import core
 from scheduling.snapshot import Snapshot, org_key, to_datetime
 from scheduling.what_if import PlanFigures, WhatIfBase, what_if_after, what_if_base
 

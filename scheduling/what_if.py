@@ -221,6 +221,10 @@ class _HandedBase:
     before: BasePlan
 
 
+# The cache key of the base last handed over (`base_hand_over`, step 3).
+HANDED_LAST_KEY = "what-if-base:last"
+
+
 def _handed_key(version: tuple[int | None, ...]) -> str:
     return "what-if-base:" + ":".join(map(str, version))
 
@@ -235,6 +239,9 @@ def base_hand_over(*, version: tuple[int | None, ...], snapshot: Snapshot, plan:
     2. Into the cache (Redis, pickled by Django's cache) under the version, for
        `FAIRSCHED_WHAT_IF_HANDOVER_SECONDS`: the snapshot without what the core worked out on its
        queue (`QueueColumns.replace`, the columns as given), and the plan's arrays and clear-times.
+    3. The base handed over before it is dropped (`HANDED_LAST_KEY` names it): only the last version
+       is previewed, so the cache holds about one payload, not one per replan of the timeout. A web
+       process that read the older version just before asks for it in vain and reads its own.
 
     Why it is the version's base: the plan as it stands is the plan of this snapshot (the core's plan
     is a function of it), the one the replan wrote; a lever pulled while the snapshot was read makes
@@ -244,8 +251,13 @@ def base_hand_over(*, version: tuple[int | None, ...], snapshot: Snapshot, plan:
         return False
     queue = core.QueueColumns.of(snapshot.scenario.queued).replace()
     handed = _HandedBase(replace(snapshot, scenario=replace(snapshot.scenario, queued=queue)), BasePlan.of(plan))
+    key = _handed_key(version)
     try:
-        cache.set(_handed_key(version), handed, timeout=settings.FAIRSCHED_WHAT_IF_HANDOVER_SECONDS)
+        cache.set(key, handed, timeout=settings.FAIRSCHED_WHAT_IF_HANDOVER_SECONDS)
+        last = cache.get(HANDED_LAST_KEY)
+        cache.set(HANDED_LAST_KEY, key, timeout=settings.FAIRSCHED_WHAT_IF_HANDOVER_SECONDS)
+        if isinstance(last, str) and last != key:
+            cache.delete(last)
     except Exception:  # (the cache is a shortcut: whatever it raises, the previews read their own base)
         logger.warning("the what-if base of plan version %s was not handed over", version, exc_info=True)
         return False
@@ -261,9 +273,10 @@ def _handed_base(version: tuple[int | None, ...]) -> WhatIfBase | None:
     except Exception:  # (as in `base_hand_over`: the caller reads its own base)
         logger.warning("the what-if base of plan version %s could not be read", version, exc_info=True)
         return None
-    if not isinstance(handed, _HandedBase):
+    sample_id = version[0]
+    if not isinstance(handed, _HandedBase) or sample_id is None:
         return None
-    if QueueSample.objects.filter(pk=version[0]).values_list("at", flat=True).first() != handed.snapshot.now:
+    if QueueSample.objects.filter(pk=sample_id).values_list("at", flat=True).first() != handed.snapshot.now:
         return None
     return WhatIfBase.of(handed.snapshot, handed.before)
 

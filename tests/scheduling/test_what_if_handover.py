@@ -178,6 +178,22 @@ def test_a_key_of_another_database_is_not_taken(
     assert what_if.what_if_base().snapshot.now != earlier.now  # read afresh
 
 
+def test_the_cache_holds_the_last_base_only(
+    queue: list[Chart], replanned: Callable[..., Any], fresh_process: Callable[[], None]
+) -> None:
+    """A replan's hand-over drops the base handed over before it: only the last version is previewed."""
+    replanned()
+    first = what_if.plan_version()
+    replanned()
+    second = what_if.plan_version()
+    assert first is not None
+    assert second not in (None, first)
+    assert second is not None
+
+    assert cache.get(what_if._handed_key(first)) is None
+    assert cache.get(what_if._handed_key(second)) is not None
+
+
 def test_a_large_queue_is_not_handed_over(
     queue: list[Chart], replanned: Callable[..., Any], settings: Any, fresh_process: Callable[[], None]
 ) -> None:
@@ -191,7 +207,10 @@ def test_a_large_queue_is_not_handed_over(
 
 
 def test_a_failing_cache_costs_the_previews_their_own_read_only(
-    queue: list[Chart], replanned: Callable[..., Any], monkeypatch: pytest.MonkeyPatch, fresh_process: Callable[[], None]
+    queue: list[Chart],
+    replanned: Callable[..., Any],
+    monkeypatch: pytest.MonkeyPatch,
+    fresh_process: Callable[[], None],
 ) -> None:
     """The cache is a shortcut: a replan whose hand-over fails still replans; a preview whose read
     fails reads its own base."""
