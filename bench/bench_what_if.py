@@ -1,12 +1,35 @@
-"""The what-if preview on PostgreSQL: snapshot + two core plans + per-chart moves, 10k and 100k queued.
+"""The what-if preview on PostgreSQL: its base (handed over or read) + the core's plan + the moves, 10k and 100k.
 
 Run: `.venv/bin/python bench/bench_what_if.py [--sizes 10000,100000]`. It uses its own database
 (`fairsched_bench_what_if` on the server of DATABASE_URL, created and dropped here) and the backlog of
 `bench/backlog.py` (500 orgs). Two lines per change set, wall and CPU seconds of this process (the
 database's own work is in the wall time only), min and median, after one preview that loads the core's
 compiled replay (as a web process's first large what-if does): "first", three previews each right
-after a replan (the first preview of a plan version reads the snapshot and plans it as it stands);
-"again", five previews of the same version (they share its base: `scheduling.what_if._cached_base`).
+after a replan (the first preview of a plan version takes the base the replan handed over, or reads
+the snapshot and plans it as it stands); "again", five previews of the same version (they share its
+base: `scheduling.what_if._cached_base`). Before them, what handing the base over costs the replan
+and taking it the web process. `BENCH_WHAT_IF_DB` names the database, for benches run side by side.
+
+Since then, the line "hand over"/"take": the replan hands its snapshot and plan over through the cache
+(`scheduling.what_if.base_hand_over`), so the first preview of a version takes them (GET, unpickle)
+instead of reading the queue and planning it as it stands. 100k queued, load average 7-10 on the
+2-core machine (wall 2-3x the CPU), two runs each way back to back, CPU s min / median of "first",
+the same bench with `FAIRSCHED_WHAT_IF_HANDOVER_MAX_CHARTS=0` (every process reads its own) against it:
+    lever            read itself               handed over               again (same version)
+    weight           0.38-0.45 / 0.40-0.49     0.26-0.30 / 0.27-0.31     0.19-0.20 / 0.20-0.25
+    hold             0.36-0.39 / 0.40-0.43     0.21-0.24 / 0.23-0.24     0.15-0.17 / 0.16-0.18
+    budget+policy    0.38 / 0.38-0.42          0.25-0.27 / 0.28          0.19-0.20 / 0.22-0.23
+    caps             0.37-0.42 / 0.38-0.45     0.24-0.26 / 0.24-0.34     0.19-0.20 / 0.23-0.24
+    priority         0.36-0.37 / 0.40-0.41     0.21-0.25 / 0.22-0.26     0.16-0.22 / 0.17-0.22
+    provider pause   0.43-0.50 / 0.45-0.55     0.24-0.29 / 0.26-0.30     0.20 / 0.21
+Wall min at that load: read itself 0.72-1.81 s, handed over 0.35-0.77 s (not measured quiet). The
+take is 0.05-0.06 s CPU (0.10-0.15 s wall: a GET of 16.3 MB, ~165 bytes a waiting chart, and its
+unpickle); the hand-over adds 0.02 s CPU (0.05-0.09 wall) to the replan, after its commit. What is
+left of a first preview is the again's: the core's plan after the change (0.13-0.18 s CPU) and the
+moves (0.02-0.03). At 1M queued (the same steps as `hand_over_cost`, the cap
+lifted, load ~9) the payload is 162.5 MB: hand-over 0.27-0.57 s
+CPU, 3.0-7.2 s wall, take 0.86 s CPU, 8.7 s wall: far past the 1M replan's 5 s, hence the cap
+(`FAIRSCHED_WHAT_IF_HANDOVER_MAX_CHARTS`, 300k by default): above it the replan hands nothing over.
 
 Figures (keeping the base per plan version; 100k queued, 2-core machine shared with other sessions at
 load 8-10, so CPU is the figure to compare). Main's `plan_preview` and this one interleaved in one
