@@ -14,11 +14,13 @@ that even the first preview of a version neither reads the queue nor plans it as
 from __future__ import annotations
 
 import copy
+import hashlib
 import logging
 import math
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from dataclasses import fields as dataclass_fields
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -35,10 +37,11 @@ from knobs.models import ConfigChange
 from orgs import levers as org_levers
 from orgs.models import OrgChange, Provider, Workflow
 from scheduling import core
-from scheduling.core.model import PlanArrays
+from scheduling.core.model import QUEUED_FIELDS, PlanArrays
 from scheduling.core.replay import COMPILED_MIN_CHARTS
 from scheduling.models import QueueSample
 from scheduling.snapshot import (
+    ActiveCharts,
     Costs,
     OrgRow,
     Snapshot,
@@ -221,12 +224,22 @@ class _HandedBase:
     before: BasePlan
 
 
+def _handed_shape() -> str:
+    """The shape of what is handed over, as the code of this process has it: the fields of each kind
+    of record in it. A key holds it, so that while a deploy runs old and new code side by side, a web
+    process never takes a base pickled by a replan whose records had other fields."""
+    records: list[type] = [_HandedBase, BasePlan, Snapshot, ActiveCharts, OrgRow, PlanArrays, core.Scenario]
+    records += [core.RunningChart, core.OrgPolicy, core.History, core.PastSubmission, core.Aging]
+    names = [f"{record.__name__}({','.join(field.name for field in dataclass_fields(record))})" for record in records]
+    return hashlib.sha256(";".join([*names, ",".join(QUEUED_FIELDS)]).encode()).hexdigest()[:12]
+
+
 # The cache key of the base last handed over (`base_hand_over`, step 3).
 HANDED_LAST_KEY = "what-if-base:last"
 
 
 def _handed_key(version: tuple[int | None, ...]) -> str:
-    return "what-if-base:" + ":".join(map(str, version))
+    return f"what-if-base:{_HANDED_SHAPE}:" + ":".join(map(str, version))
 
 
 def base_hand_over(*, version: tuple[int | None, ...], snapshot: Snapshot, plan: core.Plan) -> bool:
@@ -262,6 +275,9 @@ def base_hand_over(*, version: tuple[int | None, ...], snapshot: Snapshot, plan:
         logger.warning("the what-if base of plan version %s was not handed over", version, exc_info=True)
         return False
     return True
+
+
+_HANDED_SHAPE = _handed_shape()
 
 
 def _handed_base(version: tuple[int | None, ...]) -> WhatIfBase | None:

@@ -4,11 +4,15 @@ answers as a base read at the replan's instant does."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -19,11 +23,13 @@ from django.utils import timezone
 from charts.models import Chart, ChartState
 from common.actors import Actor
 from knobs.models import SchedulerConfig
+from orgs.models import Provider
 from scheduling import core, what_if
 from scheduling.models import QueueSample
 from scheduling.replan import plan_refresh
 from tests.conftest import Tenants
 from tests.factories import ChartFactory, ProviderFactory
+from tests.processes import running
 
 CHANGES: list[dict[str, Any]] = [
     {},
@@ -42,13 +48,13 @@ CHANGES: list[dict[str, Any]] = [
 def queue(tenants: Tenants) -> list[Chart]:
     """Budget 2; acme and beta have six charts waiting each, due within the hour, behind `llm`; one runs."""
     SchedulerConfig.objects.update_or_create(id=1, defaults={"budget": 2})
-    tenants.workflow.provider = ProviderFactory(slug="llm")
+    tenants.workflow.provider = cast(Provider, ProviderFactory(slug="llm"))
     tenants.workflow.save()
     start = timezone.now() - timedelta(minutes=5)
-    charts = []
+    charts: list[Chart] = []
     for index in range(6):
         for org in (tenants.org_a, tenants.org_b):
-            chart = ChartFactory(org=org, workflow=tenants.workflow, state=ChartState.QUEUED)
+            chart = cast(Chart, ChartFactory(org=org, workflow=tenants.workflow, state=ChartState.QUEUED))
             Chart.objects.filter(pk=chart.pk).update(
                 created_at=start + timedelta(seconds=index), due_at=start + timedelta(minutes=3 + index)
             )
@@ -261,3 +267,47 @@ def test_concurrent_first_previews_share_the_handed_base(
     assert len(answers) == 4
     assert all(answer == answers[0] for answer in answers)
     assert plans == [len(committed_queue)] * 4  # each the plan of its change, none of the queue as it stands
+
+
+# Another process: Django set up on the same database and cache, a preview that may not read a snapshot.
+CHILD = """
+import json
+
+import django
+
+django.setup()
+from scheduling import what_if
+
+
+def no_read(**_):
+    raise AssertionError("the other process read a snapshot")
+
+
+what_if.load_snapshot = no_read
+print(json.dumps(what_if.plan_preview(changes={"weights": {"beta": 4}})))
+"""
+
+
+def test_another_process_takes_the_handed_base(
+    committed_queue: list[Chart], fresh_process: Callable[[], None], settings: Any
+) -> None:
+    """A process that never previewed (another web worker) answers the first preview of the version
+    with the base the replan handed over, as this process does."""
+    plan_refresh()  # committed: its hand-over runs at once
+    database = connection.settings_dict
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"postgres://{database['USER']}:{database['PASSWORD'] or ''}@{database['HOST']}"
+        f":{database['PORT']}/{database['NAME']}",
+        "REDIS_URL": settings.REDIS_URL,
+        "CACHE_PREFIX": settings.CACHES["default"]["KEY_PREFIX"],
+        "DJANGO_SETTINGS_MODULE": "fairsched.settings",
+    }
+    with running(
+        [sys.executable, "-c", CHILD], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as child:
+        out, err = child.communicate(timeout=120)
+
+    assert child.returncode == 0, err
+    here = what_if.plan_preview(changes={"weights": {"beta": 4}})
+    assert json.loads(out) == json.loads(json.dumps(here))
