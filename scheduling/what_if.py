@@ -254,7 +254,8 @@ def base_hand_over(*, version: tuple[int | None, ...], snapshot: Snapshot, plan:
        queue (`QueueColumns.replace`, the columns as given), and the plan's arrays and clear-times.
     3. The base handed over before it is dropped (`HANDED_LAST_KEY` names it): only the last version
        is previewed, so the cache holds about one payload, not one per replan of the timeout. A web
-       process that read the older version just before asks for it in vain and reads its own.
+       process that read the older version just before asks for it in vain and reads its own; two
+       hand-overs at once (replans in two workers) may drop the newer one, whose previews read theirs.
 
     Why it is the version's base: the plan as it stands is the plan of this snapshot (the core's plan
     is a function of it), the one the replan wrote; a lever pulled while the snapshot was read makes
