@@ -1,12 +1,35 @@
-"""The what-if preview on PostgreSQL: snapshot + two core plans + per-chart moves, 10k and 100k queued.
+"""The what-if preview on PostgreSQL: its base (handed over or read) + the core's plan + the moves, 10k and 100k.
 
 Run: `.venv/bin/python bench/bench_what_if.py [--sizes 10000,100000]`. It uses its own database
 (`fairsched_bench_what_if` on the server of DATABASE_URL, created and dropped here) and the backlog of
 `bench/backlog.py` (500 orgs). Two lines per change set, wall and CPU seconds of this process (the
 database's own work is in the wall time only), min and median, after one preview that loads the core's
 compiled replay (as a web process's first large what-if does): "first", three previews each right
-after a replan (the first preview of a plan version reads the snapshot and plans it as it stands);
-"again", five previews of the same version (they share its base: `scheduling.what_if._cached_base`).
+after a replan (the first preview of a plan version takes the base the replan handed over, or reads
+the snapshot and plans it as it stands); "again", five previews of the same version (they share its
+base: `scheduling.what_if._cached_base`). Before them, what handing the base over costs the replan
+and taking it the web process. `BENCH_WHAT_IF_DB` names the database, for benches run side by side.
+
+Since then, the line "hand over"/"take": the replan hands its snapshot and plan over through the cache
+(`scheduling.what_if.base_hand_over`), so the first preview of a version takes them (GET, unpickle)
+instead of reading the queue and planning it as it stands. 100k queued, load average 7-10 on the
+2-core machine (wall 2-3x the CPU), two runs each way back to back, CPU s min / median of "first",
+the same bench with `FAIRSCHED_WHAT_IF_HANDOVER_MAX_CHARTS=0` (every process reads its own) against it:
+    lever            read itself               handed over               again (same version)
+    weight           0.38-0.45 / 0.40-0.49     0.26-0.30 / 0.27-0.31     0.19-0.20 / 0.20-0.25
+    hold             0.36-0.39 / 0.40-0.43     0.21-0.24 / 0.23-0.24     0.15-0.17 / 0.16-0.18
+    budget+policy    0.38 / 0.38-0.42          0.25-0.27 / 0.28          0.19-0.20 / 0.22-0.23
+    caps             0.37-0.42 / 0.38-0.45     0.24-0.26 / 0.24-0.34     0.19-0.20 / 0.23-0.24
+    priority         0.36-0.37 / 0.40-0.41     0.21-0.25 / 0.22-0.26     0.16-0.22 / 0.17-0.22
+    provider pause   0.43-0.50 / 0.45-0.55     0.24-0.29 / 0.26-0.30     0.20 / 0.21
+Wall min at that load: read itself 0.72-1.81 s, handed over 0.35-0.77 s (not measured quiet). The
+take is 0.05-0.06 s CPU (0.10-0.15 s wall: a GET of 16.3 MB, ~165 bytes a waiting chart, and its
+unpickle); the hand-over adds 0.02 s CPU (0.05-0.09 wall) to the replan, after its commit. What is
+left of a first preview is the again's: the core's plan after the change (0.13-0.18 s CPU) and the
+moves (0.02-0.03). At 1M queued (the same steps as `hand_over_cost`, the cap
+lifted, load ~9) the payload is 162.5 MB: hand-over 0.27-0.57 s
+CPU, 3.0-7.2 s wall, take 0.86 s CPU, 8.7 s wall: far past the 1M replan's 5 s, hence the cap
+(`FAIRSCHED_WHAT_IF_HANDOVER_MAX_CHARTS`, 300k by default): above it the replan hands nothing over.
 
 Figures (keeping the base per plan version; 100k queued, 2-core machine shared with other sessions at
 load 8-10, so CPU is the figure to compare). Main's `plan_preview` and this one interleaved in one
@@ -45,6 +68,8 @@ at load ~4 the wall's min is under the 0.5 s target and its median just over it;
 
 from __future__ import annotations
 
+import os
+import pickle
 import statistics
 import sys
 import time
@@ -56,7 +81,7 @@ from backlog import run_at_sizes, seed_backlog, use_database
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-BENCH_DB = "fairsched_bench_what_if"
+BENCH_DB = os.environ.get("BENCH_WHAT_IF_DB", "fairsched_bench_what_if")
 use_database(BENCH_DB)
 
 
@@ -80,13 +105,49 @@ def change_sets() -> dict[str, dict[str, Any]]:
     }
 
 
+def hand_over_cost(size: int) -> None:
+    """What handing the base over adds to a replan (after its commit), and what taking it costs a
+    web process: the payload's size, `base_hand_over` (pickle and SET) and `_handed_base` (GET and
+    unpickle), wall and CPU s, min of three."""
+    from dataclasses import replace
+
+    from scheduling import core
+    from scheduling.snapshot import load_snapshot
+    from scheduling.what_if import BasePlan, _handed_base, _HandedBase, base_hand_over, plan_version
+
+    version = plan_version()
+    assert version is not None
+    snapshot = load_snapshot()
+    plan = core.plan(snapshot.scenario)
+    queue = core.QueueColumns.of(snapshot.scenario.queued).replace()
+    handed = _HandedBase(replace(snapshot, scenario=replace(snapshot.scenario, queued=queue)), BasePlan.of(plan))
+    size_mb = len(pickle.dumps(handed, pickle.HIGHEST_PROTOCOL)) / 1e6
+    for name, action in (
+        ("hand over (pickle, SET)", lambda: base_hand_over(version=version, snapshot=snapshot, plan=plan)),
+        ("take (GET, unpickle)", lambda: _handed_base(version)),
+    ):
+        walls, cpus = [], []
+        for _ in range(3):
+            started, cpu_started = time.perf_counter(), time.process_time()
+            action()
+            walls.append(time.perf_counter() - started)
+            cpus.append(time.process_time() - cpu_started)
+        figures = f"wall {min(walls):.2f} s min, CPU {min(cpus):.2f}"
+        print(f"{size:>8,} queued, base of {size_mb:5.1f} MB, {name:<23}: {figures}")
+
+
 def measure(size: int) -> None:
+    from django.conf import settings
+
     from scheduling.replan import plan_refresh
     from scheduling.what_if import plan_preview
 
     seed_backlog(size)
     plan_refresh()
     plan_preview(changes={})
+    hand_over_cost(size)
+    handed = size <= settings.FAIRSCHED_WHAT_IF_HANDOVER_MAX_CHARTS
+    print(f"{size:>8,} queued: the replan {'hands' if handed else 'does not hand'} its base over")
     for name, changes in change_sets().items():
         for kind in ("first", "again"):
             walls, cpus = [], []

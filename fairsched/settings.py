@@ -282,6 +282,12 @@ FAIRSCHED_FEED_SLIP_SHARE = env_positive("FAIRSCHED_FEED_SLIP_SHARE", 0.25)
 FAIRSCHED_FEED_SLIP_MIN_SECONDS = env_positive("FAIRSCHED_FEED_SLIP_MIN_SECONDS", 60.0)
 # Long-polls of the feed one web process holds at once (each holds a request thread, not a connection).
 FAIRSCHED_FEED_MAX_WAITERS = int(env_positive("FAIRSCHED_FEED_MAX_WAITERS", 4, whole=True))
+# The what-if's base (scheduling/what_if.py): a replan hands its snapshot and plan over to the web
+# processes through the cache (the last version only), for at most this many seconds, when
+# at most this many charts wait (0: never). The payload is ~165 bytes a waiting chart, and handing it
+# over adds to the replan (bench/bench_what_if.py).
+FAIRSCHED_WHAT_IF_HANDOVER_SECONDS = int(env_positive("FAIRSCHED_WHAT_IF_HANDOVER_SECONDS", 600, whole=True))
+FAIRSCHED_WHAT_IF_HANDOVER_MAX_CHARTS = env_whole("FAIRSCHED_WHAT_IF_HANDOVER_MAX_CHARTS", 300_000)
 # Webhook destinations: https only, and only public addresses, unless these allow more.
 FAIRSCHED_WEBHOOK_ALLOW_HTTP = env_bool("FAIRSCHED_WEBHOOK_ALLOW_HTTP", False)
 FAIRSCHED_WEBHOOK_ALLOW_PRIVATE = env_bool("FAIRSCHED_WEBHOOK_ALLOW_PRIVATE", False)

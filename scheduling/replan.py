@@ -24,6 +24,7 @@ from scheduling.core.model import PlanArrays
 from scheduling.models import ClearTimeSlip, QueueSample
 from scheduling.reasons import waiting_reason
 from scheduling.snapshot import Snapshot, load_snapshot, org_key, to_datetime, to_seconds
+from scheduling.what_if import base_hand_over, levers_version
 
 logger = logging.getLogger(__name__)
 
@@ -54,15 +55,17 @@ def plan_refresh(*, now: datetime | None = None) -> ReplanResult:
        record the first plan of the charts no replan has planned yet (`_record_first_plans`), keep a
        `QueueSample` for the plots, and swap the next plan table in for the plan table (`write_plan`:
        `_build_next_plan`, `_swap_in_next_plan`).
-    4. After commit, broadcast a summary to the live pages.
+    4. After commit, hand the snapshot and the plan over to the what-if as the base of the plan version
+       this replan makes (`scheduling.what_if.base_hand_over`), then broadcast a summary to the live pages.
     """
     begun = time.perf_counter()
+    levers = levers_version()  # before the snapshot: a lever pulled while it is read is a later version
     snapshot = load_snapshot(now=now)
     loaded = time.perf_counter()
     plan = core.plan(snapshot.scenario)
     plan.reason.column()  # the core works out why charts wait on first use: time it as the plan's
     planned = time.perf_counter()
-    write_plan(snapshot, plan)
+    sample = write_plan(snapshot, plan)
     seconds = time.perf_counter() - begun
     metrics.observe_replan(seconds)
     result = ReplanResult(
@@ -74,14 +77,17 @@ def plan_refresh(*, now: datetime | None = None) -> ReplanResult:
         plan_seconds=planned - loaded,
         global_clear=to_datetime(plan.global_clear),
     )
+    # The base first: the live pages that hear of the plan may preview it at once.
+    transaction.on_commit(lambda: base_hand_over(version=(sample.pk, *levers), snapshot=snapshot, plan=plan))
     transaction.on_commit(lambda: broadcast(STAFF_GROUP, {"kind": "plan", **_summary(result)}))
     pass_done(kind="plan")
     return result
 
 
-def write_plan(snapshot: Snapshot, plan: core.Plan) -> None:
+def write_plan(snapshot: Snapshot, plan: core.Plan) -> QueueSample:
     """Step 3 of `plan_refresh`: in one transaction, build the next plan table, write the orgs'
-    clear-times, the first plans of new charts and a `QueueSample`, and swap the next plan table in."""
+    clear-times, the first plans of new charts and a `QueueSample` (returned), and swap the next plan
+    table in."""
     with transaction.atomic():
         # Replans write the same rows; taking turns here keeps two of them from deadlocking.
         with connection.cursor() as cursor:
@@ -89,8 +95,9 @@ def write_plan(snapshot: Snapshot, plan: core.Plan) -> None:
         indexes = _build_next_plan(snapshot, plan)
         org_clear = _write_org_clear(snapshot, plan)
         _record_first_plans(snapshot)
-        _write_sample(snapshot, plan, org_clear)
+        sample = _write_sample(snapshot, plan, org_clear)
         _swap_in_next_plan(indexes)  # last: it locks the plan table until the commit
+    return sample
 
 
 def _summary(result: ReplanResult) -> dict[str, object]:
@@ -404,7 +411,7 @@ def _seconds(value: float | None) -> float | None:
     return None if value is None else float(value)
 
 
-def _write_sample(snapshot: Snapshot, plan: core.Plan, org_clear: dict[str, datetime | None]) -> None:
+def _write_sample(snapshot: Snapshot, plan: core.Plan, org_clear: dict[str, datetime | None]) -> QueueSample:
     scenario = snapshot.scenario
     org_ids, counts = np.unique(snapshot.waiting.org_id, return_counts=True)
     queued = Counter(dict(zip(map(org_key, org_ids.tolist()), counts.tolist(), strict=True)))
@@ -421,7 +428,7 @@ def _write_sample(snapshot: Snapshot, plan: core.Plan, org_clear: dict[str, date
         }
         for org in queued.keys() | running.keys()
     }
-    QueueSample.objects.create(
+    sample = QueueSample.objects.create(
         at=snapshot.now,
         queued=len(scenario.queued),
         running=len(scenario.running),
@@ -431,3 +438,4 @@ def _write_sample(snapshot: Snapshot, plan: core.Plan, org_clear: dict[str, date
         per_org=per_org,
     )
     QueueSample.objects.filter(at__lt=snapshot.now - timedelta(hours=SAMPLE_RETENTION_HOURS)).delete()
+    return sample

@@ -55,9 +55,8 @@ from knobs.models import SchedulerConfig
 from knobs.services import scheduler_config_set
 from orgs.models import Org
 from orgs.services import org_weight_set
-from scheduling import core
 from scheduling.snapshot import Snapshot, org_key, to_datetime
-from scheduling.what_if import WhatIfBase, what_if_after, what_if_base
+from scheduling.what_if import PlanFigures, WhatIfBase, what_if_after, what_if_base
 
 # The most what-ifs one rescue plans after the plan as it stands (at 100k queued charts a what-if plan
 # is ~0.2 s of CPU: `bench/bench_rescue.py`).
@@ -230,7 +229,7 @@ def _dues(snapshot: Snapshot) -> _Dues:
     return _Dues(chart_id, org, due, snapshot.scenario.now)
 
 
-def late_chances(plan: core.Plan, dues: _Dues) -> NDArray[np.float64]:
+def late_chances(plan: PlanFigures, dues: _Dues) -> NDArray[np.float64]:
     """Each chart's chance of finishing after its due time (`core.Plan.late_chance`, NaN: no due time
     or no ETA), laid out as `_dues`."""
     arrays = plan.arrays
@@ -240,7 +239,7 @@ def late_chances(plan: core.Plan, dues: _Dues) -> NDArray[np.float64]:
     return np.concatenate((laid, arrays.late_chance[len(arrays.queued) :]))
 
 
-def plan_risk(plan: core.Plan, dues: _Dues, threshold: float) -> Risk:
+def plan_risk(plan: PlanFigures, dues: _Dues, threshold: float) -> Risk:
     """The `Risk` of a plan: each chart at risk or late by the promise rule (`charts.promise.open_verdicts`,
     with its `late_chances` in the plan), counted per org."""
     at_risk, late = open_verdicts(due=dues.due, late_chance=late_chances(plan, dues), threshold=threshold, now=dues.now)
@@ -267,7 +266,7 @@ class Rescue:
     change: Change
     before: Risk
     after: Risk
-    after_plan: core.Plan
+    after_plan: PlanFigures
     plans: int
     exhausted: bool
 
@@ -299,7 +298,7 @@ class Rescue:
             moment = to_datetime(seconds)
             return moment.isoformat() if moment else None
 
-        def side(risk: Risk, plan: core.Plan, key: str) -> dict[str, Any]:
+        def side(risk: Risk, plan: PlanFigures, key: str) -> dict[str, Any]:
             return {
                 "at_risk": risk.at_risk.get(key, 0),
                 "late": risk.late.get(key, 0),
@@ -347,7 +346,7 @@ def rescue_find(*, org: str | None = None, now: datetime | None = None) -> Rescu
         max_weight=int(config.rescue_max_weight),
         max_budget=config.rescue_max_budget,
     )
-    plans: dict[tuple[Any, ...], core.Plan] = {Change().key: base.before}
+    plans: dict[tuple[Any, ...], PlanFigures] = {Change().key: base.before}
 
     def evaluate(change: Change) -> Risk:
         after = what_if_after(base, _what_if_changes(base, change))

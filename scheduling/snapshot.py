@@ -237,6 +237,8 @@ class Snapshot:
     # Which queued charts a paused provider holds later than their own backoff, aligned with
     # `scenario.queued` (`availability`).
     provider_paused: NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
+    # The org rows the scenario was built from, by core key (`load_orgs`, read at step 1).
+    org_rows: dict[str, OrgRow] = field(default_factory=dict)
 
 
 def org_key(org_id: int) -> str:
@@ -551,6 +553,7 @@ def load_snapshot(*, now: datetime | None = None) -> Snapshot:
         queued_workflow=waiting.workflow_id.tolist(),
         round_under_way=round_under_way,
         provider_paused=waiting_columns.provider_paused,
+        org_rows=org_rows,
     )
 
 

@@ -5,21 +5,28 @@ Each lever is the same pure function the services write with (`orgs.levers`, `ch
 serializer (`scheduling.api.PlanChangesSerializer`) has checked the shape of the changes and that
 the orgs, workflows and providers they name exist, so this module does not check them again.
 
-What every preview of one plan version shares, the snapshot and the plan as it stands, is read once
-per version and kept in the process (`what_if_base`): a preview plans only the change.
+What every preview of one plan version shares, the snapshot and the plan as it stands, is kept in the
+process per version (`what_if_base`): a preview plans only the change. The replan that makes a version
+hands its own snapshot and plan over to the web processes through the cache (`base_hand_over`), so
+that even the first preview of a version neither reads the queue nor plans it as it stands.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
+import logging
 import math
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from dataclasses import fields as dataclass_fields
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
+from django.conf import settings
+from django.core.cache import cache
 from django.db import connection
 from numpy.typing import NDArray
 
@@ -30,9 +37,11 @@ from knobs.models import ConfigChange
 from orgs import levers as org_levers
 from orgs.models import OrgChange, Provider, Workflow
 from scheduling import core
+from scheduling.core.model import QUEUED_FIELDS, PlanArrays
 from scheduling.core.replay import COMPILED_MIN_CHARTS
 from scheduling.models import QueueSample
 from scheduling.snapshot import (
+    ActiveCharts,
     Costs,
     OrgRow,
     Snapshot,
@@ -41,13 +50,14 @@ from scheduling.snapshot import (
     backlogged_and_ready,
     fair_service,
     load_costs,
-    load_orgs,
     load_snapshot,
     org_key,
     retry_budget_of,
     to_datetime,
     to_seconds,
 )
+
+logger = logging.getLogger(__name__)
 
 # The configuration levers a preview may change (the scenario is built from the configuration).
 CONFIG_LEVERS = ("budget", "policy", "quantum", "aging_step", "aging_cap")
@@ -66,6 +76,33 @@ class OrgMoves:
     most_later: float = 0.0
 
 
+class PlanFigures(Protocol):
+    """What a what-if and the rescue read of a plan: its rows as arrays (`PlanArrays`) and its
+    clear-times. A `core.Plan` is one; so is the plan a replan hands over (`BasePlan`)."""
+
+    @property
+    def arrays(self) -> PlanArrays: ...
+
+    @property
+    def org_clear(self) -> dict[str, float | None]: ...
+
+    @property
+    def global_clear(self) -> float | None: ...
+
+
+@dataclass(frozen=True)
+class BasePlan:
+    """A plan as a base handed over keeps it (`base_hand_over`): what `PlanFigures` reads of it."""
+
+    arrays: PlanArrays
+    org_clear: dict[str, float | None]
+    global_clear: float | None
+
+    @classmethod
+    def of(cls, plan: core.Plan) -> BasePlan:
+        return cls(plan.arrays, plan.org_clear, plan.global_clear)
+
+
 @dataclass(frozen=True)
 class WhatIfBase:
     """What every what-if of one instant shares: the snapshot, the org rows it was built from (by
@@ -75,7 +112,17 @@ class WhatIfBase:
     snapshot: Snapshot
     rows: dict[str, OrgRow]
     key_of: dict[str, str]
-    before: core.Plan
+    before: PlanFigures
+
+    @classmethod
+    def of(cls, snapshot: Snapshot, before: PlanFigures) -> WhatIfBase:
+        """The base of `snapshot` and its plan `before`. A large queue is planned by the core's
+        compiled replay, loaded into the process on its first what-if (`core.load_compiled_replay`,
+        numba's cache; the web process does not load it at start)."""
+        if len(snapshot.scenario.queued) >= COMPILED_MIN_CHARTS:
+            core.load_compiled_replay()
+        rows = snapshot.org_rows
+        return cls(snapshot, rows, {row.slug: key for key, row in rows.items()}, before)
 
 
 @dataclass(frozen=True)
@@ -103,14 +150,9 @@ def what_if_base(*, now: datetime | None = None) -> WhatIfBase:
 
 
 def _base_loaded(*, now: datetime | None) -> WhatIfBase:
-    """A base read afresh: the snapshot, its org rows and its plan. A large queue is planned by the
-    core's compiled replay, loaded into the process on its first what-if (`core.load_compiled_replay`,
-    numba's cache; the web process does not load it at start)."""
+    """A base read afresh: the snapshot (with the org rows it was built from) and its plan."""
     snapshot = load_snapshot(now=now)
-    if len(snapshot.scenario.queued) >= COMPILED_MIN_CHARTS:
-        core.load_compiled_replay()
-    rows = load_orgs()
-    return WhatIfBase(snapshot, rows, {row.slug: key for key, row in rows.items()}, core.plan(snapshot.scenario))
+    return WhatIfBase.of(snapshot, core.plan(snapshot.scenario))
 
 
 # The plan version: the last replan (its queue sample, which every replan writes) and the last lever
@@ -119,14 +161,25 @@ _VERSION_TABLES = [model._meta.db_table for model in (QueueSample, OrgChange, Co
 _VERSION_SQL = "SELECT " + ", ".join(f'(SELECT max("id") FROM "{table}")' for table in _VERSION_TABLES)  # noqa: S608
 
 
-def plan_version() -> tuple[int | None, ...] | None:
-    """The plan version as one cheap statement (three index lookups): the last replan's sample, the
-    last org change and the last configuration change; None before the first replan (nothing to key
-    a base by)."""
+def _version_read() -> tuple[int | None, ...]:
+    """The last queue sample, org change and configuration change, in one cheap statement (three
+    index lookups)."""
     with connection.cursor() as cursor:
         cursor.execute(_VERSION_SQL)
-        version = tuple(cursor.fetchone() or ())
-    return None if not version or version[0] is None else version
+        return tuple(cursor.fetchone() or (None,) * len(_VERSION_TABLES))
+
+
+def plan_version() -> tuple[int | None, ...] | None:
+    """The plan version: the last replan's sample, the last org change and the last configuration
+    change; None before the first replan (nothing to key a base by)."""
+    version = _version_read()
+    return None if version[0] is None else version
+
+
+def levers_version() -> tuple[int | None, ...]:
+    """The plan version's levers part (the last org and configuration changes), which a replan
+    reads before its snapshot (`base_hand_over`)."""
+    return _version_read()[1:]
 
 
 @dataclass
@@ -142,24 +195,107 @@ _base_cache_lock = threading.Lock()
 
 
 def _cached_base() -> WhatIfBase:
-    """The base of the plan version as it stands: the one kept since it was read at that version, or
-    read now (and kept). Why per version and not per request: loading the snapshot and planning it
-    as it stands is most of a what-if's time at a large queue, and between two replans (or two lever
-    changes) every preview would read the same thing again. What a version does not see until the
-    next replan: charts submitted, started or finished since, a priority set since, and a workflow's
-    default cost or provider changed since (the replan that each of those asks for makes the next
-    version). A base is immutable (`what_if_after` pulls its levers on copies), so threads share it;
-    two that miss at once each read one, the later kept. One base is kept per process (the last)."""
+    """The base of the plan version as it stands: the one kept since it was had at that version;
+    else the one its replan handed over (`_handed_base`), else read now; kept either way. Why per
+    version and not per request: loading the snapshot and planning it as it stands is most of a
+    what-if's time at a large queue, and between two replans (or two lever changes) every preview
+    would read the same thing again. What a version does not see until the next replan: charts
+    submitted, started or finished since, a priority set since, and a workflow's default cost or
+    provider changed since (the replan that each of those asks for makes the next version). A base is
+    immutable (`what_if_after` pulls its levers on copies), so threads share it; two that miss at
+    once each get one, the later kept. One base is kept per process (the last)."""
     version = plan_version()
-    if version is not None:
-        with _base_cache_lock:
-            if _base_cache.version == version and _base_cache.base is not None:
-                return _base_cache.base
-    base = _base_loaded(now=None)
-    if version is not None:
-        with _base_cache_lock:
-            _base_cache.version, _base_cache.base = version, base
+    if version is None:
+        return _base_loaded(now=None)
+    with _base_cache_lock:
+        if _base_cache.version == version and _base_cache.base is not None:
+            return _base_cache.base
+    base = _handed_base(version) or _base_loaded(now=None)
+    with _base_cache_lock:
+        _base_cache.version, _base_cache.base = version, base
     return base
+
+
+@dataclass(frozen=True)
+class _HandedBase:
+    """What a replan hands over (`base_hand_over`): its snapshot and its plan."""
+
+    snapshot: Snapshot
+    before: BasePlan
+
+
+def _handed_shape() -> str:
+    """The shape of what is handed over, as the code of this process has it: the fields of each kind
+    of record in it. A key holds it, so that while a deploy runs old and new code side by side, a web
+    process never takes a base pickled by a replan whose records had other fields."""
+    records: list[type] = [_HandedBase, BasePlan, Snapshot, ActiveCharts, OrgRow, PlanArrays, core.Scenario]
+    records += [core.RunningChart, core.OrgPolicy, core.History, core.PastSubmission, core.Aging]
+    names = [f"{record.__name__}({','.join(field.name for field in dataclass_fields(record))})" for record in records]
+    return hashlib.sha256(";".join([*names, ",".join(QUEUED_FIELDS)]).encode()).hexdigest()[:12]
+
+
+# The cache key of the base last handed over (`base_hand_over`, step 3).
+HANDED_LAST_KEY = "what-if-base:last"
+
+
+def _handed_key(version: tuple[int | None, ...]) -> str:
+    return f"what-if-base:{_HANDED_SHAPE}:" + ":".join(map(str, version))
+
+
+def base_hand_over(*, version: tuple[int | None, ...], snapshot: Snapshot, plan: core.Plan) -> bool:
+    """Hand a replan's snapshot and plan over to the web processes, as the base of plan version
+    `version` (the replan's sample, and `levers_version` as read before its snapshot); whether it was
+    handed. A replan calls it after its commit. Steps:
+
+    1. Nothing above `FAIRSCHED_WHAT_IF_HANDOVER_MAX_CHARTS` queued charts: the payload grows with the
+       queue (`bench/bench_what_if.py`), and so does what it adds to the replan.
+    2. Into the cache (Redis, pickled by Django's cache) under the version, for
+       `FAIRSCHED_WHAT_IF_HANDOVER_SECONDS`: the snapshot without what the core worked out on its
+       queue (`QueueColumns.replace`, the columns as given), and the plan's arrays and clear-times.
+    3. The base handed over before it is dropped (`HANDED_LAST_KEY` names it): only the last version
+       is previewed, so the cache holds about one payload, not one per replan of the timeout. A web
+       process that read the older version just before asks for it in vain and reads its own; two
+       hand-overs at once (replans in two workers) may drop the newer one, whose previews read theirs.
+
+    Why it is the version's base: the plan as it stands is the plan of this snapshot (the core's plan
+    is a function of it), the one the replan wrote; a lever pulled while the snapshot was read makes
+    a version past the one keyed here (its change is logged after `levers_version` was read), whose
+    previews read their own base. A cache that fails is logged and the previews read their own."""
+    if len(snapshot.scenario.queued) > settings.FAIRSCHED_WHAT_IF_HANDOVER_MAX_CHARTS:
+        return False
+    queue = core.QueueColumns.of(snapshot.scenario.queued).replace()
+    handed = _HandedBase(replace(snapshot, scenario=replace(snapshot.scenario, queued=queue)), BasePlan.of(plan))
+    key = _handed_key(version)
+    try:
+        cache.set(key, handed, timeout=settings.FAIRSCHED_WHAT_IF_HANDOVER_SECONDS)
+        last = cache.get(HANDED_LAST_KEY)
+        cache.set(HANDED_LAST_KEY, key, timeout=settings.FAIRSCHED_WHAT_IF_HANDOVER_SECONDS)
+        if isinstance(last, str) and last != key:
+            cache.delete(last)
+    except Exception:  # (the cache is a shortcut: whatever it raises, the previews read their own base)
+        logger.warning("the what-if base of plan version %s was not handed over", version, exc_info=True)
+        return False
+    return True
+
+
+_HANDED_SHAPE = _handed_shape()
+
+
+def _handed_base(version: tuple[int | None, ...]) -> WhatIfBase | None:
+    """The base the replan of `version` handed over (`base_hand_over`), or None. A key can outlive
+    the database it was made for (restored, or made again, its ids counted from 1 again): the one
+    kept must be of the replan that wrote the version's sample, at its instant."""
+    try:
+        handed = cache.get(_handed_key(version))
+    except Exception:  # (as in `base_hand_over`: the caller reads its own base)
+        logger.warning("the what-if base of plan version %s could not be read", version, exc_info=True)
+        return None
+    sample_id = version[0]
+    if not isinstance(handed, _HandedBase) or sample_id is None:
+        return None
+    if QueueSample.objects.filter(pk=sample_id).values_list("at", flat=True).first() != handed.snapshot.now:
+        return None
+    return WhatIfBase.of(handed.snapshot, handed.before)
 
 
 def what_if_after(base: WhatIfBase, changes: Mapping[str, Any]) -> WhatIfAfter:
@@ -325,9 +461,9 @@ def _per_pair(snapshot: Snapshot, value_of: Callable[[int, int], float | None]) 
     return values[pair_of_chart.reshape(-1)]
 
 
-def plan_etas(plan: core.Plan, queued_count: int) -> NDArray[np.float64]:
+def plan_etas(plan: PlanFigures, queued_count: int) -> NDArray[np.float64]:
     """Each chart's ETA in `plan` as floats (NaN: none), laid out as the scenario lists its charts:
-    the queued ones in `Scenario.queued`'s order, then the running ones (`core.PlanArrays`)."""
+    the queued ones in `Scenario.queued`'s order, then the running ones (`PlanArrays`)."""
     arrays = plan.arrays
     etas = np.full(queued_count, np.nan)
     etas[arrays.queued] = arrays.eta[: len(arrays.queued)]
