@@ -27,12 +27,7 @@ class OrgPolicy:
     `served` (an extension, 0 by default) is what the org has already been given in the rounds under
     way: charts for `round_robin`, cost units for `deficit`. Its charts are counted from there, so
     its k-th chart falls in the round of k + served (`round_robin`) or of S_k + served (`deficit`).
-    The live system keeps it across replans; without it, each replan would start every org at round
-    0 again and the org with the oldest head would win every slot that frees one at a time. It keeps
-    it as virtual time in rounds V (+1/weight per start, or cost/(weight x quantum), at the weight of
-    the start) and passes served = (V - R) x weight (x quantum under deficit), R being the round
-    under way: the least V among orgs that can start now, to which every other org is raised. A lever
-    therefore never rescales an org's past: the new weight applies from the next round.
+    A caller that replans keeps it across replans as virtual time (`service.fair_service`).
     """
 
     weight: int = 1
@@ -163,14 +158,16 @@ class Scenario:
     orgs: Mapping[str, OrgPolicy] = field(default_factory=dict)
     queued: Sequence[QueuedChart] = ()
     running: Sequence[RunningChart] = ()
+    # At most this many cost units (c each) of `retry` charts, queued or running, at once (None: no
+    # limit): the walk skips a retry that would exceed it (a retry whose c exceeds it never starts).
     retry_budget: int | None = None
     # "Due first inside the share": each org's own charts ordered by due time (the rounds untouched).
     due_first: bool = False
     # Extensions for the ETAs only (see `scheduling.core.forecast`); the order never depends on them.
     arrivals: Sequence[Arrival] = ()
     # The log-sigma of each chart's duration: `spread` aligned with `queued`, `running_spread` with
-    # `running`; empty when none is known (0 for every chart). Columns, not a map by id: a snapshot of a million charts
-    # builds and the planner reads them without a lookup per chart (`spread` may be a numpy array).
+    # `running`; empty when none is known (0 for every chart). Columns (`spread` may be a numpy
+    # array), so that neither the snapshot nor the planner looks a chart up by id.
     spread: Sequence[float] | NDArray[np.float64] = ()
     running_spread: Sequence[float] = ()
     history: History | None = None

@@ -520,12 +520,7 @@ def _waiting(given: _WaitingInput, chart_id: Sequence[ChartId] | NDArray[np.int6
     """
     real_count, columns = given.real_count, given.columns
     order = columns.order
-    waiting = waiting_reasons(
-        now=columns.now, budget=columns.budget, start=given.start_time, org=columns.org, units=columns.units,
-        caps=columns.caps, later=columns.later, later_at=columns.later_at, retry=columns.retry,
-        retry_budget=columns.retry_budget, running_finish=columns.running_finish, running_org=columns.running_org,
-        running_units=columns.running_units, running_retry=columns.running_retry,
-    )  # fmt: skip
+    waiting = waiting_reasons(columns, given.start_time)
     code, until, behind_head = waiting.code, waiting.until, waiting.behind_head
     head = int(order[waiting.head]) if waiting.head >= 0 else real_count
     head_id = _plain_id(chart_id[head]) if head < real_count else None  # an expected chart has no id to name

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -131,29 +131,35 @@ def lanes_run(given: ReplayInput) -> tuple[Times, Times]:
 
 def reference_replay(given: ReplayInput) -> tuple[Times, Times]:
     """The start and ETA of each chart of the order by the reference, `EventReplay`."""
-    count = len(given.org)
-    available_at: list[float | None] = [None] * count
-    for ready_at, chart in given.pending:
-        available_at[chart] = ready_at
-    dispatcher = Dispatcher(
-        budget=given.budget,
-        caps=given.caps,
-        org=given.org.tolist(),
-        units=given.units.tolist(),
-        available_at=available_at,
-        retry=[False] * count if given.retry is None else given.retry.tolist(),
-        retry_budget=given.retry_budget if given.retry is not None else None,
-    )
     return EventReplay(
-        dispatcher,
+        dispatcher_of(given, given.pending),
         now=given.now,
         avg=given.avg,
         org_count=len(given.caps),
         running_finish=given.running_finish,
         running_org=given.running_org,
         running_units=given.running_units,
-        running_retry=given.running_retry if given.retry is not None else [False] * len(given.running_org),
+        running_retry=given.running_retry,
     ).run()
+
+
+def dispatcher_of(given: ReplayInput, later: Iterable[tuple[float, int]]) -> Dispatcher:
+    """The `Dispatcher` of the charts of the order, none started and no running chart counted yet;
+    `later`: the (available_at, chart) of each chart available only after `now`. Without a retry
+    mark (`given.retry` None) it keeps no retry budget, so no chart counts as a retry."""
+    count = len(given.org)
+    available_at: list[float | None] = [None] * count
+    for ready_at, chart in later:
+        available_at[chart] = ready_at
+    return Dispatcher(
+        budget=given.budget,
+        caps=given.caps,
+        org=given.org.tolist(),
+        units=given.units.tolist(),
+        available_at=available_at,
+        retry=[False] * count if given.retry is None else given.retry.tolist(),
+        retry_budget=None if given.retry is None else given.retry_budget,
+    )
 
 
 def lanes_apply(
