@@ -1,8 +1,8 @@
 """The dispatch rule, written once: `Dispatcher.decide` gives a chart its verdict at an instant.
 
-The live dispatcher reaches it through `Dispatcher.walk` (one chart at a time as it pages through the
-queue) and `dispatch_walk`; the reference replay (`replay.reference.EventReplay`) decides its stream heads with it
-at every decision instant.
+The live dispatcher (`scheduling.dispatch`) decides each chart with it as it pages through the queue;
+the reference replay (`replay.reference.EventReplay`) decides its stream heads with it at every
+decision instant, and the reasons why a chart waits (`waiting`) are the verdicts of `Dispatcher.walk`.
 """
 
 from __future__ import annotations

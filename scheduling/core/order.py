@@ -168,9 +168,9 @@ def _sort_by_keys_then_id(
     3. A run whose charts all lie in one stretch of the queue where the ids ascend is in id order
        already (`_ascending_stretches`); sort each other run by id.
 
-    Step 3 is what makes a big backlog fast: its charts share whole seconds of `created` (86k runs
-    at 1M charts), and a queue read in id order, or nearly (a snapshot reads the table in its
-    physical order, a scenario file lists its charts as written), leaves few runs to sort one by one.
+    Step 3 is what makes a big backlog fast: its charts share whole seconds of `created`, and a queue
+    read in id order, or nearly (a snapshot reads the table in its physical order, a scenario file
+    lists its charts as written), leaves few runs to sort one by one.
     """
     key_columns = [key[charts] for key in keys]
     sorting = stable_argsort(key_columns[-1])
@@ -193,7 +193,7 @@ def _sort_by_keys_then_id(
     unsorted = out_of_stretch[run_ends - 1] > out_of_stretch[run_starts]
     if not unsorted.any():
         return ordered
-    # On a list: a numpy slice read and written per run costs twice the sort itself.
+    # On a list: cheaper than a numpy slice read and written per run.
     in_order = ordered.tolist()
     by_id = ids.__getitem__
     for run_start, run_end in zip(run_starts[unsorted].tolist(), run_ends[unsorted].tolist(), strict=True):

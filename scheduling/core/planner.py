@@ -44,15 +44,10 @@ from .replay import ReplayInput, lanes_apply, replay
 from .waiting import left_out_reasons, reason_names, waiting_reasons
 
 
-def plan(scenario: Scenario) -> Plan:
-    """The plan of `scenario`: fair order, starts, ETAs and clear-times (see `_plan`)."""
-    with cyclic_gc_paused():
-        return _plan(scenario)
-
-
 @contextmanager
 def cyclic_gc_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector for the duration of the block.
+    """Pause Python's cyclic garbage collector for the duration of the block (or of a call of the
+    function it decorates).
 
     A plan allocates millions of small tuples and lists; each allocation burst would trigger a
     full collection that traverses every object the process holds (the scenario's charts
@@ -67,7 +62,8 @@ def cyclic_gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _plan(scenario: Scenario) -> Plan:
+@cyclic_gc_paused()
+def plan(scenario: Scenario) -> Plan:
     """The plan of `scenario`: fair order, starts, ETAs, their bands, clear-times and why each chart
     waits.
 
@@ -367,7 +363,7 @@ def _real_plan(
         if due is None
         else late_chance(now=scenario.now, due=due, eta=eta_time, low=low_time, high=high_time)
     )
-    waiting = _LazyWaitingColumns(lambda: _waiting(waiting_input, queue.real_ids, left_out_charts))
+    waiting = functools.cache(functools.partial(_waiting, waiting_input, queue.real_ids, left_out_charts))
     return Plan(
         order=ChartOrder(chart_ids, len(order)),
         start=laid.column(chart_ids, starts, running_started),
@@ -378,9 +374,9 @@ def _real_plan(
         eta_high=eta_high,
         org_clear_low=org_clear_low,
         org_clear_high=org_clear_high,
-        reason=ChartValues(chart_ids, load=lambda: waiting.columns[0]),
-        waiting_until=ChartValues(chart_ids, load=lambda: waiting.columns[1]),
-        head_of_line=ChartValues(chart_ids, load=lambda: waiting.columns[2]),
+        reason=ChartValues(chart_ids, load=lambda: waiting()[0]),
+        waiting_until=ChartValues(chart_ids, load=lambda: waiting()[1]),
+        head_of_line=ChartValues(chart_ids, load=lambda: waiting()[2]),
         late_chance=ChartValues(chart_ids, load=lambda: times_list(chance_time)),
         arrays=PlanArrays(
             queued=laid_queued,
@@ -475,18 +471,6 @@ class _Layout:
 _WaitingLists = tuple[list[str | None], list[float | None], list[ChartId | None]]
 
 
-class _LazyWaitingColumns:
-    """Step 5's columns, worked out once on first use (`load`): reason, until and head of line."""
-
-    def __init__(self, load: Callable[[], _WaitingLists]) -> None:
-        self._load = load
-
-    @functools.cached_property
-    def columns(self) -> _WaitingLists:
-        with cyclic_gc_paused():  # as in `plan`: millions of small objects, no cycles
-            return self._load()
-
-
 @dataclass(frozen=True, slots=True)
 class _WaitingInput:
     """What step 5 reads, kept until it runs: the replay's columns without their lists of the
@@ -509,6 +493,7 @@ class _WaitingInput:
         )
 
 
+@cyclic_gc_paused()  # as `plan`: millions of small objects, no cycles
 def _waiting(given: _WaitingInput, chart_id: Sequence[ChartId] | NDArray[np.int64], left_out: Indices) -> _WaitingLists:
     """Step 5: each chart's reason, until and head of line, laid out as the plan's ids (the real
     charts of the order, then the ones left out, then the running ones).

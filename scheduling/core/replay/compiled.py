@@ -1,18 +1,11 @@
-"""The event replay without a retry budget, compiled with numba: the path `plan` takes for a large
-queue (see `replay.replay`).
+"""The event replay without a retry budget (`reference.EventReplay`), compiled with numba: the path
+`plan` takes for a large queue (see `replay.replay`), held to the reference by the parity matrix.
 
-It replays what `reference.EventReplay` replays: the dispatcher's walk at every decision instant,
-over per-org streams, with a capped org parked whole at its cap and the walk stopped at a chart
-dearer than the free budget. The reference stays in Python; the parity matrix compares this one
-with it.
-Its starts and ETAs are theirs bit for bit: every start is an instant (`now`, a finish or an
-`available_at`) and every ETA is computed as start + avg on float64, as Python does on floats.
-Times are float64 only: `replay.replay` takes this path only when every time is a float, so that
-an integer scenario keeps its integers.
-
-The kernel is compiled on its first call in a process and cached on disk (numba's `cache=True`: in
-`__pycache__` beside this file, or in the user's cache directory when that is not writable), so
-later processes only load it.
+Its starts and ETAs are the reference's bit for bit: every start is an instant (`now`, a finish or
+an `available_at`) and every ETA is start + avg on float64, as Python computes it on floats; so
+`replay.replay` takes this path only when every time is a float (an integer scenario keeps its
+integers). The kernel is compiled on its first call and cached on disk (numba's `cache=True`, in
+`__pycache__` beside this file or the user's cache directory), so later processes only load it.
 """
 
 from __future__ import annotations
@@ -51,8 +44,8 @@ def compiled_replay(
     The inputs are `replay.ReplayInput`'s, as arrays: chart i of the order belongs to org `org[i]`, holds
     `units[i]` and lasts `avg[i]`; charts `later` become available at `later_at` (after `now`).
     Each is converted to the one dtype the kernel is compiled for, so a process compiles it once;
-    the later charts are sorted by `available_at` here, by numpy (a sort compiled into the kernel
-    doubled the time of its first compile).
+    the later charts are sorted by `available_at` here, by numpy (not compiled into the kernel:
+    see `bench/bench_core.py`'s header).
     """
     arrival = np.argsort(later_at, kind="stable")
     return _replay(
