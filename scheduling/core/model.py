@@ -285,22 +285,15 @@ class Plan:
     `start` and `eta` map every queued and running chart's id to its time: None for a chart that
     is not eligible (or, under a retry budget, a retry that can never start). `org_clear` has a
     key for every org with a queued or running chart (None if none of its charts has an ETA): its
-    latest ETA, or with spreads its median last finish, never before that (see
-    `scheduling.core.forecast.median_last_finish`).
-    `eta_low` and `eta_high` are each ETA's p10-p90 band, `org_clear_low` and `org_clear_high` the
-    band of each org's clear-time: the ETAs themselves without spreads or expected arrivals (see
-    `scheduling.core.forecast`).
+    latest ETA, or with spreads its median last finish, never before that. `eta_low`, `eta_high`,
+    `org_clear_low` and `org_clear_high`: the p10-p90 bands of those (the ETAs themselves without
+    spreads or expected arrivals; see `forecast`).
 
-    Why each queued chart is not running now, from the walk at `now` (see `scheduling.core.waiting`;
-    None for a running chart and for one the walk starts at `now`): `reason` (a `dispatcher.Verdict` value),
-    `waiting_until` (when that reason lifts, as far as the plan knows) and `head_of_line` (for a
-    chart the budget would hold now but the head of the line does not let by: that head's id).
-
-    `late_chance`: each chart's chance of finishing after its due time (`QueuedChart.due`,
-    `RunningChart.due`), from the law of its band (`scheduling.core.forecast.late_chance`); None
-    for a chart without a due time or without an ETA.
-
-    `arrays`: the same rows as arrays (`PlanArrays`).
+    Why each queued chart is not running now (`waiting`; None for a running chart and one the walk
+    starts at `now`): `reason` (a `dispatcher.Verdict` value), `waiting_until` (when it lifts, as
+    far as the plan knows) and `head_of_line` (for a chart the budget would hold now but the head
+    of the line does not let by: that head's id). `late_chance`: each chart's chance of finishing
+    after its `due` time (`forecast.late_chance`; None without a due time or an ETA).
     """
 
     order: Sequence[ChartId]
@@ -343,13 +336,11 @@ QueueColumn = list[Any] | NDArray[Any]
 class QueueColumns(Sequence[QueuedChart]):
     """Queued charts stored as one column per field of `QueuedChart`: the same charts as a list of them.
 
-    The planner reads whole columns, so a large queue parsed from JSON or read from the database
-    never needs one object per chart; indexing still gives a `QueuedChart`. A column is kept as it
-    is given: a list (parsed JSON, where an int stays an int) or, but for `org`, a numpy array (a
-    snapshot reads them so; NaN for None). A column not given holds every chart's default. Either
-    way it reads both ways: the field's attribute is a list (made from an array on first read, None
-    for NaN), `arrays` gives the numpy columns (each made from its list on first read). A column
-    is not changed once read: `replace` gives a queue with new ones.
+    The planner reads whole columns, so a large queue never needs one object per chart; indexing
+    still gives a `QueuedChart`. A column is kept as given: a list (parsed JSON, where an int stays
+    an int) or, but for `org`, a numpy array (NaN for None); one not given holds the default. It
+    reads both ways, each made on first read: the field's attribute is a list (None for NaN),
+    `arrays` the numpy columns. A column is not changed once read: `replace` gives new ones.
     """
 
     __slots__ = ("_arrays", "_given", "_lists")

@@ -78,12 +78,9 @@ def plan(scenario: Scenario) -> Plan:
     5. Why each chart waits, from the walk at `now` (`_waiting`): worked out on first use, so a
        caller that never asks (the plan command) never pays for it.
     6. The bands (`forecast.eta_bands`) when a spread or an arrival is known (`_bands`).
-    7. The plan of the real charts only: times and reasons keyed by chart id (the charts of the
-       order first, then the ones left out, then the running ones), clear-times per org and overall,
-       and each chart's chance of finishing after its due time (`_real_plan`).
-
-    Every step past the replay works on whole numpy columns; lists are made once, for the plan's
-    own values (see `_real_plan`).
+    7. The plan of the real charts only: times and reasons keyed by chart id, clear-times per org
+       and overall, and each chart's chance of finishing after its due time (`_real_plan`).
+    Every step past the replay works on whole numpy columns.
     """
     queue = _queue(scenario)
     queued_count = len(queue.columns)
@@ -289,21 +286,18 @@ def _real_plan(
 ) -> Plan:
     """Step 7: the plan of the real charts, keyed by chart id; the expected ones only shaped it.
 
-    1. The plan's layout of chart ids: the real charts of the order (all of it without expected
-       charts), the real ones left out of it, the running ones; and each one's org (`layout_org`).
+    1. The plan's layout of chart ids: the real charts of the order, the real ones left out of
+       it, the running ones; and each one's org (`layout_org`).
     2. Starts, ETAs and bands in that layout: the replay's own values (an int stays an int), None
-       where a chart has none; all of them also as float arrays (nan for None), with the layout as
-       indices into the queue (`Plan.arrays`).
+       where a chart has none; also as float arrays, nan for None (`Plan.arrays`).
     3. Clear-times per org: the latest ETA and band edges (`_org_clear`); with spreads the median
-       last finish (`forecast.median_last_finish`, each running chart given how long it has run),
-       never before the latest ETA, which also raises the band's upper edge. With expected charts,
-       only orgs with a real chart get a key.
-    4. Each chart's chance of finishing after its due time, from its ETA and band, only when some
-       chart has a due time (`_due`, `forecast.late_chance`).
+       last finish (`forecast.median_last_finish`), never before the latest ETA, which also raises
+       the band's upper edge. With expected charts, only orgs with a real chart get a key.
+    4. Each chart's chance of finishing after its due time, when some chart has one (`_due`).
     5. Why each chart waits, on first use (`_waiting`).
 
-    The ids and the lists of times are made on first read (`_Layout`): the replan reads counts,
-    clear-times and why each chart waits, and writes the rows by the snapshot's own ids.
+    The ids and the lists of times are made on first read (`_Layout`): the replan writes the rows
+    by the snapshot's own ids.
     """
     running = scenario.running
     real_count, queued_count = queue.real_count, len(queue.columns)

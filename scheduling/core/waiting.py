@@ -1,9 +1,5 @@
-"""Why each waiting chart is not running now, and until when: the verdicts of the walk at `now`.
-
-The walk at `now` is the first the replay makes (`Dispatcher.walk`, the one rule): the charts it
-visits get its verdicts, up to the head of the line where it stops; a chart behind the head gets
-the verdict the rule would give it against what the walk left, read in whole columns (numpy).
-"""
+"""Why each waiting chart is not running now, and until when: the verdicts of the walk at `now`, the
+first the replay makes (`Dispatcher.walk`, the one rule; see `waiting_reasons`)."""
 
 from __future__ import annotations
 
