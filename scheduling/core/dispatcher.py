@@ -96,15 +96,11 @@ class Dispatcher:
             return ORG_CAP
         units = self.units[chart]
         retry = self.retry[chart]
-        retry_free = self.retry_free
-        if retry and retry_free is not None and units > retry_free:
+        if retry and self.retry_free is not None and units > self.retry_free:
             return RETRY_BUDGET
         if units > self.free_budget:
             return BUDGET
-        self.free_budget -= units
-        self.org_running[org] += 1
-        if retry and retry_free is not None:
-            self.retry_free = retry_free - units
+        self.occupy(org, units, retry)
         return START
 
     def walk(self, candidates: Iterable[int], instant: float) -> list[tuple[int, Verdict]]:

@@ -2,14 +2,10 @@
 
 Every replay plays the dispatcher forward from `now`: at each decision instant (`now`, a finish, an
 `available_at`) the walk decides the charts not yet started, in order, by the one dispatch rule
-(`dispatcher.Dispatcher.decide`). To learn the walk, read `dispatcher.py`, then `reference.py`:
-  - `reference.EventReplay`, the walk written once, through `Dispatcher.decide`, for any scenario;
-  - `lanes.lane_replay`, its closed form where no cap, later `available_at` or retry budget can
-    touch a chart of the order: a chart of c units starts when the c-th earliest lane frees;
-  - `compiled.compiled_replay`, the event replay without a retry budget, compiled (numba), for a
-    large order.
-The fast two give the reference's starts and ETAs exactly (the parity matrix,
-`tests/scheduling/core/test_replay_parity.py`); the figures that keep them are in
+(`dispatcher.Dispatcher.decide`). The reference, `reference.EventReplay`, is that walk for any
+scenario; `lanes.lane_replay` (its closed form without caps, later charts or retry budget) and
+`compiled.compiled_replay` (compiled, without a retry budget) give its starts and ETAs exactly (the
+parity matrix, `tests/scheduling/core/test_replay_parity.py`); the figures that keep them are in
 `bench/bench_core.py`'s header.
 """
 
@@ -181,16 +177,14 @@ def lanes_apply(
     2. No org of a chart of the order has a cap; no queued chart becomes available later; no
        chart of the order is a retry under a retry budget.
     """
-    if max(budget, sum(running_units)) > LANE_UNITS_LIMIT:
-        return False
-    if units.sum() > LANE_MEAN_UNITS_LIMIT * len(units):
-        return False
     capped_org = np.array([cap is not None for cap in caps], dtype=bool)
-    if capped_org[org].any():
-        return False
-    if any_later:
-        return False
-    return retry is None or not retry.any()
+    return (
+        max(budget, sum(running_units)) <= LANE_UNITS_LIMIT
+        and units.sum() <= LANE_MEAN_UNITS_LIMIT * len(units)
+        and not capped_org[org].any()
+        and not any_later
+        and (retry is None or not retry.any())
+    )
 
 
 def _float_times(given: ReplayInput) -> bool:

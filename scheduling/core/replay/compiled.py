@@ -77,25 +77,15 @@ def _replay(
     running_org: NDArray[np.int64],
     running_units: NDArray[np.int64],
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """The event replay (`EventReplay.run` without a retry budget). `caps[o]` is `NO_CAP` for an org
-    without one; the `later` charts come in order of `later_at`.
+    """The event replay: `EventReplay.run`'s steps without a retry budget. `caps[o]` is `NO_CAP` for
+    an org without one; the `later` charts come in order of `later_at`.
 
-    Streams: capped org o's charts are stream o; the charts of every org without a cap are one
-    stream, the line (number `org_count`), since the walk never skips them. A stream's charts
-    available from the start are a run of `ready` (from `ready_begin[s]`, `next_ready[s]` of them
-    taken, up to `ready_end[s]`); the ones that come later join a heap of its own (`late`, a slice
-    per stream). `heads` is a heap of the heads of the ACTIVE streams (entries that no longer name
-    their stream's head are dropped when the walk meets them). `finish_at`/`finish_key` are a heap
-    of finishes: chart i of the order, or running chart j as key n + j.
-
-    1. Running charts occupy the budget and their org's count; the charts available at `now` fill
-       their streams; the others (`later`, by `later_at`) wait.
-    2. At each instant: count the finishes due (the budget back, the org's count down, its stream
-       unparked when that takes the org below its cap), then let the charts due join their streams.
-    3. Walk the heads in order: a head whose org is at its cap parks its stream; a head dearer than
-       the free budget stops the walk; else it starts (ETA = instant + avg, a finish ahead) and its
-       stream's next chart is the new head. The walk ends once no budget is left.
-    4. Move to the earliest finish or arrival ahead; stop when there is none.
+    Streams as the reference's, but the charts of every org without a cap are one stream, the line
+    (number `org_count`), since the walk never skips them. A stream's charts available from the
+    start are a run of `ready` (from `ready_begin[s]`, `next_ready[s]` of them taken, up to
+    `ready_end[s]`); the ones that come later join a heap of its own (`late`, a slice per stream).
+    `heads` is the heap of the ACTIVE streams' heads; `finish_at`/`finish_key` the heap of
+    finishes: chart i of the order, or running chart j as key n + j.
     """
     chart_count = org.shape[0]
     org_count = caps.shape[0]
