@@ -112,9 +112,8 @@ class _PlanQueue:
 class _Columns(ReplayInput):
     """Step 3: what the replay reads (`replay.ReplayInput`: the charts of the order, numbered 0..n-1
     in it, and the running charts), with the `order` itself, `chart_org` (the org code of each queued
-    chart, then of each running chart) and the `org_names`. `later`, `later_at` and `pending` are
-    empty on the lane path, which none reaches; `avg` is in the scenario's time type (see
-    `_time_type`).
+    chart, then of each running chart) and the `org_names`; `avg` is in the scenario's time type
+    (see `_time_type`).
     """
 
     order: Indices
@@ -206,7 +205,7 @@ def _columns(
         lanes=lanes,
         later=later,
         later_at=later_at,
-        pending=[] if lanes else pending,
+        pending=pending,
         retry=retry,
         running_org=chart_org[queued_count:].tolist(),
         running_finish=[
@@ -302,7 +301,10 @@ def _real_plan(
     running = scenario.running
     real_count, queued_count = queue.real_count, len(queue.columns)
     org_names, chart_org = columns.org_names, columns.chart_org
-    waiting_input = _WaitingInput.of(scenario, queue, columns, start_time)
+    # Step 5's input, kept until it runs: the replay's columns without their lists of the queue's
+    # size (`avg`, `pending`), so that a plan held unread keeps no such list alive but its own (and
+    # the cyclic collector, which walks every list, has little to walk); the starts of the order.
+    waiting_columns, waiting_starts = replace(columns, avg=[], pending=[]), start_time
     order, org, avg, eta_time = columns.order, columns.org, columns.avg_time, np.array(etas, dtype=np.float64)
     real: NDArray[np.bool_] | None = None
     if queued_count > real_count:  # the expected charts only shaped the real charts' times
@@ -357,7 +359,12 @@ def _real_plan(
         if due is None
         else late_chance(now=scenario.now, due=due, eta=eta_time, low=low_time, high=high_time)
     )
-    waiting = functools.cache(functools.partial(_waiting, waiting_input, queue.real_ids, left_out_charts))
+    weights = np.array([scenario.orgs.get(name, DEFAULT_POLICY).weight for name in org_names], dtype=np.int64)
+    waiting = functools.cache(
+        functools.partial(
+            _waiting, waiting_columns, waiting_starts, weights, real_count, queue.real_ids, left_out_charts
+        )
+    )
     return Plan(
         order=ChartOrder(chart_ids, len(order)),
         start=laid.column(chart_ids, starts, running_started),
@@ -465,41 +472,25 @@ class _Layout:
 _WaitingLists = tuple[list[str | None], list[float | None], list[ChartId | None]]
 
 
-@dataclass(frozen=True, slots=True)
-class _WaitingInput:
-    """What step 5 reads, kept until it runs: the replay's columns without their lists of the
-    queue's size (`avg`, `pending`), so that a plan held unread keeps no such list alive but its own
-    (and the cyclic collector, which walks every list, has little to walk); the starts, the count of
-    real charts and each org's weight."""
-
-    columns: _Columns
-    start_time: NDArray[np.float64]
-    real_count: int
-    weights: NDArray[np.int64]
-
-    @classmethod
-    def of(
-        cls, scenario: Scenario, queue: _PlanQueue, columns: _Columns, start_time: NDArray[np.float64]
-    ) -> _WaitingInput:
-        weights = [scenario.orgs.get(name, DEFAULT_POLICY).weight for name in columns.org_names]
-        return cls(
-            replace(columns, avg=[], pending=[]), start_time, queue.real_count, np.array(weights, dtype=np.int64)
-        )
-
-
 @cyclic_gc_paused()  # as `plan`: millions of small objects, no cycles
-def _waiting(given: _WaitingInput, chart_id: Sequence[ChartId] | NDArray[np.int64], left_out: Indices) -> _WaitingLists:
+def _waiting(
+    columns: _Columns,
+    start_time: NDArray[np.float64],
+    weights: NDArray[np.int64],
+    real_count: int,
+    chart_id: Sequence[ChartId] | NDArray[np.int64],
+    left_out: Indices,
+) -> _WaitingLists:
     """Step 5: each chart's reason, until and head of line, laid out as the plan's ids (the real
-    charts of the order, then the ones left out, then the running ones).
+    charts of the order, then the ones left out, then the running ones); `weights`: each org's.
 
     1. The charts of the order, expected ones included (they shaped the walk), get their verdict
        at `now` (`waiting.waiting_reasons`); then the expected ones are dropped.
     2. A chart left out of the order: `org_held` when its org's weight is 0, else `chart_paused`.
     3. A running chart has none.
     """
-    real_count, columns = given.real_count, given.columns
     order = columns.order
-    waiting = waiting_reasons(columns, given.start_time)
+    waiting = waiting_reasons(columns, start_time)
     code, until, behind_head = waiting.code, waiting.until, waiting.behind_head
     head = int(order[waiting.head]) if waiting.head >= 0 else real_count
     head_id = _plain_id(chart_id[head]) if head < real_count else None  # an expected chart has no id to name
@@ -508,7 +499,7 @@ def _waiting(given: _WaitingInput, chart_id: Sequence[ChartId] | NDArray[np.int6
         code, until, behind_head = code[real], until[real], behind_head[real]
     head_of_line = np.full(len(code), None, dtype=object)
     head_of_line[behind_head] = head_id
-    held = given.weights[columns.chart_org[left_out]] == 0
+    held = weights[columns.chart_org[left_out]] == 0
     not_planned = [None] * len(left_out)
     not_running = [None] * len(columns.running_finish)
     return (
