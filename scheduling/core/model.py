@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 from collections import UserList
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from operator import attrgetter
 from typing import Annotated, Any, Generic, Literal, TypeVar, get_type_hints, overload
@@ -347,24 +347,14 @@ class QueueColumns(Sequence[QueuedChart]):
 
     def __init__(self, **columns: QueueColumn) -> None:
         count = len(columns["id"])
-        self._keep(
-            columns[name] if name in columns else _filled(QUEUED_DEFAULTS[name], column, count)
+        self._given: dict[str, QueueColumn] = {
+            name: columns[name] if name in columns else _filled(QUEUED_DEFAULTS[name], column, count)
             for name, column in QUEUED_COLUMNS.items()
-        )
-
-    def _keep(self, columns: Iterable[QueueColumn]) -> None:
-        self._given: dict[str, QueueColumn] = dict(zip(QUEUED_FIELDS, columns, strict=True))
+        }
         self._lists: dict[str, list[Any]] = {
             name: column for name, column in self._given.items() if isinstance(column, list)
         }
         self._arrays: dict[str, NDArray[Any]] = {}
-
-    @classmethod
-    def _of_given(cls, columns: Iterable[QueueColumn]) -> QueueColumns:
-        """The queue of these columns (in the order of `QUEUED_FIELDS`), as given."""
-        queue = cls.__new__(cls)
-        queue._keep(columns)
-        return queue
 
     @classmethod
     def of(cls, charts: Sequence[QueuedChart]) -> QueueColumns:
@@ -379,14 +369,16 @@ class QueueColumns(Sequence[QueuedChart]):
 
     def replace(self, **columns: QueueColumn) -> QueueColumns:
         """A queue of the same charts with the columns named replaced by the ones given."""
-        return QueueColumns._of_given(columns.get(name, self._given[name]) for name in QUEUED_FIELDS)
+        return QueueColumns(**(self._given | columns))
 
     def joined(self, more: QueueColumns) -> QueueColumns:
         """These charts followed by those of `more`: each column a list where this queue's was
         given as a list (its values as given: an int stays an int), else an array."""
-        return QueueColumns._of_given(
-            given + more._list(name) if isinstance(given, list) else np.concatenate((given, more.array(name)))
-            for name, given in self._given.items()
+        return QueueColumns(
+            **{
+                name: given + more._list(name) if isinstance(given, list) else np.concatenate((given, more.array(name)))
+                for name, given in self._given.items()
+            }
         )
 
     @property
