@@ -311,8 +311,7 @@ def _real_plan(
         real = order < real_count
         order, org, avg, eta_time, start_time = order[real], org[real], avg[real], eta_time[real], start_time[real]
         if bands:
-            bands = _Bands(bands.low[real], bands.high[real], bands.running_low, bands.running_high,
-                           bands.spread[real], bands.running_spread)  # fmt: skip
+            bands = replace(bands, low=bands.low[real], high=bands.high[real], spread=bands.spread[real])
 
     left_out = np.ones(real_count, dtype=bool)
     left_out[order] = False

@@ -17,10 +17,8 @@ from numba import njit
 from numpy.typing import NDArray
 
 from ..order import Indices
+from .reference import ACTIVE, IDLE, PARKED
 
-ACTIVE: Final = 0  # the stream's head is in the heap of heads
-IDLE: Final = 1  # no chart of the stream is available
-PARKED: Final = 2  # its org is at its cap: the walk skips its charts until one of them finishes
 NO_CHART: Final = np.iinfo(np.int64).max  # past every chart: an empty stream's head
 NO_CAP: Final = -1
 

@@ -12,9 +12,10 @@ from typing import Final
 
 from ..dispatcher import BUDGET, ORG_CAP, START, Dispatcher
 
-IDLE: Final = 0
-ACTIVE: Final = 1
-PARKED: Final = 2
+# A stream's states (the compiled replay's too).
+IDLE: Final = 0  # no chart of the stream is available
+ACTIVE: Final = 1  # its head is in the heap of heads the walk draws from
+PARKED: Final = 2  # skipped at its org's cap (or the retry budget) until a finish frees it
 NO_CHART: Final = -1
 
 
