@@ -130,6 +130,14 @@ with other engineers, so CPU seconds are the figure to compare):
   1.0): `plan()` at 1M, wall: no caps round_robin 1.91 s, deficit 1.74 s; caps 1.50 s and 1.62 s
   (all within the 2 s target); the plan command at 100k 1.14 s, 1.13x the bare reference.
 
+Figures moved here from the core's docstrings and comments (#27), as measured when they were written:
+- `order._sort_by_keys_then_id`: a backlog whose `created` is in whole seconds (as a snapshot reads
+  it) has ~86k runs of tied keys at 1M charts; reading the table in id order leaves few of them to
+  sort by id. Sorting those runs on a list, not on numpy slices read and written per run: a slice
+  per run cost twice the sort itself.
+- `replay.compiled`: sorting the later charts by `available_at` inside the kernel doubled the time
+  of its first compile, so numpy sorts them before the call.
+
 Figures behind `fairsched.celery.load_compiled_core`, as measured when it was written: loading the
 compiled replay costs a process ~0.6 s; in a fresh checkout numba takes ~4-7 s of CPU to compile it.
 """

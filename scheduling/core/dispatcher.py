@@ -1,8 +1,8 @@
 """The dispatch rule, written once: `Dispatcher.decide` gives a chart its verdict at an instant.
 
-The live dispatcher reaches it through `Dispatcher.walk` (one chart at a time as it pages through the
-queue) and `dispatch_walk`; the reference replay (`replay.reference.EventReplay`) decides its stream heads with it
-at every decision instant.
+The live dispatcher (`scheduling.dispatch`) decides each chart with it as it pages through the queue;
+the reference replay (`replay.reference.EventReplay`) decides its stream heads with it at every
+decision instant, and the reasons why a chart waits (`waiting`) are the verdicts of `Dispatcher.walk`.
 """
 
 from __future__ import annotations
@@ -96,15 +96,11 @@ class Dispatcher:
             return ORG_CAP
         units = self.units[chart]
         retry = self.retry[chart]
-        retry_free = self.retry_free
-        if retry and retry_free is not None and units > retry_free:
+        if retry and self.retry_free is not None and units > self.retry_free:
             return RETRY_BUDGET
         if units > self.free_budget:
             return BUDGET
-        self.free_budget -= units
-        self.org_running[org] += 1
-        if retry and retry_free is not None:
-            self.retry_free = retry_free - units
+        self.occupy(org, units, retry)
         return START
 
     def walk(self, candidates: Iterable[int], instant: float) -> list[tuple[int, Verdict]]:

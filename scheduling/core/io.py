@@ -13,7 +13,7 @@ import json
 import re
 from collections.abc import Mapping
 from itertools import repeat
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -84,7 +84,7 @@ def parse_scenario(data: object) -> Scenario:
     scenario = Scenario(
         now=now,
         budget=budget,
-        policy=_policy(policy),
+        policy=cast(Policy, policy),
         quantum=quantum,
         aging=None if aging is None else _aging(aging),
         orgs=orgs,
@@ -126,10 +126,6 @@ def plan_to_json(plan: Plan) -> dict[str, object]:
 
 def _plain(times: Mapping[ChartId, float | None]) -> dict[ChartId, float | None]:
     return times.as_dict() if isinstance(times, ChartValues) else dict(times)
-
-
-def _policy(policy: str) -> Policy:
-    return "deficit" if policy == "deficit" else "round_robin"
 
 
 def _aging(aging: object) -> Aging:

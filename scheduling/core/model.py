@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 from collections import UserList
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from operator import attrgetter
 from typing import Annotated, Any, Generic, Literal, TypeVar, get_type_hints, overload
@@ -27,12 +27,7 @@ class OrgPolicy:
     `served` (an extension, 0 by default) is what the org has already been given in the rounds under
     way: charts for `round_robin`, cost units for `deficit`. Its charts are counted from there, so
     its k-th chart falls in the round of k + served (`round_robin`) or of S_k + served (`deficit`).
-    The live system keeps it across replans; without it, each replan would start every org at round
-    0 again and the org with the oldest head would win every slot that frees one at a time. It keeps
-    it as virtual time in rounds V (+1/weight per start, or cost/(weight x quantum), at the weight of
-    the start) and passes served = (V - R) x weight (x quantum under deficit), R being the round
-    under way: the least V among orgs that can start now, to which every other org is raised. A lever
-    therefore never rescales an org's past: the new weight applies from the next round.
+    A caller that replans keeps it across replans as virtual time (`service.fair_service`).
     """
 
     weight: int = 1
@@ -163,14 +158,16 @@ class Scenario:
     orgs: Mapping[str, OrgPolicy] = field(default_factory=dict)
     queued: Sequence[QueuedChart] = ()
     running: Sequence[RunningChart] = ()
+    # At most this many cost units (c each) of `retry` charts, queued or running, at once (None: no
+    # limit): the walk skips a retry that would exceed it (a retry whose c exceeds it never starts).
     retry_budget: int | None = None
     # "Due first inside the share": each org's own charts ordered by due time (the rounds untouched).
     due_first: bool = False
     # Extensions for the ETAs only (see `scheduling.core.forecast`); the order never depends on them.
     arrivals: Sequence[Arrival] = ()
     # The log-sigma of each chart's duration: `spread` aligned with `queued`, `running_spread` with
-    # `running`; empty when none is known (0 for every chart). Columns, not a map by id: a snapshot of a million charts
-    # builds and the planner reads them without a lookup per chart (`spread` may be a numpy array).
+    # `running`; empty when none is known (0 for every chart). Columns (`spread` may be a numpy
+    # array), so that neither the snapshot nor the planner looks a chart up by id.
     spread: Sequence[float] | NDArray[np.float64] = ()
     running_spread: Sequence[float] = ()
     history: History | None = None
@@ -288,22 +285,15 @@ class Plan:
     `start` and `eta` map every queued and running chart's id to its time: None for a chart that
     is not eligible (or, under a retry budget, a retry that can never start). `org_clear` has a
     key for every org with a queued or running chart (None if none of its charts has an ETA): its
-    latest ETA, or with spreads its median last finish, never before that (see
-    `scheduling.core.forecast.median_last_finish`).
-    `eta_low` and `eta_high` are each ETA's p10-p90 band, `org_clear_low` and `org_clear_high` the
-    band of each org's clear-time: the ETAs themselves without spreads or expected arrivals (see
-    `scheduling.core.forecast`).
+    latest ETA, or with spreads its median last finish, never before that. `eta_low`, `eta_high`,
+    `org_clear_low` and `org_clear_high`: the p10-p90 bands of those (the ETAs themselves without
+    spreads or expected arrivals; see `forecast`).
 
-    Why each queued chart is not running now, from the walk at `now` (see `scheduling.core.waiting`;
-    None for a running chart and for one the walk starts at `now`): `reason` (a `dispatcher.Verdict` value),
-    `waiting_until` (when that reason lifts, as far as the plan knows) and `head_of_line` (for a
-    chart the budget would hold now but the head of the line does not let by: that head's id).
-
-    `late_chance`: each chart's chance of finishing after its due time (`QueuedChart.due`,
-    `RunningChart.due`), from the law of its band (`scheduling.core.forecast.late_chance`); None
-    for a chart without a due time or without an ETA.
-
-    `arrays`: the same rows as arrays (`PlanArrays`).
+    Why each queued chart is not running now (`waiting`; None for a running chart and one the walk
+    starts at `now`): `reason` (a `dispatcher.Verdict` value), `waiting_until` (when it lifts, as
+    far as the plan knows) and `head_of_line` (for a chart the budget would hold now but the head
+    of the line does not let by: that head's id). `late_chance`: each chart's chance of finishing
+    after its `due` time (`forecast.late_chance`; None without a due time or an ETA).
     """
 
     order: Sequence[ChartId]
@@ -346,37 +336,25 @@ QueueColumn = list[Any] | NDArray[Any]
 class QueueColumns(Sequence[QueuedChart]):
     """Queued charts stored as one column per field of `QueuedChart`: the same charts as a list of them.
 
-    The planner reads whole columns, so a large queue parsed from JSON or read from the database
-    never needs one object per chart; indexing still gives a `QueuedChart`. A column is kept as it
-    is given: a list (parsed JSON, where an int stays an int) or, but for `org`, a numpy array (a
-    snapshot reads them so; NaN for None). A column not given holds every chart's default. Either
-    way it reads both ways: the field's attribute is a list (made from an array on first read, None
-    for NaN), `arrays` gives the numpy columns (each made from its list on first read). A column
-    is not changed once read: `replace` gives a queue with new ones.
+    The planner reads whole columns, so a large queue never needs one object per chart; indexing
+    still gives a `QueuedChart`. A column is kept as given: a list (parsed JSON, where an int stays
+    an int) or, but for `org`, a numpy array (NaN for None); one not given holds the default. It
+    reads both ways, each made on first read: the field's attribute is a list (None for NaN),
+    `arrays` the numpy columns. A column is not changed once read: `replace` gives new ones.
     """
 
     __slots__ = ("_arrays", "_given", "_lists")
 
     def __init__(self, **columns: QueueColumn) -> None:
         count = len(columns["id"])
-        self._keep(
-            columns[name] if name in columns else _filled(QUEUED_DEFAULTS[name], column, count)
+        self._given: dict[str, QueueColumn] = {
+            name: columns[name] if name in columns else _filled(QUEUED_DEFAULTS[name], column, count)
             for name, column in QUEUED_COLUMNS.items()
-        )
-
-    def _keep(self, columns: Iterable[QueueColumn]) -> None:
-        self._given: dict[str, QueueColumn] = dict(zip(QUEUED_FIELDS, columns, strict=True))
+        }
         self._lists: dict[str, list[Any]] = {
             name: column for name, column in self._given.items() if isinstance(column, list)
         }
         self._arrays: dict[str, NDArray[Any]] = {}
-
-    @classmethod
-    def _of_given(cls, columns: Iterable[QueueColumn]) -> QueueColumns:
-        """The queue of these columns (in the order of `QUEUED_FIELDS`), as given."""
-        queue = cls.__new__(cls)
-        queue._keep(columns)
-        return queue
 
     @classmethod
     def of(cls, charts: Sequence[QueuedChart]) -> QueueColumns:
@@ -391,14 +369,16 @@ class QueueColumns(Sequence[QueuedChart]):
 
     def replace(self, **columns: QueueColumn) -> QueueColumns:
         """A queue of the same charts with the columns named replaced by the ones given."""
-        return QueueColumns._of_given(columns.get(name, self._given[name]) for name in QUEUED_FIELDS)
+        return QueueColumns(**(self._given | columns))
 
     def joined(self, more: QueueColumns) -> QueueColumns:
         """These charts followed by those of `more`: each column a list where this queue's was
         given as a list (its values as given: an int stays an int), else an array."""
-        return QueueColumns._of_given(
-            given + more._list(name) if isinstance(given, list) else np.concatenate((given, more.array(name)))
-            for name, given in self._given.items()
+        return QueueColumns(
+            **{
+                name: given + more._list(name) if isinstance(given, list) else np.concatenate((given, more.array(name)))
+                for name, given in self._given.items()
+            }
         )
 
     @property

@@ -40,22 +40,19 @@ def org_codes(names: Sequence[str]) -> tuple[list[int], list[str]]:
 def fair_order_indices(
     queue: QueueColumns, scenario: Scenario, chart_org: Sequence[int] | Indices, org_names: Sequence[str]
 ) -> Indices:
-    """The indices into `queue` of the eligible charts, in the fair order.
+    """The indices into `queue` of the eligible charts, in the fair order (`SCHEDULING.md`).
 
     `chart_org` gives each chart's org as a code into `org_names` (see `org_codes`), as a list or an array.
 
-    1. Eligible: not paused, and the org's weight is above 0.
-    2. Effective priority: `priority` plus, with aging, min(cap, floor(max(0, now - created) / step)).
-    3. High tier: eligible high-priority charts by (created, id).
-    4. Fair tier: the other eligible charts by (-effective priority, created, id); the k-th chart of
-       an org in that order falls in round r (`round_robin`: k // weight; `deficit`:
-       ceil(S_k / (weight * quantum)) - 1 with S_k the org's cost up to and including chart k).
-    5. The fair tier sorted by (r, -effective priority, created, id), after the high tier.
-    With `Scenario.due_first` (and some chart due), each org's charts trade places inside their own
-    class before steps 4 and 5 (`_due_first`): the high tier's charts of one org, and the fair
-    tier's of one org and effective priority, take their class's places in the order of steps 3
-    and 4 by due time (earliest first, none last, then as they were). The org and priority of
-    every place are kept, so the rounds across orgs are those of the contract.
+    1. Eligible: not paused, and the org's weight is above 0; each chart's `effective_priority`.
+    2. High tier by (created, id); the fair tier by (-effective priority, created, id)
+       (`_sort_by_keys_then_id`).
+    3. With `Scenario.due_first` (and some chart due), the charts of each class (the high tier's of
+       one org, the fair tier's of one org and effective priority) take their class's places by
+       due time (`_due_first`); the org and priority of every place are kept, so the rounds across
+       orgs are the contract's.
+    4. The round of each fair-tier chart (`_rounds`); the fair tier sorted stably by it (so by
+       (round, -effective priority, created, id)), after the high tier.
     """
     org_of = np.asarray(chart_org, dtype=np.intp)
     weights = np.array([scenario.orgs.get(name, DEFAULT_POLICY).weight for name in org_names], dtype=np.int64)
@@ -168,9 +165,9 @@ def _sort_by_keys_then_id(
     3. A run whose charts all lie in one stretch of the queue where the ids ascend is in id order
        already (`_ascending_stretches`); sort each other run by id.
 
-    Step 3 is what makes a big backlog fast: its charts share whole seconds of `created` (86k runs
-    at 1M charts), and a queue read in id order, or nearly (a snapshot reads the table in its
-    physical order, a scenario file lists its charts as written), leaves few runs to sort one by one.
+    Step 3 is what makes a big backlog fast: its charts share whole seconds of `created`, and a queue
+    read in id order, or nearly (a snapshot reads the table in its physical order, a scenario file
+    lists its charts as written), leaves few runs to sort one by one.
     """
     key_columns = [key[charts] for key in keys]
     sorting = stable_argsort(key_columns[-1])
@@ -193,7 +190,7 @@ def _sort_by_keys_then_id(
     unsorted = out_of_stretch[run_ends - 1] > out_of_stretch[run_starts]
     if not unsorted.any():
         return ordered
-    # On a list: a numpy slice read and written per run costs twice the sort itself.
+    # On a list: cheaper than a numpy slice read and written per run.
     in_order = ordered.tolist()
     by_id = ids.__getitem__
     for run_start, run_end in zip(run_starts[unsorted].tolist(), run_ends[unsorted].tolist(), strict=True):

@@ -44,15 +44,10 @@ from .replay import ReplayInput, lanes_apply, replay
 from .waiting import left_out_reasons, reason_names, waiting_reasons
 
 
-def plan(scenario: Scenario) -> Plan:
-    """The plan of `scenario`: fair order, starts, ETAs and clear-times (see `_plan`)."""
-    with cyclic_gc_paused():
-        return _plan(scenario)
-
-
 @contextmanager
 def cyclic_gc_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector for the duration of the block.
+    """Pause Python's cyclic garbage collector for the duration of the block (or of a call of the
+    function it decorates).
 
     A plan allocates millions of small tuples and lists; each allocation burst would trigger a
     full collection that traverses every object the process holds (the scenario's charts
@@ -67,7 +62,8 @@ def cyclic_gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _plan(scenario: Scenario) -> Plan:
+@cyclic_gc_paused()
+def plan(scenario: Scenario) -> Plan:
     """The plan of `scenario`: fair order, starts, ETAs, their bands, clear-times and why each chart
     waits.
 
@@ -82,12 +78,9 @@ def _plan(scenario: Scenario) -> Plan:
     5. Why each chart waits, from the walk at `now` (`_waiting`): worked out on first use, so a
        caller that never asks (the plan command) never pays for it.
     6. The bands (`forecast.eta_bands`) when a spread or an arrival is known (`_bands`).
-    7. The plan of the real charts only: times and reasons keyed by chart id (the charts of the
-       order first, then the ones left out, then the running ones), clear-times per org and overall,
-       and each chart's chance of finishing after its due time (`_real_plan`).
-
-    Every step past the replay works on whole numpy columns; lists are made once, for the plan's
-    own values (see `_real_plan`).
+    7. The plan of the real charts only: times and reasons keyed by chart id, clear-times per org
+       and overall, and each chart's chance of finishing after its due time (`_real_plan`).
+    Every step past the replay works on whole numpy columns.
     """
     queue = _queue(scenario)
     queued_count = len(queue.columns)
@@ -119,9 +112,8 @@ class _PlanQueue:
 class _Columns(ReplayInput):
     """Step 3: what the replay reads (`replay.ReplayInput`: the charts of the order, numbered 0..n-1
     in it, and the running charts), with the `order` itself, `chart_org` (the org code of each queued
-    chart, then of each running chart) and the `org_names`. `later`, `later_at` and `pending` are
-    empty on the lane path, which none reaches; `avg` is in the scenario's time type (see
-    `_time_type`).
+    chart, then of each running chart) and the `org_names`; `avg` is in the scenario's time type
+    (see `_time_type`).
     """
 
     order: Indices
@@ -213,7 +205,7 @@ def _columns(
         lanes=lanes,
         later=later,
         later_at=later_at,
-        pending=[] if lanes else pending,
+        pending=pending,
         retry=retry,
         running_org=chart_org[queued_count:].tolist(),
         running_finish=[
@@ -293,34 +285,33 @@ def _real_plan(
 ) -> Plan:
     """Step 7: the plan of the real charts, keyed by chart id; the expected ones only shaped it.
 
-    1. The plan's layout of chart ids: the real charts of the order (all of it without expected
-       charts), the real ones left out of it, the running ones; and each one's org (`layout_org`).
+    1. The plan's layout of chart ids: the real charts of the order, the real ones left out of
+       it, the running ones; and each one's org (`layout_org`).
     2. Starts, ETAs and bands in that layout: the replay's own values (an int stays an int), None
-       where a chart has none; all of them also as float arrays (nan for None), with the layout as
-       indices into the queue (`Plan.arrays`).
+       where a chart has none; also as float arrays, nan for None (`Plan.arrays`).
     3. Clear-times per org: the latest ETA and band edges (`_org_clear`); with spreads the median
-       last finish (`forecast.median_last_finish`, each running chart given how long it has run),
-       never before the latest ETA, which also raises the band's upper edge. With expected charts,
-       only orgs with a real chart get a key.
-    4. Each chart's chance of finishing after its due time, from its ETA and band, only when some
-       chart has a due time (`_due`, `forecast.late_chance`).
+       last finish (`forecast.median_last_finish`), never before the latest ETA, which also raises
+       the band's upper edge. With expected charts, only orgs with a real chart get a key.
+    4. Each chart's chance of finishing after its due time, when some chart has one (`_due`).
     5. Why each chart waits, on first use (`_waiting`).
 
-    The ids and the lists of times are made on first read (`_Layout`): the replan reads counts,
-    clear-times and why each chart waits, and writes the rows by the snapshot's own ids.
+    The ids and the lists of times are made on first read (`_Layout`): the replan writes the rows
+    by the snapshot's own ids.
     """
     running = scenario.running
     real_count, queued_count = queue.real_count, len(queue.columns)
     org_names, chart_org = columns.org_names, columns.chart_org
-    waiting_input = _WaitingInput.of(scenario, queue, columns, start_time)
+    # Step 5's input, kept until it runs: the replay's columns without their lists of the queue's
+    # size (`avg`, `pending`), so that a plan held unread keeps no such list alive but its own (and
+    # the cyclic collector, which walks every list, has little to walk); the starts of the order.
+    waiting_columns, waiting_starts = replace(columns, avg=[], pending=[]), start_time
     order, org, avg, eta_time = columns.order, columns.org, columns.avg_time, np.array(etas, dtype=np.float64)
     real: NDArray[np.bool_] | None = None
     if queued_count > real_count:  # the expected charts only shaped the real charts' times
         real = order < real_count
         order, org, avg, eta_time, start_time = order[real], org[real], avg[real], eta_time[real], start_time[real]
         if bands:
-            bands = _Bands(bands.low[real], bands.high[real], bands.running_low, bands.running_high,
-                           bands.spread[real], bands.running_spread)  # fmt: skip
+            bands = replace(bands, low=bands.low[real], high=bands.high[real], spread=bands.spread[real])
 
     left_out = np.ones(real_count, dtype=bool)
     left_out[order] = False
@@ -367,7 +358,12 @@ def _real_plan(
         if due is None
         else late_chance(now=scenario.now, due=due, eta=eta_time, low=low_time, high=high_time)
     )
-    waiting = _LazyWaitingColumns(lambda: _waiting(waiting_input, queue.real_ids, left_out_charts))
+    weights = np.array([scenario.orgs.get(name, DEFAULT_POLICY).weight for name in org_names], dtype=np.int64)
+    waiting = functools.cache(
+        functools.partial(
+            _waiting, waiting_columns, waiting_starts, weights, real_count, queue.real_ids, left_out_charts
+        )
+    )
     return Plan(
         order=ChartOrder(chart_ids, len(order)),
         start=laid.column(chart_ids, starts, running_started),
@@ -378,9 +374,9 @@ def _real_plan(
         eta_high=eta_high,
         org_clear_low=org_clear_low,
         org_clear_high=org_clear_high,
-        reason=ChartValues(chart_ids, load=lambda: waiting.columns[0]),
-        waiting_until=ChartValues(chart_ids, load=lambda: waiting.columns[1]),
-        head_of_line=ChartValues(chart_ids, load=lambda: waiting.columns[2]),
+        reason=ChartValues(chart_ids, load=lambda: waiting()[0]),
+        waiting_until=ChartValues(chart_ids, load=lambda: waiting()[1]),
+        head_of_line=ChartValues(chart_ids, load=lambda: waiting()[2]),
         late_chance=ChartValues(chart_ids, load=lambda: times_list(chance_time)),
         arrays=PlanArrays(
             queued=laid_queued,
@@ -475,57 +471,25 @@ class _Layout:
 _WaitingLists = tuple[list[str | None], list[float | None], list[ChartId | None]]
 
 
-class _LazyWaitingColumns:
-    """Step 5's columns, worked out once on first use (`load`): reason, until and head of line."""
-
-    def __init__(self, load: Callable[[], _WaitingLists]) -> None:
-        self._load = load
-
-    @functools.cached_property
-    def columns(self) -> _WaitingLists:
-        with cyclic_gc_paused():  # as in `plan`: millions of small objects, no cycles
-            return self._load()
-
-
-@dataclass(frozen=True, slots=True)
-class _WaitingInput:
-    """What step 5 reads, kept until it runs: the replay's columns without their lists of the
-    queue's size (`avg`, `pending`), so that a plan held unread keeps no such list alive but its own
-    (and the cyclic collector, which walks every list, has little to walk); the starts, the count of
-    real charts and each org's weight."""
-
-    columns: _Columns
-    start_time: NDArray[np.float64]
-    real_count: int
-    weights: NDArray[np.int64]
-
-    @classmethod
-    def of(
-        cls, scenario: Scenario, queue: _PlanQueue, columns: _Columns, start_time: NDArray[np.float64]
-    ) -> _WaitingInput:
-        weights = [scenario.orgs.get(name, DEFAULT_POLICY).weight for name in columns.org_names]
-        return cls(
-            replace(columns, avg=[], pending=[]), start_time, queue.real_count, np.array(weights, dtype=np.int64)
-        )
-
-
-def _waiting(given: _WaitingInput, chart_id: Sequence[ChartId] | NDArray[np.int64], left_out: Indices) -> _WaitingLists:
+@cyclic_gc_paused()  # as `plan`: millions of small objects, no cycles
+def _waiting(
+    columns: _Columns,
+    start_time: NDArray[np.float64],
+    weights: NDArray[np.int64],
+    real_count: int,
+    chart_id: Sequence[ChartId] | NDArray[np.int64],
+    left_out: Indices,
+) -> _WaitingLists:
     """Step 5: each chart's reason, until and head of line, laid out as the plan's ids (the real
-    charts of the order, then the ones left out, then the running ones).
+    charts of the order, then the ones left out, then the running ones); `weights`: each org's.
 
     1. The charts of the order, expected ones included (they shaped the walk), get their verdict
        at `now` (`waiting.waiting_reasons`); then the expected ones are dropped.
     2. A chart left out of the order: `org_held` when its org's weight is 0, else `chart_paused`.
     3. A running chart has none.
     """
-    real_count, columns = given.real_count, given.columns
     order = columns.order
-    waiting = waiting_reasons(
-        now=columns.now, budget=columns.budget, start=given.start_time, org=columns.org, units=columns.units,
-        caps=columns.caps, later=columns.later, later_at=columns.later_at, retry=columns.retry,
-        retry_budget=columns.retry_budget, running_finish=columns.running_finish, running_org=columns.running_org,
-        running_units=columns.running_units, running_retry=columns.running_retry,
-    )  # fmt: skip
+    waiting = waiting_reasons(columns, start_time)
     code, until, behind_head = waiting.code, waiting.until, waiting.behind_head
     head = int(order[waiting.head]) if waiting.head >= 0 else real_count
     head_id = _plain_id(chart_id[head]) if head < real_count else None  # an expected chart has no id to name
@@ -534,7 +498,7 @@ def _waiting(given: _WaitingInput, chart_id: Sequence[ChartId] | NDArray[np.int6
         code, until, behind_head = code[real], until[real], behind_head[real]
     head_of_line = np.full(len(code), None, dtype=object)
     head_of_line[behind_head] = head_id
-    held = given.weights[columns.chart_org[left_out]] == 0
+    held = weights[columns.chart_org[left_out]] == 0
     not_planned = [None] * len(left_out)
     not_running = [None] * len(columns.running_finish)
     return (

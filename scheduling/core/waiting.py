@@ -1,9 +1,5 @@
-"""Why each waiting chart is not running now, and until when: the verdicts of the walk at `now`.
-
-The walk at `now` is the first the replay makes (`Dispatcher.walk`, the one rule): the charts it
-visits get its verdicts, up to the head of the line where it stops; a chart behind the head gets
-the verdict the rule would give it against what the walk left, read in whole columns (numpy).
-"""
+"""Why each waiting chart is not running now, and until when: the verdicts of the walk at `now`, the
+first the replay makes (`Dispatcher.walk`, the one rule; see `waiting_reasons`)."""
 
 from __future__ import annotations
 
@@ -14,19 +10,8 @@ from typing import Any, Final
 import numpy as np
 from numpy.typing import NDArray
 
-from .dispatcher import (
-    BUDGET,
-    CHART_PAUSED,
-    ORG_CAP,
-    ORG_HELD,
-    RETRY_BUDGET,
-    START,
-    TURN,
-    UNAVAILABLE,
-    Dispatcher,
-    Verdict,
-)
-from .order import Indices
+from .dispatcher import BUDGET, CHART_PAUSED, ORG_CAP, ORG_HELD, RETRY_BUDGET, START, TURN, UNAVAILABLE, Verdict
+from .replay import ReplayInput, dispatcher_of
 
 # Codes of the verdicts in the columns; NOT_WAITING (START) for a chart the walk starts at `now`.
 REASONS: Final = tuple(verdict for verdict in Verdict if verdict is not START)
@@ -51,38 +36,17 @@ class Waiting:
     head: int
     behind_head: NDArray[np.bool_]
 
-    def names(self) -> list[str | None]:
-        """Each chart's reason as its `Verdict` value (None: the walk starts it now)."""
-        return reason_names(self.code)
-
 
 def reason_names(code: NDArray[np.int8]) -> list[str | None]:
     """The `Verdict` value of each code (None for NOT_WAITING)."""
     return _NAMES[code].tolist()  # type: ignore[no-any-return]
 
 
-def waiting_reasons(
-    *,
-    now: float,
-    budget: int,
-    start: Sequence[float | None] | NDArray[np.float64],
-    org: Indices,
-    units: NDArray[np.int64],
-    caps: Sequence[int | None],
-    later: Indices,
-    later_at: NDArray[np.float64],
-    retry: NDArray[np.bool_] | None,
-    retry_budget: int | None,
-    running_finish: Sequence[float],
-    running_org: Sequence[int],
-    running_units: Sequence[int],
-    running_retry: Sequence[bool],
-) -> Waiting:
+def waiting_reasons(given: ReplayInput, start: Sequence[float | None] | NDArray[np.float64]) -> Waiting:
     """The reason of each chart of the order (numbered 0..n-1 in it): the walk's verdicts at `now`.
 
-    `start` is the replay's start of each (None or nan: it never starts); `later` lists the charts
-    available only after `now`, `later_at` when; `retry` marks the retries (None: no chart of the
-    order is a retry under `retry_budget`).
+    `given` is what the replay read, `start` the replay's start of each chart (None or nan: it
+    never starts).
     1. The walk at `now` (`Dispatcher.walk`), with every running chart not finished by `now`
        occupying its units, its org's slot and its retry units: each chart it visits gets its
        verdict, up to the head of the line (BUDGET), where it stops.
@@ -92,26 +56,14 @@ def waiting_reasons(
     3. `until`: `available_at` for UNAVAILABLE, else the predicted start (none for a chart that
        starts now).
     """
-    count = len(org)
-    available_at: list[float | None] = [None] * count
-    for chart, ready_at in zip(later.tolist(), later_at.tolist(), strict=True):
-        available_at[chart] = ready_at
-    retry_marks = [False] * count if retry is None else retry.tolist()
-    dispatcher = Dispatcher(
-        budget=budget,
-        caps=caps,
-        org=org.tolist(),
-        units=units.tolist(),
-        available_at=available_at,
-        retry=retry_marks,
-        retry_budget=retry_budget if retry is not None else None,
-    )
+    count, org, units, later, retry = len(given.org), given.org, given.units, given.later, given.retry
+    dispatcher = dispatcher_of(given, zip(given.later_at.tolist(), later.tolist(), strict=True))
     for finish, running_at, held, is_retry in zip(
-        running_finish, running_org, running_units, running_retry, strict=True
+        given.running_finish, given.running_org, given.running_units, given.running_retry, strict=True
     ):
-        if finish > now:
+        if finish > given.now:
             dispatcher.occupy(running_at, held, is_retry)
-    walked = dispatcher.walk(range(count), now)
+    walked = dispatcher.walk(range(count), given.now)
 
     code = np.full(count, _CODE[TURN], dtype=np.int8)
     if walked:
@@ -121,7 +73,7 @@ def waiting_reasons(
     if head >= 0:
         rest = slice(head + 1, count)
         rest_org, rest_units = org[rest], units[rest]
-        cap = np.array([np.inf if limit is None else limit for limit in caps], dtype=np.float64)
+        cap = np.array([np.inf if limit is None else limit for limit in given.caps], dtype=np.float64)
         org_running = np.array(dispatcher.org_running, dtype=np.float64)
         fits = rest_units <= dispatcher.free_budget
         rest_code = np.where(fits, _CODE[BUDGET], _CODE[TURN]).astype(np.int8)
@@ -138,7 +90,7 @@ def waiting_reasons(
         code[late] = _CODE[UNAVAILABLE]
         behind_head[late] = False
     until = np.asarray(start, dtype=np.float64).copy()  # None (never starts) becomes nan
-    until[later] = later_at
+    until[later] = given.later_at
     until[code == NOT_WAITING] = np.nan
     return Waiting(code=code, until=until, head=head, behind_head=behind_head)
 

@@ -2,14 +2,10 @@
 
 Every replay plays the dispatcher forward from `now`: at each decision instant (`now`, a finish, an
 `available_at`) the walk decides the charts not yet started, in order, by the one dispatch rule
-(`dispatcher.Dispatcher.decide`). To learn the walk, read `dispatcher.py`, then `reference.py`:
-  - `reference.EventReplay`, the walk written once, through `Dispatcher.decide`, for any scenario;
-  - `lanes.lane_replay`, its closed form where no cap, later `available_at` or retry budget can
-    touch a chart of the order: a chart of c units starts when the c-th earliest lane frees;
-  - `compiled.compiled_replay`, the event replay without a retry budget, compiled (numba), for a
-    large order.
-The fast two give the reference's starts and ETAs exactly (the parity matrix,
-`tests/scheduling/core/test_replay_parity.py`); the figures that keep them are in
+(`dispatcher.Dispatcher.decide`). The reference, `reference.EventReplay`, is that walk for any
+scenario; `lanes.lane_replay` (its closed form without caps, later charts or retry budget) and
+`compiled.compiled_replay` (compiled, without a retry budget) give its starts and ETAs exactly (the
+parity matrix, `tests/scheduling/core/test_replay_parity.py`); the figures that keep them are in
 `bench/bench_core.py`'s header.
 """
 
@@ -17,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -131,29 +127,35 @@ def lanes_run(given: ReplayInput) -> tuple[Times, Times]:
 
 def reference_replay(given: ReplayInput) -> tuple[Times, Times]:
     """The start and ETA of each chart of the order by the reference, `EventReplay`."""
-    count = len(given.org)
-    available_at: list[float | None] = [None] * count
-    for ready_at, chart in given.pending:
-        available_at[chart] = ready_at
-    dispatcher = Dispatcher(
-        budget=given.budget,
-        caps=given.caps,
-        org=given.org.tolist(),
-        units=given.units.tolist(),
-        available_at=available_at,
-        retry=[False] * count if given.retry is None else given.retry.tolist(),
-        retry_budget=given.retry_budget if given.retry is not None else None,
-    )
     return EventReplay(
-        dispatcher,
+        dispatcher_of(given, given.pending),
         now=given.now,
         avg=given.avg,
         org_count=len(given.caps),
         running_finish=given.running_finish,
         running_org=given.running_org,
         running_units=given.running_units,
-        running_retry=given.running_retry if given.retry is not None else [False] * len(given.running_org),
+        running_retry=given.running_retry,
     ).run()
+
+
+def dispatcher_of(given: ReplayInput, later: Iterable[tuple[float, int]]) -> Dispatcher:
+    """The `Dispatcher` of the charts of the order, none started and no running chart counted yet;
+    `later`: the (available_at, chart) of each chart available only after `now`. Without a retry
+    mark (`given.retry` None) it keeps no retry budget, so no chart counts as a retry."""
+    count = len(given.org)
+    available_at: list[float | None] = [None] * count
+    for ready_at, chart in later:
+        available_at[chart] = ready_at
+    return Dispatcher(
+        budget=given.budget,
+        caps=given.caps,
+        org=given.org.tolist(),
+        units=given.units.tolist(),
+        available_at=available_at,
+        retry=[False] * count if given.retry is None else given.retry.tolist(),
+        retry_budget=None if given.retry is None else given.retry_budget,
+    )
 
 
 def lanes_apply(
@@ -175,16 +177,14 @@ def lanes_apply(
     2. No org of a chart of the order has a cap; no queued chart becomes available later; no
        chart of the order is a retry under a retry budget.
     """
-    if max(budget, sum(running_units)) > LANE_UNITS_LIMIT:
-        return False
-    if units.sum() > LANE_MEAN_UNITS_LIMIT * len(units):
-        return False
     capped_org = np.array([cap is not None for cap in caps], dtype=bool)
-    if capped_org[org].any():
-        return False
-    if any_later:
-        return False
-    return retry is None or not retry.any()
+    return (
+        max(budget, sum(running_units)) <= LANE_UNITS_LIMIT
+        and units.sum() <= LANE_MEAN_UNITS_LIMIT * len(units)
+        and not capped_org[org].any()
+        and not any_later
+        and (retry is None or not retry.any())
+    )
 
 
 def _float_times(given: ReplayInput) -> bool:

@@ -1,18 +1,11 @@
-"""The event replay without a retry budget, compiled with numba: the path `plan` takes for a large
-queue (see `replay.replay`).
+"""The event replay without a retry budget (`reference.EventReplay`), compiled with numba: the path
+`plan` takes for a large queue (see `replay.replay`), held to the reference by the parity matrix.
 
-It replays what `reference.EventReplay` replays: the dispatcher's walk at every decision instant,
-over per-org streams, with a capped org parked whole at its cap and the walk stopped at a chart
-dearer than the free budget. The reference stays in Python; the parity matrix compares this one
-with it.
-Its starts and ETAs are theirs bit for bit: every start is an instant (`now`, a finish or an
-`available_at`) and every ETA is computed as start + avg on float64, as Python does on floats.
-Times are float64 only: `replay.replay` takes this path only when every time is a float, so that
-an integer scenario keeps its integers.
-
-The kernel is compiled on its first call in a process and cached on disk (numba's `cache=True`: in
-`__pycache__` beside this file, or in the user's cache directory when that is not writable), so
-later processes only load it.
+Its starts and ETAs are the reference's bit for bit: every start is an instant (`now`, a finish or
+an `available_at`) and every ETA is start + avg on float64, as Python computes it on floats; so
+`replay.replay` takes this path only when every time is a float (an integer scenario keeps its
+integers). The kernel is compiled on its first call and cached on disk (numba's `cache=True`, in
+`__pycache__` beside this file or the user's cache directory), so later processes only load it.
 """
 
 from __future__ import annotations
@@ -24,10 +17,8 @@ from numba import njit
 from numpy.typing import NDArray
 
 from ..order import Indices
+from .reference import ACTIVE, IDLE, PARKED
 
-ACTIVE: Final = 0  # the stream's head is in the heap of heads
-IDLE: Final = 1  # no chart of the stream is available
-PARKED: Final = 2  # its org is at its cap: the walk skips its charts until one of them finishes
 NO_CHART: Final = np.iinfo(np.int64).max  # past every chart: an empty stream's head
 NO_CAP: Final = -1
 
@@ -51,8 +42,8 @@ def compiled_replay(
     The inputs are `replay.ReplayInput`'s, as arrays: chart i of the order belongs to org `org[i]`, holds
     `units[i]` and lasts `avg[i]`; charts `later` become available at `later_at` (after `now`).
     Each is converted to the one dtype the kernel is compiled for, so a process compiles it once;
-    the later charts are sorted by `available_at` here, by numpy (a sort compiled into the kernel
-    doubled the time of its first compile).
+    the later charts are sorted by `available_at` here, by numpy (not compiled into the kernel:
+    see `bench/bench_core.py`'s header).
     """
     arrival = np.argsort(later_at, kind="stable")
     return _replay(
@@ -84,25 +75,15 @@ def _replay(
     running_org: NDArray[np.int64],
     running_units: NDArray[np.int64],
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """The event replay (`EventReplay.run` without a retry budget). `caps[o]` is `NO_CAP` for an org
-    without one; the `later` charts come in order of `later_at`.
+    """The event replay: `EventReplay.run`'s steps without a retry budget. `caps[o]` is `NO_CAP` for
+    an org without one; the `later` charts come in order of `later_at`.
 
-    Streams: capped org o's charts are stream o; the charts of every org without a cap are one
-    stream, the line (number `org_count`), since the walk never skips them. A stream's charts
-    available from the start are a run of `ready` (from `ready_begin[s]`, `next_ready[s]` of them
-    taken, up to `ready_end[s]`); the ones that come later join a heap of its own (`late`, a slice
-    per stream). `heads` is a heap of the heads of the ACTIVE streams (entries that no longer name
-    their stream's head are dropped when the walk meets them). `finish_at`/`finish_key` are a heap
-    of finishes: chart i of the order, or running chart j as key n + j.
-
-    1. Running charts occupy the budget and their org's count; the charts available at `now` fill
-       their streams; the others (`later`, by `later_at`) wait.
-    2. At each instant: count the finishes due (the budget back, the org's count down, its stream
-       unparked when that takes the org below its cap), then let the charts due join their streams.
-    3. Walk the heads in order: a head whose org is at its cap parks its stream; a head dearer than
-       the free budget stops the walk; else it starts (ETA = instant + avg, a finish ahead) and its
-       stream's next chart is the new head. The walk ends once no budget is left.
-    4. Move to the earliest finish or arrival ahead; stop when there is none.
+    Streams as the reference's, but the charts of every org without a cap are one stream, the line
+    (number `org_count`), since the walk never skips them. A stream's charts available from the
+    start are a run of `ready` (from `ready_begin[s]`, `next_ready[s]` of them taken, up to
+    `ready_end[s]`); the ones that come later join a heap of its own (`late`, a slice per stream).
+    `heads` is the heap of the ACTIVE streams' heads; `finish_at`/`finish_key` the heap of
+    finishes: chart i of the order, or running chart j as key n + j.
     """
     chart_count = org.shape[0]
     org_count = caps.shape[0]

@@ -34,19 +34,17 @@ def lane_replay(
     heapq.heapify(lanes)
     starts: list[float] = []
     etas: list[float] = []
-    record_start, record_eta = starts.append, etas.append
-    take_and_hold = heapq.heapreplace
     for chart_units, chart_avg in zip(units, avg, strict=True):
         if chart_units == 1:
             start = lanes[0]
             eta = start + chart_avg
-            take_and_hold(lanes, eta)
+            heapq.heapreplace(lanes, eta)
         else:
             for _ in range(chart_units):
                 start = heapq.heappop(lanes)
             eta = start + chart_avg
             for _ in range(chart_units):
                 heapq.heappush(lanes, eta)
-        record_start(start)
-        record_eta(eta)
+        starts.append(start)
+        etas.append(eta)
     return starts, etas

@@ -12,9 +12,10 @@ from typing import Final
 
 from ..dispatcher import BUDGET, ORG_CAP, START, Dispatcher
 
-IDLE: Final = 0
-ACTIVE: Final = 1
-PARKED: Final = 2
+# A stream's states (the compiled replay's too).
+IDLE: Final = 0  # no chart of the stream is available
+ACTIVE: Final = 1  # its head is in the heap of heads the walk draws from
+PARKED: Final = 2  # skipped at its org's cap (or the retry budget) until a finish frees it
 NO_CHART: Final = -1
 
 
@@ -113,20 +114,18 @@ class EventReplay:
                 self._activate(stream)
         next_pending = 0
         next_ready_at = pending[0][0]
-        walk, finish = self._walk, self._finish
-        pop, push = heapq.heappop, heapq.heappush
         instant = now
         while True:
             while finishes and finishes[0][0] <= instant:
-                finish(pop(finishes)[1])
+                self._finish(heapq.heappop(finishes)[1])
             while next_ready_at <= instant:
                 self._arrive(pending[next_pending][1])
                 next_pending += 1
                 next_ready_at = pending[next_pending][0]
-            for chart in walk(instant):
+            for chart in self._walk(instant):
                 starts[chart] = instant
                 etas[chart] = eta = instant + avg[chart]
-                push(finishes, (eta, chart))
+                heapq.heappush(finishes, (eta, chart))
             if finishes:
                 instant = finishes[0][0]
                 if next_ready_at < instant:

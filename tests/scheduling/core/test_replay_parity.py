@@ -254,3 +254,17 @@ def test_a_chart_dearer_than_the_free_budget_holds_every_chart_behind_it() -> No
     )  # fmt: skip
     for replay in (reference_replay, by_the_compiled_replay):
         assert replay(given_input) == ([0.0, 1.0, 2.0], [1.0, 2.0, 3.0])
+
+
+def test_running_retries_hold_back_no_chart_that_is_not_a_retry() -> None:
+    """Under a retry budget already spent by running retries, a queue without retries starts and
+    waits as it would without the budget: the reference walk and the reasons keep no retry budget
+    when no chart of the order is a retry."""
+    queued = [QueuedChart(id=f"c{index}", org="a", created=index, avg=2.0) for index in range(4)]
+    running = [RunningChart(id="r", org="b", started=0.0, avg=1.5, retry=True)]
+    capped = {"a": OrgPolicy(max_concurrency=2)}  # a cap: the reference walk, not the lanes
+    scenario = Scenario(now=0.5, budget=3, orgs=capped, queued=queued, running=running, retry_budget=0)
+    with_budget, without = plan(scenario), plan(replace(scenario, retry_budget=None))
+    assert dict(with_budget.start) == dict(without.start) == {"c0": 0.5, "c1": 0.5, "c2": 2.5, "c3": 2.5, "r": 0.0}
+    assert dict(with_budget.reason) == dict(without.reason)
+    assert with_budget.reason["c2"] == "org_cap"
