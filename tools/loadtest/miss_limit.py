@@ -18,6 +18,8 @@ Steps:
    expected precision is the mean p of those it names, its expected recall their p over the sum of
    every p (no other rule on the same information does better in expectation: Neyman-Pearson). The
    realized figures count what happened in the one schedule the simulator scores.
+4. The same for a predictor told even the chart's actual start: its chance is its own duration's
+   tail at due - start, the one draw no predictor can know (`Chance.given_start`).
 """
 
 from __future__ import annotations
@@ -187,11 +189,13 @@ def tail(chart: SimChart, seconds: float) -> float:
 
 @dataclass(frozen=True)
 class Chance:
-    """A chart scored at half its wait: its true chance of missing, and whether it missed."""
+    """A chart scored at half its wait: its true chance of missing, that chance given its actual
+    start, and whether it missed."""
 
     chart: str
     chance: float
     missed: bool
+    given_start: float = 0.0
 
 
 def true_chances(
@@ -220,7 +224,8 @@ def true_chances(
             _, began = loop.run(state, fresh, stop=chart_id)
             assert began is not None
             total += tail(chart, chart.due - began)
-        chances.append(Chance(chart_id, total / draws, schedule.finish[chart_id] > chart.due))
+        missed = schedule.finish[chart_id] > chart.due
+        chances.append(Chance(chart_id, total / draws, missed, tail(chart, chart.due - schedule.start[chart_id])))
     return chances
 
 
@@ -234,14 +239,20 @@ class Limit:
     recall: float | None
 
 
-def limits(chances: Sequence[Chance], thresholds: Sequence[float] = THRESHOLDS) -> list[Limit]:
-    """Step 3 at each threshold."""
-    expected_misses = sum(c.chance for c in chances)
+def limits(
+    chances: Sequence[Chance], thresholds: Sequence[float] = THRESHOLDS, *, given_start: bool = False
+) -> list[Limit]:
+    """Step 3 (with `given_start`, step 4) at each threshold."""
+
+    def chance(c: Chance) -> float:
+        return c.given_start if given_start else c.chance
+
+    expected_misses = sum(map(chance, chances))
     missed = sum(c.missed for c in chances)
     rows = []
     for threshold in thresholds:
-        named = [c for c in chances if c.chance >= threshold]
-        expected_hits = sum(c.chance for c in named)
+        named = [c for c in chances if chance(c) >= threshold]
+        expected_hits = sum(map(chance, named))
         hits = sum(c.missed for c in named)
         rows.append(
             Limit(
@@ -278,15 +289,17 @@ def main(argv: list[str] | None = None) -> None:
             )
             chances = true_chances(workload, schedule, sample_every=sample_every, draws=args.draws)
             missed = sum(c.missed for c in chances)
-            for limit in limits(chances):
-                rows.append([
-                    name, policy, f"{len(chances)} ({missed} missed, {sum(c.chance for c in chances):.1f} expected)",
-                    f"{limit.threshold:.1f}", str(limit.named),
-                    f"{_share(limit.expected_precision)} / {_share(limit.expected_recall)}",
-                    f"{_share(limit.precision)} / {_share(limit.recall)}",
-                ])  # fmt: skip
+            for told, given_start in (("the floor's", False), ("and the start", True)):
+                expected = sum(c.given_start if given_start else c.chance for c in chances)
+                for limit in limits(chances, given_start=given_start):
+                    rows.append([
+                        name, policy, told, f"{len(chances)} ({missed} missed, {expected:.1f} expected)",
+                        f"{limit.threshold:.1f}", str(limit.named),
+                        f"{_share(limit.expected_precision)} / {_share(limit.expected_recall)}",
+                        f"{_share(limit.precision)} / {_share(limit.recall)}",
+                    ])  # fmt: skip
             print(f"{name} / {policy}: {time.process_time() - began:.0f} s CPU", flush=True)
-    header = ["workload", "policy", "charts", "threshold", "named", "expected precision / recall", "realized"]
+    header = ["workload", "policy", "told", "charts", "threshold", "named", "expected precision / recall", "realized"]
     print(markdown_table(Table(header, rows)))
 
 

@@ -45,6 +45,7 @@ def test_a_chart_that_starts_at_once_has_its_own_durations_tail_as_its_chance() 
     z = (math.log(70.0 / 60.0) + sigma**2 / 2) / sigma
     assert (chance.chart, chance.missed) == ("a", False)
     assert chance.chance == pytest.approx(1 - 0.5 * math.erfc(-z / math.sqrt(2)))
+    assert chance.given_start == pytest.approx(chance.chance)  # it starts at once: nothing else is unknown
 
 
 def test_a_chart_behind_a_run_misses_by_the_runs_draws_as_well() -> None:
@@ -73,6 +74,15 @@ def test_a_duration_drawn_given_how_long_it_has_run_is_never_shorter() -> None:
     assert sum(miss_limit.tail(chart, d) / miss_limit.tail(chart, 200.0) for d in draws) / len(draws) == pytest.approx(
         0.5, abs=0.03
     )
+
+
+def test_the_limits_told_the_start_rank_by_the_chance_given_it() -> None:
+    chances = [Chance("a", 0.9, True, 0.2), Chance("b", 0.6, False, 0.7), Chance("c", 0.4, True, 0.9)]
+    (limit,) = miss_limit.limits(chances, thresholds=(0.5,), given_start=True)
+    assert limit.named == 2  # b and c
+    assert limit.expected_precision == pytest.approx(0.8)
+    assert limit.expected_recall == pytest.approx(1.6 / 1.8)
+    assert (limit.precision, limit.recall) == (0.5, 0.5)
 
 
 def test_the_limits_are_the_chances_summed_over_the_named_charts() -> None:
