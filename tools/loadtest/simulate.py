@@ -611,7 +611,9 @@ def floor(context: Context) -> Prediction:
     """Told every chart that will arrive (at its arrival time, with its true mean duration): the
     plan misses only the durations' own spread. Charts arriving after the last waiting chart's
     actual finish cannot touch any of them and are left out. The running charts keep their true
-    spread: their ETAs are their expected finish given how long they have run."""
+    spread: their ETAs are their expected finish given how long they have run. A waiting chart's
+    late chance is its own duration's true tail after its planned start (the start's own spread,
+    from the draws of the runs ahead, is what it cannot know: `tools.loadtest.miss_limit`)."""
     schedule, moment = context.schedule, context.moment
     last = max((schedule.finish[chart.id] for chart in moment.waiting), default=moment.at)
     coming = [
@@ -623,6 +625,12 @@ def floor(context: Context) -> Prediction:
     result = plan(replace(scenario, queued=[*scenario.queued, *coming], spread=()))
     prediction = _from_plan(result, context)
     prediction.low = prediction.high = prediction.org_clear_band = None
+    # Its late chance: the chart's own duration law after its start, not the plan's step at the
+    # start + mean (its queued charts have no spread, so that the ETAs stay the means).
+    for chart in moment.waiting:
+        started = result.start[chart.id]
+        if chart.due is not None and started is not None:
+            prediction.late[chart.id] = 1.0 if chart.due < moment.at else _longer_than(chart, chart.due - started)
     # The plan's clear-times count the future charts too: only those present count, by fairsched's
     # rule (the median last finish, never before the latest ETA).
     present = [*((c, result.start[c.id]) for c in moment.waiting), *moment.running]
@@ -645,6 +653,14 @@ def floor(context: Context) -> Prediction:
         org: latest[org] if math.isnan(last[code[org]]) else max(latest[org], last[code[org]]) for org in orgs
     }
     return prediction
+
+
+def _longer_than(chart: SimChart, seconds: float) -> float:
+    """The chance that the chart's run takes longer than `seconds`, under its true lognormal law."""
+    if seconds <= 0:
+        return 1.0
+    sigma = chart.kind.sigma
+    return math.erfc((math.log(seconds / chart.mean) + sigma * sigma / 2) / sigma / math.sqrt(2)) / 2
 
 
 def _mean_run(context: Context) -> float:

@@ -3,6 +3,7 @@ the scores of the predictors on the same charts."""
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 
 import pytest
@@ -407,3 +408,27 @@ def test_due_first_is_set_beside_the_fair_order_with_attainment_and_fairness() -
         "due first: every small org's first start within one round",
     ]
     assert judged[0].measured == f"{first.overall:.0%} vs {plain.overall:.0%}"
+
+
+def _floor_at_the_start(due: float) -> simulate.Prediction:
+    """The floor's prediction, at its arrival, of a lone medium chart (mean 60 s, log-sigma 0.6, median
+    60 x e^-0.18 = 50.1 s) that starts at once, due `due` seconds later."""
+    chart = SimChart("a", "x", KINDS[1], 0.0, 55.0, due=due)
+    workload = Workload("one", budget=1, weights={"x": 1}, charts=[chart])
+    schedule = simulate.scored_schedule(workload, policy="round_robin", sample_every=600.0, enqueue_every=1)
+    (moment,) = schedule.moments
+    context = simulate.Context(schedule, moment, [chart], [], [], [0.0])
+    return simulate.floor(context)
+
+
+def test_the_floors_late_chance_is_its_own_durations_tail_after_its_start() -> None:
+    # Due at 55 s, between the median (50.1 s) and the mean (60 s): fewer than half of such runs
+    # take longer, so the floor, told the chart's true law, does not name it; its ETA stays its mean.
+    between = _floor_at_the_start(55.0)
+    assert between.eta == {"a": 60.0}
+    sigma = KINDS[1].sigma
+    z = (math.log(55.0 / 60.0) + sigma**2 / 2) / sigma
+    assert between.late["a"] == pytest.approx(math.erfc(z / math.sqrt(2)) / 2)
+    assert 0.3 < between.late["a"] < simulate.AT_RISK
+    assert _floor_at_the_start(60.0 * math.exp(-(sigma**2) / 2)).late["a"] == pytest.approx(0.5)
+    assert _floor_at_the_start(45.0).late["a"] > simulate.AT_RISK
