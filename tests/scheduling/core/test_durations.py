@@ -152,7 +152,7 @@ def _sample_state(seconds: list[float]) -> DurationState:
 @pytest.mark.parametrize("now", [60.0, 75.0, 90.0, 120.0])
 def test_runs_still_going_count_as_runs_longer_than_they_have_lasted(now: float) -> None:
     """Survivorship: of a pair's first runs, the ones finished first are its short ones; learned from
-    them alone its mean is low (15-42% at the median here) until the long ones end, and every chart
+    them alone its mean is low (13-41% at the median here) until the long ones end, and every chart
     planned behind it starts early. Counted as runs known to last longer than they have (censored),
     the runs in flight take that back: over 400 draws the median mean is within 2% of the mean of
     all the runs begun (finished or not), what a learner told every run's duration would have."""
