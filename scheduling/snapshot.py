@@ -10,7 +10,7 @@ epoch, the core's clock.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from itertools import compress
@@ -127,7 +127,8 @@ class Durations:
     then the configured default; the spread (log sigma) follows the same chain, and where a level knows too
     little for one (nothing, or a single run) it is `default_spread`: the spread pooled over every
     pair loaded when they hold two runs or more, else FAIRSCHED_DEFAULT_DURATION_SPREAD. So the ETA
-    band of a chart is widest where least is known, never collapsed.
+    band of a chart is widest where least is known, never collapsed. A pair's runs in flight, where
+    given (`lasted`), count as runs longer than they have lasted (`core_durations.duration_censored`).
     """
 
     pair: dict[tuple[int, int], tuple[float, float]]
@@ -154,9 +155,11 @@ class Durations:
         org_id: int | None = None,
         workflow_ids: Collection[int] | None = None,
         initial: dict[int, int] | None = None,
+        lasted: Mapping[tuple[int, int], Sequence[float]] | None = None,
     ) -> Durations:
         """Every statistic; or, given an org and workflows, only those that `of` needs for them. The
-        workflows' initial durations are read here, unless the caller has them (`initial`, by id)."""
+        workflows' initial durations are read here, unless the caller has them (`initial`, by id).
+        `lasted`: by (org, workflow), the seconds each of its runs in flight has lasted."""
         pair: dict[tuple[int, int], core_durations.DurationState] = {}
         by_org: dict[int, _Sums] = defaultdict(_Sums)
         by_workflow: dict[int, _Sums] = defaultdict(_Sums)
@@ -177,8 +180,14 @@ class Durations:
                 stated = stated.filter(pk__in=list(workflow_ids))
             initial = {pk: seconds for pk, seconds in stated.values_list("pk", "initial_duration") if seconds}
         initial_by_workflow = {pk: (float(seconds), default_spread) for pk, seconds in initial.items()}
+        lasted = lasted or {}
         return cls(
-            pair={key: _pair_estimate(state, default_spread) for key, state in pair.items()},
+            pair={
+                key: _pair_estimate(
+                    core_durations.duration_censored(state, lasted.get(key, ()), spread=default_spread), default_spread
+                )
+                for key, state in pair.items()
+            },
             by_org={key: sums.mean_sigma(default_spread) for key, sums in by_org.items()},
             by_workflow=initial_by_workflow
             | {key: sums.mean_sigma(default_spread) for key, sums in by_workflow.items()},
@@ -513,11 +522,11 @@ def load_snapshot(*, now: datetime | None = None) -> Snapshot:
     config = load_config()
     org_rows = load_orgs()
     costs = load_costs(now)
-    durations = Durations.load()
     charts = ActiveCharts.load()
+    in_flight = charts.where(charts.in_states(IN_FLIGHT_STATES))
+    durations = Durations.load(lasted=_lasted(in_flight, now))
     waiting = charts.where(charts.in_states(WAITING_STATES))
     waiting_columns = _waiting_columns(waiting, costs, durations)
-    in_flight = charts.where(charts.in_states(IN_FLIGHT_STATES))
     running, running_spread = _running(in_flight, now, costs, durations)
 
     # A spread only where one is known: with none, the plan's bands are its ETAs themselves.
@@ -732,6 +741,18 @@ def _waiting_columns(waiting: ActiveCharts, costs: Costs, durations: Durations) 
         due=waiting.due,
     )
     return _WaitingColumns(columns, pair_duration[pair_of, 1], available.provider_paused)
+
+
+def _lasted(in_flight: ActiveCharts, now: datetime) -> dict[tuple[int, int], list[float]]:
+    """By (org, workflow), the seconds each in-flight chart has run (from its start, else its claim)."""
+    lasted: dict[tuple[int, int], list[float]] = defaultdict(list)
+    instant = to_seconds(now)
+    for org_id, workflow_id, started in zip(
+        in_flight.org_id.tolist(), in_flight.workflow_id.tolist(), core.times_list(in_flight.started), strict=True
+    ):
+        if started is not None:
+            lasted[(org_id, workflow_id)].append(instant - started)
+    return dict(lasted)
 
 
 def _running(

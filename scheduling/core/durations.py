@@ -16,6 +16,11 @@ WARMUP_RUNS runs are known (before, against the workflow's runs over every org i
    learned within a few runs instead of a memory of clipped ones.
 4. Any other run is added with its weight.
 
+The runs still in flight are no part of the state, but they say something: while a pair is young, the
+runs finished first are its short ones (the long ones are still running), so its finished runs alone
+put its mean low and every chart planned behind its runs early. `duration_censored` counts them as
+runs known to last longer than they have so far, as the ETAs read the pair.
+
 Why a streak and not a wider clip: four runs in a row on one side beyond 1.5 spreads are rare for a
 steady pair (about 2e-5 for lognormal runs), while a lasting change of 2x or more lies beyond 1.5
 spreads of any pair whose spread is within SIGMA_FLOOR; a smaller drift is followed by the fading
@@ -26,7 +31,9 @@ which lowers its learned spread by about 1.5%. The figures are in bench/bench_du
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from statistics import NormalDist
 
 DURATION_MEMORY = 50
 WARMUP_RUNS = 5
@@ -35,6 +42,10 @@ CHANGE_SIGMAS = 1.5
 CHANGE_RUNS = 4
 SIGMA_FLOOR = 0.3
 MIN_SECONDS = 0.001
+# The censored mean's fixed point (`duration_censored`) is iterated at most this many times, and stops
+# once a step moves the log-mean less than CENSORED_TOLERANCE.
+CENSORED_STEPS = 200
+CENSORED_TOLERANCE = 1e-9
 # z of the normal's 90th percentile: a band's edges are p10 and p90 (as `forecast.Z90`).
 Z90 = 1.2815515655446004
 
@@ -130,3 +141,63 @@ def _band(state: DurationState, usual: tuple[float, float] | None) -> tuple[floa
     if usual is not None:
         return usual[0], max(usual[1], SIGMA_FLOOR)
     return None
+
+
+def duration_censored(state: DurationState, lasted: Sequence[float], *, spread: float) -> DurationState:
+    """The pair's state as the ETAs read it while runs of it are in flight: each of those that has
+    lasted e > 0 seconds is a run known to take longer than e (a censored run), counted beside the
+    `count` runs of the state; `spread` is the log-sigma taken while the state knows none (under two
+    runs). The same state without runs in flight, or before the first run finished.
+
+    1. The log-durations are normal of mean mu and spread sigma; the n finished runs give their
+       mean log m and variance v, the censored ones only that each log exceeds ln e.
+    2. (mu, sigma): the maximum likelihood of both, by expectation-maximisation from (m, sqrt v):
+       each censored log is replaced by its expectation given that it exceeds ln e, mu + sigma
+       lambda and, for the square, sigma^2 (1 + z lambda - lambda^2) + (mu + sigma lambda)^2, with
+       z = (ln e - mu) / sigma and lambda = phi(z) / Q(z); then mu and sigma^2 are the mean and
+       variance of the n + k logs. Under two runs sigma stays `spread` and only mu moves.
+    3. The mean seconds move by the factor the lognormal mean does, e^(mu - m + (sigma^2 - v) / 2);
+       the log-mean and its variance become mu and sigma^2.
+
+    The rule is exact for a pair whose runs in memory are all it ever ran (a young pair: the
+    finished and the in-flight runs are every run begun). Once the memory fades, the finished runs
+    are about the pair's runs as they come, and the one or two in flight move it by little.
+    """
+    logs = [math.log(e) for e in lasted if e > 0]
+    if not logs or state.count == 0:
+        return state
+    count, total = state.count, state.count + len(logs)
+    fixed = state.count < 2 or not state.var_log
+    mu = state.mean_log
+    sigma = max(spread, 0.0) if fixed else math.sqrt(state.var_log)
+    if sigma <= 0:
+        return state
+    known_square = count * (state.var_log + state.mean_log**2)
+    for _ in range(CENSORED_STEPS):
+        first = second = 0.0
+        for log in logs:
+            z = (log - mu) / sigma
+            ratio = _inverse_mills(z)
+            expected = mu + sigma * ratio
+            first += expected
+            second += sigma**2 * (1 + z * ratio - ratio**2) + expected**2
+        new_mu = (count * state.mean_log + first) / total
+        new_sigma = sigma if fixed else math.sqrt(max((known_square + second) / total - new_mu**2, 0.0))
+        moved = abs(new_mu - mu) + abs(new_sigma - sigma)
+        mu, sigma = new_mu, new_sigma
+        if moved < CENSORED_TOLERANCE or sigma <= 0:
+            break
+    var_log = state.var_log if fixed else sigma**2
+    factor = math.exp(mu - state.mean_log + (var_log - state.var_log) / 2)
+    return replace(state, mean_seconds=state.mean_seconds * factor, mean_log=mu, var_log=var_log)
+
+
+_STANDARD = NormalDist()
+
+
+def _inverse_mills(z: float) -> float:
+    """phi(z) / Q(z), Q the standard normal's upper tail: E[Z | Z > z]; about z far out."""
+    tail = math.erfc(z / math.sqrt(2)) / 2
+    if tail < 1e-300 or z > 30:
+        return z + 1 / z
+    return _STANDARD.pdf(z) / tail

@@ -17,7 +17,7 @@ from django.utils import timezone
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from charts.models import ACTIVE_STATES, WAITING_STATES, Chart, ChartState, is_retry
+from charts.models import ACTIVE_STATES, IN_FLIGHT_STATES, WAITING_STATES, Chart, ChartState, is_retry
 from orgs.models import ProviderPause, WorkflowCost
 from scheduling import core, packed_rows, snapshot
 from scheduling.reconcile import duration_record
@@ -233,8 +233,14 @@ def _read_row_by_row(
 ) -> tuple[dict[str, object], dict[str, core.RunningChart], dict[str, float], set[str]]:
     """The reference for `load_snapshot`: each active chart read as a model instance and mapped by the
     snapshot's own rules (`Costs`, `Durations`, `is_retry`): the waiting charts (with their workflow),
-    the running ones, every spread that is known, and the charts a provider pause holds."""
-    costs, durations = load_costs(now), Durations.load()
+    the running ones, every spread that is known, and the charts a provider pause holds; each pair's
+    runs in flight (from their start, else their claim) count in its durations."""
+    lasted: dict[tuple[int, int], list[float]] = {}
+    for chart in Chart.objects.filter(state__in=IN_FLIGHT_STATES):
+        started = chart.started_at or chart.claimed_at
+        if started is not None:
+            lasted.setdefault((chart.org_id, chart.workflow_id), []).append(to_seconds(now) - to_seconds(started))
+    costs, durations = load_costs(now), Durations.load(lasted=lasted)
     queued: dict[str, object] = {}
     running: dict[str, core.RunningChart] = {}
     spread: dict[str, float] = {}
@@ -481,3 +487,27 @@ def test_a_workflow_never_run_is_expected_to_take_its_stated_duration(tenants: T
     for seconds in (8, 8):
         duration_record(org_id=tenants.org_b.pk, workflow_id=stated.pk, seconds=seconds)
     assert Durations.load().of(tenants.org_a.pk, stated.pk)[0] == pytest.approx(8.0)
+
+
+def test_a_pair_s_runs_in_flight_count_as_runs_longer_than_they_have_lasted(tenants: Tenants) -> None:
+    """The snapshot's durations count each pair's runs in flight as runs known to last longer than
+    they have so far (`core.durations.duration_censored`): a pair whose three finished runs took 10 s
+    and whose fourth has run 100 s is expected to take longer than 10 s, for its queued charts and
+    its running one alike; a pair with nothing in flight keeps its finished runs' mean."""
+    workflow = tenants.workflow
+    for seconds in (9, 10, 11):
+        duration_record(org_id=tenants.org_a.pk, workflow_id=workflow.pk, seconds=seconds)
+        duration_record(org_id=tenants.org_b.pk, workflow_id=workflow.pk, seconds=seconds)
+    now = timezone.now()
+    ChartFactory(
+        org=tenants.org_a, workflow=workflow, state=ChartState.RUNNING, started_at=now - timedelta(seconds=100)
+    )
+    ChartFactory(org=tenants.org_a, workflow=workflow, state=ChartState.QUEUED)
+    ChartFactory(org=tenants.org_b, workflow=workflow, state=ChartState.QUEUED)
+
+    scenario = load_snapshot(now=now).scenario
+
+    queued = {org: avg for org, avg in zip(scenario.queued.org, list(scenario.queued.avg), strict=True)}
+    assert queued[org_key(tenants.org_b.pk)] == pytest.approx(10.0, rel=0.01)
+    assert queued[org_key(tenants.org_a.pk)] > 12.0
+    assert scenario.running[0].avg == pytest.approx(queued[org_key(tenants.org_a.pk)])

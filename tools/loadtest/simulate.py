@@ -63,7 +63,13 @@ from scheduling.core import (
     fair_order,
     plan,
 )
-from scheduling.core.durations import WARMUP_RUNS, DurationState, duration_learn, predictive_sigma
+from scheduling.core.durations import (
+    WARMUP_RUNS,
+    DurationState,
+    duration_censored,
+    duration_learn,
+    predictive_sigma,
+)
 from scheduling.core.forecast import median_last_finish
 from scheduling.core.model import Plan, Policy
 from scheduling.core.service import OrgService, fair_service, start_service
@@ -464,13 +470,16 @@ class Learned:
     1. `learn`: each (org, kind) pair's state by the core's `duration_learn`, fed each run as it
        finishes; while the pair has fewer than WARMUP_RUNS runs, with its workflow's usual
        log-duration over every org (once that has WARMUP_RUNS), as `reconcile.duration_record`.
-    2. `of`: the snapshot's fallbacks (`snapshot.Durations.of`): the pair's estimate, else its org's
+    2. `in_flight`: the runs going at the moment, as the snapshot reads them: a pair's estimate
+       counts its runs in flight as runs longer than they have lasted (`duration_censored`).
+    3. `of`: the snapshot's fallbacks (`snapshot.Durations.of`): the pair's estimate, else its org's
        runs pooled, else its workflow's, else DEFAULT_DURATION; a spread unknown (under two runs)
        is the one pooled over every pair, else DEFAULT_SPREAD.
     """
 
     pairs: dict[tuple[str, str], DurationState] = field(default_factory=dict)
     _known: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
+    _lasted: dict[tuple[str, str], list[float]] = field(default_factory=dict)
 
     def learn(self, chart: SimChart, seconds: float) -> None:
         key = (chart.org, chart.kind.name)
@@ -482,6 +491,15 @@ class Learned:
                 usual = (workflow.sum_log / workflow.count, workflow.spread() or 0.0)
         self.pairs[key] = duration_learn(state, seconds, usual=usual)
         self._known.clear()
+
+    def in_flight(self, running: Sequence[tuple[SimChart, float]], *, now: float) -> None:
+        """The runs going at `now` (chart, start), for the estimates from then on."""
+        lasted: dict[tuple[str, str], list[float]] = defaultdict(list)
+        for chart, started in running:
+            lasted[(chart.org, chart.kind.name)].append(now - started)
+        if lasted != self._lasted:
+            self._lasted = dict(lasted)
+            self._known.clear()
 
     def of(self, chart: SimChart) -> tuple[float, float]:
         """(mean, log-sigma) that the live snapshot would give the chart now."""
@@ -496,6 +514,7 @@ class Learned:
         unknown_spread = DEFAULT_SPREAD if unknown is None else unknown
         state = self.pairs.get(key)
         if state is not None and state.count:
+            state = duration_censored(state, self._lasted.get(key, []), spread=unknown_spread)
             sigma = predictive_sigma(state)
             return state.mean_seconds, unknown_spread if sigma is None else sigma
         for level in (self._pooled(lambda pair: pair[0] == key[0]), self._pooled(lambda pair: pair[1] == key[1])):
@@ -859,6 +878,7 @@ def score(
         for chart in by_finish[learnt:finished]:
             learned.learn(chart, chart.duration)
         learnt = finished
+        learned.in_flight(moment.running, now=at)
         context = Context(
             schedule, moment, charts[:arrived], ends[:finished], charts[arrived:], arrival_times[:arrived], known
         )

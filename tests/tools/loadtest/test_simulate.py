@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from scheduling.core.durations import DurationState, duration_estimate, duration_learn
+from scheduling.core.durations import DurationState, duration_censored, duration_estimate, duration_learn
 from tools.loadtest import simulate
 from tools.loadtest.simulate import (
     KINDS,
@@ -175,6 +175,23 @@ def test_learned_durations_follow_the_cores_rule_with_the_snapshots_fallbacks() 
     unseen_mean, unseen_spread = learned.of(_chart("c", 2, 1.0))
     assert unseen_mean == simulate.DEFAULT_DURATION
     assert unseen_spread == pytest.approx(state.log_sigma)
+
+
+def test_learned_durations_count_the_runs_in_flight_as_the_snapshot_does() -> None:
+    """A pair's runs in flight count as runs longer than they have lasted (`duration_censored`, as
+    `snapshot.Durations.load(lasted=...)`): three finished runs of about 40 s and one that has run
+    200 s make the pair's mean longer; once nothing is in flight it is the finished runs' again."""
+    learned = Learned()
+    for index, seconds in enumerate([40.0, 44.0, 38.0]):
+        learned.learn(_chart("a", 0, seconds, index), seconds)
+    alone = learned.of(_chart("a", 0, 1.0))
+    learned.in_flight([(_chart("a", 0, 1.0, 9), 0.0)], now=200.0)
+    state = learned.pairs[("a", "short")]
+    counted = duration_censored(state, [200.0], spread=simulate.DEFAULT_SPREAD)
+    assert learned.of(_chart("a", 0, 1.0))[0] == pytest.approx(counted.mean_seconds)
+    assert counted.mean_seconds > 1.2 * alone[0]
+    learned.in_flight([], now=300.0)
+    assert learned.of(_chart("a", 0, 1.0)) == alone
 
 
 def _slow_pair() -> Workload:
