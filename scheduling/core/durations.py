@@ -16,11 +16,6 @@ WARMUP_RUNS runs are known (before, against the workflow's runs over every org i
    learned within a few runs instead of a memory of clipped ones.
 4. Any other run is added with its weight.
 
-The runs still in flight are no part of the state, but they say something: while a pair is young, the
-runs finished first are its short ones (the long ones are still running), so its finished runs alone
-put its mean low and every chart planned behind its runs early. `duration_censored` counts them as
-runs known to last longer than they have so far, as the ETAs read the pair.
-
 Why a streak and not a wider clip: four runs in a row on one side beyond 1.5 spreads are rare for a
 steady pair (about 2e-5 for lognormal runs), while a lasting change of 2x or more lies beyond 1.5
 spreads of any pair whose spread is within SIGMA_FLOOR; a smaller drift is followed by the fading
@@ -42,8 +37,7 @@ CHANGE_SIGMAS = 1.5
 CHANGE_RUNS = 4
 SIGMA_FLOOR = 0.3
 MIN_SECONDS = 0.001
-# The censored mean's fixed point (`duration_censored`) is iterated at most this many times, and stops
-# once a step moves the log-mean less than CENSORED_TOLERANCE.
+# `duration_censored` iterates at most CENSORED_STEPS times, until a step moves less than the tolerance.
 CENSORED_STEPS = 200
 CENSORED_TOLERANCE = 1e-9
 # z of the normal's 90th percentile: a band's edges are p10 and p90 (as `forecast.Z90`).
@@ -144,24 +138,15 @@ def _band(state: DurationState, usual: tuple[float, float] | None) -> tuple[floa
 
 
 def duration_censored(state: DurationState, lasted: Sequence[float], *, spread: float) -> DurationState:
-    """The pair's state as the ETAs read it while runs of it are in flight: each of those that has
-    lasted e > 0 seconds is a run known to take longer than e (a censored run), counted beside the
-    `count` runs of the state; `spread` is the log-sigma taken while the state knows none (under two
-    runs). The same state without runs in flight, or before the first run finished.
-
-    1. The log-durations are normal of mean mu and spread sigma; the n finished runs give their
-       mean log m and variance v, the censored ones only that each log exceeds ln e.
-    2. (mu, sigma): the maximum likelihood of both, by expectation-maximisation from (m, sqrt v):
-       each censored log is replaced by its expectation given that it exceeds ln e, mu + sigma
-       lambda and, for the square, sigma^2 (1 + z lambda - lambda^2) + (mu + sigma lambda)^2, with
-       z = (ln e - mu) / sigma and lambda = phi(z) / Q(z); then mu and sigma^2 are the mean and
-       variance of the n + k logs. Under two runs sigma stays `spread` and only mu moves.
-    3. The mean seconds move by the factor the lognormal mean does, e^(mu - m + (sigma^2 - v) / 2);
-       the log-mean and its variance become mu and sigma^2.
-
-    The rule is exact for a pair whose runs in memory are all it ever ran (a young pair: the
-    finished and the in-flight runs are every run begun). Once the memory fades, the finished runs
-    are about the pair's runs as they come, and the one or two in flight move it by little.
+    """The pair's state as the ETAs read it while runs of it are in flight. A young pair's short runs
+    finish first, so its finished runs alone put its mean low and every chart behind its runs early:
+    each run in flight that has lasted e > 0 seconds counts as one known to take longer than e
+    (censored), beside the state's `count` finished runs; `spread` is the log-sigma taken while the
+    state knows none (under two runs). The log-mean and spread are the maximum likelihood of both, by
+    expectation-maximisation (each censored log replaced by its expectation above ln e, through the
+    inverse Mills ratio), and the mean seconds move by the lognormal mean's factor: the steps and the
+    evidence are in docs/eta-survivorship.md. Exact for a young pair (its finished and in-flight runs
+    are every run it began); for a full memory the one or two runs in flight move it little.
     """
     logs = [math.log(e) for e in lasted if e > 0]
     if not logs or state.count == 0:

@@ -9,24 +9,18 @@ as the contract says):
   history measured from when it began), bulk uploads set apart as bursts (a risk, not a rate), a
   share of the budget expected of orgs not seen yet while history is thin (coming in over time,
   as they must first arrive), all carried out to the horizon of the backlog they delay.
-- **Expected arrivals** (`Scenario.arrivals`), stated directly or derived from history. An org
-  that keeps submitting will take its turns in the rounds ahead, and a chart planned without them is
-  promised too early. Each `Arrival` says an
-  org is expected to submit one chart of a kind every 1/rate seconds until `until`. `expected_charts`
-  turns them into queued charts that become available when they arrive (`available_at`), so the
-  ordinary fair order and replay place them: behind the org's own backlog, or, for an idle org, in
-  the round under way when they arrive, as the live loop would. They shape the ETAs of the real
-  charts and are left out of the plan.
-- **Medians** (`running_finish`, `median_durations`). Where a chart's spread is known, its ETA is
-  the median of its finish, where half of its runs are over, the middle of its band and of its
-  late-chance law: a running chart's is now plus its median time left given how long it has run,
-  and the replay frees its lanes then; a queued chart's is its start plus its median duration.
-  Durations are skewed right, and the next lane to free is the earliest of several random
-  finishes, earlier than the earliest of their means: a replay of the running charts at their
-  means promises the next starts late. The queued charts still free their lanes at start + mean
-  in the replay: a later start is a sum of many durations, whose median is near the sum of their
-  means, and a sum of medians would promise deep charts early. With no spread the plan is the
-  contract's.
+- **Expected arrivals** (`Scenario.arrivals`), stated directly or derived from history. An org that
+  keeps submitting will take its turns in the rounds ahead, and a chart planned without them is
+  promised too early. Each `Arrival` says an org is expected to submit one chart of a kind every
+  1/rate seconds until `until`. `expected_charts` turns them into queued charts that become available
+  when they arrive (`available_at`), so the ordinary fair order and replay place them: behind the
+  org's own backlog, or, for an idle org, in the round under way when they arrive, as the live loop
+  would. They shape the ETAs of the real charts and are left out of the plan.
+- **Medians** (`running_finish`, `median_durations`; the reasons in docs/eta-medians.md). Where a
+  chart's spread is known its ETA is the median of its finish: a running chart's is now plus its
+  median time left given how long it has run, and the replay frees its lanes then; a queued chart's
+  is its start plus its median duration, while it frees its lanes at start + mean (a later start is
+  a sum of durations, near the sum of their means). With no spread the plan is the contract's.
 - **ETA bands** (`eta_bands`). Each chart's p10-p90 finish from the spread of durations (`spread`:
   the standard deviation of log(duration), lognormal) and of arrivals:
   1. Its start is the sum of the work started before it spread over the budget's lanes, so its
