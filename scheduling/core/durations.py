@@ -147,7 +147,9 @@ def duration_censored(state: DurationState, lasted: Sequence[float], *, spread: 
     """The pair's state as the ETAs read it while runs of it are in flight: each of those that has
     lasted e > 0 seconds is a run known to take longer than e (a censored run), counted beside the
     `count` runs of the state; `spread` is the log-sigma taken while the state knows none (under two
-    runs). The same state without runs in flight, or before the first run finished.
+    runs). The same state without runs in flight, or before the first run finished. A run in flight
+    that has lasted more than HOLD_SIGMAS spreads (never under SIGMA_FLOOR) past the mean log is
+    held out, as a finished one that long would be (`duration_learn`, step 2).
 
     1. The log-durations are normal of mean mu and spread sigma; the n finished runs give their
        mean log m and variance v, the censored ones only that each log exceeds ln e.
@@ -163,15 +165,16 @@ def duration_censored(state: DurationState, lasted: Sequence[float], *, spread: 
     finished and the in-flight runs are every run begun). Once the memory fades, the finished runs
     are about the pair's runs as they come, and the one or two in flight move it by little.
     """
-    logs = [math.log(e) for e in lasted if e > 0]
-    if not logs or state.count == 0:
+    if state.count == 0:
         return state
-    count, total = state.count, state.count + len(logs)
     fixed = state.count < 2 or not state.var_log
     mu = state.mean_log
     sigma = max(spread, 0.0) if fixed else math.sqrt(state.var_log)
-    if sigma <= 0:
+    held = HOLD_SIGMAS * max(sigma, SIGMA_FLOOR)
+    logs = [math.log(e) for e in lasted if e > 0 and math.log(e) - mu <= held]
+    if not logs or sigma <= 0:
         return state
+    count, total = state.count, state.count + len(logs)
     known_square = count * (state.var_log + state.mean_log**2)
     for _ in range(CENSORED_STEPS):
         first = second = 0.0
