@@ -138,25 +138,24 @@ def _band(state: DurationState, usual: tuple[float, float] | None) -> tuple[floa
 
 
 def duration_censored(state: DurationState, lasted: Sequence[float], *, spread: float) -> DurationState:
-    """The pair's state as the ETAs read it while runs of it are in flight. A young pair's short runs
-    finish first, so its finished runs alone put its mean low and every chart behind its runs early:
-    each run in flight that has lasted e > 0 seconds counts as one known to take longer than e
-    (censored), beside the state's `count` finished runs; `spread` is the log-sigma taken while the
-    state knows none (under two runs). The log-mean and spread are the maximum likelihood of both, by
-    expectation-maximisation (each censored log replaced by its expectation above ln e, through the
-    inverse Mills ratio), and the mean seconds move by the lognormal mean's factor: the steps and the
-    evidence are in docs/eta-survivorship.md. Exact for a young pair (its finished and in-flight runs
-    are every run it began); for a full memory the one or two runs in flight move it little.
-    """
-    logs = [math.log(e) for e in lasted if e > 0]
-    if not logs or state.count == 0:
+    """The pair's state as the ETAs read it while runs of it are in flight (a young pair's short runs
+    finish first: its finished runs alone put its mean low). Each run in flight that has lasted e > 0
+    seconds counts as one known to take longer than e (censored), beside the `count` finished runs,
+    unless it is past HOLD_SIGMAS spreads (at least SIGMA_FLOOR) of the mean log, held out as a finished
+    one would be; `spread` is the log-sigma while the state knows none (under two runs). The log-mean
+    and spread are the maximum likelihood of both, by expectation-maximisation, and the mean seconds
+    move by the lognormal mean's factor: the steps and the evidence are in docs/eta-survivorship.md.
+    Exact for a young pair (its finished and in-flight runs are every run it began)."""
+    if state.count == 0:
         return state
-    count, total = state.count, state.count + len(logs)
     fixed = state.count < 2 or not state.var_log
     mu = state.mean_log
     sigma = max(spread, 0.0) if fixed else math.sqrt(state.var_log)
-    if sigma <= 0:
+    held = HOLD_SIGMAS * max(sigma, SIGMA_FLOOR)
+    logs = [math.log(e) for e in lasted if e > 0 and math.log(e) - mu <= held]
+    if not logs or sigma <= 0:
         return state
+    count, total = state.count, state.count + len(logs)
     known_square = count * (state.var_log + state.mean_log**2)
     for _ in range(CENSORED_STEPS):
         first = second = 0.0

@@ -189,3 +189,12 @@ def test_a_steady_pair_s_runs_in_flight_move_its_mean_little(seed: int) -> None:
     lasted = [rng.uniform(0.0, MEDIAN) for _ in range(rng.randint(1, 2))]
     assert abs(duration_censored(state, lasted, spread=0.5).mean_seconds / state.mean_seconds - 1) < 0.03
     assert duration_censored(state, [], spread=0.5) == state
+
+
+def test_a_run_in_flight_far_past_the_usual_is_held_out_as_a_finished_one_would_be() -> None:
+    """A run beyond HOLD_SIGMAS spreads of the pair's usual (stuck, or across an outage) says nothing
+    of the next runs: in flight it moves the mean no more than it would once finished (so it stays
+    "running longer than usual"); a run in flight within them still counts."""
+    state = learn([40.0, 60.0, 90.0])
+    assert duration_censored(state, [600.0], spread=0.5) == state
+    assert duration_censored(state, [100.0], spread=0.5).mean_seconds > state.mean_seconds
