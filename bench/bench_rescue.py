@@ -60,6 +60,9 @@ def measure(size: int) -> None:
     SchedulerConfig.objects.filter(id=1).update(rescue_max_budget=400, rescue_max_weight=10)
     plan_refresh()
     promise_dues()
+    # A due time set asks for a replan (as a submission's does): the what-if's base is the plan version
+    # a replan makes, so without it the rescue would see the charts as they were before their dues.
+    plan_refresh()
     rescue_find(org=DUE_ORGS[0])  # loads the compiled replay, as a web process's first large what-if does
     for org in (*DUE_ORGS, None):
         walls, cpus = [], []
