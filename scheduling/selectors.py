@@ -6,6 +6,7 @@ planner's own rule), never one query per row.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -238,10 +239,11 @@ def in_flight(*, now: datetime | None = None) -> dict[str, Any]:
     Expected is the duration the plan expects of the run (`ChartPlan.expected_duration`); for a chart
     no plan has seen in flight yet, the planner's rule (`snapshot.Durations`: the mean run of the
     chart's (org, workflow), else of its org, else of its workflow, else the default duration).
-    `overdue`: it has run longer than that. Three queries.
+    `overdue`: it has run longer than that. Two queries, and a third for the planner's rule only when
+    a chart is not in a plan yet.
     """
     now = now or timezone.now()
-    durations = Durations.load()
+    durations: Durations | None = None
     charts = Chart.objects.filter(state__in=IN_FLIGHT_STATES)
     values = (
         charts.order_by(F("started_at").asc(nulls_last=True), "id")[:IN_FLIGHT_MAX]
@@ -273,6 +275,13 @@ def in_flight(*, now: datetime | None = None) -> dict[str, Any]:
         began = row["started_at"] or row["claimed_at"]
         expected = row["expected_duration"]
         if expected is None:  # not in a plan yet: the planner's rule now
+            if durations is None:  # with the runs in flight, as the planner reads them (`load_snapshot`)
+                lasted: dict[tuple[int, int], list[float]] = defaultdict(list)
+                for other in values:
+                    if (other["started_at"] or other["claimed_at"]) is not None:
+                        seconds = (now - (other["started_at"] or other["claimed_at"])).total_seconds()
+                        lasted[(other["org_id"], other["workflow_id"])].append(seconds)
+                durations = Durations.load(lasted=lasted)
             expected = durations.of(row["org_id"], row["workflow_id"])[0]
         rows.append(
             {

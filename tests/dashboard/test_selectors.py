@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import timedelta
 from typing import Any
 
@@ -204,3 +205,30 @@ def test_a_deep_queue_page_is_an_index_range_scan(tenants: Tenants) -> None:
     assert "Sort" not in plan.split("->")[0]
     assert [row["position"] for row in selectors.queue_page(start=15_000, limit=3)["rows"]] == [15_000, 15_001, 15_002]
     assert selectors.queue_page(start=0, limit=1)["total"] == 20_000
+
+
+def test_in_flight_expects_what_the_planner_expects_of_a_run_that_has_lasted(tenants: Tenants) -> None:
+    """The planner counts a pair's runs in flight as runs longer than they have lasted (#25's
+    survivorship rule): the dashboard's expected duration of a chart no plan has seen yet follows it."""
+    chart = ChartFactory(
+        org=tenants.org_a,
+        workflow=tenants.workflow,
+        state=ChartState.RUNNING,
+        started_at=timezone.now() - timedelta(seconds=40),
+        cost=1,
+    )
+    runs = [20.0, 22.0, 28.0, 30.0]
+    DurationStat.objects.create(
+        org=tenants.org_a,
+        workflow=tenants.workflow,
+        count=len(runs),
+        total_seconds=sum(runs),
+        sum_log=sum(math.log(run) for run in runs),
+        sum_log_sq=sum(math.log(run) ** 2 for run in runs),
+    )
+
+    (row,) = selectors.in_flight()["rows"]
+    (running,) = load_snapshot().scenario.running
+    assert running.id == chart.pk
+    assert running.avg > 25.0  # the run that has lasted 40 s moved the pair's mean
+    assert row["expected"] == pytest.approx(running.avg, rel=1e-3)
