@@ -235,8 +235,9 @@ def _succeed(chart: Chart, outcome: WorkflowOutcome) -> Outcome | None:
         ):  # fmt: skip
             return None
         duration_record(
-            org_id=chart.org_id, workflow_id=chart.workflow_id, seconds=(finished - outcome.start_time).total_seconds()
-        )
+            org_id=chart.org_id, workflow_id=chart.workflow_id, seconds=(finished - outcome.start_time).total_seconds(),
+            started=outcome.start_time,
+        )  # fmt: skip
     metrics.observe_finish(
         org=chart.org.slug,
         cost=chart.cost or 1,
@@ -283,20 +284,22 @@ def retry_delay(*, attempt: int, base: float, ceiling: float, rng: random.Random
     return timedelta(seconds=raw * (0.5 + 0.5 * (rng or random).random()))
 
 
-def duration_record(*, org_id: int, workflow_id: int, seconds: float) -> None:
-    """Add one finished run to the (org, workflow) statistics the ETAs learn from.
+def duration_record(*, org_id: int, workflow_id: int, seconds: float, started: datetime | None = None) -> None:
+    """Add one finished run (begun at `started`) to the (org, workflow) statistics the ETAs learn from.
 
     1. Lock the pair's row (made at its first run), so that two passes never add over each other.
     2. While the pair has few runs, read its workflow's over every org: what it usually takes, to tell
        an outlier by (a run across an outage of the workers made the mean of a dozen 8 s runs 54 s).
     3. Apply the pure rule (`core.durations.duration_learn`: outliers clipped, a lasting change
-       followed within a few runs, older runs fading) to the row's state and write it back.
+       followed within a few runs and told from the order of finishes by the run's start, older runs
+       fading) to the row's state and write it back.
     """
     with transaction.atomic():
         stat, _ = DurationStat.objects.select_for_update().get_or_create(org_id=org_id, workflow_id=workflow_id)
         state = duration_state(stat)
         usual = _workflow_log_duration(workflow_id) if state.count < WARMUP_RUNS else None
-        duration_state_write(stat, duration_learn(state, seconds, usual=usual))
+        begun = None if started is None else started.timestamp()
+        duration_state_write(stat, duration_learn(state, seconds, usual=usual, started=begun))
         stat.save(update_fields=[*DURATION_STATE_FIELDS, "updated_at"])
 
 

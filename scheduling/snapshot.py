@@ -88,6 +88,8 @@ DURATION_STATE_FIELDS = (
     "streak",
     "streak_seconds",
     "streak_sum_log",
+    "settled_started_at",
+    "streak_started_at",
 )
 
 
@@ -104,6 +106,8 @@ def duration_state(stat: DurationStat) -> core_durations.DurationState:
         streak=stat.streak,
         streak_seconds=stat.streak_seconds,
         streak_log=stat.streak_sum_log,
+        settled_started=_timestamp(stat.settled_started_at),
+        streak_started=_timestamp(stat.streak_started_at),
     )
 
 
@@ -116,6 +120,12 @@ def duration_state_write(stat: DurationStat, state: core_durations.DurationState
     stat.streak = state.streak
     stat.streak_seconds = state.streak_seconds
     stat.streak_sum_log = state.streak_log
+    stat.settled_started_at = to_datetime(state.settled_started)
+    stat.streak_started_at = to_datetime(state.streak_started)
+
+
+def _timestamp(at: datetime | None) -> float | None:
+    return None if at is None else at.timestamp()
 
 
 @dataclass(frozen=True)

@@ -7,20 +7,15 @@ WARMUP_RUNS runs are known (before, against the workflow's runs over every org i
 
 1. A run more than CHANGE_SIGMAS spreads of log-duration from the mean (never under SIGMA_FLOOR)
    joins the streak of its side (above or below); a run inside the band, or on the other side, ends
-   the streak.
-2. A run more than HOLD_SIGMAS spreads away is held out of the means: it only counts in the streak.
-   One that ran across an outage of the workers says nothing of the next runs, and once the streak
-   ends it is forgotten (added, even clipped, it moved the mean of a young pair by a tenth).
-3. CHANGE_RUNS runs in a row on one side are a lasting change, not outliers: the mean jumps to those
-   runs (the state restarts from them, keeping its spread), so a workflow that became 4x slower is
-   learned within a few runs instead of a memory of clipped ones.
+   the streak. A run that started no later than a run learned inside the band, or with the streak's
+   latest (within SAME_START_SECONDS), neither joins nor ends it: that is the order of finishes.
+2. A run more than HOLD_SIGMAS spreads away is held out of the means: it only counts in the streak
+   (one that ran across an outage of the workers says nothing of the next runs).
+3. CHANGE_RUNS runs in a row on one side are a lasting change, not outliers: the state restarts
+   from those runs, keeping its spread.
 4. Any other run is added with its weight.
 
-Why a streak and not a wider clip: four runs in a row on one side beyond 1.5 spreads are rare for a
-steady pair (about 2e-5 for lognormal runs), while a lasting change of 2x or more lies beyond 1.5
-spreads of any pair whose spread is within SIGMA_FLOOR; a smaller drift is followed by the fading
-memory. Holding out runs beyond three spreads cuts 0.3% of a lognormal pair's runs from its tail,
-which lowers its learned spread by about 1.5%. The figures are in bench/bench_durations.py.
+Why these steps, with their evidence: docs/eta-durations.md.
 """
 
 from __future__ import annotations
@@ -29,6 +24,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from statistics import NormalDist
+from typing import Any
 
 DURATION_MEMORY = 50
 WARMUP_RUNS = 5
@@ -36,11 +32,12 @@ HOLD_SIGMAS = 3.0
 CHANGE_SIGMAS = 1.5
 CHANGE_RUNS = 4
 SIGMA_FLOOR = 0.3
+SAME_START_SECONDS = 1.0
 MIN_SECONDS = 0.001
 # `duration_censored` iterates at most CENSORED_STEPS times, until a step moves less than the tolerance.
 CENSORED_STEPS = 200
 CENSORED_TOLERANCE = 1e-9
-# z of the normal's 90th percentile: a band's edges are p10 and p90 (as `forecast.Z90`).
+# z-score of the 90th percentile of a normal distribution: the band's edges are p10 and p90.
 Z90 = 1.2815515655446004
 
 
@@ -56,6 +53,8 @@ class DurationState:
     streak: int = 0
     streak_seconds: float = 0.0
     streak_log: float = 0.0
+    settled_started: float | None = None  # the latest start of a run learned inside the band
+    streak_started: float | None = None  # the latest start of the streak's runs
 
     @property
     def log_sigma(self) -> float | None:
@@ -64,17 +63,12 @@ class DurationState:
 
 
 def predictive_sigma(state: DurationState) -> float | None:
-    """The spread of the pair's next run's log-duration: the learned spread widened by what the
-    runs known cannot say, sigma^2 (n + 1) / (n - 1) for n runs (the n runs' variance is short by
-    (n - 1) / n, and the learned mean is itself off by sigma / sqrt(n)), and by the Student t's
-    tails at p10 and p90 for n - 1 degrees of freedom; None under two runs. See
-    tests/scheduling/core/test_durations.py for the coverage of a young pair's band with and
-    without; at DURATION_MEMORY runs the spread is about 4% wider."""
+    """The spread of the pair's next run's log-duration: the learned spread widened by the doubt of
+    n runs, sigma^2 (n + 1) / (n - 1), and by a Student t's tails at p10 and p90 (n - 1 degrees, by
+    Cornish-Fisher); None under two runs. The reasons: docs/eta-durations.md."""
     if state.count < 2:
         return None
     freedom = state.count - 1
-    # The next run's log lies on a Student t of n - 1 degrees of freedom: its p90 over the normal's
-    # (Cornish-Fisher, within 2% from 2 degrees on), so the band's p10-p90 hold what they say.
     tails = 1.0 + (Z90**2 + 1.0) / (4.0 * freedom) + (5.0 * Z90**4 + 16.0 * Z90**2 + 3.0) / (96.0 * freedom**2)
     return tails * math.sqrt(max(0.0, state.var_log) * (state.count + 1) / freedom)
 
@@ -87,33 +81,34 @@ def duration_estimate(state: DurationState) -> tuple[float, float] | None:
     return state.mean_seconds, predictive_sigma(state) or 0.0
 
 
-def duration_learn(state: DurationState, seconds: float, *, usual: tuple[float, float] | None = None) -> DurationState:
-    """The state after one more finished run of `seconds` (steps 1 to 4 in the module's docstring).
-
-    `usual` is the (mean, sigma) of log-duration to tell outliers by while the pair has fewer than
-    WARMUP_RUNS runs (its workflow's over every org); without it a young pair takes runs as they are.
-    """
+def duration_learn(
+    state: DurationState, seconds: float, *, usual: tuple[float, float] | None = None, started: float | None = None
+) -> DurationState:
+    """The state after one more finished run of `seconds`, begun at `started` (any clock; None: not
+    known), by steps 1 to 4 of the module's docstring. `usual` is the (mean, sigma) of log-duration to
+    tell outliers by under WARMUP_RUNS runs (its workflow's); without it a young pair takes runs as they are."""
     seconds = max(seconds, MIN_SECONDS)
     log = math.log(seconds)
     band = _band(state, usual)
-    streak, streak_seconds, streak_log = 0, 0.0, 0.0
+    kept: dict[str, Any] = {"streak": 0, "streak_seconds": 0.0, "streak_log": 0.0, "streak_started": None}
     if band is not None:
         mean_log, sigma = band
         distance = log - mean_log
-        if abs(distance) > CHANGE_SIGMAS * sigma:
-            side = 1 if distance > 0 else -1
+        side = 1 if distance > 0 else -1
+        if abs(distance) <= CHANGE_SIGMAS * sigma:
+            kept["settled_started"] = _latest(state.settled_started, started)
+        elif _overtaken(state, started, side):
+            kept = {}
+        else:
+            runs, total, logs = 1, seconds, log
             if state.streak * side > 0:
-                streak, streak_seconds, streak_log = state.streak + side, state.streak_seconds, state.streak_log
-            else:
-                streak = side
-            streak_seconds, streak_log = streak_seconds + seconds, streak_log + log
-            if abs(streak) >= CHANGE_RUNS:
-                runs = abs(streak)
-                return DurationState(
-                    count=runs, mean_seconds=streak_seconds / runs, mean_log=streak_log / runs, var_log=state.var_log
-                )
+                runs, total, logs = abs(state.streak) + 1, state.streak_seconds + seconds, state.streak_log + log
+            latest = _latest(state.streak_started, started)
+            if runs >= CHANGE_RUNS:
+                return DurationState(runs, total / runs, logs / runs, state.var_log, settled_started=latest)
+            kept = {"streak": side * runs, "streak_seconds": total, "streak_log": logs, "streak_started": latest}
         if abs(distance) > HOLD_SIGMAS * sigma:
-            return replace(state, streak=streak, streak_seconds=streak_seconds, streak_log=streak_log)
+            return replace(state, **kept)
     weight = 1.0 / min(state.count + 1, DURATION_MEMORY)
     delta = log - state.mean_log
     return replace(
@@ -122,10 +117,21 @@ def duration_learn(state: DurationState, seconds: float, *, usual: tuple[float, 
         mean_seconds=state.mean_seconds + weight * (seconds - state.mean_seconds),
         mean_log=state.mean_log + weight * delta,
         var_log=(1.0 - weight) * (state.var_log + weight * delta * delta),
-        streak=streak,
-        streak_seconds=streak_seconds,
-        streak_log=streak_log,
+        **kept,
     )
+
+
+def _overtaken(state: DurationState, started: float | None, side: int) -> bool:
+    """Step 1's exception: the run started no later than a usual run learned, or with the streak's latest."""
+    settled, streak = state.settled_started, state.streak_started if state.streak * side > 0 else None
+    return started is not None and (
+        (settled is not None and started <= settled + SAME_START_SECONDS)
+        or (streak is not None and abs(started - streak) <= SAME_START_SECONDS)
+    )
+
+
+def _latest(known: float | None, started: float | None) -> float | None:
+    return known if started is None else started if known is None else max(known, started)
 
 
 def _band(state: DurationState, usual: tuple[float, float] | None) -> tuple[float, float] | None:
@@ -138,14 +144,10 @@ def _band(state: DurationState, usual: tuple[float, float] | None) -> tuple[floa
 
 
 def duration_censored(state: DurationState, lasted: Sequence[float], *, spread: float) -> DurationState:
-    """The pair's state as the ETAs read it while runs of it are in flight (a young pair's short runs
-    finish first: its finished runs alone put its mean low). Each run in flight that has lasted e > 0
-    seconds counts as one known to take longer than e (censored), beside the `count` finished runs,
-    unless it is past HOLD_SIGMAS spreads (at least SIGMA_FLOOR) of the mean log, held out as a finished
-    one would be; `spread` is the log-sigma while the state knows none (under two runs). The log-mean
-    and spread are the maximum likelihood of both, by expectation-maximisation, and the mean seconds
-    move by the lognormal mean's factor: the steps and the evidence are in docs/eta-survivorship.md.
-    Exact for a young pair (its finished and in-flight runs are every run it began)."""
+    """The pair's state as the ETAs read it while runs of it are in flight: each that has lasted e > 0
+    counts as a run longer than e (censored) unless past HOLD_SIGMAS spreads (held out, as a finished
+    one would be); the log-mean and spread are the maximum likelihood of both (EM), `spread` standing
+    in while the state knows none. Why and how: docs/eta-survivorship.md."""
     if state.count == 0:
         return state
     fixed = state.count < 2 or not state.var_log

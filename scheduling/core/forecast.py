@@ -58,10 +58,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from .durations import Z90
 from .model import Arrival, History, QueueColumns
 
-# z-score of the 90th percentile of a normal distribution: the band's edges are p10 and p90.
-Z90 = 1.2815515655446004
 # At most this many expected charts (or a quarter of the queue, if more); past it every org's
 # forecast horizon is shortened alike, so a plan's cost stays bounded by its queue.
 MAX_EXPECTED = 5_000

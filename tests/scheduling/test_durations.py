@@ -7,12 +7,17 @@ from __future__ import annotations
 
 import math
 import random
+from datetime import timedelta
+from typing import Any
 
 import pytest
+from django.utils import timezone
 
 from charts.models import DurationStat
+from scheduling import dispatch as dispatch_module
+from scheduling import reconcile as reconcile_module
 from scheduling.core.durations import DURATION_MEMORY, DurationState, duration_learn
-from scheduling.reconcile import duration_record
+from scheduling.reconcile import duration_record, reconcile_run
 from scheduling.snapshot import duration_state
 from tests.conftest import Tenants
 
@@ -95,3 +100,40 @@ def test_the_row_holds_what_the_pure_rule_computes(tenants: Tenants) -> None:
     assert stored.streak == state.streak
     for name in ("mean_seconds", "mean_log", "var_log", "streak_seconds", "streak_log"):
         assert getattr(stored, name) == pytest.approx(getattr(state, name), rel=1e-9, abs=1e-9), name
+
+
+def test_a_bulk_upload_s_finish_order_is_no_lasting_change(tenants: Tenants) -> None:
+    """Runs started together finish shortest first; their starts, kept on the row, tell that order
+    from a change (the rule: tests/scheduling/core/test_durations.py), so a bulk's long tail in a row
+    leaves the pair's memory as it was."""
+    rng, began = random.Random(3), timezone.now() - timedelta(hours=2)
+    at = began
+    for _ in range(60):
+        seconds = 8.0 * math.exp(rng.gauss(0.0, 0.25))
+        duration_record(org_id=tenants.org_a.pk, workflow_id=tenants.workflow.pk, seconds=seconds, started=at)
+        at += timedelta(seconds=seconds)
+    bulk = sorted(8.0 * math.exp(rng.gauss(0.0, 0.25)) for _ in range(120))
+    for seconds in bulk:
+        duration_record(org_id=tenants.org_a.pk, workflow_id=tenants.workflow.pk, seconds=seconds, started=at)
+    stat = learned(tenants)
+    assert stat.count == DURATION_MEMORY
+    assert stat.settled_started_at == at
+    assert stat.mean == pytest.approx(8.0 * math.exp(0.25**2 / 2), rel=0.35)
+
+
+def test_a_reconciled_run_is_learned_with_its_start_in_temporal(
+    tenants: Tenants, monkeypatch: pytest.MonkeyPatch, announced: Any
+) -> None:
+    """The start the rule reads is the run's in Temporal (what its duration is measured from)."""
+    from tests.scheduling.test_reconcile import FakeTemporal, start, submit
+
+    fake = FakeTemporal()
+    monkeypatch.setattr(dispatch_module, "start_chart_workflow", fake.start)
+    monkeypatch.setattr(reconcile_module, "describe_workflow", fake.describe)
+    monkeypatch.setattr(reconcile_module, "list_open_workflow_ids", lambda: set())
+    record(tenants, [0.001, 0.01, 0.1, 1.0, 0.01, 0.1])  # wide: the fake run lasts what the test takes
+    (chart,) = submit(tenants.org_a, tenants.workflow)
+    running = start(chart)
+    fake.close(running.temporal_workflow_id, "completed")
+    reconcile_run()
+    assert learned(tenants).settled_started_at == fake.outcomes[running.temporal_workflow_id].start_time

@@ -468,7 +468,7 @@ class Learned:
     """The durations as the live system learns them from finished runs.
 
     1. `learn`: each (org, kind) pair's state by the core's `duration_learn`, fed each run as it
-       finishes; while the pair has fewer than WARMUP_RUNS runs, with its workflow's usual
+       finishes (with its start); while the pair has fewer than WARMUP_RUNS runs, with its workflow's usual
        log-duration over every org (once that has WARMUP_RUNS), as `reconcile.duration_record`.
     2. `in_flight`: the runs going at the moment, as the snapshot reads them: a pair's estimate
        counts its runs in flight as runs longer than they have lasted (`duration_censored`).
@@ -481,7 +481,7 @@ class Learned:
     _known: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
     _lasted: dict[tuple[str, str], list[float]] = field(default_factory=dict)
 
-    def learn(self, chart: SimChart, seconds: float) -> None:
+    def learn(self, chart: SimChart, seconds: float, *, started: float | None = None) -> None:
         key = (chart.org, chart.kind.name)
         state = self.pairs.get(key, DurationState())
         usual = None
@@ -489,7 +489,7 @@ class Learned:
             workflow = self._pooled(lambda pair: pair[1] == chart.kind.name)
             if workflow.count >= WARMUP_RUNS:
                 usual = (workflow.sum_log / workflow.count, workflow.spread() or 0.0)
-        self.pairs[key] = duration_learn(state, seconds, usual=usual)
+        self.pairs[key] = duration_learn(state, seconds, usual=usual, started=started)
         self._known.clear()
 
     def in_flight(self, running: Sequence[tuple[SimChart, float]], *, now: float) -> None:
@@ -876,7 +876,7 @@ def score(
             arrived += 1
         finished = bisect.bisect_right(finish_times, at)
         for chart in by_finish[learnt:finished]:
-            learned.learn(chart, chart.duration)
+            learned.learn(chart, chart.duration, started=schedule.start[chart.id])
         learnt = finished
         learned.in_flight(moment.running, now=at)
         context = Context(

@@ -198,3 +198,55 @@ def test_a_run_in_flight_far_past_the_usual_is_held_out_as_a_finished_one_would_
     state = learn([40.0, 60.0, 90.0])
     assert duration_censored(state, [600.0], spread=0.5) == state
     assert duration_censored(state, [100.0], spread=0.5).mean_seconds > state.mean_seconds
+
+
+def _learn_in_finish_order(state: DurationState, started_runs: list[tuple[float, float]]) -> list[DurationState]:
+    """Each state as the runs (start, seconds) finish, fed in finish order with their starts."""
+    states = []
+    for start, seconds in sorted(started_runs, key=lambda run: run[0] + run[1]):
+        state = duration_learn(state, seconds, started=start)
+        states.append(state)
+    return states
+
+
+def _steady(seed: int, sigma: float) -> DurationState:
+    """A pair's 100 runs of median MEDIAN, one after another (each started when the last finished)."""
+    rng, start, state = random.Random(seed), 0.0, DurationState()
+    for _ in range(100):
+        seconds = MEDIAN * math.exp(rng.gauss(0.0, sigma))
+        state = duration_learn(state, seconds, started=start)
+        start += seconds
+    return state
+
+
+@settings(max_examples=100, derandomize=True, deadline=None)
+@given(seed=SEEDS)
+def test_a_bulk_upload_started_together_is_no_lasting_change(seed: int) -> None:
+    """Runs started together finish shortest first: a bulk upload's first finishers are its short
+    tail in a row, its last ones its long tail in a row, with no change in the truth (on bursty load
+    a pair's mean went 69 s -> 228 s so). A run that started no later than a usual run already
+    finished, or with the streak's latest run, is the order of finishes, not a change: the pair's
+    memory never restarts, and its mean stays within 35% of the truth through a bulk three times its
+    memory (without the exception it restarted on 120 of 200 seeds, and reached 2x). What is left is
+    the fading memory's lean to the last finishers, the bulk's long tail: at most +27% on 200 seeds."""
+    sigma = 0.25
+    steady = _steady(seed, sigma)
+    rng, began = random.Random(seed + 1), 10_000.0
+    bulk = [(began, MEDIAN * math.exp(rng.gauss(0.0, sigma))) for _ in range(150)]
+    truth = MEDIAN * math.exp(sigma**2 / 2)
+    for state in _learn_in_finish_order(steady, bulk):
+        assert abs(mean(state) / truth - 1) <= 0.35
+        assert state.count == DURATION_MEMORY
+
+
+@settings(max_examples=200, derandomize=True, deadline=None)
+@given(seed=SEEDS, factor=st.sampled_from([4.0, 0.25]))
+def test_a_step_change_among_overlapping_runs_is_learned_within_ten_runs(seed: int, factor: float) -> None:
+    """The change that the finish order must not hide: after a step change x4 or x1/4, runs of the pair
+    start a tenth of a usual run apart (ten at once in flight) and finish out of their start order;
+    the mean is within 25% of the new truth once 10 of them have finished."""
+    steady = _steady(seed, SIGMA)
+    rng, began = random.Random(seed + 1), 10_000.0
+    spaced = [(began + i * MEDIAN / 10, MEDIAN * factor * math.exp(rng.gauss(0.0, SIGMA))) for i in range(10)]
+    changed = _learn_in_finish_order(steady, spaced)[-1]
+    assert abs(mean(changed) / (MEDIAN * factor * math.exp(SIGMA**2 / 2)) - 1) <= 0.25
