@@ -45,6 +45,18 @@ printed). Steps:
 # 12.7 during, 15.9 after (x1.10 / x0.80); replan p95 701 / 585 / 623 ms (x0.83 / x0.94). Inside the
 # runs alone: status read p95 14.5 ms (x1.26), replan 712 ms (x1.01): the runs cost ~25% at their
 # p95 while they last, and the cadence keeps that under 10% of the reads.
+# 10M finished rows (issue 31's benchmark): `--charts 2000000 --events 3 --no-export --before 60`, production
+# cadence at scale 1 (2M charts + 6M events + 2M promises; no export, the default), 2026-12-07 14:14-15:00
+# UTC, load average 0.8-1.8 (light work beside it: code reading, a few test files in its first 10 min):
+# seeded in 181 s; pruned in 2,400 s = 833 charts/s, 4,166 rows/s, 1,000 batches in 41 runs, 124
+# pauses for a pass, nothing left. Status read p95 10.5 ms before (2,236 reads), 10.7 during (90,870),
+# 8.3 after (2,365): x1.01 / x1.28. Replan p95 484 ms before (43), 544 during (1,719), 398 after (45):
+# x1.12 / x1.37. Inside the runs alone: status read x1.22, replan x1.40. So the status read keeps the
+# issue's 10%, the replan does not (12% over the window before, which held only 43 replans). Why: inside
+# a run the prune is busy half the time (rest share 1.0), and 10 s of every 60 is a run, so ~8% of the
+# replans overlap a batch; a p95 moves once more than 5% of the samples are slowed. The next step is an
+# active share under ~4% (RUN_INTERVAL 120 s, or a rest share of 2), about 420 charts/s (still 36M a
+# day), measured on a quiet machine with longer windows (`--before 300`); not run (no quiet 80 min left).
 # In isolation (no loops; 100k charts, export on): 10.9 s, of which the export 7.1 s (the server's
 # JSON lines, gzip, fsync) and the deletes 1.3 s: without an export directory the prune is ~3x faster.
 
