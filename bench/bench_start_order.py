@@ -1,6 +1,5 @@
 """How early the next starts come when several charts run: the plan's starts against the true ones,
-by how many charts run (issue #25: the running charts' lanes free at the medians of their finishes'
-order statistics, `forecast.lanes_free`). Figures, not timings.
+by how many charts run (issue #25; docs/eta-order.md). Figures, not timings.
 
     .venv/bin/python bench/bench_start_order.py [--part closed|simulator] [--scale 0.25] [--draws 400]
 
@@ -17,8 +16,9 @@ order statistics, `forecast.lanes_free`). Figures, not timings.
    for fairsched's plan and the floor's, by how many charts run then and by the chart's rank among
    the starts to come (1: the next start).
 
-Measured on a quiet machine (`--draws 400`, `--scale 0.25`); "before": main at 2927078 (each
-running chart's lanes free at its own median finish), "after": this branch. See docs/eta-order.md.
+The figures (`--draws 400`, `--scale 0.25`) of main at 2927078 and of the rule tried on branch
+`order` (commit d4d3f25, reverted: the running charts' lanes freed at the medians of their finishes'
+order statistics) are in docs/eta-order.md. Figures, not timings: the machine's load changes none.
 """
 
 from __future__ import annotations
@@ -110,56 +110,6 @@ def closed(draws: int) -> list[list[str]]:
     return rows
 
 
-def _longer(seconds: float, avg: float, sigma: float) -> float:
-    """P(D > seconds) for D lognormal of mean `avg` and log-sigma `sigma`."""
-    if seconds <= 0:
-        return 1.0
-    return math.erfc((math.log(seconds) - math.log(avg) + sigma * sigma / 2) / sigma / math.sqrt(2)) / 2
-
-
-def exact(cases: int) -> list[list[str]]:
-    """Part 0's rows: `forecast.lanes_free` against the exact medians of the order statistics (the
-    law of how many runs have finished by t, a Poisson binomial, bisected for P(N(t) >= r) = 1/2),
-    on `cases` draws of k running charts of the simulator's kinds, each run 0-100 s: the relative
-    error in the time left of each rank's instant, min to max over the draws (this branch only)."""
-    from scheduling.core.forecast import lanes_free  # here: main has none, and the closed part runs on main
-
-    rows = []
-    now = 1000.0
-    for count in (2, 3, 5, 10, 20):
-        rng = random.Random(count)
-        spans: dict[str, list[float]] = defaultdict(list)
-        for _ in range(cases):
-            laws = [(kind.mean, kind.sigma, rng.uniform(0.0, 100.0)) for kind in rng.choices(sim.KINDS, k=count)]
-            running = [RunningChart(f"r{i}", "a", now - lasted, avg) for i, (avg, _, lasted) in enumerate(laws)]
-            _, free = lanes_free(now=now, running=running, spread=[sigma for _, sigma, _ in laws])
-
-            def at_least(time: float, rank: int, laws: list[tuple[float, float, float]] = laws) -> float:
-                count_law = [1.0]
-                for avg, sigma, lasted in laws:
-                    chance = 1 - _longer(time - now + lasted, avg, sigma) / _longer(lasted, avg, sigma)
-                    pairs = zip([*count_law, 0.0], [0.0, *count_law], strict=True)
-                    count_law = [a * (1 - chance) + b * chance for a, b in pairs]
-                return sum(count_law[rank:])
-
-            for rank, time in enumerate(sorted(free), start=1):
-                low, high = now, now + 10_000.0
-                for _ in range(60):
-                    middle = (low + high) / 2
-                    low, high = (low, middle) if at_least(middle, rank) >= 0.5 else (middle, high)
-                truth = (low + high) / 2
-                place = "1" if rank == 1 else "2" if rank == 2 else "last" if rank == count else "middle"
-                spans[place].append((time - truth) / (truth - now))
-        rows.append(
-            [str(count)]
-            + [
-                f"{min(spans[p]):+.1%} to {max(spans[p]):+.1%}" if spans[p] else "-"
-                for p in ("1", "2", "middle", "last")
-            ]
-        )
-    return rows
-
-
 def _fairsched_plan(context: sim.Context) -> Plan:
     """fairsched's plan at the moment, as `simulate.fairsched` makes it."""
     since = max(0.0, context.moment.at - sim.HISTORY_DECAYS * sim.ARRIVAL_WINDOW)
@@ -247,17 +197,12 @@ def simulated(scale: float, workloads: Sequence[str] = tuple(sim.WORKLOADS)) -> 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="The plan's next starts against the true ones.")
-    parser.add_argument("--part", action="append", choices=("exact", "closed", "simulator"), help="default: all")
+    parser.add_argument("--part", action="append", choices=("closed", "simulator"), help="default: both")
     parser.add_argument("--scale", type=float, default=0.25, help="the simulator's sample density")
     parser.add_argument("--workload", action="append", choices=sorted(sim.WORKLOADS), help="default: all")
     parser.add_argument("--draws", type=int, default=400, help="closed scenarios per running count")
-    parser.add_argument("--cases", type=int, default=20, help="exact: draws of running charts per count")
     args = parser.parse_args(argv)
-    parts = args.part or ("exact", "closed", "simulator")
-    if "exact" in parts:
-        header = ["running", "rank 1", "rank 2", "middle ranks", "last rank"]
-        print(markdown_table(Table(header, exact(args.cases))))
-        print()
+    parts = args.part or ("closed", "simulator")
     if "closed" in parts:
         header = ["running", "what", "error median / p90 / signed", "actual <= planned"]
         print(markdown_table(Table(header, closed(args.draws))))

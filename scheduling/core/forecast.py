@@ -9,21 +9,38 @@ as the contract says):
   history measured from when it began), bulk uploads set apart as bursts (a risk, not a rate), a
   share of the budget expected of orgs not seen yet while history is thin (coming in over time,
   as they must first arrive), all carried out to the horizon of the backlog they delay.
-- **Expected arrivals** (`Scenario.arrivals`), stated directly or derived from history (why:
-  docs/eta-forecast.md). Each `Arrival` says an org is expected to submit one chart of a kind every
+- **Expected arrivals** (`Scenario.arrivals`), stated directly or derived from history. An org that
+  keeps submitting will take its turns in the rounds ahead, and a chart planned without them is
+  promised too early. Each `Arrival` says an org is expected to submit one chart of a kind every
   1/rate seconds until `until`. `expected_charts` turns them into queued charts that become available
   when they arrive (`available_at`), so the ordinary fair order and replay place them: behind the
   org's own backlog, or, for an idle org, in the round under way when they arrive, as the live loop
   would. They shape the ETAs of the real charts and are left out of the plan.
-- **Medians** (`running_finish`, `median_durations`, `lanes_free`; the reasons in docs/eta-medians.md
-  and docs/eta-order.md). Where a chart's spread is known its ETA is the median of its finish: a
-  running chart's now plus its median time left given how long it has run, a queued chart's its start
-  plus its median duration. The running charts' lanes free at the medians of their finishes' order
-  statistics (the r-th lane to free at the r-th finish), a queued chart's at start + mean.
+- **Medians** (`running_finish`, `median_durations`; the reasons in docs/eta-medians.md). Where a
+  chart's spread is known its ETA is the median of its finish: a running chart's is now plus its
+  median time left given how long it has run, and the replay frees its lanes then; a queued chart's
+  is its start plus its median duration, while it frees its lanes at start + mean (a later start is
+  a sum of durations, near the sum of their means). With no spread the plan is the contract's.
 - **ETA bands** (`eta_bands`). Each chart's p10-p90 finish from the spread of durations (`spread`:
-  the standard deviation of log(duration), lognormal) and of arrivals; the steps, their reasons and
-  the constants' evidence in docs/eta-forecast.md. With spreads an org's clear-time is its median last
-  finish (`median_last_finish`), never before its latest ETA; its band's upper edge is raised to it.
+  the standard deviation of log(duration), lognormal) and of arrivals:
+  1. Its start is the sum of the work started before it spread over the budget's lanes, so its
+     variance is the sum of those charts' work variances over budget^2: units^2 * avg^2 *
+     (e^spread^2 - 1) for a real chart, units^2 * avg^2 * e^spread^2 for an expected arrival (a
+     Poisson count of arrivals adds the square of the mean as well). Running charts count first.
+  2. Its own duration is lognormal with mean `avg`, median avg x e^(-spread^2 / 2)
+     (`median_durations`; the ETA is start + median): its p10 and p90 around that median.
+  3. The two spreads are independent: the band's half-widths add in quadrature on each side, with
+     the normal z of p90 for the start.
+  4. From history, what the rates cannot say: the rates' own doubt (RATE_DOUBT / evidence, relative
+     variance of the expected work started first), bursts (upper side only) and newcomers (both
+     sides: fewer or more may come); see `_unforeseen_spreads`.
+  5. Fewer arrivals than expected can at most leave out all of them: the lower half-width of the
+     start never exceeds the expected work started before it over the budget, plus the real
+     charts' spread, so the p10 is never earlier than if nothing more came.
+  With spreads an org's clear-time is its median last finish (`median_last_finish`), never before
+  its latest ETA; its band's upper edge is raised to it if need be.
+  The constants were chosen on the open-arrival simulator (`tools.loadtest.simulate`), which
+  scores the bands' coverage on three workloads.
 - **Late chance** (`late_chance`): each chart's chance of finishing after its due time, read from
   the law its band comes from (a split normal with its median at the ETA); a step without a band.
 """
@@ -42,12 +59,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .durations import Z90
-from .model import Arrival, History, QueueColumns, RunningChart
+from .model import Arrival, History, QueueColumns
 
 # At most this many expected charts (or a quarter of the queue, if more); past it every org's
 # forecast horizon is shortened alike, so a plan's cost stays bounded by its queue.
 MAX_EXPECTED = 5_000
 # Past this share of the budget taken by arrivals, their feedback on a start's spread stops growing.
+# Chosen on the open-arrival simulator (`tools.loadtest.simulate`).
 MAX_ARRIVAL_SHARE = 0.45
 # Past this share of the budget taken by the expected streams, the horizon they are carried to stops
 # growing (at most 1 / (1 - share) times the time the backlog takes alone).
@@ -77,7 +95,8 @@ PRIOR_EXPOSURE = 1.0
 # NEW_ORG_GAPS of its mean gaps: it began before its first chart came, and one chart is not yet a
 # rate. Measured from `since` instead, a new org's rate is underestimated for a whole decay.
 NEW_ORG_GAPS = 2.5
-# The rates' relative variance is RATE_DOUBT / evidence: more than a Poisson count's, as orgs change pace.
+# The rates' relative variance is RATE_DOUBT / evidence: more than a Poisson count's (1 / evidence),
+# since orgs change pace. Chosen on the open-arrival simulator (`tools.loadtest.simulate`).
 RATE_DOUBT = 9.0
 # The steady streams together are expected to take at most this share of the budget: a pool cannot
 # keep up with more for long, so rates past it are a flurry, not a pace, and are scaled down alike.
@@ -92,9 +111,6 @@ BURST_AHEAD = 0.4
 # (P > 0.9999), and the bisection halves the interval this many times.
 CERTAIN_Z = 3.719
 BISECTIONS = 40
-# `lanes_free` reads the order statistics off ORDER_GRID times, ORDER_ROWS of them at a time.
-ORDER_GRID = 512
-ORDER_ROWS = 64
 # The farthest z of a normal the clear-time rule works with (its log-tail is then about -5e11).
 Z_FAR = 1e6
 
@@ -434,20 +450,20 @@ def eta_bands(
     arrivals: Sequence[Arrival] = (),
     foreseen: Forecast | None = None,
 ) -> BandEdges:
-    """The p10-p90 finish of each chart of a replay, nan where it has no start (the steps in full,
-    their reasons and evidence: docs/eta-forecast.md). `starts` (None or nan: no start), `avg`, `units`,
-    `spread` and `expected` (an expected arrival) describe the replayed charts, as sequences or
-    arrays, each one's ETA its start + its median duration (`median_durations`).
+    """The p10-p90 finish of each chart of a replay (see the module doc), nan where it has no start.
 
-    1. The start's variance: the work variances of the charts started before it (the running ones
-       first) over budget^2, and the rates' doubt (RATE_DOUBT / evidence); `arrivals` widen its
-       spread by 1 / (1 - rho), rho the share of the budget they take at its start.
-    2. What no rate foresees (`_unforeseen_spreads`); fewer arrivals can at most leave out all of them.
-    3. Its own duration's p10 and p90 around its median; the two add in quadrature on each side.
+    `starts` (None or nan: no start), `avg` (the mean durations), `units`, `spread` and `expected`
+    describe the replayed charts (expected: an expected arrival), as sequences or arrays, each
+    chart's ETA its start + its median duration (`median_durations`); the running charts only add
+    their work's variance before every start. `arrivals` widen the start's spread by 1 / (1 - rho),
+    rho the share of the budget they take while they last: a later start lets more arrivals in
+    before it.
     """
     start = np.asarray(starts, dtype=np.float64)  # None becomes nan
     low, high = np.full(len(start), math.nan), np.full(len(start), math.nan)
-    # The charts with a start, in start order (ties in replay order; why: docs/eta-forecast.md).
+    # Only the charts with a start have a band, each worked out in start order (ties in replay
+    # order): the work started before a chart is then a running sum, with no scatter and gather
+    # per sum. Each chart's arithmetic is the same in any order.
     planned = np.flatnonzero(~np.isnan(start))
     by_start = planned[np.argsort(start[planned], kind="stable")]
     start = start[by_start]
@@ -469,9 +485,13 @@ def eta_bands(
     # The expected work (cost-unit seconds) started before each chart.
     expected_before = _before(np.where(is_expected, np.sqrt(work), 0.0))
     if foreseen is not None and foreseen.evidence > 0:
+        # The rates are measured on `evidence` submissions: their relative variance is 1 / evidence,
+        # which the expected work started before a chart carries whole.
         before += RATE_DOUBT * np.square(expected_before) / foreseen.evidence
     start_spread = Z90 * np.sqrt(before + running_variance) / budget
     if arrivals:
+        # Arrivals feed back: a later start lets more of them in first. With a share rho of the
+        # budget taken by arrivals still coming at a chart's start, its spread grows by 1 / (1 - rho).
         share_until: dict[float, float] = defaultdict(float)
         for arrival in arrivals:
             share_until[arrival.until] += arrival.rate * arrival.avg * min(arrival.cost, budget) / budget
@@ -483,9 +503,11 @@ def eta_bands(
     if foreseen is not None:
         early_spread, late_spread = _unforeseen_spreads(start_spread, start - now, foreseen, budget)
     if arrivals:
-        # Fewer arrivals than expected: at most none at all (docs/eta-forecast.md, step 5).
+        # Fewer arrivals than expected: at most none at all (the module doc, step 5).
         none_came = Z90 * np.sqrt(real_before + running_variance) / budget + expected_before / budget
         early_spread = np.minimum(early_spread, none_came)
+    # Own duration: lognormal with mean avg, so median avg * e^(-sigma^2 / 2) (`median_durations`):
+    # the ETA is start + median, the band its p10 and p90 around it.
     median = median_durations(mean, sigma)
     below = median * -np.expm1(-Z90 * sigma)
     above = median * np.expm1(Z90 * sigma)
@@ -510,7 +532,7 @@ def _unforeseen_spreads(
        the wait, of which BURST_AHEAD comes before the chart: the p90 of that extra work (mean +
        Z90 x standard deviation), over the budget.
     2. Newcomers, expected at a share q of the budget in the ETA itself: q x w either way, earlier
-       as fewer of them may come (at most none: docs/eta-forecast.md, step 5), later as more may. With no
+       as fewer of them may come (at most none: the module doc, step 5), later as more may. With no
        history q is largest and nothing else widens the band: on the live load run the first ETAs of
        a cold start were 60-70% early, and a band open on one side only held 3% of their finishes.
 
@@ -715,14 +737,19 @@ class Remaining:
 def remaining_time(*, elapsed: float, avg: float, sigma: float) -> Remaining:
     """The time left to a run that has lasted `elapsed` (e) seconds, its duration D lognormal with
     mean `avg` and log-sigma `sigma` (> 0): the mean, median, p10 and p90 of D - e given D > e, all
-    > 0 for a run begun, with low <= median <= high (the formulas: docs/eta-medians.md).
+    > 0 for a run begun, with low <= median <= high.
 
-    1. A run not yet begun (e <= 0) has its whole duration (and -e) still to go.
-    2. The mean E[D | D > e] and the quantiles of D given D > e, the tails by erfc and the inverse
-       taken on the small side, so that they keep their precision far past the median.
-    3. Where the tail underflows (z past ~37) or rounding leaves the results out of order, the
-       normal's tail as an exponential of rate z.
-    4. The band is the p10-p90 of that law and holds the median, the plan's ETA (`running_finish`);
+    1. mu = ln(avg) - sigma^2 / 2 and z = (ln e - mu) / sigma, where e has reached in D's law; a run
+       not yet begun (e <= 0) has its whole duration (and -e) still to go.
+    2. The mean: E[D | D > e] = avg * Phi(sigma - z) / (1 - Phi(z)), each tail by erfc so that it
+       keeps its precision far past the median.
+    3. The quantiles (p = 0.1, 0.5, 0.9): the p-quantile of D given D > e is exp(mu - sigma *
+       Phi^-1((1 - p) * tail)), tail = 1 - Phi(z) (the inverse taken on the small side, exact down
+       to tails of 1e-300).
+    4. Where the tail underflows (z past ~37) or rounding leaves the results out of order, (log D -
+       ln e) / sigma given D > e is exponential with rate z (the normal's tail): mean
+       e * sigma / (z - sigma), quantiles e * (e^(sigma * y_p) - 1) with y_p = -ln(1 - p) / z.
+    5. The band is the p10-p90 of that law and holds the median, the plan's ETA (`running_finish`);
        a wide law (sigma past ~2.56 for a run not yet begun) has its mean above its p90.
     """
     mu = math.log(avg) - sigma * sigma / 2
@@ -776,57 +803,6 @@ def running_finish(*, now: float, started: float, avg: float, sigma: float) -> f
     if sigma > 0:
         return now + remaining_time(elapsed=now - started, avg=avg, sigma=sigma).median
     return max(now, started + avg)
-
-
-def lanes_free(
-    *, now: float, running: Sequence[RunningChart], spread: Sequence[float]
-) -> tuple[list[float], list[float]]:
-    """Each running chart's own finish (`running_finish`, its ETA) and when its lanes are handed to
-    the queue: with two or more that spread, the r-th of them (by their own finish) at the median of
-    the r-th earliest of their finishes, as the r-th lane to free is; the others at their own finish
-    (the derivation and its accuracy: docs/eta-order.md).
-
-    1. N(t), how many of the k that spread have finished by t (each given how long it has run).
-    2. The r-th finish's median is where F(t) = E N - k3 / (6 var N) = r - 1/2, F taken on
-       ORDER_GRID times evenly in log(t - now) and made non-decreasing.
-    """
-    finish = [
-        running_finish(now=now, started=chart.started, avg=chart.avg, sigma=sigma)
-        for chart, sigma in zip(running, spread, strict=True)
-    ]
-    free = list(finish)
-    charts = [index for _, index in sorted((finish[index], index) for index, sigma in enumerate(spread) if sigma > 0)]
-    if len(charts) < 2:
-        return finish, free
-    begun = np.array([running[index].started for index in charts], dtype=np.float64)
-    sigma = np.array([spread[index] for index in charts], dtype=np.float64)
-    log_median = np.log(np.array([running[index].avg for index in charts], dtype=np.float64)) - np.square(sigma) / 2
-    ran = now - begun
-    with np.errstate(divide="ignore", over="ignore"):  # a spread of next to nothing: a step
-        z_lasted = np.minimum((np.log(np.maximum(ran, 0.0)) - log_median) / sigma, Z_FAR)  # -inf: not begun
-        log_tail = np.where(ran > 0, _log_normal_tail(z_lasted), 0.0)
-        edge = 1 / (4 * len(charts))
-        ends = [
-            [_tail_quantile(z, tail, p) for p in (edge, 1 - edge)]
-            for z, tail in zip(z_lasted.tolist(), log_tail.tolist(), strict=True)
-        ]
-        left = np.maximum(begun[:, None] + np.exp(log_median[:, None] + sigma[:, None] * np.array(ends)) - now, 1e-9)
-        log_left = np.linspace(math.log(left[:, 0].min()), math.log(left[:, 1].max()), ORDER_GRID)
-        count = np.empty(ORDER_GRID)
-        for first in range(0, ORDER_GRID, ORDER_ROWS):
-            lasts = np.exp(log_left[first : first + ORDER_ROWS])[:, None] + ran
-            z = np.maximum((np.log(np.maximum(lasts, 1e-300)) - log_median) / sigma, z_lasted)
-            done = -np.expm1(np.minimum(_log_normal_tail(z) - log_tail, 0.0))
-            variance = done * (1 - done)
-            var, third = variance.sum(axis=1), (variance * (1 - 2 * done)).sum(axis=1)
-            count[first : first + len(lasts)] = done.sum(axis=1) - np.divide(
-                third, 6 * var, out=np.zeros_like(var), where=var > 0
-            )
-    wanted = np.arange(len(charts)) + 0.5
-    times = now + np.exp(np.interp(wanted, np.maximum.accumulate(count), log_left))
-    for index, time in zip(charts, times.tolist(), strict=True):
-        free[index] = time
-    return finish, free
 
 
 def median_durations(avg: NDArray[np.float64], spread: NDArray[np.float64]) -> NDArray[np.float64]:

@@ -174,8 +174,12 @@ class Scenario:
 
 
 class ChartIds:
-    """The ids of a plan's charts, listed by `load` on first use and indexed on the first lookup by
-    id; a plan's values share one list of ids and one index (why: docs/core-speed.md)."""
+    """The ids of a plan's charts, listed by `load` on first use and indexed on the first lookup by id.
+
+    A plan's values share one list of ids and one index; a caller that only iterates (the plan
+    command writing JSON) never pays for the index, and one that reads only counts and columns
+    (the replan, which writes the plan by the snapshot's own ids) never pays for the list.
+    """
 
     __slots__ = ("_ids", "_load", "_slot", "count")
 

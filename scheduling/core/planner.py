@@ -17,11 +17,11 @@ from .forecast import (
     eta_bands,
     expected_charts,
     forecast,
-    lanes_free,
     late_chance,
     median_durations,
     median_last_finish,
     running_band,
+    running_finish,
     spreads,
 )
 from .model import (
@@ -46,8 +46,13 @@ from .waiting import left_out_reasons, reason_names, waiting_reasons
 
 @contextmanager
 def cyclic_gc_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector for the block (or for a call of the function it
-    decorates): a plan makes millions of small objects and no reference cycles (why: docs/core-speed.md)."""
+    """Pause Python's cyclic garbage collector for the duration of the block (or of a call of the
+    function it decorates).
+
+    A plan allocates millions of small tuples and lists; each allocation burst would trigger a
+    full collection that traverses every object the process holds (the scenario's charts
+    included), which costs more than the plan itself. The plan creates no reference cycles.
+    """
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -65,12 +70,13 @@ def plan(scenario: Scenario) -> Plan:
     1. The queue, with the charts the scenario's `arrivals` foresee after the real ones (`_queue`).
     2. The fair order of the eligible queued charts (`fair_order_indices`).
     3. Their columns in that order; each chart occupies c = min(cost, budget) units. Running
-       charts free their lanes at max(now, started + avg), or with spreads at the medians of their
-       finishes' order statistics (`forecast.lanes_free`), for every replay (`_columns`).
+       charts finish at max(now, started + avg), or with a spread at now plus their median time
+       left given how long they have run (`forecast.running_finish`), for every replay (`_columns`).
     4. Starts and ETAs (start + avg), by the replay that applies (`replay.replay`: the reference
        walk, the lane simulation or the compiled one, the same starts and ETAs); with a spread
        known, each chart's ETA is its start plus its median duration (`_median_etas`).
-    5. Why each chart waits, from the walk at `now` (`_waiting`), worked out on first use.
+    5. Why each chart waits, from the walk at `now` (`_waiting`): worked out on first use, so a
+       caller that never asks (the plan command) never pays for it.
     6. The bands (`forecast.eta_bands`) when a spread or an arrival is known (`_bands`).
     7. The plan of the real charts only: times and reasons keyed by chart id, clear-times per org
        and overall, and each chart's chance of finishing after its due time (`_real_plan`).
@@ -106,14 +112,13 @@ class _PlanQueue:
 class _Columns(ReplayInput):
     """Step 3: what the replay reads (`replay.ReplayInput`: the charts of the order, numbered 0..n-1
     in it, and the running charts), with the `order` itself, `chart_org` (the org code of each queued
-    chart, then of each running chart), the `org_names` and `running_eta` (each running chart's own
-    ETA; `running_finish`: when its lanes free); `avg` is in the scenario's time type (`_time_type`).
+    chart, then of each running chart) and the `org_names`; `avg` is in the scenario's time type
+    (see `_time_type`).
     """
 
     order: Indices
     chart_org: Indices
     org_names: list[str]
-    running_eta: list[float]
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,8 +189,6 @@ def _columns(
     later, later_at, pending = _later_charts(queue, becomes_available, order)
     retry = retry_marked if retry_marked is not None and retry_marked.any() else None
     avg = arrays.avg.astype(_time_type(scenario, queue), copy=False)[order]
-    running_spread = spreads(scenario.running_spread, len(running)).tolist()
-    running_eta, free_at = lanes_free(now=now, running=running, spread=running_spread)
     return _Columns(
         now=now,
         budget=budget,
@@ -205,8 +208,10 @@ def _columns(
         pending=pending,
         retry=retry,
         running_org=chart_org[queued_count:].tolist(),
-        running_finish=free_at,
-        running_eta=running_eta,
+        running_finish=[
+            running_finish(now=now, started=chart.started, avg=chart.avg, sigma=sigma)
+            for chart, sigma in zip(running, spreads(scenario.running_spread, len(running)).tolist(), strict=True)
+        ],
         running_units=running_units,
     )
 
@@ -236,8 +241,10 @@ def _median_etas(
     queue: _PlanQueue, columns: _Columns, start_time: NDArray[np.float64], etas: Sequence[float | None]
 ) -> Sequence[float | None]:
     """Step 4's ETAs where a spread is known: each chart's start plus its median duration
-    (`forecast.median_durations`); the replay's own (start + avg) where none is. The starts stay
-    the replay's (why: docs/eta-medians.md)."""
+    (`forecast.median_durations`), half of its runs over by then; the replay's own (start + avg)
+    where none is. The starts stay the replay's: a start is a sum of the durations before it,
+    whose median is near the sum of their means, not of their medians, while the running
+    charts' median times left set the first starts (`forecast.running_finish`)."""
     spread = queue.spread[columns.order]
     if not spread.any():
         return etas
@@ -287,13 +294,16 @@ def _real_plan(
        the band's upper edge. With expected charts, only orgs with a real chart get a key.
     4. Each chart's chance of finishing after its due time, when some chart has one (`_due`).
     5. Why each chart waits, on first use (`_waiting`).
-    The ids and the lists of times are made on first read (`_Layout`; why: docs/core-speed.md).
+
+    The ids and the lists of times are made on first read (`_Layout`): the replan writes the rows
+    by the snapshot's own ids.
     """
     running = scenario.running
     real_count, queued_count = queue.real_count, len(queue.columns)
     org_names, chart_org = columns.org_names, columns.chart_org
     # Step 5's input, kept until it runs: the replay's columns without their lists of the queue's
-    # size (`avg`, `pending`; why: docs/core-speed.md), and the starts of the order.
+    # size (`avg`, `pending`), so that a plan held unread keeps no such list alive but its own (and
+    # the cyclic collector, which walks every list, has little to walk); the starts of the order.
     waiting_columns, waiting_starts = replace(columns, avg=[], pending=[]), start_time
     order, org, avg, eta_time = columns.order, columns.org, columns.avg_time, np.array(etas, dtype=np.float64)
     real: NDArray[np.bool_] | None = None
@@ -313,9 +323,9 @@ def _real_plan(
     layout_org = np.concatenate((org, chart_org[:real_count][left_out_charts], running_org))
 
     order_eta = eta_time
-    eta_time, eta_value = laid.times(eta_time, etas, columns.running_eta)
+    eta_time, eta_value = laid.times(eta_time, etas, columns.running_finish)
     org_clear = org_clear_low = org_clear_high = _org_clear(org_names, layout_org, eta_time, eta_value)
-    eta = eta_low = eta_high = laid.column(chart_ids, etas, columns.running_eta)
+    eta = eta_low = eta_high = laid.column(chart_ids, etas, columns.running_finish)
     low_time = high_time = eta_time
     running_started = [chart.started for chart in running]
     if bands:
@@ -329,7 +339,7 @@ def _real_plan(
             avg=np.concatenate((avg, np.array([chart.avg for chart in running], dtype=np.float64))),
             spread=np.concatenate((bands.spread, bands.running_spread)), org_count=len(org_names),
             lasted=np.concatenate((np.zeros(len(start_time)), scenario.now - np.array(running_started, dtype=float))),
-            eta=np.concatenate((order_eta, np.array(columns.running_eta, dtype=np.float64))),
+            eta=np.concatenate((order_eta, np.array(columns.running_finish, dtype=np.float64))),
         )  # fmt: skip
         org_clear = _median_clear(org_names, last, org_clear)
         org_clear_high = {name: _later(high, org_clear[name]) for name, high in org_clear_high.items()}

@@ -27,15 +27,7 @@ from scheduling.core import (
     plan,
     plan_to_json,
 )
-from scheduling.core.forecast import (
-    MAX_ARRIVAL_SHARE,
-    MAX_EXPECTED,
-    Z90,
-    eta_bands,
-    expected_charts,
-    lanes_free,
-    remaining_time,
-)
+from scheduling.core.forecast import MAX_ARRIVAL_SHARE, MAX_EXPECTED, Z90, eta_bands, expected_charts, remaining_time
 from tests.scheduling.core.support import scenarios
 
 
@@ -364,12 +356,26 @@ def test_the_chart_behind_an_overdue_one_starts_at_its_expected_finish() -> None
     assert result.eta["q"] == result.eta["r"] + 5.0
 
 
-@pytest.mark.parametrize("count", [1, 3, 10])
+EARLIEST_OF_SEVERAL = (
+    "issue 25, not fixed: the plan frees each running chart's lanes at its own median finish, so the next starts "
+    "are late when several run (docs/eta-order.md: freeing them at their order statistics fixed these starts "
+    "but put the later ones and the floor's ETAs late, and was not adopted)"
+)
+
+
+@pytest.mark.parametrize(
+    "count",
+    [
+        1,
+        pytest.param(3, marks=pytest.mark.xfail(strict=True, reason=EARLIEST_OF_SEVERAL)),
+        pytest.param(10, marks=pytest.mark.xfail(strict=True, reason=EARLIEST_OF_SEVERAL)),
+    ],
+)
 def test_the_next_starts_are_the_medians_of_the_running_charts_earliest_finishes(count: int) -> None:
     # The next lane to free is the earliest of `count` random finishes, earlier than the earliest of
-    # their medians; the r-th chart of the queue starts at the r-th finish. Each planned start is
-    # the median of its start over draws of the runs' time left (the queued charts last long enough
-    # to free no lane first), each running chart of its own law and its own time run, some overdue.
+    # their medians; the r-th chart of the queue starts at the r-th finish. Each planned start should
+    # be the median of its start over draws of the runs' time left (the queued charts last long
+    # enough to free no lane first), each running chart of its own law and its own time run.
     now = 1000.0
     rng = random.Random(29)
     laws = [
@@ -387,55 +393,6 @@ def test_the_next_starts_are_the_medians_of_the_running_charts_earliest_finishes
         planned = result.start[f"q{rank}"]
         assert planned is not None
         assert 0.47 <= sum(finishes[rank] <= planned for finishes in draws) / len(draws) <= 0.53
-    for chart, (avg, sigma, lasted) in zip(running, laws, strict=True):  # each one's own ETA stays its own
-        assert result.eta[chart.id] == now + remaining_time(elapsed=lasted, avg=avg, sigma=sigma).median
-
-
-@pytest.mark.parametrize("count", [2, 5, 20, 60])
-def test_each_lane_frees_when_its_order_statistic_has_come_with_chance_one_half(count: int) -> None:
-    # Exactly: the r-th lane frees at t where P(at least r of the runs have finished by t) = 1/2, the
-    # count of finished runs a Poisson binomial of each run's chance given how long it has run.
-    now = 500.0
-    rng = random.Random(count)
-    laws = [
-        (rng.choice((30.0, 60.0, 120.0)), rng.choice((0.3, 0.5, 0.8)), rng.uniform(0.0, 200.0)) for _ in range(count)
-    ]
-    running = [RunningChart(f"r{i}", "a", started=now - lasted, avg=avg) for i, (avg, _, lasted) in enumerate(laws)]
-    _, free = lanes_free(now=now, running=running, spread=[sigma for _, sigma, _ in laws])
-
-    def finished_by(time: float) -> list[float]:
-        """The law of how many runs have finished by `time` (a Poisson binomial)."""
-        count_law = [1.0]
-        for avg, sigma, lasted in laws:
-            chance = 1 - _longer(time - now + lasted, avg, sigma) / _longer(lasted, avg, sigma)
-            count_law = [
-                a * (1 - chance) + b * chance for a, b in zip([*count_law, 0.0], [0.0, *count_law], strict=True)
-            ]
-        return count_law
-
-    for rank, time in enumerate(sorted(free), start=1):
-        assert 0.48 <= sum(finished_by(time)[rank:]) <= 0.52
-
-
-def _longer(seconds: float, avg: float, sigma: float) -> float:
-    """P(D > seconds) for D lognormal of mean `avg` and log-sigma `sigma`."""
-    if seconds <= 0:
-        return 1.0
-    return math.erfc((math.log(seconds) - math.log(avg) + sigma * sigma / 2) / sigma / math.sqrt(2)) / 2
-
-
-def test_a_running_chart_without_a_spread_frees_its_lanes_at_its_own_finish_among_charts_that_spread() -> None:
-    running = [RunningChart(name, "a", started=0, avg=10.0) for name in ("r", "s", "t")]
-    queued = [QueuedChart(f"q{i}", "b", created=i, avg=1000.0) for i in range(3)]
-    result = plan(Scenario(now=2, budget=3, running=running, queued=queued, running_spread=[0.0, 0.5, 0.5]))
-    first, second, third = (result.start[f"q{i}"] for i in range(3))
-    own = result.eta["s"]
-    assert first is not None
-    assert third is not None
-    assert own is not None
-    assert second == 10.0
-    assert result.eta["t"] == own
-    assert first < own < third  # the earlier and the later of two like runs
 
 
 @pytest.mark.parametrize(("elapsed", "sigma"), [(0.0, 0.5), (5.0, 0.8), (30.0, 0.3)])
