@@ -145,9 +145,18 @@ def scored_etas(log: Mapping[str, Any]) -> list[Scored]:
             fault = any(start < finished and at < end for _, start, end in spans)
             out.append(
                 Scored(
-                    kind, chart, at, sample["eta"], sample["low"], sample["high"], sample.get("start"), finished,
-                    first_start, fault, learned(chart["org"], chart["workflow"], at),
-                )  # fmt: skip
+                    kind,
+                    chart,
+                    at,
+                    sample["eta"],
+                    sample["low"],
+                    sample["high"],
+                    sample.get("start"),
+                    finished,
+                    first_start,
+                    fault,
+                    learned(chart["org"], chart["workflow"], at),
+                )
             )
     return out
 
@@ -302,7 +311,7 @@ def study(log: Mapping[str, Any]) -> str:
         ("own duration = the workflow's true median", lambda s: (s.start or 0.0) + true_median(log, s.chart)),
         ("own duration = its pair's median run (whole log)", lambda s: (s.start or 0.0) + pair_median(s)),
         ("exact wait (the duration's part alone)", lambda s: (s.first_start or 0.0) + (s.eta - (s.start or 0.0))),
-        ("exact own duration (the wait's part alone)", lambda s: (s.start or 0.0) + s.finished - (s.first_start or 0.0)),
+        ("exact own duration (the wait's part alone)", lambda s: (s.start or 0.0) + s.finished - (s.first_start or 0)),
     ]
     rows = []
     for name, eta in swaps:
@@ -317,15 +326,11 @@ def study(log: Mapping[str, Any]) -> str:
             )  # fmt: skip
     out.append(markdown_table(Table(["ETA", "kind", "count", "all", "quiet"], rows)))
     out.append("\n## Run durations: payload vs Temporal (completed runs)\n")
-    out.append(
-        markdown_table(Table(["workflow", "runs", "run / payload p50", "extra s p50", "extra s p90"], overhead_rows(log)))
-    )
+    header = ["workflow", "runs", "run / payload p50", "extra s p50", "extra s p90"]
+    out.append(markdown_table(Table(header, overhead_rows(log))))
     out.append("\n## Learned at the end (the core's rule replayed) vs the runs\n")
-    out.append(
-        markdown_table(
-            Table(["pair", "runs", "learned mean", "runs' mean", "runs' median", "learned log-sigma"], learned_replay(log))
-        )
-    )
+    header = ["pair", "runs", "learned mean", "runs' mean", "runs' median", "learned log-sigma"]
+    out.append(markdown_table(Table(header, learned_replay(log))))
     running = metrics.running_eta_figures(log)
     out.append(
         f"\nRunning charts' plan rows behind the clock: {len(running.past)} of {running.checked} checks"

@@ -559,9 +559,7 @@ class LoadRun:
             "chart_id", "chart__attempt", Epoch("eta"), Epoch("eta_low"), Epoch("eta_high"), Epoch("predicted_start")
         )
         for chart_id, attempt, eta, low, high, start in rows:
-            sample = EtaSample(
-                now, eta - self.t0, _shift(low, self.t0), _shift(high, self.t0), _shift(start, self.t0)
-            )
+            sample = EtaSample(now, eta - self.t0, _shift(low, self.t0), _shift(high, self.t0), _shift(start, self.t0))
             self.eta_enqueue.setdefault(chart_id, sample)
             if attempt == 0:
                 self.eta_start[chart_id] = sample
