@@ -199,6 +199,64 @@ def overhead_rows(log: Mapping[str, Any]) -> list[list[str]]:
     ]  # fmt: skip
 
 
+def _steps(levels: Sequence[tuple[float, int]]) -> list[tuple[float, int]]:
+    """Levels (at, units) as changes (at, delta)."""
+    out, last = [], 0
+    for at, units in levels:
+        out.append((at, units - last))
+        last = units
+    return out
+
+
+def lane_use(log: Mapping[str, Any], step: float = 0.1) -> list[list[str]]:
+    """While charts that could start wait (queued, their org not held, their provider not paused:
+    two or more), the share of the budget claimed (claim to settle, what the loop holds) and running
+    in Temporal (a run's start to its close, what the durations are learned from), quiet and in the
+    disruptions: the plan frees a lane at a run's learned end, so what the loop holds beyond the
+    runs is time the plan does not see."""
+    budget = int(log["meta"]["budget"])
+    cost = {chart["id"]: min(chart["cost"], budget) for chart in log["charts"]}
+    org_of = {chart["id"]: chart["org"] for chart in log["charts"]}
+    blocked = [(org, start, end) for org, start, end in metrics.blackouts_of(log)]
+    spans = disruptions(log)
+    events = [(at, units, 0) for at, units in _steps(metrics.budget_figures(log).in_flight)]
+    for chart in log["charts"]:
+        for run in chart["runs"]:
+            if run["start"] is not None and run["close"] is not None:
+                events += [(run["start"], 0, cost[chart["id"]]), (run["close"], 0, -cost[chart["id"]])]
+    events.sort(key=lambda e: e[0])
+    state: dict[int, str] = {}
+    sums = {"quiet": [0.0, 0.0, 0], "fault": [0.0, 0.0, 0]}
+    claimed = running = 0
+    index = 0
+    transitions = log["transitions"]
+    t_index = 0
+    end = float(log["meta"]["ended"])
+    t = 0.0
+    while t < end:
+        while index < len(events) and events[index][0] <= t:
+            claimed += events[index][1]
+            running += events[index][2]
+            index += 1
+        while t_index < len(transitions) and transitions[t_index][1] <= t:
+            chart_id, _, _, to_state = transitions[t_index]
+            state[chart_id] = to_state
+            t_index += 1
+        ready = sum(
+            1
+            for chart_id, current in state.items()
+            if current == "queued"
+            and not any(org == org_of.get(chart_id) and start <= t < stop for org, start, stop in blocked)
+        )
+        if ready >= 2:
+            phase = "fault" if any(start <= t < stop for _, start, stop in spans) else "quiet"
+            sums[phase][0] += claimed / budget
+            sums[phase][1] += running / budget
+            sums[phase][2] += 1
+        t += step
+    return [[phase, f"{n * step:.0f} s", _pct(c / n), _pct(r / n)] for phase, (c, r, n) in sums.items() if n]
+
+
 def _num(value: float | None, digits: int = 2) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
@@ -329,6 +387,10 @@ def study(log: Mapping[str, Any]) -> str:
     header = ["workflow", "runs", "run / payload p50", "extra s p50", "extra s p90"]
     out.append(markdown_table(Table(header, overhead_rows(log))))
     out.append("\n## Learned at the end (the core's rule replayed) vs the runs\n")
+    out.append("\n## Lanes while charts could start waited (share of the budget)\n")
+    out.append(
+        markdown_table(Table(["phase", "time", "claimed (claim to settle)", "running in Temporal"], lane_use(log)))
+    )
     header = ["pair", "runs", "learned mean", "runs' mean", "runs' median", "learned log-sigma"]
     out.append(markdown_table(Table(header, learned_replay(log))))
     running = metrics.running_eta_figures(log)
