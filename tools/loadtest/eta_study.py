@@ -294,6 +294,31 @@ def learned_replay(log: Mapping[str, Any]) -> list[list[str]]:
     return rows
 
 
+def ideal_rows(log: Mapping[str, Any]) -> list[list[str]]:
+    """`ideal.ideal_etas` (no overhead, faults or failures, true mean durations) on the charts that
+    arrived after the first tenth: the floors of the after-first-tenth target."""
+    from tools.loadtest.ideal import ideal_etas, workflow_means
+    from tools.loadtest.report import FAIR_REPLAY, SERVED_REPLAY, replays_of, run_policy
+
+    replays = replays_of(log)
+    workflow_of = {str(c["id"]): c["workflow"] for c in log["charts"]}
+    results = ideal_etas(
+        replays.jobs,
+        budget=int(log["meta"]["budget"]),
+        weights={org["slug"]: org["weight"] for org in log["orgs"]},
+        blackouts=replays.blackouts,
+        means=workflow_means(replays.jobs, workflow_of),
+        fair=replays.outcomes[FAIR_REPLAY],
+        served=replays.outcomes[SERVED_REPLAY],
+        policy=run_policy(log),
+        sample_every=2,
+        since=0.1 * float(log["meta"]["seconds"]),
+    )
+    return [
+        [r.name, str(r.errors.count), _pct(r.errors.median), _pct(r.errors.p90), _pct(r.errors.bias)] for r in results
+    ]
+
+
 def table(rows: Iterable[Row]) -> str:
     return markdown_table(Table(HEADER, [row.cells() for row in rows if row.errors]))
 
@@ -393,6 +418,8 @@ def study(log: Mapping[str, Any]) -> str:
     )
     header = ["pair", "runs", "learned mean", "runs' mean", "runs' median", "learned log-sigma"]
     out.append(markdown_table(Table(header, learned_replay(log))))
+    out.append("\n## The ideal loop's ETAs at arrival, charts arriving after the first tenth (every 2nd)\n")
+    out.append(markdown_table(Table(["ideal loop", "charts", "median abs.", "p90", "median signed"], ideal_rows(log))))
     running = metrics.running_eta_figures(log)
     out.append(
         f"\nRunning charts' plan rows behind the clock: {len(running.past)} of {running.checked} checks"
