@@ -20,6 +20,7 @@ succeeded) is split by:
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
 import math
 from collections import defaultdict
@@ -199,6 +200,46 @@ def overhead_rows(log: Mapping[str, Any]) -> list[list[str]]:
     ]  # fmt: skip
 
 
+def loop_lags(log: Mapping[str, Any]) -> list[list[str]]:
+    """Per run: the claim to its start in Temporal, its run, its close to its settle; and from each
+    settle to the next claim (any chart's): what a lane is held beyond the run."""
+    events: dict[int, list[tuple[float, str, str]]] = defaultdict(list)
+    for chart_id, at, from_state, to_state in log["transitions"]:
+        events[chart_id].append((at, from_state, to_state))
+    parts: dict[str, list[float]] = defaultdict(list)
+    for chart in log["charts"]:
+        claims = [at for at, _, to in events[chart["id"]] if to == "dispatching"]
+        settles = [
+            at for at, was, to in events[chart["id"]] if was in metrics.IN_FLIGHT and to not in metrics.IN_FLIGHT
+        ]
+        runs = [r for r in chart["runs"] if r["start"] is not None and r["close"] is not None]
+        for claim, settle, run in zip(claims, settles, runs, strict=False):
+            parts["claim to start"].append(run["start"] - claim)
+            parts["run (start to close)"].append(run["close"] - run["start"])
+            parts["close to settle"].append(settle - run["close"])
+    claims = sorted(at for _, at, _, to in log["transitions"] if to == "dispatching")
+    for _, at, was, to in log["transitions"]:
+        if was in metrics.IN_FLIGHT and to not in metrics.IN_FLIGHT:
+            following = bisect.bisect_left(claims, at)
+            if following < len(claims):
+                parts["settle to the next claim"].append(claims[following] - at)
+    return [
+        [name, str(len(values)), _num(metrics.quantile(values, 0.5)), _num(metrics.quantile(values, 0.9)),
+         _num(sum(values) / len(values))]
+        for name, values in parts.items()
+    ]  # fmt: skip
+
+
+def by_window(scored: Sequence[Scored], width: float = 20.0) -> list[Row]:
+    """The ETAs sampled over the wait by when they were made, `width` s at a time."""
+    rows: dict[float, Row] = {}
+    for item in scored:
+        if item.kind == "wait":
+            start = width * math.floor(item.at / width)
+            rows.setdefault(start, Row(f"{start:.0f}-{start + width:.0f} s")).add(item)
+    return [rows[key] for key in sorted(rows)]
+
+
 def _steps(levels: Sequence[tuple[float, int]]) -> list[tuple[float, int]]:
     """Levels (at, units) as changes (at, delta)."""
     out, last = [], 0
@@ -342,6 +383,8 @@ def study(log: Mapping[str, Any]) -> str:
     out.append(table(grouped(later, lambda s: f"{s.kind} / all")))
     out.append("\n## First tenth vs after (all kinds)\n")
     out.append(table(grouped(scored, lambda s: f"{s.kind} / {'first tenth' if s.at < 0.1 * seconds else 'after'}")))
+    out.append("\n## Sampled over the wait, by when the ETA was made\n")
+    out.append(table(by_window(scored)))
     out.append("\n## Cold start: the pair's runs learned when the ETA was made\n")
 
     def learned_bucket(s: Scored) -> str:
@@ -412,6 +455,8 @@ def study(log: Mapping[str, Any]) -> str:
     header = ["workflow", "runs", "run / payload p50", "extra s p50", "extra s p90"]
     out.append(markdown_table(Table(header, overhead_rows(log))))
     out.append("\n## Learned at the end (the core's rule replayed) vs the runs\n")
+    out.append("\n## What a lane is held for, per run (seconds)\n")
+    out.append(markdown_table(Table(["part", "runs", "p50", "p90", "mean"], loop_lags(log))))
     out.append("\n## Lanes while charts could start waited (share of the budget)\n")
     out.append(
         markdown_table(Table(["phase", "time", "claimed (claim to settle)", "running in Temporal"], lane_use(log)))
