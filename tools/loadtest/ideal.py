@@ -116,13 +116,14 @@ def ideal_etas(
     served: Outcome,
     sample_every: int = SAMPLE_EVERY,
     policy: Policy = "round_robin",
+    since: float = 0.0,
 ) -> list[IdealEta]:
-    """The ideal ETA errors (see the module doc) over every `sample_every`-th chart by arrival (charts
-    whose org is held or paused at their arrival are left out); `fair` is the contract order's replay
-    under `policy`."""
+    """The ideal ETA errors (see the module doc) over every `sample_every`-th chart by arrival of
+    those arriving at `since` or later (charts whose org is held or paused at their arrival are left
+    out); `fair` is the contract order's replay under `policy`."""
     sample = [
         job
-        for index, job in enumerate(sorted(jobs, key=lambda j: (j.arrival, j.id)))
+        for index, job in enumerate(sorted((j for j in jobs if j.arrival >= since), key=lambda j: (j.arrival, j.id)))
         if index % sample_every == 0 and not _blocked(blackouts, job.org, job.arrival)
     ]
     errors: dict[str, list[float]] = defaultdict(list)

@@ -505,6 +505,9 @@ class EtaFigures:
     org_clear: ErrorFigures = field(default_factory=lambda: error_figures([]))
     after_first_tenth: ErrorFigures = field(default_factory=lambda: error_figures([]))
     """Enqueue ETAs made after the first tenth of the submission window."""
+    band_enqueue_after_first_tenth: float | None = None
+    band_sampled_after_first_tenth: float | None = None
+    """Band coverage of the ETAs made after the first tenth, at enqueue and sampled over the wait."""
 
 
 def naive_eta(log: Mapping[str, Any], at: float) -> float:
@@ -550,6 +553,8 @@ def eta_figures(log: Mapping[str, Any]) -> EtaFigures:
     timed: list[tuple[float, float, bool | None]] = []
     by_depth: dict[str, list[float]] = defaultdict(list)
     inside_sampled: list[bool] = []
+    sampled_later: list[bool] = []
+    first_tenth = 0.1 * float(log["meta"].get("seconds", 0.0))
     widths: list[float] = []
     deep_wait = DEEP_WAITS * float(log["meta"]["default_duration"])
     for chart in log["charts"]:
@@ -565,6 +570,8 @@ def eta_figures(log: Mapping[str, Any]) -> EtaFigures:
                 by_depth[f"sampled {depth}"].append(error)
                 if sample["low"] is not None and sample["high"] is not None:
                     inside_sampled.append(sample["low"] <= finished <= sample["high"])
+                    if sample["at"] >= first_tenth:
+                        sampled_later.append(inside_sampled[-1])
                     widths.append((sample["high"] - sample["low"]) / (finished - sample["at"]))
         sample = chart["eta_enqueue"]
         if sample and finished > sample["at"]:
@@ -605,10 +612,16 @@ def eta_figures(log: Mapping[str, Any]) -> EtaFigures:
         band_sampled=sum(inside_sampled) / len(inside_sampled) if inside_sampled else None,
         band_width_sampled=quantile(widths, 0.5),
         org_clear=org_clear_error(log),
-        after_first_tenth=error_figures(
-            [error for at, error, _ in timed if at >= 0.1 * float(log["meta"].get("seconds", 0.0))]
-        ),
+        after_first_tenth=error_figures([error for at, error, _ in timed if at >= first_tenth]),
+        band_enqueue_after_first_tenth=_share([inside for at, _, inside in timed if at >= first_tenth]),
+        band_sampled_after_first_tenth=_share(sampled_later),
     )
+
+
+def _share(flags: Sequence[bool | None]) -> float | None:
+    """The share of True among the flags that are not None (None: none)."""
+    known = [flag for flag in flags if flag is not None]
+    return sum(known) / len(known) if known else None
 
 
 def org_clear_error(log: Mapping[str, Any]) -> ErrorFigures:

@@ -280,6 +280,16 @@ def verdicts(live: metrics.Fairness, figures: metrics.LiveFigures) -> list[Verdi
             pct(eta.after_first_tenth.median),
             None if eta.after_first_tenth.median is None else eta.after_first_tenth.median <= 0.15,
         ),
+        Verdict(
+            "p10-p90 band coverage 75-90% for ETAs made after the first tenth of the run (at enqueue, sampled)",
+            f"{pct(eta.band_enqueue_after_first_tenth)}, sampled {pct(eta.band_sampled_after_first_tenth)}",
+            None
+            if eta.band_enqueue_after_first_tenth is None or eta.band_sampled_after_first_tenth is None
+            else all(
+                0.75 <= band <= 0.90
+                for band in (eta.band_enqueue_after_first_tenth, eta.band_sampled_after_first_tenth)
+            ),
+        ),
         Verdict("zero lost", str(integrity.lost), integrity.lost == 0),
         Verdict("zero run twice", str(len(integrity.run_twice)), not integrity.run_twice),
         Verdict(

@@ -119,6 +119,7 @@ class EtaSample:
     eta: float
     low: float | None
     high: float | None
+    start: float | None = None  # a waiting chart's predicted start: the ETA's wait and duration apart
 
 
 @dataclass
@@ -554,9 +555,11 @@ class LoadRun:
         self.samples_taken += 1
         rows = ChartPlan.objects.filter(
             chart__state__in=[ChartState.QUEUED, ChartState.RETRY_WAIT], eta__isnull=False
-        ).values_list("chart_id", "chart__attempt", Epoch("eta"), Epoch("eta_low"), Epoch("eta_high"))
-        for chart_id, attempt, eta, low, high in rows:
-            sample = EtaSample(now, eta - self.t0, _shift(low, self.t0), _shift(high, self.t0))
+        ).values_list(
+            "chart_id", "chart__attempt", Epoch("eta"), Epoch("eta_low"), Epoch("eta_high"), Epoch("predicted_start")
+        )
+        for chart_id, attempt, eta, low, high, start in rows:
+            sample = EtaSample(now, eta - self.t0, _shift(low, self.t0), _shift(high, self.t0), _shift(start, self.t0))
             self.eta_enqueue.setdefault(chart_id, sample)
             if attempt == 0:
                 self.eta_start[chart_id] = sample

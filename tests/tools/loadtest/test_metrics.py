@@ -135,6 +135,10 @@ def test_etas_over_the_wait_by_depth_and_org_clear_times() -> None:
     # Enqueue ETAs made after the first tenth of the 10 s run: chart 2's (at 2), not chart 1's (at 0).
     assert figures.after_first_tenth.count == 1
     assert figures.after_first_tenth.median == pytest.approx(1 / 3)
+    # Their bands, at enqueue and sampled: chart 2's at 2 (outside) and chart 1's at 7 (inside);
+    # chart 1's at 0 is in the first tenth and has no band either.
+    assert figures.band_enqueue_after_first_tenth == 0.0
+    assert figures.band_sampled_after_first_tenth == 0.5
 
 
 def schedule(charts: list[metrics.ChartRun], budget: int = 2, weights: dict[str, int] | None = None,
