@@ -61,7 +61,8 @@ def expected_durations(*, org: Org, workflows: Collection[Workflow]) -> dict[int
     """Seconds a run of each workflow (by id) is expected to take for the org, as the submission
     judges a due time: the mean learned of the org's runs of it (`DurationStat`), else the workflow's
     `initial_duration`, else FAIRSCHED_DEFAULT_DURATION. (The plan's own estimate also pools the
-    org's other workflows; that rule is the scheduler's, above this app.)"""
+    workflow's runs by other orgs and the org's other workflows; that rule is the scheduler's,
+    above this app.)"""
     learned = {
         stat.workflow_id: stat.mean
         for stat in DurationStat.objects.filter(org_id=org.pk, workflow__in=list(workflows), count__gt=0)

@@ -756,9 +756,9 @@ def _cancel_workflow(workflow_id: str) -> None:
 def duration_stats_forget(*, stats: Sequence[DurationStat], actor: Actor) -> int:
     """Forget what was learned of the run durations of these (org, workflow) pairs, as when a new
     version of a workflow takes another time: until new runs finish, their charts' ETAs take the
-    org's runs, the workflow's or FAIRSCHED_DEFAULT_DURATION (`scheduling.snapshot.Durations.of`).
-    Each is logged in its org's history; the plan is redone. Returns how many were forgotten (a
-    pair forgotten meanwhile is skipped)."""
+    workflow's runs by other orgs, its initial duration, the org's runs or FAIRSCHED_DEFAULT_DURATION
+    (`scheduling.snapshot.Durations.of`). Each is logged in its org's history; the plan is redone.
+    Returns how many were forgotten (a pair forgotten meanwhile is skipped)."""
     actor.staff_required(field="stats")
     with transaction.atomic():
         current = list(

@@ -197,8 +197,8 @@ class WorkflowTermsSerializer(serializers.Serializer[Any]):
     )
     expected_duration = serializers.FloatField(
         help_text=(
-            "Seconds a run is expected to take: the org's runs of it, else the org's runs, "
-            "else the workflow's, else its `initial_duration`, else the default."
+            "Seconds a run is expected to take: the org's runs of it, else the workflow's runs by "
+            "every org, else its `initial_duration`, else the org's runs, else the default."
         )
     )
 

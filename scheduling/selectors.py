@@ -238,7 +238,7 @@ def in_flight(*, now: datetime | None = None) -> dict[str, Any]:
 
     Expected is the duration the plan expects of the run (`ChartPlan.expected_duration`); for a chart
     no plan has seen in flight yet, the planner's rule (`snapshot.Durations`: the mean run of the
-    chart's (org, workflow), else of its org, else of its workflow, else the default duration).
+    chart's (org, workflow), else of its workflow, else of its org, else the default duration).
     `overdue`: it has run longer than that. Two queries, and a third for the planner's rule only when
     a chart is not in a plan yet.
     """
@@ -520,8 +520,8 @@ def workflow_terms(*, workflows: Sequence[Workflow], org: Org | None) -> list[Wo
     1. The org's cost overrides of these workflows; a workflow without one costs its default
        (`snapshot.run_cost`).
     2. The duration statistics that the ETAs' fallback chain needs for them (`snapshot.Durations`):
-       the (org, workflow) runs, then the org's, then the workflow's, then its initial duration,
-       then the configured default.
+       the (org, workflow) runs, then the workflow's over every org, then its initial duration,
+       then the org's, then the configured default.
     """
     ids = [workflow.pk for workflow in workflows]
     if not ids:

@@ -132,9 +132,10 @@ def _timestamp(at: datetime | None) -> float | None:
 class Durations:
     """Expected run time of a chart by (org, workflow), with the learned spread of log(duration).
 
-    The mean falls back from the (org, workflow) to the org's runs, then the workflow's, then the
+    The mean falls back from the (org, workflow) to the workflow's runs over every org, then the
     workflow's `initial_duration` (what its account manager says a run takes, until one is seen),
-    then the configured default; the spread (log sigma) follows the same chain, and where a level knows too
+    then the org's runs, then the configured default: what a run takes depends on its workflow more
+    than on its org. The spread (log sigma) follows the same chain, and where a level knows too
     little for one (nothing, or a single run) it is `default_spread`: the spread pooled over every
     pair loaded when they hold two runs or more, else FAIRSCHED_DEFAULT_DURATION_SPREAD. So the ETA
     band of a chart is widest where least is known, never collapsed. A pair's runs in flight, where
@@ -153,8 +154,8 @@ class Durations:
             return self.by_workflow.get(workflow_id) or (self.default, self.default_spread)
         return (
             self.pair.get((org_id, workflow_id))
-            or self.by_org.get(org_id)
             or self.by_workflow.get(workflow_id)
+            or self.by_org.get(org_id)
             or (self.default, self.default_spread)
         )
 

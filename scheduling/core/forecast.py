@@ -602,18 +602,17 @@ def median_last_finish(
     org_count: int,
     lasted: Sequence[float] | NDArray[np.float64] | None = None,
     eta: Sequence[float | None] | NDArray[np.float64] | None = None,
+    quantile: float = 0.5,
 ) -> NDArray[np.float64]:
     """Each org's median last finish: the time by which all its charts (`org`: each chart's org
-    code) have finished with probability 1/2, their starts as given and their durations independent
+    code) have finished with probability 1/2 (or `quantile`), their starts as given and their durations independent
     lognormals of mean `avg` and log-sd `spread` (a chart without a start does not count), each
     given that it has already run `lasted` seconds (a running chart; 0 or less, or no `lasted`: not
     begun); nan for an org none of whose charts has a spread. (`start` may be an array, nan for no
     start.) `eta`: each chart's own median finish as the plan has it (its ETA; none: worked out
     here), so that an org with one chart that counts clears at that chart's ETA to the bit.
 
-    The latest ETA is the last finish if every chart takes its mean; but the last of several charts
-    to finish is later than the latest of their ETAs (one of them runs long): on the open-arrival
-    simulator the latest ETA was 11-20% early on the org clear-times, the floor's included.
+    The last of several charts to finish is later than the latest of their ETAs (docs/eta-medians.md).
     1. Each chart's median finish, start + avg x e^(-spread^2 / 2) (a run that has lasted e: its
        median given D > e, as `remaining_time` conditions its ETA); the org's latest (and now) is
        a lower bound L of its median last finish, since the last finish comes after each.
@@ -621,7 +620,7 @@ def median_last_finish(
        a run) leaves the probability that all have finished as it is: only the others count. An
        org with one chart that counts clears at L, taken as its latest `eta` where given.
     3. Bisection between L and the latest CERTAIN_Z quantile of those charts for the x at which the
-       sum of their log P(finish <= x) is log 1/2; for a run that has lasted e, P(D <= x - start |
+       sum of their log P(finish <= x) is log 1/2 (log `quantile`); for a run that has lasted e, P(D <= x - start |
        D > e) = 1 - Q(z_x) / Q(z_e), the normal tails Q taken in logs (`_log_normal_tail`) so that
        a run far past its usual duration keeps its precision.
     """
@@ -671,7 +670,7 @@ def median_last_finish(
                 z_given > z_lasted[given], np.log(np.maximum(-np.expm1(np.minimum(log_left, 0.0)), 1e-300)), -690.8
             )
         finished = np.bincount(codes, weights=log_finished, minlength=org_count)
-        below = finished < math.log(0.5)
+        below = finished < math.log(quantile)
         low = np.where(below, middle, low)
         high = np.where(below, high, middle)
     orgs, counted = np.unique(codes, return_counts=True)

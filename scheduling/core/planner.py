@@ -290,8 +290,8 @@ def _real_plan(
     2. Starts, ETAs and bands in that layout: the replay's own values (an int stays an int), None
        where a chart has none; also as float arrays, nan for None (`Plan.arrays`).
     3. Clear-times per org: the latest ETA and band edges (`_org_clear`); with spreads the median
-       last finish (`forecast.median_last_finish`), never before the latest ETA, which also raises
-       the band's upper edge. With expected charts, only orgs with a real chart get a key.
+       last finish (`forecast.median_last_finish`), never before the latest ETA, and the band's upper
+       edge its p90, never before the latest p90. With expected charts, only orgs with a real chart get a key.
     4. Each chart's chance of finishing after its due time, when some chart has one (`_due`).
     5. Why each chart waits, on first use (`_waiting`).
 
@@ -333,16 +333,16 @@ def _real_plan(
         high_time, high_value = laid.times(bands.high, None, bands.running_high)
         org_clear_low = _org_clear(org_names, layout_org, low_time, low_value)
         org_clear_high = _org_clear(org_names, layout_org, high_time, high_value)
-        last = median_last_finish(
-            now=scenario.now, org=np.concatenate((org, running_org)),
+        last_finish = functools.partial(
+            median_last_finish, now=scenario.now, org=np.concatenate((org, running_org)),
             start=np.concatenate((start_time, np.array(running_started, dtype=np.float64))),
             avg=np.concatenate((avg, np.array([chart.avg for chart in running], dtype=np.float64))),
             spread=np.concatenate((bands.spread, bands.running_spread)), org_count=len(org_names),
             lasted=np.concatenate((np.zeros(len(start_time)), scenario.now - np.array(running_started, dtype=float))),
             eta=np.concatenate((order_eta, np.array(columns.running_finish, dtype=np.float64))),
         )  # fmt: skip
-        org_clear = _median_clear(org_names, last, org_clear)
-        org_clear_high = {name: _later(high, org_clear[name]) for name, high in org_clear_high.items()}
+        org_clear = _median_clear(org_names, last_finish(), org_clear)
+        org_clear_high = _median_clear(org_names, last_finish(quantile=0.9), org_clear_high)
         eta_low = laid.column(chart_ids, bands.low, bands.running_low)
         eta_high = laid.column(chart_ids, bands.high, bands.running_high)
     if queued_count > real_count:  # no key for an org that has only expected charts
@@ -523,19 +523,14 @@ def _backlog(queue: QueueArrays, running: Sequence[RunningChart], now: float, bu
 def _median_clear(
     org_names: Sequence[str], last: NDArray[np.float64], org_clear: dict[str, float | None]
 ) -> dict[str, float | None]:
-    """Each org's clear-time when its charts' durations spread: its median last finish (`last`,
-    `forecast.median_last_finish`), never before its latest ETA; its latest ETA where none spreads."""
+    """Each org's latest ETA (or p90), raised to the median (or p90) of its last finish where later
+    (`last`, `forecast.median_last_finish`): as it is where none of its charts spreads."""
     clear = dict(org_clear)
     for name, finish in zip(org_names, last.tolist(), strict=True):
         latest = org_clear.get(name)
         if latest is not None and finish > latest:  # nan (no spread) is never later
             clear[name] = finish
     return clear
-
-
-def _later(first: float | None, second: float | None) -> float | None:
-    """The later of two times, None if either is None."""
-    return None if first is None or second is None else max(first, second)
 
 
 def _typical_avg(history: History, queue: QueueColumns) -> float:

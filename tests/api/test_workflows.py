@@ -145,9 +145,20 @@ def test_a_member_sees_its_orgs_cost_and_expected_duration(
     acme = terms(client_for(tenants.member_a).get("/api/v1/workflows/").json())
     beta = terms(client_for(tenants.member_b).get("/api/v1/workflows/").json())
 
-    # export: acme's override and acme's runs; render: no runs of it, so acme's runs of anything.
+    # export: acme's override and acme's runs; render: no org's runs of it, so acme's runs of anything.
     assert acme == {"export": ("acme", 7, 150.0), "render": ("acme", 1, 150.0)}
     assert beta == {"export": ("beta", 3, 30.0), "render": ("beta", 1, 30.0)}
+
+
+def test_a_workflow_the_org_never_ran_is_expected_to_take_its_runs_by_other_orgs(
+    tenants: Tenants, client_for: Client, export: Workflow
+) -> None:
+    """Acme never ran render, beta did: acme expects beta's runs of render, not its own of export."""
+    stat(tenants.org_b, Workflow.objects.get(name="render"), 40.0)
+
+    acme = terms(client_for(tenants.member_a).get("/api/v1/workflows/").json())
+
+    assert acme == {"export": ("acme", 7, 150.0), "render": ("acme", 1, 40.0)}
 
 
 def test_with_no_org_the_terms_are_the_workflows_own(
@@ -206,7 +217,7 @@ def test_the_list_costs_a_fixed_number_of_queries(
     assert list(terms(body).items())[:3] == [
         ("export", ("acme", 7, 150.0)),
         ("render", ("acme", 1, 150.0)),
-        ("w00", ("acme", 2, 150.0)),  # acme's runs of anything come before beta's runs of w00
+        ("w00", ("acme", 2, 10.0)),  # beta's runs of w00 come before acme's runs of anything
     ]
 
 

@@ -128,6 +128,7 @@ def test_in_flight_expects_the_mean_run(tenants: Tenants) -> None:
         ("pair", 25.0),  # the chart's own (org, workflow)
         ("org", 40.0),  # only its org's runs of another workflow
         ("workflow", 90.0),  # only another org's runs of its workflow
+        ("org and workflow", 90.0),  # both: another org's runs of its workflow come first
         ("nothing", None),  # FAIRSCHED_DEFAULT_DURATION
     ],
 )
@@ -146,6 +147,7 @@ def test_in_flight_expects_what_the_planner_expects(
         "pair": [(tenants.org_a, tenants.workflow, 4, 100.0)],
         "org": [(tenants.org_a, other, 2, 80.0)],
         "workflow": [(tenants.org_b, tenants.workflow, 1, 90.0)],
+        "org and workflow": [(tenants.org_a, other, 2, 80.0), (tenants.org_b, tenants.workflow, 1, 90.0)],
         "nothing": [],
     }[known]
     for org, workflow, count, total in stats:

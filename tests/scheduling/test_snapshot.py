@@ -471,6 +471,27 @@ def test_unknown_durations_take_the_spread_pooled_over_every_pair(tenants: Tenan
     assert durations.of(None, never.pk) == pytest.approx((settings.FAIRSCHED_DEFAULT_DURATION, pooled))
 
 
+def test_a_pair_never_run_asks_its_workflow_before_its_org(tenants: Tenants, settings: Any) -> None:
+    """A pair never run takes its workflow's runs over every org (else its stated duration), before
+    its org's runs of other workflows; the org's runs only where nothing is known of the workflow."""
+    settings.FAIRSCHED_DEFAULT_DURATION_SPREAD = 0.7
+    long, stated, unknown = (
+        WorkflowFactory(name="long"),
+        WorkflowFactory(name="stated", initial_duration=90),
+        WorkflowFactory(name="unknown"),
+    )
+    duration_record(org_id=tenants.org_a.pk, workflow_id=tenants.workflow.pk, seconds=20)
+    for seconds in (100, 110):
+        duration_record(org_id=tenants.org_b.pk, workflow_id=long.pk, seconds=seconds)
+    for durations in (
+        Durations.load(),
+        Durations.load(org_id=tenants.org_a.pk, workflow_ids=[long.pk, stated.pk, unknown.pk]),
+    ):
+        assert durations.of(tenants.org_a.pk, long.pk)[0] == pytest.approx(105.0)
+        assert durations.of(tenants.org_a.pk, stated.pk)[0] == 90.0
+        assert durations.of(tenants.org_a.pk, unknown.pk)[0] == 20.0
+
+
 def test_a_workflow_never_run_is_expected_to_take_its_stated_duration(tenants: Tenants, settings: Any) -> None:
     """A workflow's `initial_duration` stands for its runs until one has been seen (with the unknown
     spread); learned runs replace it; a workflow without one keeps the configured default."""

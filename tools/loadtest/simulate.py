@@ -472,9 +472,9 @@ class Learned:
        log-duration over every org (once that has WARMUP_RUNS), as `reconcile.duration_record`.
     2. `in_flight`: the runs going at the moment, as the snapshot reads them: a pair's estimate
        counts its runs in flight as runs longer than they have lasted (`duration_censored`).
-    3. `of`: the snapshot's fallbacks (`snapshot.Durations.of`): the pair's estimate, else its org's
-       runs pooled, else its workflow's, else DEFAULT_DURATION; a spread unknown (under two runs)
-       is the one pooled over every pair, else DEFAULT_SPREAD.
+    3. `of`: the snapshot's fallbacks (`snapshot.Durations.of`): the pair's estimate, else its
+       workflow's runs pooled over every org, else its org's, else DEFAULT_DURATION; a spread
+       unknown (under two runs) is the one pooled over every pair, else DEFAULT_SPREAD.
     """
 
     pairs: dict[tuple[str, str], DurationState] = field(default_factory=dict)
@@ -517,7 +517,7 @@ class Learned:
             state = duration_censored(state, self._lasted.get(key, []), spread=unknown_spread)
             sigma = predictive_sigma(state)
             return state.mean_seconds, unknown_spread if sigma is None else sigma
-        for level in (self._pooled(lambda pair: pair[0] == key[0]), self._pooled(lambda pair: pair[1] == key[1])):
+        for level in (self._pooled(lambda pair: pair[1] == key[1]), self._pooled(lambda pair: pair[0] == key[0])):
             if level.count:
                 spread = level.spread()
                 return level.total / level.count, unknown_spread if spread is None else spread

@@ -520,6 +520,22 @@ def test_an_org_clear_time_conditions_its_running_charts_on_how_long_they_have_r
     assert result.eta["r0"] < clear <= result.org_clear_high["a"]
 
 
+@pytest.mark.parametrize("count", [3, 10])
+def test_an_org_clear_band_holds_the_last_finish_as_often_as_a_charts_band_holds_its_finish(count: int) -> None:
+    # `count` charts started side by side: the last of them to finish is later than each one's p90
+    # far more often than one in ten (1 - 0.9^10 = 65% of the time for ten), so the band's upper
+    # edge is the last finish's own p90, not the latest of the charts' p90s.
+    queued = [QueuedChart(f"q{i}", "a", created=0, avg=60.0) for i in range(count)]
+    result = plan(Scenario(now=0.0, budget=count, queued=queued, spread=[0.5] * count))
+    low, high = result.org_clear_low["a"], result.org_clear_high["a"]
+    assert low is not None
+    assert high is not None
+    rng, mu = random.Random(11), math.log(60.0) - 0.5**2 / 2
+    last = [max(math.exp(rng.gauss(mu, 0.5)) for _ in queued) for _ in range(4000)]
+    assert 0.85 <= sum(finish <= high for finish in last) / len(last) <= 0.95
+    assert sum(low <= finish <= high for finish in last) / len(last) >= 0.8
+
+
 def _with_spreads(scenario: Scenario, queued: list[float], running: list[float]) -> Scenario:
     return Scenario(**{**_fields(scenario), "spread": queued, "running_spread": running})
 

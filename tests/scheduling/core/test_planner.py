@@ -202,7 +202,7 @@ def test_org_clear_times_are_the_latest_of_their_charts(scenario: Scenario, with
                 assert clear is not None
                 assert high is not None
                 assert clear >= eta
-                assert result.org_clear_high[org] == max(high, clear)
+                assert result.org_clear_high[org] >= max(high, clear)  # the last finish's p90, if later
 
 
 PLAN_MAPPINGS = ("start", "eta", "eta_low", "eta_high", "reason", "waiting_until", "head_of_line")

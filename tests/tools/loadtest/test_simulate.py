@@ -166,7 +166,7 @@ def test_learned_durations_follow_the_cores_rule_with_the_snapshots_fallbacks() 
         state = duration_learn(state, seconds)
     # The pair's own estimate is the core's rule fed the same runs (no usual: one pair only).
     assert learned.of(_chart("a", 0, 1.0)) == duration_estimate(state)
-    # Another workflow of the same org: the org's runs; another org's: the workflow's.
+    # Another workflow of the same org (run by no other): the org's runs; another org's: the workflow's.
     mean, spread = learned.of(_chart("a", 1, 1.0))
     assert mean == pytest.approx(sum(runs) / len(runs), rel=0.01)
     assert spread == pytest.approx(state.log_sigma)
@@ -175,6 +175,19 @@ def test_learned_durations_follow_the_cores_rule_with_the_snapshots_fallbacks() 
     unseen_mean, unseen_spread = learned.of(_chart("c", 2, 1.0))
     assert unseen_mean == simulate.DEFAULT_DURATION
     assert unseen_spread == pytest.approx(state.log_sigma)
+
+
+def test_a_pair_never_run_takes_its_workflows_runs_over_every_org_before_its_orgs_other_workflows() -> None:
+    """Found on the steady workload: org00's long charts (120 s) were expected to take its one
+    finished medium run's 19.8 s while the long workflow had 15 runs of 106.8 s over the other orgs.
+    A workflow's identity says more of a run's length than its org's: the chain asks it first."""
+    learned = Learned()
+    learned.learn(_chart("a", 1, 20.0), 20.0)
+    for index, seconds in enumerate([100.0, 110.0, 105.0]):
+        learned.learn(_chart("b", 2, seconds, index), seconds)
+    assert learned.of(_chart("a", 2, 1.0))[0] == pytest.approx(105.0, rel=0.01)
+    # With no run of its workflow anywhere, the org's runs of its other workflows.
+    assert learned.of(_chart("a", 0, 1.0))[0] == pytest.approx(20.0)
 
 
 def test_learned_durations_count_the_runs_in_flight_as_the_snapshot_does() -> None:
