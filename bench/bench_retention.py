@@ -159,13 +159,14 @@ def percentiles(samples: list[float]) -> tuple[float, float, int]:
     return statistics.median(samples), cuts[94], len(samples)
 
 
-def prune_child(cadence: str, scale: float, limit: float) -> None:
+def prune_child(cadence: str, scale: float, limit: float, interval: float, rest: float) -> None:
     """`--prune`: run the retention pass; print what it did as JSON (and when each run was active).
 
     `production`: as beat runs it, a `retention_run` with its default bounds every `RUN_INTERVAL`
     seconds, both scaled by `scale` (the share of time pruning stays the same, the runs come oftener);
     `flat`: run after run with no bound, as fast as the pass goes. Either stops when nothing is left,
-    or after `limit` seconds."""
+    or after `limit` seconds. `interval` and `rest` stand in for RUN_INTERVAL and BATCH_REST_SHARE
+    (another cadence tried without changing the defaults)."""
     import django
 
     django.setup()
@@ -179,14 +180,14 @@ def prune_child(cadence: str, scale: float, limit: float) -> None:
         if cadence == "flat":
             result = retention.retention_run(max_charts=10**12, max_seconds=float("inf"))
         else:
-            result = retention.retention_run(max_seconds=retention.RUN_MAX_SECONDS * scale)
+            result = retention.retention_run(max_seconds=retention.RUN_MAX_SECONDS * scale, rest=rest)
         active.append((run_began, time.perf_counter()))
         deleted, events = deleted + result.deleted, events + result.events
         batches, pauses = batches + result.batches, pauses + result.pauses
         if result.finished:
             break
         if cadence != "flat":
-            time.sleep(max(0.0, run_began + retention.RUN_INTERVAL * scale - time.perf_counter()))
+            time.sleep(max(0.0, run_began + interval * scale - time.perf_counter()))
     seconds = time.perf_counter() - began
     print(
         json.dumps(
@@ -215,13 +216,19 @@ def main() -> None:
         "--scale", type=float, default=1.0, help="production cadence: run bound and interval times this (same share)"
     )
     parser.add_argument("--limit", type=float, default=float("inf"), help="stop the prune after this many seconds")
+    parser.add_argument("--interval", type=float, default=None, help="seconds between runs (default RUN_INTERVAL)")
+    parser.add_argument("--rest", type=float, default=None, help="rest share between batches (BATCH_REST_SHARE)")
     parser.add_argument("--prune", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     use_database(BENCH_DB)
     os.environ["FAIRSCHED_API_READ_RATE"] = "off"
     os.environ["FAIRSCHED_RETENTION_DAYS"] = "90"
     if args.prune:
-        prune_child(args.cadence, args.scale, args.limit)
+        from scheduling import retention
+
+        interval = retention.RUN_INTERVAL if args.interval is None else args.interval
+        rest = retention.BATCH_REST_SHARE if args.rest is None else args.rest
+        prune_child(args.cadence, args.scale, args.limit, interval, rest)
         return
     export_dir = None if args.no_export else Path(tempfile.mkdtemp(prefix="fairsched-retention-"))
     os.environ["FAIRSCHED_RETENTION_EXPORT_DIR"] = str(export_dir or "")
@@ -276,6 +283,8 @@ def run(args: argparse.Namespace, export_dir: Path | None) -> None:
     prune_began = time.perf_counter()
     load_before = os.getloadavg()[0]
     prune_args = ["--cadence", args.cadence, "--scale", str(args.scale), "--limit", str(args.limit)]
+    prune_args += [*(["--interval", str(args.interval)] if args.interval is not None else [])]
+    prune_args += [*(["--rest", str(args.rest)] if args.rest is not None else [])]
     child = subprocess.run(
         [sys.executable, __file__, "--prune", *(["--no-export"] if export_dir is None else []), *prune_args],
         capture_output=True,
