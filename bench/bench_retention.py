@@ -159,7 +159,7 @@ def percentiles(samples: list[float]) -> tuple[float, float, int]:
     return statistics.median(samples), cuts[94], len(samples)
 
 
-def prune_child(cadence: str, scale: float, limit: float, interval: float, rest: float) -> None:
+def prune_child(cadence: str, scale: float, limit: float, interval: float | None, rest: float | None) -> None:
     """`--prune`: run the retention pass; print what it did as JSON (and when each run was active).
 
     `production`: as beat runs it, a `retention_run` with its default bounds every `RUN_INTERVAL`
@@ -172,6 +172,8 @@ def prune_child(cadence: str, scale: float, limit: float, interval: float, rest:
     django.setup()
     from scheduling import retention
 
+    interval = retention.RUN_INTERVAL if interval is None else interval
+    rest = retention.BATCH_REST_SHARE if rest is None else rest
     began = time.perf_counter()
     deleted = events = batches = pauses = 0
     active: list[tuple[float, float]] = []  # (start, end) of each run, on this machine's perf_counter
@@ -224,11 +226,7 @@ def main() -> None:
     os.environ["FAIRSCHED_API_READ_RATE"] = "off"
     os.environ["FAIRSCHED_RETENTION_DAYS"] = "90"
     if args.prune:
-        from scheduling import retention
-
-        interval = retention.RUN_INTERVAL if args.interval is None else args.interval
-        rest = retention.BATCH_REST_SHARE if args.rest is None else args.rest
-        prune_child(args.cadence, args.scale, args.limit, interval, rest)
+        prune_child(args.cadence, args.scale, args.limit, args.interval, args.rest)
         return
     export_dir = None if args.no_export else Path(tempfile.mkdtemp(prefix="fairsched-retention-"))
     os.environ["FAIRSCHED_RETENTION_EXPORT_DIR"] = str(export_dir or "")
