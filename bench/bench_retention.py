@@ -57,6 +57,10 @@ printed). Steps:
 # replans overlap a batch; a p95 moves once more than 5% of the samples are slowed. The next step is an
 # active share under ~4% (RUN_INTERVAL 120 s, or a rest share of 2), about 420 charts/s (still 36M a
 # day), measured on a quiet machine with longer windows (`--before 300`); not run (no quiet 80 min left).
+# The next step tried (2026-12-07 16:46-17:03 UTC, quiet, load 0.5-0.8): `--charts 300000 --events 3
+# --no-export --before 120 --interval 120` (a run every 120 s): 417 charts/s, 7 runs; status read p95
+# 10.2 / 10.0 / 9.5 ms (x0.98 / x1.05), replan p95 475 / 456 / 439 ms (x0.96 / x1.04): both inside
+# 10%. Not yet the default: the 10M rows at this cadence (~80 min) are still to run.
 # In isolation (no loops; 100k charts, export on): 10.9 s, of which the export 7.1 s (the server's
 # JSON lines, gzip, fsync) and the deletes 1.3 s: without an export directory the prune is ~3x faster.
 
