@@ -338,23 +338,9 @@ def learned_replay(log: Mapping[str, Any]) -> list[list[str]]:
 def ideal_rows(log: Mapping[str, Any]) -> list[list[str]]:
     """`ideal.ideal_etas` (no overhead, faults or failures, true mean durations) on the charts that
     arrived after the first tenth: the floors of the after-first-tenth target."""
-    from tools.loadtest.ideal import ideal_etas, workflow_means
-    from tools.loadtest.report import FAIR_REPLAY, SERVED_REPLAY, replays_of, run_policy
+    from tools.loadtest.report import ideal_etas_of, replays_of
 
-    replays = replays_of(log)
-    workflow_of = {str(c["id"]): c["workflow"] for c in log["charts"]}
-    results = ideal_etas(
-        replays.jobs,
-        budget=int(log["meta"]["budget"]),
-        weights={org["slug"]: org["weight"] for org in log["orgs"]},
-        blackouts=replays.blackouts,
-        means=workflow_means(replays.jobs, workflow_of),
-        fair=replays.outcomes[FAIR_REPLAY],
-        served=replays.outcomes[SERVED_REPLAY],
-        policy=run_policy(log),
-        sample_every=2,
-        since=0.1 * float(log["meta"]["seconds"]),
-    )
+    results = ideal_etas_of(log, replays_of(log), sample_every=2, since=0.1 * float(log["meta"]["seconds"]))
     return [
         [r.name, str(r.errors.count), _pct(r.errors.median), _pct(r.errors.p90), _pct(r.errors.bias)] for r in results
     ]

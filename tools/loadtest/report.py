@@ -193,9 +193,10 @@ def eta_time_table(eta: metrics.EtaFigures) -> Table:
     )
 
 
-def ideal_eta_table(log: Mapping[str, Any], replays: Replays) -> Table:
+def ideal_etas_of(log: Mapping[str, Any], replays: Replays, **options: Any) -> Any:
+    """`ideal.ideal_etas` on the run's workload and replays (`options`: its sampling and `since`)."""
     workflow_of = {str(c["id"]): c["workflow"] for c in log["charts"]}
-    results = ideal_etas(
+    return ideal_etas(
         replays.jobs,
         budget=int(log["meta"]["budget"]),
         weights={org["slug"]: org["weight"] for org in log["orgs"]},
@@ -204,7 +205,12 @@ def ideal_eta_table(log: Mapping[str, Any], replays: Replays) -> Table:
         fair=replays.outcomes[FAIR_REPLAY],
         served=replays.outcomes[SERVED_REPLAY],
         policy=run_policy(log),
+        **options,
     )
+
+
+def ideal_eta_table(log: Mapping[str, Any], replays: Replays) -> Table:
+    results = ideal_etas_of(log, replays)
     return Table(
         ["ideal loop: prediction at arrival", "charts", "median abs. rel. error", "p90", "median signed"],
         [[r.name, str(r.errors.count), pct(r.errors.median), pct(r.errors.p90), pct(r.errors.bias)] for r in results],
