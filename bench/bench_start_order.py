@@ -154,29 +154,12 @@ def simulated(scale: float, workloads: Sequence[str] = tuple(sim.WORKLOADS)) -> 
         workload, sample_every, enqueue_every = sim._promised_workload(name, scale=scale, seed=None)
         for policy in sim.POLICIES:
             schedule = sim.simulate(workload, policy=policy, sample_every=sample_every, enqueue_every=enqueue_every)
-            charts = workload.charts
-            by_finish = sorted(charts, key=lambda c: schedule.finish[c.id])
-            ends = [(schedule.start[c.id], schedule.finish[c.id], c.duration) for c in by_finish]
-            finish_times = [run[1] for run in ends]
-            arrival_times = [chart.arrival for chart in charts]
             for known in sim.DURATIONS:
-                learned = sim.Learned()
-                arrived = learnt = 0
-                for moment in schedule.moments:
+                for context in sim.contexts(schedule, durations=known):
+                    moment = context.moment
                     if not moment.sampled or not moment.waiting:
                         continue
                     at = moment.at
-                    while arrived < len(charts) and charts[arrived].arrival <= at:
-                        arrived += 1
-                    finished = bisect.bisect_right(finish_times, at)
-                    for chart in by_finish[learnt:finished]:
-                        learned.learn(chart, chart.duration, started=schedule.start[chart.id])
-                    learnt = finished
-                    learned.in_flight(moment.running, now=at)
-                    context = sim.Context(
-                        schedule, moment, charts[:arrived], ends[:finished], charts[arrived:],
-                        arrival_times[:arrived], learned.of if known == "learned" else sim.true_durations,
-                    )  # fmt: skip
                     coming = sorted(schedule.start[chart.id] for chart in moment.waiting)
                     bucket = _running_bucket(len(moment.running))
                     for predictor, planned_by in PLANS.items():

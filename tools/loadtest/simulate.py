@@ -48,7 +48,7 @@ import math
 import random
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from scheduling.core import (
@@ -838,6 +838,32 @@ class _Tally:
                 self.width[place].append((band[1] - band[0]) / left)
 
 
+def contexts(schedule: Schedule, *, durations: str = "true") -> Iterator[Context]:
+    """What the predictors know at each kept moment of `schedule`, in time order (step 1 of `score`):
+    the charts arrived and the runs ended by then, and the `durations` they are given ("learned":
+    `Learned` fed every run finished by the moment, in finish order, and the runs in flight)."""
+    charts = schedule.workload.charts
+    by_finish = sorted(charts, key=lambda c: schedule.finish[c.id])
+    ends = [(schedule.start[c.id], schedule.finish[c.id], c.duration) for c in by_finish]
+    finish_times = [run[1] for run in ends]
+    arrival_times = [chart.arrival for chart in charts]
+    learned = Learned()
+    known = learned.of if durations == "learned" else true_durations
+    arrived = learnt = 0
+    for moment in schedule.moments:
+        at = moment.at
+        while arrived < len(charts) and charts[arrived].arrival <= at:
+            arrived += 1
+        finished = bisect.bisect_right(finish_times, at)
+        for chart in by_finish[learnt:finished]:
+            learned.learn(chart, chart.duration, started=schedule.start[chart.id])
+        learnt = finished
+        learned.in_flight(moment.running, now=at)
+        yield Context(
+            schedule, moment, charts[:arrived], ends[:finished], charts[arrived:], arrival_times[:arrived], known
+        )
+
+
 def score(
     schedule: Schedule, predictors: Mapping[str, Callable[[Context], Prediction]], *, durations: str = "true"
 ) -> dict[str, Scores]:
@@ -858,31 +884,12 @@ def score(
        scores: at their arrival and at half their wait (`Schedule.halfway`), "will miss" against
        finishing after the due time (`MissFigures`).
     """
-    workload = schedule.workload
-    deep_wait = DEEP_WAITS * workload.mean_duration
-    charts = workload.charts
-    by_finish = sorted(charts, key=lambda c: schedule.finish[c.id])
-    ends = [(schedule.start[c.id], schedule.finish[c.id], c.duration) for c in by_finish]
-    finish_times = [run[1] for run in ends]
-    learned = Learned()
-    known = learned.of if durations == "learned" else true_durations
+    deep_wait = DEEP_WAITS * schedule.workload.mean_duration
     before, after = _drift_window(schedule)
     tallies = {name: _Tally() for name in predictors}
-    arrival_times = [chart.arrival for chart in charts]
-    arrived = learnt = 0
-    for moment in schedule.moments:
-        at = moment.at
-        while arrived < len(charts) and charts[arrived].arrival <= at:
-            arrived += 1
-        finished = bisect.bisect_right(finish_times, at)
-        for chart in by_finish[learnt:finished]:
-            learned.learn(chart, chart.duration, started=schedule.start[chart.id])
-        learnt = finished
-        learned.in_flight(moment.running, now=at)
-        context = Context(
-            schedule, moment, charts[:arrived], ends[:finished], charts[arrived:], arrival_times[:arrived], known
-        )
-        sampled = moment.sampled
+    for context in contexts(schedule, durations=durations):
+        moment = context.moment
+        at, sampled = moment.at, moment.sampled
         drifting = ["drift before"] if before <= at < after[0] else ["drift after"] if at >= after[1] else []
         for name, predict in predictors.items():
             if not (moment.sampled or moment.enqueue) and name not in MISS_PREDICTORS:
