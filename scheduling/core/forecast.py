@@ -21,26 +21,9 @@ as the contract says):
   median time left given how long it has run, and the replay frees its lanes then; a queued chart's
   is its start plus its median duration, while it frees its lanes at start + mean (a later start is
   a sum of durations, near the sum of their means). With no spread the plan is the contract's.
-- **ETA bands** (`eta_bands`). Each chart's p10-p90 finish from the spread of durations (`spread`:
-  the standard deviation of log(duration), lognormal) and of arrivals:
-  1. Its start is the sum of the work started before it spread over the budget's lanes, so its
-     variance is the sum of those charts' work variances over budget^2: units^2 * avg^2 *
-     (e^spread^2 - 1) for a real chart, units^2 * avg^2 * e^spread^2 for an expected arrival (a
-     Poisson count of arrivals adds the square of the mean as well). Running charts count first.
-  2. Its own duration is lognormal with mean `avg`, median avg x e^(-spread^2 / 2)
-     (`median_durations`; the ETA is start + median): its p10 and p90 around that median.
-  3. The two spreads are independent: the band's half-widths add in quadrature on each side, with
-     the normal z of p90 for the start.
-  4. From history, what the rates cannot say: the rates' own doubt (RATE_DOUBT / evidence, relative
-     variance of the expected work started first), bursts (upper side only) and newcomers (both
-     sides: fewer or more may come); see `_unforeseen_spreads`.
-  5. Fewer arrivals than expected can at most leave out all of them: the lower half-width of the
-     start never exceeds the expected work started before it over the budget, plus the real
-     charts' spread, so the p10 is never earlier than if nothing more came.
-  With spreads an org's clear-time is its median last finish (`median_last_finish`), never before
-  its latest ETA; its band's upper edge is raised to it if need be.
-  The constants were chosen on the open-arrival simulator (`tools.loadtest.simulate`), which
-  scores the bands' coverage on three workloads.
+- **ETA bands** (`eta_bands`): each chart's p10-p90 finish from the spread of durations (lognormal)
+  and of arrivals, its start's and its own duration's added in quadrature; an org's clear-time is
+  its median last finish (`median_last_finish`). The five steps and their reasons: docs/eta-bands.md.
 - **Late chance** (`late_chance`): each chart's chance of finishing after its due time, read from
   the law its band comes from (a split normal with its median at the ETA); a step without a band.
 """
@@ -450,7 +433,7 @@ def eta_bands(
     arrivals: Sequence[Arrival] = (),
     foreseen: Forecast | None = None,
 ) -> BandEdges:
-    """The p10-p90 finish of each chart of a replay (see the module doc), nan where it has no start.
+    """The p10-p90 finish of each chart of a replay (docs/eta-bands.md), nan where it has no start.
 
     `starts` (None or nan: no start), `avg` (the mean durations), `units`, `spread` and `expected`
     describe the replayed charts (expected: an expected arrival), as sequences or arrays, each
@@ -503,7 +486,7 @@ def eta_bands(
     if foreseen is not None:
         early_spread, late_spread = _unforeseen_spreads(start_spread, start - now, foreseen, budget)
     if arrivals:
-        # Fewer arrivals than expected: at most none at all (the module doc, step 5).
+        # Fewer arrivals than expected: at most none at all (docs/eta-bands.md, step 5).
         none_came = Z90 * np.sqrt(real_before + running_variance) / budget + expected_before / budget
         early_spread = np.minimum(early_spread, none_came)
     # Own duration: lognormal with mean avg, so median avg * e^(-sigma^2 / 2) (`median_durations`):
@@ -532,7 +515,7 @@ def _unforeseen_spreads(
        the wait, of which BURST_AHEAD comes before the chart: the p90 of that extra work (mean +
        Z90 x standard deviation), over the budget.
     2. Newcomers, expected at a share q of the budget in the ETA itself: q x w either way, earlier
-       as fewer of them may come (at most none: the module doc, step 5), later as more may. With no
+       as fewer of them may come (at most none: docs/eta-bands.md, step 5), later as more may. With no
        history q is largest and nothing else widens the band: on the live load run the first ETAs of
        a cold start were 60-70% early, and a band open on one side only held 3% of their finishes.
 
