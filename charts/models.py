@@ -314,8 +314,8 @@ class DurationStat(models.Model):
     """What the ETAs learned of one (org, workflow)'s finished runs, the state of the pure rule
     `scheduling.core.durations.duration_learn` (`duration_record` in scheduling.reconcile applies it):
     the fading means kept as `count` runs' worth of sums (so that pairs pool by adding them), and the
-    streak of the latest runs outside the pair's usual band with their raw sums, and the starts the
-    rule tells the order of finishes from a change by."""
+    streak of the latest runs outside the pair's usual band with their raw sums, the starts the
+    rule tells the order of finishes from a change by, and how many runs it has learned."""
 
     org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="duration_stats")
     workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="duration_stats")
@@ -328,6 +328,9 @@ class DurationStat(models.Model):
     streak_sum_log = models.FloatField(default=0.0)
     settled_started_at = models.DateTimeField(null=True, blank=True)
     streak_started_at = models.DateTimeField(null=True, blank=True)
+    # Runs learned since the state began or restarted (`count` stops at the memory; a row older than
+    # this field reads as many as its count).
+    learned = models.PositiveIntegerField(default=0)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

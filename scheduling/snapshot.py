@@ -90,6 +90,7 @@ DURATION_STATE_FIELDS = (
     "streak_sum_log",
     "settled_started_at",
     "streak_started_at",
+    "learned",
 )
 
 
@@ -108,6 +109,7 @@ def duration_state(stat: DurationStat) -> core_durations.DurationState:
         streak_log=stat.streak_sum_log,
         settled_started=_timestamp(stat.settled_started_at),
         streak_started=_timestamp(stat.streak_started_at),
+        learned=stat.learned,
     )
 
 
@@ -122,6 +124,7 @@ def duration_state_write(stat: DurationStat, state: core_durations.DurationState
     stat.streak_sum_log = state.streak_log
     stat.settled_started_at = to_datetime(state.settled_started)
     stat.streak_started_at = to_datetime(state.streak_started)
+    stat.learned = state.learned
 
 
 def _timestamp(at: datetime | None) -> float | None:

@@ -33,6 +33,8 @@ CHANGE_SIGMAS = 1.5
 CHANGE_RUNS = 4
 SIGMA_FLOOR = 0.3
 SAME_START_SECONDS = 1.0
+# `DurationState.learned` stops here: a run in flight then weighs 1e-4 (`in_flight_weight`), so nothing.
+LEARNED_CAP = 10 * DURATION_MEMORY
 MIN_SECONDS = 0.001
 # `duration_censored` iterates at most CENSORED_STEPS times, until a step moves less than the tolerance.
 CENSORED_STEPS = 200
@@ -55,6 +57,7 @@ class DurationState:
     streak_log: float = 0.0
     settled_started: float | None = None  # the latest start of a run learned inside the band
     streak_started: float | None = None  # the latest start of the streak's runs
+    learned: int = 0  # runs learned since the state began or restarted, at most LEARNED_CAP (not the memory)
 
     @property
     def log_sigma(self) -> float | None:
@@ -105,7 +108,9 @@ def duration_learn(
                 runs, total, logs = abs(state.streak) + 1, state.streak_seconds + seconds, state.streak_log + log
             latest = _latest(state.streak_started, started)
             if runs >= CHANGE_RUNS:
-                return DurationState(runs, total / runs, logs / runs, state.var_log, settled_started=latest)
+                return DurationState(
+                    runs, total / runs, logs / runs, state.var_log, settled_started=latest, learned=runs
+                )
             kept = {"streak": side * runs, "streak_seconds": total, "streak_log": logs, "streak_started": latest}
         if abs(distance) > HOLD_SIGMAS * sigma:
             return replace(state, **kept)
@@ -114,6 +119,7 @@ def duration_learn(
     return replace(
         state,
         count=min(state.count + 1, DURATION_MEMORY),
+        learned=min(max(state.learned, state.count) + 1, LEARNED_CAP),
         mean_seconds=state.mean_seconds + weight * (seconds - state.mean_seconds),
         mean_log=state.mean_log + weight * delta,
         var_log=(1.0 - weight) * (state.var_log + weight * delta * delta),
@@ -146,9 +152,10 @@ def _band(state: DurationState, usual: tuple[float, float] | None) -> tuple[floa
 def duration_censored(state: DurationState, lasted: Sequence[float], *, spread: float) -> DurationState:
     """The pair's state as the ETAs read it while runs of it are in flight: each that has lasted e > 0
     counts as a run longer than e (censored) unless past HOLD_SIGMAS spreads (held out, as a finished
-    one would be); the log-mean and spread are the maximum likelihood of both (EM), `spread` standing
-    in while the state knows none. Why and how: docs/eta-survivorship.md."""
-    if state.count == 0:
+    one would be), weighed by `in_flight_weight`; the log-mean and spread are the maximum likelihood
+    of both (EM), `spread` standing in while the state knows none. Why: docs/eta-survivorship.md."""
+    weight = in_flight_weight(state)
+    if state.count == 0 or weight == 0:
         return state
     fixed = state.count < 2 or not state.var_log
     mu = state.mean_log
@@ -157,7 +164,7 @@ def duration_censored(state: DurationState, lasted: Sequence[float], *, spread: 
     logs = [math.log(e) for e in lasted if e > 0 and math.log(e) - mu <= held]
     if not logs or sigma <= 0:
         return state
-    count, total = state.count, state.count + len(logs)
+    count, total = state.count, state.count + weight * len(logs)
     known_square = count * (state.var_log + state.mean_log**2)
     for _ in range(CENSORED_STEPS):
         first = second = 0.0
@@ -167,8 +174,8 @@ def duration_censored(state: DurationState, lasted: Sequence[float], *, spread: 
             expected = mu + sigma * ratio
             first += expected
             second += sigma**2 * (1 + z * ratio - ratio**2) + expected**2
-        new_mu = (count * state.mean_log + first) / total
-        new_sigma = sigma if fixed else math.sqrt(max((known_square + second) / total - new_mu**2, 0.0))
+        new_mu = (count * state.mean_log + weight * first) / total
+        new_sigma = sigma if fixed else math.sqrt(max((known_square + weight * second) / total - new_mu**2, 0.0))
         moved = abs(new_mu - mu) + abs(new_sigma - sigma)
         mu, sigma = new_mu, new_sigma
         if moved < CENSORED_TOLERANCE or sigma <= 0:
@@ -176,6 +183,15 @@ def duration_censored(state: DurationState, lasted: Sequence[float], *, spread: 
     var_log = state.var_log if fixed else sigma**2
     factor = math.exp(mu - state.mean_log + (var_log - state.var_log) / 2)
     return replace(state, mean_seconds=state.mean_seconds * factor, mean_log=mu, var_log=var_log)
+
+
+def in_flight_weight(state: DurationState) -> float:
+    """A run in flight's weight beside a finished one: the share of the memory still on the runs learned
+    before it was full, (1 - 1 / DURATION_MEMORY) ^ (learned - DURATION_MEMORY). Why: docs/eta-survivorship.md."""
+    learned = max(state.learned, state.count)
+    if learned >= LEARNED_CAP:
+        return 0.0
+    return (1.0 - 1.0 / DURATION_MEMORY) ** max(0, learned - DURATION_MEMORY)
 
 
 _STANDARD = NormalDist()
