@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import queue
 import signal
 import subprocess
 import sys
@@ -376,38 +377,70 @@ def _forked_child(workflow_id: str, answers: Any) -> None:
         answers.put({"error": repr(err)})
 
 
-@pytest.mark.temporal
-def test_forked_child_connects_afresh(temporal_worker: str) -> None:
-    workflow_id, run_id = start_demo(temporal_worker, chart_id=109, payload={"duration": 0.1})
-    assert closed_outcome(workflow_id).run_id == run_id  # the parent has a connected client
-    # Forking a process whose runtime threads are mid-call can copy a held lock into the child (a CI
-    # run under heavy CPU steal crashed the child so). Let them go idle first; Celery's own children
-    # fork from a master that never calls Temporal at all.
+def _forking_master(workflow_id: str) -> None:
+    """In a process of its own with a client and no worker, as Celery's master: describe (connecting
+    this process's bridge), let its runtime's threads go idle, fork a child that describes with the
+    inherited module state, and print the child's answer, its exit code and this process's pid as
+    JSON, then describe again (the master's client still works)."""
+    assert describe_workflow(workflow_id) is not None
     time.sleep(1.0)
-
     context = multiprocessing.get_context("fork")
     answers = context.Queue()
     child = context.Process(target=_forked_child, args=(workflow_id, answers))
     child.start()
     try:
         answer = answers.get(timeout=WAIT_SECONDS)
-        child.join(WAIT_SECONDS)
-    finally:
-        # A forked child shares pytest's process group (tests.processes cannot end it as a group).
-        if child.is_alive():
-            child.kill()
-            child.join()
+    except queue.Empty:
+        answer = None
+    child.join(WAIT_SECONDS)
+    if child.is_alive():
+        child.kill()
+        child.join()
+    again = describe_workflow(workflow_id)
+    report = {"answer": answer, "exitcode": child.exitcode, "pid": os.getpid(), "again": again and again.run_id}
+    print(json.dumps(report))
 
-    assert answer == {
-        "run_id": run_id,
-        "bridge_pid_is_child": True,
-        "inherited_pids": [os.getpid()],
-        "fresh_client": True,
-    }
-    assert child.exitcode == 0
-    outcome = describe_workflow(workflow_id)  # the parent's client still works
-    assert outcome is not None
-    assert outcome.run_id == run_id
+
+FORKING_MASTER = (
+    "import sys, django; django.setup(); "
+    "from tests.scheduling.temporal.test_temporal import _forking_master; _forking_master(sys.argv[1])"
+)
+
+
+@pytest.mark.temporal
+def test_forked_child_connects_afresh(temporal_worker: str, temporal_settings: Any) -> None:
+    """A process that has called Temporal forks a child, which builds a bridge of its own (runtime,
+    loop, client) instead of using the one it inherited. The fork is made in a process of its own:
+    forking this one, whose worker's threads are always mid-poll, copies their held locks into the
+    child (a CI run under load crashed the child so, twice); Celery's children fork from a master
+    with no worker in it."""
+    workflow_id, run_id = start_demo(temporal_worker, chart_id=109, payload={"duration": 0.1})
+    assert closed_outcome(workflow_id).run_id == run_id
+    master = start(
+        [sys.executable, "-c", FORKING_MASTER, workflow_id],
+        cwd=REPO_ROOT,
+        env={**os.environ, "TEMPORAL_ADDRESS": temporal_settings.TEMPORAL_ADDRESS, "TEMPORAL_NAMESPACE": "default"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        output, _ = master.communicate(timeout=3 * WAIT_SECONDS)
+    finally:
+        end(master)
+    assert master.returncode == 0, output
+    report = json.loads(output.strip().splitlines()[-1])
+    assert report == {
+        "answer": {
+            "run_id": run_id,
+            "bridge_pid_is_child": True,
+            "inherited_pids": [report["pid"]],
+            "fresh_client": True,
+        },
+        "exitcode": 0,
+        "pid": report["pid"],
+        "again": run_id,
+    }, output
 
 
 @pytest.mark.temporal
