@@ -60,6 +60,11 @@ class DurationState:
     learned: int = 0  # runs learned since the state began or restarted, at most LEARNED_CAP (not the memory)
 
     @property
+    def runs_learned(self) -> int:
+        """`learned`, at least `count` (a state kept before `learned` was reads as its count)."""
+        return max(self.learned, self.count)
+
+    @property
     def log_sigma(self) -> float | None:
         """Standard deviation of log(duration); None under two runs."""
         return math.sqrt(max(0.0, self.var_log)) if self.count >= 2 else None
@@ -119,7 +124,7 @@ def duration_learn(
     return replace(
         state,
         count=min(state.count + 1, DURATION_MEMORY),
-        learned=min(max(state.learned, state.count) + 1, LEARNED_CAP),
+        learned=min(state.runs_learned + 1, LEARNED_CAP),
         mean_seconds=state.mean_seconds + weight * (seconds - state.mean_seconds),
         mean_log=state.mean_log + weight * delta,
         var_log=(1.0 - weight) * (state.var_log + weight * delta * delta),
@@ -188,10 +193,9 @@ def duration_censored(state: DurationState, lasted: Sequence[float], *, spread: 
 def in_flight_weight(state: DurationState) -> float:
     """A run in flight's weight beside a finished one: the share of the memory still on the runs learned
     before it was full, (1 - 1 / DURATION_MEMORY) ^ (learned - DURATION_MEMORY). Why: docs/eta-survivorship.md."""
-    learned = max(state.learned, state.count)
-    if learned >= LEARNED_CAP:
+    if state.runs_learned >= LEARNED_CAP:
         return 0.0
-    return (1.0 - 1.0 / DURATION_MEMORY) ** max(0, learned - DURATION_MEMORY)
+    return (1.0 - 1.0 / DURATION_MEMORY) ** max(0, state.runs_learned - DURATION_MEMORY)
 
 
 _STANDARD = NormalDist()
